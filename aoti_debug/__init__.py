@@ -1,0 +1,24 @@
+"""aoti-debug: debugging instrumentation compiled into AOT Inductor artifacts.
+
+Importing the package is cheap: the public names are loaded on first use.
+"""
+
+from ._version import __version__
+
+__all__ = ["__version__", "log_api", "instrument", "cpp_include_dir", "read_settings"]
+
+
+def __getattr__(name):
+    if name == "log_api":
+        from .logger import log_api
+        return log_api
+    if name == "instrument":
+        from .instrument import instrument
+        return instrument
+    if name == "cpp_include_dir":
+        from ._native import include_dir
+        return include_dir
+    if name == "read_settings":
+        from .settings import read
+        return read
+    raise AttributeError(f"module 'aoti_debug' has no attribute {name!r}")

@@ -1,0 +1,1 @@
+"""Reading records and dumps back: parsing, masking, and the checks built on them."""

@@ -1,0 +1,50 @@
+"""The `aoti-debug` command line: a table of commands with fixed exit codes.
+
+Each command lives in its own module and is imported only when run, so
+`aoti-debug info` does not pay for the analysis code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import List, Optional
+
+OK = 0            # success; for checks: nothing found / everything agrees
+FOUND = 1         # a check found something: a failure, a NaN origin, a divergence
+USAGE = 2         # bad command line or unreadable input
+
+# name -> (module implementing add_arguments(parser) and run(args) -> int, one-line help)
+COMMANDS = {
+    "info": ("aoti_debug.commands.info", "show the resolved settings, where each came from, and the system"),
+}
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="aoti-debug",
+        description="Debugging instrumentation for AOT Inductor artifacts.",
+        epilog="exit status: 0 ok, 1 a check found something, 2 bad usage or input")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    modules = {}
+    for name, (module_name, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        modules[name] = importlib.import_module(module_name)
+        modules[name].add_arguments(p)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return USAGE if exc.code not in (0, None) else OK
+    if not args.command:
+        parser.print_help()
+        return USAGE
+    try:
+        return modules[args.command].run(args)
+    except UsageError as exc:
+        print(f"aoti-debug {args.command}: {exc}", file=sys.stderr)
+        return USAGE
+
+
+class UsageError(Exception):
+    """Bad arguments or unreadable input: printed in one line, exit status 2."""

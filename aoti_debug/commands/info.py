@@ -1,0 +1,60 @@
+"""`aoti-debug info`: the settings in force, their sources, and the system."""
+
+from __future__ import annotations
+
+import platform
+import sys
+
+from .. import settings as settings_mod
+from ..cli import OK, USAGE
+from .._version import __version__
+
+
+def add_arguments(parser) -> None:
+    pass
+
+
+def run(args) -> int:
+    resolved, problems = settings_mod.read_with_problems()
+    print("aoti-debug settings (highest precedence first: argument, AOTI_DEBUG_*, upstream alias, default)")
+    for var in settings_mod.VARIABLES:
+        value = getattr(resolved, var.field)
+        shown = ",".join(value) if isinstance(value, tuple) else str(value)
+        if isinstance(value, bool):
+            shown = "1" if value else "0"
+        print(f"  {var.name:<30} {shown or '(all)':<20} from {resolved.sources[var.field]}")
+    print()
+    print("system")
+    for key, value in system_facts():
+        print(f"  {key:<30} {value}")
+    if problems:
+        print(file=sys.stderr)
+        for text in problems:
+            print(f"error: {text}", file=sys.stderr)
+        return USAGE
+    return OK
+
+
+def system_facts():
+    facts = [("aoti-debug version", __version__),
+             ("Python version", platform.python_version()),
+             ("Platform", f"{platform.system()} {platform.machine()}")]
+    try:
+        import torch
+    except Exception as exc:
+        return facts + [("PyTorch", f"not importable ({exc})")]
+    facts.append(("PyTorch version", torch.__version__))
+    facts.append(("CUDA toolkit version", torch.version.cuda or "none (CPU build)"))
+    if torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            p = torch.cuda.get_device_properties(i)
+            facts.append((f"GPU {i}", f"{p.name}, compute capability {p.major}.{p.minor}, "
+                          f"{p.total_memory / 2**30:.1f} GiB"))
+    else:
+        facts.append(("GPUs", "none visible"))
+    try:
+        from .. import _native
+        facts.append(("compiled core", "ready" if _native.lib() is not None else "unavailable"))
+    except Exception as exc:
+        facts.append(("compiled core", f"unavailable ({exc})"))
+    return facts

@@ -1,0 +1,209 @@
+"""The Python implementation of the record format (docs/log-format.md).
+
+The C++ shim has its own implementation (cpp_runtime/include/aoti_debug/
+detail/format.h); the parity corpus in tests/ keeps the two byte-identical.
+Nothing here writes anything: sinks do that.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import time
+from typing import Any, Iterable, List, Optional, Sequence
+
+INDENT = "  "
+
+
+# -- numbers (section 2) --------------------------------------------------
+
+def number(x: float) -> str:
+    x = float(x)
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if x == 0 or 1e-4 <= abs(x) < 1e16:
+        return "%.6f" % x
+    return "%.6e" % x
+
+
+def timestamp(now: Optional[float] = None) -> str:
+    now = time.time() if now is None else now
+    seconds = int(now)
+    micro = int(round((now - seconds) * 1e6))
+    if micro == 1_000_000:
+        seconds, micro = seconds + 1, 0
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds)) + ".%06d" % micro
+
+
+def header(kind: str, ident: str, name: str, pid: int, now: Optional[float] = None) -> str:
+    return f"[{timestamp(now)}] [pid {pid}] {kind} {ident} {name}\n"
+
+
+# -- inline values (section 1.4) --------------------------------------------
+
+def quote(text: str) -> str:
+    out = ['"']
+    for ch in text:
+        if ch in '\\"':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append("\\x%02x" % ord(ch))
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def _is_tensor(value: Any) -> bool:
+    torch = _torch()
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
+def _torch():
+    import sys
+    return sys.modules.get("torch")
+
+
+def holds_tensor(value: Any) -> bool:
+    if _is_tensor(value):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(holds_tensor(v) for v in value)
+    if isinstance(value, dict):
+        return any(holds_tensor(v) for v in value.values())
+    return False
+
+
+def inline(value: Any) -> str:
+    """The one-line form of a value that holds no tensor."""
+    torch = _torch()
+    if value is None or isinstance(value, bool):
+        return repr(value)
+    if isinstance(value, enum.Enum):
+        return f"{type(value).__name__}.{value.name}"
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, float):
+        return number(value)
+    if isinstance(value, str):
+        return quote(value)
+    if torch is not None:
+        if isinstance(value, torch.dtype):
+            return str(value)
+        if isinstance(value, torch.device):
+            return device_name(value)
+    if isinstance(value, tuple):
+        inner = ", ".join(inline(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    if isinstance(value, list):
+        return "[" + ", ".join(inline(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{inline(k)}: {inline(v)}" for k, v in value.items()) + "}"
+    return f"<{type(value).__name__}>"
+
+
+def device_name(device: Any) -> str:
+    if device.type == "cpu":
+        return "cpu"
+    index = device.index if device.index is not None else 0
+    return f"{device.type}:{index}"
+
+
+def shape_tuple(values: Iterable[int]) -> str:
+    return inline(tuple(int(v) for v in values))
+
+
+# -- items and blocks (sections 1.2, 1.3) -----------------------------------
+
+def item(label: str, value: Any, level: int, depth: int = 1, stats=None) -> List[str]:
+    """Lines (without the trailing newline) for one labelled value."""
+    pad = INDENT * depth
+    if not holds_tensor(value):
+        return [f"{pad}{label}: {inline(value)}"]
+    lines = [f"{pad}{label}:"]
+    lines += block(value, level, depth + 1, stats)
+    return lines
+
+
+def block(value: Any, level: int, depth: int, stats=None) -> List[str]:
+    pad = INDENT * depth
+    if _is_tensor(value):
+        return tensor_block(value, level, depth, stats)
+    if isinstance(value, dict):
+        lines = [f"{pad}dict(len={len(value)})"]
+        for k, v in value.items():
+            lines += item(f"[{inline(k)}]", v, level, depth + 1, stats)
+        return lines
+    kind = "list" if isinstance(value, list) else "tuple"
+    lines = [f"{pad}{kind}(len={len(value)})"]
+    for i, v in enumerate(value):
+        lines += item(f"[{i}]", v, level, depth + 1, stats)
+    return lines
+
+
+def tensor_block(t: Any, level: int, depth: int, stats=None) -> List[str]:
+    pad = INDENT * depth
+    inner = pad + INDENT
+    lines = [
+        f"{pad}Tensor(",
+        f"{inner}shape={shape_tuple(t.shape)}",
+        f"{inner}stride={shape_tuple(t.stride())}",
+        f"{inner}dtype={t.dtype}",
+        f"{inner}device={device_name(t.device)}",
+        f"{inner}requires_grad={bool(t.requires_grad)}",
+        f"{inner}is_contiguous={bool(t.is_contiguous())}",
+    ]
+    if level >= 5:
+        from . import stats as stats_mod
+        computed = (stats or stats_mod.compute)(t)
+        lines += [inner + line for line in stats_lines(computed)]
+    lines.append(f"{pad})")
+    return lines
+
+
+def stats_lines(s) -> List[str]:
+    """Section 3: the statistics lines for a computed Stats."""
+    if s.skipped:
+        return [f"stats=skipped ({s.skipped})"]
+    if s.kind == "float":
+        return [f"min={number(s.min)}", f"max={number(s.max)}", f"mean={number(s.mean)}",
+                f"nan_count={s.nan_count}", f"inf_count={s.inf_count}"]
+    if s.kind == "int":
+        return [f"min={s.imin}", f"max={s.imax}", f"mean={number(s.mean)}"]
+    if s.kind == "bool":
+        return [f"true_count={s.true_count}", f"false_count={s.false_count}"]
+    if s.kind == "complex":
+        return [f"abs_min={number(s.min)}", f"abs_max={number(s.max)}",
+                f"abs_mean={number(s.mean)}", f"nan_count={s.nan_count}",
+                f"inf_count={s.inf_count}"]
+    return ["stats=skipped (device not supported)"]
+
+
+def record(head: str, body: Sequence[str] = ()) -> str:
+    if not body:
+        return head
+    return head + "\n".join(body) + "\n"
+
+
+BANNER_RULE = "=" * 80
+
+
+def banner(pid: int, aoti_debug_version: str, torch_version: str, platform: str,
+           now: Optional[float] = None) -> str:
+    return "\n".join([
+        BANNER_RULE,
+        f"[{timestamp(now)}] [pid {pid}] aoti-debug - System Information",
+        BANNER_RULE,
+        f"aoti-debug version: {aoti_debug_version}",
+        f"PyTorch version: {torch_version}",
+        f"Platform: {platform}",
+        BANNER_RULE,
+    ]) + "\n"

@@ -1,0 +1,280 @@
+"""Every aoti-debug setting is read and validated here, and only here.
+
+Order of precedence, highest first:
+
+1. explicit arguments (``aoti_debug.instrument(level=5)``, ``read(overrides=...)``)
+2. ``AOTI_DEBUG_*`` environment variables
+3. the upstream PyTorch aliases (``AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER``, ...)
+4. built-in defaults
+
+The C++ shim (``cpp_runtime/include/aoti_debug/detail/settings.h``) mirrors
+these rules and messages word for word; ``tests/test_settings_parity.py``
+keeps them together.  This module imports nothing heavy: the process-start
+hook uses it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
+
+LEVELS = (0, 1, 3, 5, 10)
+NAN_MODES = ("off", "warn", "raise", "warn:nan", "raise:nan", "warn:naninf", "raise:naninf")
+BOOL_WORDS = {"1": True, "true": True, "yes": True, "on": True,
+              "0": False, "false": False, "no": False, "off": False, "": False}
+# upstream AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER values -> our levels
+UPSTREAM_PRINTER_LEVELS = {"0": 0, "1": 10, "2": 5, "3": 1}
+
+
+class SettingsError(ValueError):
+    """One or more environment variables or arguments hold a bad value."""
+
+    def __init__(self, problems: List[str]):
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+@dataclasses.dataclass(frozen=True)
+class NanCheck:
+    action: str = "off"        # off | warn | raise
+    count_inf: bool = False    # naninf: +-Inf counts as a failure too
+
+    @property
+    def enabled(self) -> bool:
+        return self.action != "off"
+
+    def __str__(self) -> str:
+        if self.action == "off":
+            return "off"
+        return f"{self.action}:{'naninf' if self.count_inf else 'nan'}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    level: int = 0
+    logdest: str = "stdout"
+    kernels: Tuple[str, ...] = ()
+    check_inputs: bool = False
+    nan_check: NanCheck = NanCheck()
+    sync: bool = False
+    dump_dir: str = "aoti_debug_dumps"
+    dump_max_size_gb: float = 20.0
+    dump_max_count: int = 1000
+    # where each field's value came from: "default", "argument", or "NAME=value"
+    sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
+
+    @property
+    def anything_compiled_in(self) -> bool:
+        return self.level > 0 or self.check_inputs or self.nan_check.enabled
+
+
+# -- parsers: each returns the value or raises ValueError(accepted-values text) --
+
+def _parse_level(text: str) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = -1
+    if value not in LEVELS:
+        raise ValueError("expected one of 0, 1, 3, 5, 10")
+    return value
+
+
+def _parse_upstream_level(text: str) -> int:
+    if text.strip() not in UPSTREAM_PRINTER_LEVELS:
+        raise ValueError("expected one of 0, 1, 2, 3 (1 -> level 10, 2 -> level 5, 3 -> level 1)")
+    return UPSTREAM_PRINTER_LEVELS[text.strip()]
+
+
+def _parse_bool(text: str) -> bool:
+    key = text.strip().lower()
+    if key not in BOOL_WORDS:
+        raise ValueError("expected one of 0, 1, true, false, yes, no, on, off")
+    return BOOL_WORDS[key]
+
+
+def _parse_nan(text: str) -> NanCheck:
+    key = text.strip().lower()
+    if key in ("", "0", "false", "no"):
+        key = "off"
+    if key not in NAN_MODES:
+        raise ValueError("expected one of " + ", ".join(NAN_MODES))
+    if key == "off":
+        return NanCheck()
+    action, _, kind = key.partition(":")
+    return NanCheck(action, kind == "naninf")
+
+
+def _parse_upstream_nan(text: str) -> NanCheck:
+    key = text.strip().lower()
+    if key in ("1", "true"):
+        return NanCheck("raise", True)
+    if key in ("0", "false", ""):
+        return NanCheck()
+    raise ValueError("expected 0 or 1")
+
+
+def _parse_kernels(text: str) -> Tuple[str, ...]:
+    return tuple(p.strip().lower() for p in text.split(",") if p.strip())
+
+
+def _parse_dest(text: str) -> str:
+    if not text.strip():
+        raise ValueError("expected stdout, stderr, or a file path (%i becomes the process id)")
+    return text.strip()
+
+
+def _parse_dir(text: str) -> str:
+    if not text.strip():
+        raise ValueError("expected a directory path")
+    return text.strip()
+
+
+def _parse_size_gb(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise ValueError("expected a number of gigabytes > 0, e.g. 0.5")
+    return value
+
+
+def _parse_count(text: str) -> int:
+    t = text.strip()
+    if not t.isdigit():
+        raise ValueError("expected a whole number >= 0")
+    return int(t)
+
+
+@dataclasses.dataclass(frozen=True)
+class Variable:
+    field: str
+    name: str
+    parse: Callable[[str], object]
+    alias: Optional[str] = None
+    alias_parse: Optional[Callable[[str], object]] = None
+    when: str = "compile + run"
+    help: str = ""
+
+
+VARIABLES: Tuple[Variable, ...] = (
+    Variable("level", "AOTI_DEBUG_LOGLEVEL", _parse_level,
+             "AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER", _parse_upstream_level,
+             help="0/1/3/5/10: what each launch writes"),
+    Variable("logdest", "AOTI_DEBUG_LOGDEST", _parse_dest, when="run",
+             help="stdout, stderr or a path; %i becomes the process id"),
+    Variable("kernels", "AOTI_DEBUG_KERNELS", _parse_kernels,
+             "AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT", _parse_kernels,
+             help="comma-separated globs over kernel names and origins"),
+    Variable("check_inputs", "AOTI_DEBUG_CHECK_INPUTS", _parse_bool,
+             "AOTI_RUNTIME_CHECK_INPUTS", _parse_bool,
+             help="guard model inputs against what the artifact was compiled for"),
+    Variable("nan_check", "AOTI_DEBUG_NAN_CHECK", _parse_nan,
+             "TORCHINDUCTOR_NAN_ASSERTS", _parse_upstream_nan,
+             help="off, warn, raise (+ :nan or :naninf)"),
+    Variable("sync", "AOTI_DEBUG_SYNC", _parse_bool, when="run",
+             help="synchronize after every instrumented launch"),
+    Variable("dump_dir", "AOTI_DEBUG_DUMP_DIR", _parse_dir, when="run",
+             help="level-10 dump directory"),
+    Variable("dump_max_size_gb", "AOTI_DEBUG_DUMP_MAX_SIZE_GB", _parse_size_gb, when="run",
+             help="hard limit on the dump directory's size"),
+    Variable("dump_max_count", "AOTI_DEBUG_DUMP_MAX_COUNT", _parse_count, when="run",
+             help="hard limit on the number of dumped launches"),
+)
+
+# Every name the process-start hook looks for.
+ALL_NAMES: Tuple[str, ...] = tuple(
+    n for v in VARIABLES for n in (v.name, v.alias) if n
+)
+
+
+def problem(name: str, value: str, accepted: str) -> str:
+    """The one wording of a bad-value message, shared with the C++ shim."""
+    return f"{name}={value!r} is not valid: {accepted}"
+
+
+def read(environ: Optional[Mapping[str, str]] = None,
+         overrides: Optional[Mapping[str, object]] = None,
+         strict: bool = True) -> Settings:
+    """Resolve every setting.
+
+    ``strict`` raises one SettingsError listing every bad value (compile time,
+    ``aoti-debug info``).  Otherwise a bad value falls back to the default and
+    its message is kept in ``read_problems`` (run time: never crash a model).
+    """
+    settings, problems = read_with_problems(environ, overrides)
+    if problems and strict:
+        raise SettingsError(problems)
+    return settings
+
+
+def read_with_problems(environ: Optional[Mapping[str, str]] = None,
+                       overrides: Optional[Mapping[str, object]] = None
+                       ) -> Tuple[Settings, List[str]]:
+    env = os.environ if environ is None else environ
+    overrides = dict(overrides or {})
+    unknown = set(overrides) - {v.field for v in VARIABLES}
+    if unknown:
+        raise TypeError(f"unknown setting(s) {sorted(unknown)}; known: "
+                        + ", ".join(v.field for v in VARIABLES))
+    values: Dict[str, object] = {}
+    sources: Dict[str, str] = {}
+    problems: List[str] = []
+    for var in VARIABLES:
+        if var.field in overrides and overrides[var.field] is not None:
+            value = overrides[var.field]
+            try:
+                values[var.field] = _coerce_argument(var, value)
+                sources[var.field] = "argument"
+            except ValueError as exc:
+                problems.append(problem(f"argument {var.field}", str(value), str(exc)))
+                sources[var.field] = "default (bad argument)"
+            continue
+        for name, parse in ((var.name, var.parse), (var.alias, var.alias_parse)):
+            if not name or name not in env:
+                continue
+            text = env[name]
+            try:
+                values[var.field] = parse(text)
+                sources[var.field] = f"{name}={text}"
+            except ValueError as exc:
+                problems.append(problem(name, text, str(exc)))
+                sources[var.field] = f"default ({name} is not valid)"
+            break
+        else:
+            sources[var.field] = "default"
+    return Settings(sources=sources, **values), problems
+
+
+def _coerce_argument(var: Variable, value: object) -> object:
+    if var.field == "kernels" and isinstance(value, (list, tuple)):
+        return _parse_kernels(",".join(value))
+    if var.field == "nan_check" and isinstance(value, NanCheck):
+        return value
+    if isinstance(value, bool) and var.parse is _parse_bool:
+        return value
+    return var.parse(str(value))
+
+
+def default_text(field: str) -> str:
+    """How a field's default is spelled in messages (as its variable would be set)."""
+    value = getattr(Settings(), field)
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return str(value)
+
+
+def with_fallback(message: str) -> str:
+    """A run-time problem message plus the value used instead (the default)."""
+    name = message.split("=", 1)[0]
+    field = next((v.field for v in VARIABLES if name in (v.name, v.alias)), None)
+    return f"{message}; keeping {default_text(field)}" if field else message
+
+
+def any_variable_set(environ: Optional[Mapping[str, str]] = None) -> bool:
+    env = os.environ if environ is None else environ
+    return any(name in env for name in ALL_NAMES)

@@ -1,0 +1,111 @@
+"""Tensor statistics of docs/log-format.md section 3.
+
+CPU tensors go through the compiled single-pass core that the C++ shim
+shares (cpp_runtime/include/aoti_debug/detail/stats.h).  CUDA tensors are
+reduced on their device with torch ops (no copy to the host), and are
+skipped while a CUDA graph is being captured, so no sync happens there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+SKIP_EMPTY = "empty tensor"
+SKIP_CAPTURE = "CUDA graph capture in progress"
+SKIP_DEVICE = "device not supported"
+
+
+@dataclasses.dataclass
+class Stats:
+    kind: str = "none"                # float | int | bool | complex | none
+    min: float = float("nan")         # complex: abs_min
+    max: float = float("nan")         # complex: abs_max
+    mean: float = float("nan")        # complex: abs_mean
+    imin: int = 0                     # integer dtypes
+    imax: int = 0
+    nan_count: int = 0
+    inf_count: int = 0
+    true_count: int = 0
+    false_count: int = 0
+    first_nan: int = -1
+    first_inf: int = -1
+    skipped: Optional[str] = None
+
+
+def kind_of(dtype) -> str:
+    import torch
+    if dtype == torch.bool:
+        return "bool"
+    if dtype.is_complex:
+        return "complex"
+    if dtype.is_floating_point:
+        return "float"
+    if dtype in _INT_DTYPES():
+        return "int"
+    return "none"
+
+
+def _INT_DTYPES():
+    import torch
+    return {torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+            torch.uint16, torch.uint32, torch.uint64}
+
+
+def compute(t) -> Stats:
+    if t.numel() == 0:
+        return Stats(kind=kind_of(t.dtype), skipped=SKIP_EMPTY)
+    if t.device.type == "cuda":
+        import torch
+        if torch.cuda.is_current_stream_capturing():
+            return Stats(kind=kind_of(t.dtype), skipped=SKIP_CAPTURE)
+        return compute_with_torch(t)
+    if t.device.type != "cpu":
+        return Stats(kind=kind_of(t.dtype), skipped=SKIP_DEVICE)
+    try:
+        from . import _native
+        if _native.lib() is not None:
+            return _native.compute_stats(t)
+    except ImportError:
+        pass
+    return compute_with_torch(t)
+
+
+def compute_with_torch(t) -> Stats:
+    """The same definitions with torch ops, on the tensor's own device.
+
+    Used for CUDA and when the compiled core cannot be built; the mean's
+    summation order is torch's, so its last digit may differ from the core.
+    """
+    import torch
+    kind = kind_of(t.dtype)
+    if kind == "none":
+        return Stats(skipped=SKIP_DEVICE)
+    flat = t.reshape(-1)
+    if kind == "bool":
+        trues = int(flat.sum())
+        return Stats(kind=kind, true_count=trues, false_count=flat.numel() - trues)
+    if kind == "int":
+        return Stats(kind=kind, imin=int(flat.min()), imax=int(flat.max()),
+                     mean=float(flat.to(torch.float64).mean()))
+    if kind == "complex":
+        c = flat.to(torch.complex128)
+        nan = torch.isnan(c.real) | torch.isnan(c.imag)
+        inf = (torch.isinf(c.real) | torch.isinf(c.imag)) & ~nan
+        values = torch.hypot(c.real, c.imag)
+    else:
+        values = flat.to(torch.float64)
+        nan = torch.isnan(values)
+        inf = torch.isinf(values)
+    s = Stats(kind=kind, nan_count=int(nan.sum()), inf_count=int(inf.sum()))
+    s.first_nan = _first(nan)
+    s.first_inf = _first(inf)
+    valid = values[~nan]
+    if valid.numel():
+        s.min, s.max, s.mean = float(valid.min()), float(valid.max()), float(valid.mean())
+    return s
+
+
+def _first(mask) -> int:
+    hits = mask.nonzero()
+    return int(hits[0, 0]) if hits.numel() else -1

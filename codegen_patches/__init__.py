@@ -1,0 +1,1 @@
+"""Hooks into Inductor's wrapper code generation (installed as aoti_debug.codegen_patches)."""
