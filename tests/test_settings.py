@@ -1,0 +1,105 @@
+"""aoti_debug.settings: values, aliases, precedence, and the messages for bad values."""
+
+import pytest
+
+from aoti_debug import settings as S
+from conftest import clean_env, run_python
+
+
+def read(**env):
+    return S.read(environ={k: str(v) for k, v in env.items()})
+
+
+def test_defaults():
+    s = read()
+    assert (s.level, s.logdest, s.kernels, s.check_inputs, str(s.nan_check), s.sync,
+            s.dump_dir, s.dump_max_size_gb, s.dump_max_count) == (
+        0, "stdout", (), False, "off", False, "aoti_debug_dumps", 20.0, 1000)
+    assert set(s.sources.values()) == {"default"}
+
+
+@pytest.mark.parametrize("upstream,level", [("0", 0), ("1", 10), ("2", 5), ("3", 1)])
+def test_upstream_printer_levels_map(upstream, level):
+    s = read(AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER=upstream)
+    assert s.level == level
+    assert s.sources["level"] == f"AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER={upstream}"
+
+
+def test_our_variable_wins_over_the_alias_and_arguments_win_over_both():
+    env = dict(AOTI_DEBUG_LOGLEVEL=3, AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER=1)
+    assert read(**env).level == 3
+    s = S.read(environ={k: str(v) for k, v in env.items()}, overrides={"level": 5})
+    assert (s.level, s.sources["level"]) == (5, "argument")
+
+
+def test_aliases_for_filters_guards_and_nan_asserts():
+    s = read(AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT="Triton_Poi_*, addmm",
+             AOTI_RUNTIME_CHECK_INPUTS=1, TORCHINDUCTOR_NAN_ASSERTS=1)
+    assert s.kernels == ("triton_poi_*", "addmm")
+    assert s.check_inputs is True
+    assert str(s.nan_check) == "raise:naninf" and s.nan_check.count_inf
+
+
+@pytest.mark.parametrize("value,text", [("warn", "warn:nan"), ("raise", "raise:nan"),
+                                        ("WARN:NANINF", "warn:naninf"), ("off", "off"), ("0", "off")])
+def test_nan_modes(value, text):
+    assert str(read(AOTI_DEBUG_NAN_CHECK=value).nan_check) == text
+
+
+@pytest.mark.parametrize("name,value,accepted", [
+    ("AOTI_DEBUG_LOGLEVEL", "abc", "expected one of 0, 1, 3, 5, 10"),
+    ("AOTI_DEBUG_LOGLEVEL", "7", "expected one of 0, 1, 3, 5, 10"),
+    ("AOTI_DEBUG_DUMP_MAX_COUNT", "-1", "expected a whole number >= 0"),
+    ("AOTI_DEBUG_DUMP_MAX_SIZE_GB", "0", "expected a number of gigabytes > 0, e.g. 0.5"),
+    ("AOTI_DEBUG_DUMP_MAX_SIZE_GB", "lots", "expected a number of gigabytes > 0, e.g. 0.5"),
+    ("AOTI_DEBUG_NAN_CHECK", "maybe",
+     "expected one of off, warn, raise, warn:nan, raise:nan, warn:naninf, raise:naninf"),
+    ("AOTI_DEBUG_SYNC", "sometimes", "expected one of 0, 1, true, false, yes, no, on, off"),
+    ("AOTI_DEBUG_CHECK_INPUTS", "2", "expected one of 0, 1, true, false, yes, no, on, off"),
+    ("AOTI_DEBUG_LOGDEST", " ", "expected stdout, stderr, or a file path (%i becomes the process id)"),
+    ("AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER", "5",
+     "expected one of 0, 1, 2, 3 (1 -> level 10, 2 -> level 5, 3 -> level 1)"),
+    ("TORCHINDUCTOR_NAN_ASSERTS", "yes please", "expected 0 or 1"),
+])
+def test_bad_values_name_the_variable_the_value_and_what_is_accepted(name, value, accepted):
+    with pytest.raises(S.SettingsError) as info:
+        read(**{name: value})
+    assert str(info.value) == f"{name}={value!r} is not valid: {accepted}"
+
+
+def test_all_problems_are_reported_together_and_non_strict_falls_back():
+    env = {"AOTI_DEBUG_LOGLEVEL": "2", "AOTI_DEBUG_NAN_CHECK": "maybe"}
+    with pytest.raises(S.SettingsError) as info:
+        S.read(environ=env)
+    assert len(info.value.problems) == 2
+    s, problems = S.read_with_problems(environ=env)
+    assert (s.level, str(s.nan_check)) == (0, "off")
+    assert [S.with_fallback(p) for p in problems] == [
+        "AOTI_DEBUG_LOGLEVEL='2' is not valid: expected one of 0, 1, 3, 5, 10; keeping 0",
+        "AOTI_DEBUG_NAN_CHECK='maybe' is not valid: expected one of off, warn, raise, warn:nan, "
+        "raise:nan, warn:naninf, raise:naninf; keeping off"]
+
+
+def test_unknown_argument_is_a_type_error():
+    with pytest.raises(TypeError, match=r"unknown setting\(s\) \['levle'\]"):
+        S.read(environ={}, overrides={"levle": 3})
+
+
+def test_info_command_shows_values_sources_and_system():
+    proc = run_python("import sys; from aoti_debug.cli import main; sys.exit(main(['info']))",
+                      env=clean_env(AOTI_DEBUG_LOGLEVEL=5, AOTI_RUNTIME_CHECK_INPUTS=1))
+    lines = proc.stdout.splitlines()
+    assert "  AOTI_DEBUG_LOGLEVEL            5                    from AOTI_DEBUG_LOGLEVEL=5" in lines
+    assert "  AOTI_DEBUG_CHECK_INPUTS        1                    from AOTI_RUNTIME_CHECK_INPUTS=1" in lines
+    assert "  AOTI_DEBUG_LOGDEST             stdout               from default" in lines
+    import torch
+    assert f"  PyTorch version                {torch.__version__}" in lines
+    assert "  GPUs                           none visible" in lines or any(l.startswith("  GPU 0") for l in lines)
+
+
+def test_info_with_a_bad_value_exits_2_with_the_message():
+    import subprocess, sys
+    proc = subprocess.run([sys.executable, "-m", "aoti_debug", "info"], capture_output=True, text=True,
+                          env=clean_env(AOTI_DEBUG_LOGLEVEL="abc"))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "error: AOTI_DEBUG_LOGLEVEL='abc' is not valid: expected one of 0, 1, 3, 5, 10"
