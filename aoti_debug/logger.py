@@ -40,15 +40,18 @@ def log_api(func: Optional[Callable] = None, *, name: Optional[str] = None):
             return func(*args, **kwargs)
         number = next(_call_numbers)
         _safely(_write_call, number, qualname, level, signature, args, kwargs)
+        dump = _safely(_recorder().begin_call, number, qualname, func, args, kwargs) if level >= 10 else None
         try:
             result = func(*args, **kwargs)
         except BaseException as exc:
             _safely(_write_raise, number, qualname, exc)
+            if dump:
+                _safely(_recorder().end_call, dump, None, exc)
             raise
         if level >= 3:
             _safely(_write_return, number, qualname, level, result)
-        if level >= 10:
-            _safely(_record_flight, number, qualname, func, args, kwargs, result)
+        if dump:
+            _safely(_recorder().end_call, dump, result)
         return result
 
     wrapper.__aoti_debug_wrapped__ = func  # type: ignore[attr-defined]
@@ -62,9 +65,9 @@ def _selected(qualname: str, patterns) -> bool:
     return matches(patterns, [qualname, qualname.rsplit(".", 1)[-1]])
 
 
-def _safely(write: Callable, *args: Any) -> None:
+def _safely(write: Callable, *args: Any) -> Any:
     try:
-        write(*args)
+        return write(*args)
     except Exception as exc:  # never let logging change the user's program
         try:
             runtime.note("logger", f"could not write a record: {type(exc).__name__}: {exc}")
@@ -119,6 +122,6 @@ def _write_raise(number: int, qualname: str, exc: BaseException) -> None:
     runtime.emit(fmt.record(fmt.header("raise", str(number), qualname, os.getpid()), body))
 
 
-def _record_flight(number, qualname, func, args, kwargs, result) -> None:
+def _recorder():
     from . import recorder
-    recorder.record_call(number, qualname, func, args, kwargs, result)
+    return recorder
