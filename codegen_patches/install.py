@@ -1,5 +1,46 @@
-"""Activates the codegen patches from the environment (filled in by the codegen work)."""
+"""Switching the codegen patches on and off.
+
+`from_environment()` is what the process-start hook calls; `activate()` is
+what `aoti_debug.instrument()` uses.  Patches are installed once and stay
+inert while nothing is active, so turning instrumentation off restores
+upstream's output exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from aoti_debug import settings as settings_mod
+
+from . import hooks
 
 
-def from_environment():
-    return None
+def from_environment() -> Optional[settings_mod.Settings]:
+    """Activate with the compile-time settings from the environment, if any are on."""
+    resolved = settings_mod.read()          # strict: a bad value is an error at compile time
+    if not resolved.anything_compiled_in:
+        return None
+    activate(resolved)
+    return resolved
+
+
+def activate(resolved: settings_mod.Settings):
+    """Instrument every AOTI compile from now on with `resolved`; returns the previous settings."""
+    from . import adapter
+    adapter.install_patches(hooks)
+    previous = hooks.active()
+    hooks.set_active(resolved if resolved.anything_compiled_in else None)
+    _quiet_upstream_printers()
+    return previous
+
+
+def restore(previous) -> None:
+    hooks.set_active(previous)
+
+
+def _quiet_upstream_printers() -> None:
+    # The upstream aliases also switch on Inductor's own printer and NaN asserts;
+    # we do their job, so keep theirs off to avoid two of everything.
+    from torch._inductor import config
+    config.aot_inductor.debug_intermediate_value_printer = "0"
+    config.aot_inductor.filtered_kernel_names = None

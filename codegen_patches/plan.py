@@ -1,0 +1,165 @@
+"""The instrumentation plan: what each launch is, where it came from, which
+arguments it reads and writes.  Built during wrapper codegen, emitted by
+cpp_emit (AOTI) or python_emit (torch.compile), and written to TORCH_TRACE.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Iterable, List, Optional, Sequence, Tuple
+
+IN, OUT, INOUT = "in", "out", "inout"
+
+
+@dataclasses.dataclass(frozen=True)
+class Provenance:
+    nodes: Tuple[str, ...] = ()      # FX node names fused into the kernel
+    source: str = "-"                # innermost user frame, "file:line"
+    modules: Tuple[str, ...] = ()    # nn.Module paths, for the kernel filter
+
+    def origin_line(self) -> str:
+        return f"origin: nodes={','.join(self.nodes) or '-'} source={self.source}"
+
+    def filter_names(self) -> Tuple[str, ...]:
+        return self.nodes + self.modules + ((self.source,) if self.source != "-" else ())
+
+
+@dataclasses.dataclass(frozen=True)
+class Arg:
+    name: str        # as the record shows it (buffer / input name)
+    expr: str        # the wrapper expression that yields the tensor
+    role: str        # in | out | inout
+
+
+@dataclasses.dataclass
+class Site:
+    """One instrumented launch point in the generated wrapper."""
+    index: int
+    kernel: str
+    provenance: Provenance
+    args: List[Arg]
+    kind: str                  # cpp | triton | extern | proxy
+
+    def inputs(self) -> List[Arg]:
+        return [a for a in self.args if a.role in (IN, INOUT)]
+
+    def outputs(self) -> List[Arg]:
+        return [a for a in self.args if a.role in (OUT, INOUT)]
+
+    def to_json(self) -> dict:
+        return {"index": self.index, "kernel": self.kernel, "kind": self.kind,
+                "nodes": list(self.provenance.nodes), "source": self.provenance.source,
+                "modules": list(self.provenance.modules),
+                "args": [{"name": a.name, "role": a.role} for a in self.args]}
+
+
+# -- provenance -------------------------------------------------------------
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def user_frame(stack_trace: Optional[str]) -> Optional[str]:
+    """The innermost frame outside torch itself, as 'file:line'."""
+    if not stack_trace:
+        return None
+    frames = _FRAME.findall(stack_trace)
+    for path, line in reversed(frames):
+        normalized = path.replace("\\", "/")
+        if "/site-packages/torch/" in normalized or "/torch/nn/modules/" in normalized \
+                or "/torch/_" in normalized:
+            continue
+        return f"{path}:{line}"
+    return f"{frames[-1][0]}:{frames[-1][1]}" if frames else None
+
+
+def provenance_of_fx_nodes(fx_nodes: Iterable) -> Provenance:
+    names: List[str] = []
+    modules: List[str] = []
+    source = None
+    for node in fx_nodes:
+        name = getattr(node, "name", None)
+        if not name or name in names:
+            continue
+        names.append(name)
+        meta = getattr(node, "meta", {}) or {}
+        if source is None:
+            source = user_frame(meta.get("stack_trace"))
+        for path, _ in (meta.get("nn_module_stack") or {}).values():
+            if path and path not in modules:
+                modules.append(str(path))
+    return Provenance(tuple(names), source or "-", tuple(modules))
+
+
+def provenance_of_schedule(node_schedule: Sequence) -> Provenance:
+    """FX origins of every IR node in a fused kernel's schedule, in schedule order."""
+    fx_nodes: List = []
+    for snode in node_schedule:
+        for ir_node in _ir_nodes(snode):
+            fx_nodes += _sorted_origins(getattr(ir_node, "origins", ()) or ())
+    return provenance_of_fx_nodes(fx_nodes)
+
+
+def provenance_of_ir_node(ir_node) -> Provenance:
+    origin = getattr(ir_node, "origin_node", None)
+    origins = _sorted_origins(getattr(ir_node, "origins", ()) or ())
+    if origin is not None:
+        origins = [origin] + [o for o in origins if o is not origin]
+    return provenance_of_fx_nodes(origins)
+
+
+def _ir_nodes(snode) -> List:
+    inner = getattr(snode, "get_nodes", None)
+    nodes = inner() if callable(inner) else [snode]
+    return [getattr(n, "node", None) for n in nodes if getattr(n, "node", None) is not None]
+
+
+def _sorted_origins(origins) -> List:
+    def position(node):
+        key = getattr(node, "_sort_key", None)
+        return (0, key) if key is not None else (1, ())
+    try:
+        return sorted(origins, key=position)
+    except TypeError:
+        return list(origins)
+
+
+# -- argument roles from kernel signatures -------------------------------------
+
+_CPP_SIGNATURE = re.compile(r'extern\s+"C"[^(]*?\b(\w+)\s*\(([^)]*)\)', re.S)
+_PY_SIGNATURE = re.compile(r"def\s+(\w+)\s*\(([^)]*)\)", re.S)
+
+
+def roles_from_parameter_names(params: Sequence[str]) -> List[Optional[str]]:
+    """Inductor names kernel parameters in_ptrN / out_ptrN / in_out_ptrN."""
+    roles: List[Optional[str]] = []
+    for p in params:
+        if p.startswith("in_out_ptr"):
+            roles.append(INOUT)
+        elif p.startswith("in_ptr"):
+            roles.append(IN)
+        elif p.startswith("out_ptr"):
+            roles.append(OUT)
+        else:
+            roles.append(None)       # scalar, size, or a name we cannot read
+    return roles
+
+
+def parameter_names_cpp(definition: str) -> Optional[Tuple[str, List[str]]]:
+    m = _CPP_SIGNATURE.search(definition)
+    if not m:
+        return None
+    names = []
+    for piece in m.group(2).split(","):
+        piece = piece.strip()
+        if piece:
+            names.append(re.split(r"[\s*&]+", piece)[-1])
+    return m.group(1), names
+
+
+def parameter_names_python(source: str) -> Optional[Tuple[str, List[str]]]:
+    m = _PY_SIGNATURE.search(source)
+    if not m:
+        return None
+    names = [p.split(":")[0].split("=")[0].strip() for p in m.group(2).split(",")]
+    return m.group(1), [n for n in names if n]
