@@ -84,6 +84,11 @@ def tensor_names_in(values: Iterable) -> List[str]:
     return [n for n in names if n.isidentifier() and is_tensor_name(n)]
 
 
+def input_labels(names: List[str]) -> List[str]:
+    """The names records show for model inputs (the user's, once known; see guards)."""
+    return list(names)
+
+
 def model_name() -> str:
     from torch._inductor.virtualized import V
     return getattr(V.graph, "name", None) or "model"

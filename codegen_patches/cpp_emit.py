@@ -1,8 +1,8 @@
 """C++ text for the AOTI wrapper: the inlined runtime and the calls into it.
 
-The generated code talks to cpp_runtime/include/aoti_debug/generated.h only.
-Every per-launch statement sits behind `aotid_run.on()`, one predictable
-branch on a value cached at the start of the run.
+The generated code uses the API of cpp_runtime/include/aoti_debug/detail/
+launch.h: a launch costs one counter increment and one predictable branch on
+the run's level, cached when the run begins.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Iterable, List, Sequence
 
 from .plan import IN, INOUT, OUT, Arg, Site
 
-ROLE_CODE = {IN: 0, OUT: 1, INOUT: 2}
-_INCLUDE = re.compile(r'^\s*#\s*include\s+"(aoti_debug/[^"]+)"\s*$', re.M)
+_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
+_PRAGMA_ONCE = re.compile(r"^\s*#\s*pragma\s+once\s*$", re.M)
 
 
 def c_string(text: str) -> str:
@@ -40,70 +40,82 @@ def runtime_source() -> str:
     root = include_dir()
     seen: set = set()
 
-    def expand(rel: str) -> str:
-        if rel in seen:
+    def expand(path: str) -> str:
+        path = os.path.normpath(path)
+        if path in seen:
             return ""
-        seen.add(rel)
-        with open(os.path.join(root, rel)) as f:
-            text = f.read()
-        return _INCLUDE.sub(lambda m: expand(m.group(1)), text)
+        seen.add(path)
+        with open(path) as f:
+            text = _PRAGMA_ONCE.sub("", f.read())
+        here = os.path.dirname(path)
+        return _INCLUDE.sub(lambda m: expand(os.path.join(here, m.group(1))), text)
 
-    body = expand("aoti_debug/generated.h")
+    body = expand(os.path.join(root, "aoti_debug", "aoti.h"))
     return ("// ---- aoti-debug runtime (cpp_runtime/include, inlined) ----\n"
-            + body + "\n// ---- end of aoti-debug runtime ----\n")
+            + body + _HANDLE_GLUE + "// ---- end of aoti-debug runtime ----\n")
 
 
-def _handles(args: Sequence[Arg]) -> str:
-    """Temporaries for view expressions (kept alive for the call), then the handle array."""
-    temps, handles = [], []
-    for i, a in enumerate(args):
-        if a.expr.isidentifier():
-            handles.append(f"aoti_debug::gen::handle({a.expr})")
-        else:
-            temps.append(f"auto aotid_v{i} = {a.expr}; ")
-            handles.append(f"aoti_debug::gen::handle(aotid_v{i})")
-    return "".join(temps) + f"AtenTensorHandle aotid_h[] = {{{', '.join(handles)}}};"
+# Inductor holds tensors as RAIIAtenTensorHandle, ConstantHandle or plain
+# AtenTensorHandle; this overload set turns any of them into the latter.
+_HANDLE_GLUE = """
+namespace aoti_debug_gen {
+template <class T> inline AtenTensorHandle handle(const T& t) { return t.get(); }
+inline AtenTensorHandle handle(AtenTensorHandle t) { return t; }
+}  // namespace aoti_debug_gen
+"""
+
+ROLE = {IN: "aoti_debug::Role::In", OUT: "aoti_debug::Role::Out", INOUT: "aoti_debug::Role::InOut"}
 
 
-def _site_definition(site: Site) -> List[str]:
+def _value(a: Arg) -> str:
+    return f"aoti_debug::tensor(aoti_debug_gen::handle({a.expr}))"
+
+
+def _values(site: Site, out_side: bool) -> List[str]:
+    """One value per site argument; the other side's arguments are nullptr
+    (an output handle may not even exist before the launch)."""
+    wanted = (OUT, INOUT) if out_side else (IN, INOUT)
+    return [_value(a) if a.role in wanted else "nullptr" for a in site.args]
+
+
+def _call(macro: str, *args: str) -> str:
+    return f"{macro}({', '.join(args)});"
+
+
+def site_definition(site: Site) -> List[str]:
     n = site.index
     lines = []
-    names = site.provenance.filter_names()
     if site.args:
-        infos = ", ".join(f"{{{c_string(a.name)}, {ROLE_CODE[a.role]}}}" for a in site.args)
-        lines.append(f"static const aoti_debug::gen::ArgInfo aotid_args_{n}[] = {{{infos}}};")
+        specs = ", ".join(f"{{{c_string(a.name)}, {ROLE[a.role]}}}" for a in site.args)
+        lines.append(f"static const aoti_debug::ArgSpec aotid_args_{n}[] = {{{specs}}};")
+    prov = site.provenance
     lines.append(
-        f"static const aoti_debug::gen::Site aotid_site_{n} = {{{n}, {c_string(site.kernel)}, "
-        f"{c_string(','.join(site.provenance.nodes))}, {c_string(site.provenance.source)}, "
-        f"{c_string(chr(10).join(names))}, "
+        f"static aoti_debug::Site aotid_site_{n}{{{c_string(site.kernel)}, "
+        f"{c_string(','.join(prov.nodes))}, {c_string('' if prov.source == '-' else prov.source)}, "
+        f"{c_string(','.join(prov.modules))}, "
         f"{'aotid_args_%d' % n if site.args else 'nullptr'}, {len(site.args)}}};")
     return lines
 
 
 def before_launch(site: Site) -> List[str]:
-    inputs = site.inputs()
-    lines = _site_definition(site)
-    if inputs:
-        lines.append(f"if (aotid_run.on()) {{ {_handles(inputs)} "
-                     f"aotid_run.before(aotid_site_{site.index}, aotid_h); }}")
-    else:
-        lines.append(f"if (aotid_run.on()) {{ aotid_run.before(aotid_site_{site.index}, nullptr); }}")
-    return lines
+    return site_definition(site) + [
+        _call("AOTI_DEBUG_LAUNCH", "aotid_run", f"aotid_site_{site.index}", *_values(site, False))]
 
 
 def after_launch(site: Site) -> List[str]:
-    outputs = site.outputs()
-    if outputs:
-        return [f"if (aotid_run.on()) {{ {_handles(outputs)} "
-                f"aotid_run.after(aotid_site_{site.index}, aotid_h); }}"]
-    return [f"if (aotid_run.on()) {{ aotid_run.after(aotid_site_{site.index}, nullptr); }}"]
+    return [_call("AOTI_DEBUG_LAUNCH_END", "aotid_run", f"aotid_site_{site.index}",
+                  *_values(site, True))]
 
 
-def compiled_options(settings) -> str:
-    """The compile-time settings as a C++ aggregate (generated.h's Compiled)."""
-    return (f"{{{settings.level}, {c_string(','.join(settings.kernels))}, "
-            f"{c_string(str(settings.nan_check))}, {1 if settings.check_inputs else 0}, "
-            f"{c_string(_torch_version())}}}")
+def skipped_launch(site: Site) -> List[str]:
+    """A launch the compile-time filter left out still takes its number."""
+    return ["++aotid_run.launch;"]
+
+
+def model_config(settings, model: str) -> str:
+    return (f"aoti_debug::ModelConfig{{{c_string(model)}, {settings.level}, "
+            f"{c_string(','.join(settings.kernels))}, {c_string(str(settings.nan_check))}, "
+            f"{'true' if settings.check_inputs else 'false'}, {c_string(_torch_version())}}}")
 
 
 def _torch_version() -> str:
@@ -111,26 +123,20 @@ def _torch_version() -> str:
     return str(torch.__version__)
 
 
-def run_begin(settings, model: str, inputs: Sequence[str]) -> List[str]:
-    lines = [f"static aoti_debug::gen::Model aotid_model({c_string(model)}, "
-             f"aoti_debug::gen::Compiled{compiled_options(settings)});",
-             "aoti_debug::gen::Run aotid_run(aotid_model);"]
-    args = [Arg(n, n, IN) for n in inputs]
-    if args:
-        infos = ", ".join(f"{{{c_string(a.name)}, 0}}" for a in args)
-        lines.append(f"static const aoti_debug::gen::ArgInfo aotid_inputs[] = {{{infos}}};")
-        lines.append(f"if (aotid_run.on()) {{ {_handles(args)} "
-                     f"aotid_run.begin(aotid_inputs, aotid_h, {len(args)}); }}")
-    else:
-        lines.append("if (aotid_run.on()) { aotid_run.begin(nullptr, nullptr, 0); }")
-    return lines
+def _names(var: str, names: Sequence[str]) -> str:
+    if not names:
+        return f"static const char* const* {var} = nullptr;"
+    return f"static const char* const {var}[] = {{{', '.join(c_string(n) for n in names)}}};"
+
+
+def run_begin(settings, model: str, inputs: Sequence[str], labels: Sequence[str]) -> List[str]:
+    return [f"static aoti_debug::Model aotid_model({model_config(settings, model)});",
+            _names("aotid_inputs", labels),
+            _call("AOTI_DEBUG_BEGIN_RUN", "aotid_run", "aotid_model", "aotid_inputs",
+                  *[_value(Arg(n, n, IN)) for n in inputs])]
 
 
 def run_end(outputs: Sequence[str]) -> List[str]:
-    if not outputs:
-        return ["if (aotid_run.on()) { aotid_run.end(nullptr, nullptr, 0); }"]
-    infos = ", ".join(f"{{{c_string(name)}, 1}}" for name in outputs)
-    handles = _handles([Arg(name, name, OUT) for name in outputs])
-    return [f"static const aoti_debug::gen::ArgInfo aotid_outputs[] = {{{infos}}};",
-            f"if (aotid_run.on()) {{ {handles} "
-            f"aotid_run.end(aotid_outputs, aotid_h, {len(outputs)}); }}"]
+    return [_names("aotid_outputs", outputs),
+            _call("AOTI_DEBUG_END_RUN", "aotid_run", "aotid_outputs",
+                  *[_value(Arg(n, n, OUT)) for n in outputs])]

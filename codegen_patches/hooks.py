@@ -195,6 +195,8 @@ def _around(wrapper, st, kernel, prov, args, kind, emit_call) -> None:
         return
     site = new_site(st, kernel, prov, args, kind)   # numbered even when filtered out
     if not selected(kernel, prov):
+        for line in cpp_emit.skipped_launch(site):
+            wrapper.writeline(line)
         emit_call()
         return
     st.in_call = True     # the GPU wrapper hands CPU launches to the CPU one: count once
@@ -223,8 +225,9 @@ def on_wrapper_decl(wrapper) -> None:
         return
     from torch._inductor.virtualized import V
     names = [n for n in V.graph.graph_inputs if adapter.is_tensor_input(n)]
+    labels = adapter.input_labels(names)
     with wrapper.prefix.indent():
-        for line in cpp_emit.run_begin(_active, adapter.model_name(), names):
+        for line in cpp_emit.run_begin(_active, adapter.model_name(), names, labels):
             wrapper.prefix.writeline(line)
 
 
