@@ -84,11 +84,6 @@ def tensor_names_in(values: Iterable) -> List[str]:
     return [n for n in names if n.isidentifier() and is_tensor_name(n)]
 
 
-def input_labels(names: List[str]) -> List[str]:
-    """The names records show for model inputs (the user's, once known; see guards)."""
-    return list(names)
-
-
 def model_name() -> str:
     from torch._inductor.virtualized import V
     return getattr(V.graph, "name", None) or "model"
@@ -206,3 +201,30 @@ def install_patches(hooks) -> None:
             return orig(self, output_refs)
         return patched
     patch(CppWrapperCpu, "generate_return", generate_return)
+
+    # the user's names for inputs and dimensions, which Inductor does not keep
+    import torch
+    import torch._inductor as inductor
+
+    def export(orig):
+        def patched(mod, args, kwargs=None, *rest, dynamic_shapes=None, **kw):
+            ep = orig(mod, args, kwargs, *rest, dynamic_shapes=dynamic_shapes, **kw)
+            try:
+                ep._aoti_debug_dim_names = hooks.guards.dim_names_of(args, kwargs, dynamic_shapes)
+            except Exception:
+                pass
+            return ep
+        return patched
+    patch(torch.export, "export", export)
+
+    def compile_and_package(orig):
+        def patched(exported_program, *args, **kwargs):
+            ctx = hooks.guards.context_from_exported_program(exported_program) \
+                if hooks.active() is not None else None
+            hooks.guards.set_context(ctx)
+            try:
+                return orig(exported_program, *args, **kwargs)
+            finally:
+                hooks.guards.set_context(None)
+        return patched
+    patch(inductor, "aoti_compile_and_package", compile_and_package)

@@ -51,6 +51,7 @@ def runtime_source() -> str:
         return _INCLUDE.sub(lambda m: expand(os.path.join(here, m.group(1))), text)
 
     body = expand(os.path.join(root, "aoti_debug", "aoti.h"))
+    body += expand(os.path.join(root, "aoti_debug", "detail", "checks.h"))
     return ("// ---- aoti-debug runtime (cpp_runtime/include, inlined) ----\n"
             + body + _HANDLE_GLUE + "// ---- end of aoti-debug runtime ----\n")
 
@@ -102,13 +103,23 @@ def before_launch(site: Site) -> List[str]:
         _call("AOTI_DEBUG_LAUNCH", "aotid_run", f"aotid_site_{site.index}", *_values(site, False))]
 
 
-def after_launch(site: Site) -> List[str]:
-    return [_call("AOTI_DEBUG_LAUNCH_END", "aotid_run", f"aotid_site_{site.index}",
-                  *_values(site, True))]
+def after_launch(site: Site, nan_check: bool) -> List[str]:
+    lines = [_call("AOTI_DEBUG_LAUNCH_END", "aotid_run", f"aotid_site_{site.index}",
+                   *_values(site, True))]
+    return lines + (nan_after(site) if nan_check else [])
 
 
-def skipped_launch(site: Site) -> List[str]:
-    """A launch the compile-time filter left out still takes its number."""
+def nan_after(site: Site) -> List[str]:
+    """The NaN/Inf check of a launch's outputs: one branch when switched off at run time."""
+    values = ", ".join(_value(a) for a in site.args)
+    return [f"if (AOTI_DEBUG_UNLIKELY(aotid_nan.on)) aotid_nan.after(aotid_site_{site.index}, {{{values}}});"]
+
+
+def skipped_launch(site: Site, nan_check: bool) -> List[str]:
+    """A launch the kernel filter leaves out of the log still takes its number
+    (and still has its outputs checked: the filter narrows logging only)."""
+    if nan_check:
+        return site_definition(site) + ["++aotid_run.launch;"]
     return ["++aotid_run.launch;"]
 
 
@@ -130,13 +141,20 @@ def _names(var: str, names: Sequence[str]) -> str:
 
 
 def run_begin(settings, model: str, inputs: Sequence[str], labels: Sequence[str]) -> List[str]:
-    return [f"static aoti_debug::Model aotid_model({model_config(settings, model)});",
-            _names("aotid_inputs", labels),
-            _call("AOTI_DEBUG_BEGIN_RUN", "aotid_run", "aotid_model", "aotid_inputs",
-                  *[_value(Arg(n, n, IN)) for n in inputs])]
+    values = [_value(Arg(n, n, IN)) for n in inputs]
+    lines = [f"static aoti_debug::Model aotid_model({model_config(settings, model)});",
+             _names("aotid_inputs", labels),
+             _call("AOTI_DEBUG_BEGIN_RUN", "aotid_run", "aotid_model", "aotid_inputs", *values)]
+    if settings.nan_check.enabled:
+        lines += ["aoti_debug::NanChecks aotid_nan(aotid_model, aotid_run);",
+                  f"if (AOTI_DEBUG_UNLIKELY(aotid_nan.on)) aotid_nan.inputs(aotid_inputs, {{{', '.join(values)}}});"]
+    return lines
 
 
-def run_end(outputs: Sequence[str]) -> List[str]:
-    return [_names("aotid_outputs", outputs),
-            _call("AOTI_DEBUG_END_RUN", "aotid_run", "aotid_outputs",
-                  *[_value(Arg(n, n, OUT)) for n in outputs])]
+def run_end(settings, outputs: Sequence[str]) -> List[str]:
+    lines = [_names("aotid_outputs", outputs),
+             _call("AOTI_DEBUG_END_RUN", "aotid_run", "aotid_outputs",
+                   *[_value(Arg(n, n, OUT)) for n in outputs])]
+    if settings.nan_check.enabled:
+        lines.append("if (AOTI_DEBUG_UNLIKELY(aotid_nan.on)) aotid_nan.finish();")
+    return lines

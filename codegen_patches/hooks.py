@@ -19,7 +19,7 @@ from typing import Dict, List, Optional
 
 from aoti_debug import filters
 
-from . import adapter, cpp_emit, plan
+from . import adapter, cpp_emit, guards, plan
 from .plan import IN, INOUT, OUT, Arg, Provenance, Site
 
 # The compile-time settings in force (set by install.activate / instrument()).
@@ -194,17 +194,20 @@ def _around(wrapper, st, kernel, prov, args, kind, emit_call) -> None:
         emit_call()
         return
     site = new_site(st, kernel, prov, args, kind)   # numbered even when filtered out
+    nan = _active.nan_check.enabled
     if not selected(kernel, prov):
-        for line in cpp_emit.skipped_launch(site):
+        for line in cpp_emit.skipped_launch(site, nan):
             wrapper.writeline(line)
         emit_call()
+        for line in (cpp_emit.nan_after(site) if nan else []):
+            wrapper.writeline(line)
         return
     st.in_call = True     # the GPU wrapper hands CPU launches to the CPU one: count once
     try:
         for line in cpp_emit.before_launch(site):
             wrapper.writeline(line)
         emit_call()
-        for line in cpp_emit.after_launch(site):
+        for line in cpp_emit.after_launch(site, nan):
             wrapper.writeline(line)
     finally:
         st.in_call = False
@@ -225,9 +228,12 @@ def on_wrapper_decl(wrapper) -> None:
         return
     from torch._inductor.virtualized import V
     names = [n for n in V.graph.graph_inputs if adapter.is_tensor_input(n)]
-    labels = adapter.input_labels(names)
+    labels = guards.labels_for(names)
+    lines = cpp_emit.run_begin(_active, adapter.model_name(), names, labels)
+    if _active.check_inputs:
+        lines += guards.emit(names, labels, _active.nan_check)
     with wrapper.prefix.indent():
-        for line in cpp_emit.run_begin(_active, adapter.model_name(), names, labels):
+        for line in lines:
             wrapper.prefix.writeline(line)
 
 
@@ -236,5 +242,5 @@ def on_return(wrapper, output_refs) -> None:
     if st is None:
         return
     refs = [r for r in output_refs if _IDENT.match(r or "")]
-    for line in cpp_emit.run_end(refs):
+    for line in cpp_emit.run_end(_active, refs):
         wrapper.wrapper_call.writeline(line)

@@ -1,0 +1,246 @@
+"""Input guards: what the compiled code assumes about every model input.
+
+Built from the graph's inputs and its shape environment at codegen time,
+emitted as straight-line C++ over detail/checks.h's InputGuard.  Only what
+the kernels rely on is checked: rank, static sizes, dynamic sizes against
+their ranges and recorded relations, dtype, device, strides of dimensions
+longer than 1, and 16-byte alignment for GPU inputs Inductor compiled as
+aligned (CPU kernels use unaligned loads, so CPU views at any offset pass).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, List, Optional, Sequence
+
+from .cpp_emit import c_string
+
+# c10::ScalarType codes (torch/headeronly/core/ScalarType.h)
+SCALAR_TYPE = {
+    "uint8": 0, "int8": 1, "int16": 2, "int32": 3, "int64": 4, "float16": 5, "float32": 6,
+    "float64": 7, "complex64": 9, "complex128": 10, "bool": 11, "bfloat16": 15,
+    "float8_e5m2": 23, "float8_e4m3fn": 24, "float8_e5m2fnuz": 25, "float8_e4m3fnuz": 26,
+    "uint16": 27, "uint32": 28, "uint64": 29, "float8_e8m0fnu": 44,
+}
+DEVICE_TYPE = {"cpu": 0, "cuda": 1}
+
+
+@dataclasses.dataclass
+class CompileContext:
+    """What the export knew and Inductor forgets: the user's names."""
+    labels: List[str]                       # per flattened user input: x, batch["mask"]
+    dim_names: Dict[tuple, str]             # (input index, dim) -> Dim name
+
+
+_context: Optional[CompileContext] = None
+
+
+def set_context(ctx: Optional[CompileContext]) -> None:
+    global _context
+    _context = ctx
+
+
+def context() -> Optional[CompileContext]:
+    return _context
+
+
+def labels_for(names: Sequence[str]) -> List[str]:
+    ctx = _context
+    if ctx is not None and len(ctx.labels) == len(names):
+        return list(ctx.labels)
+    return list(names)
+
+
+def _symbol_cpp(sym) -> str:
+    return f"aotid_{sym}"
+
+
+def emit(names: Sequence[str], labels: Sequence[str], nan_check) -> List[str]:
+    """C++ lines of the guard block (placed after AOTI_DEBUG_BEGIN_RUN)."""
+    import sympy
+    from torch._inductor.codegen.cpp_utils import cexpr
+    from torch._inductor.virtualized import V
+
+    graph = V.graph
+    shape_env = graph.sizevars.shape_env
+    ranges = shape_env.var_to_range
+    unaligned = getattr(graph, "unaligned_buffers", set())
+    ctx = _context
+    symbol_names: Dict[object, str] = {}
+
+    lines = ["if (AOTI_DEBUG_UNLIKELY(aotid_model.check_inputs())) {",
+             "  aoti_debug::InputGuard aotid_guard(aotid_model);"]
+    inputs = [graph.graph_inputs[n] for n in names]
+    values = []
+    for i, (name, node) in enumerate(zip(names, inputs)):
+        lines.append(f"  auto aotid_g{i} = aoti_debug::tensor(aoti_debug_gen::handle({name}));")
+        values.append(f"aotid_g{i}")
+
+    # symbols first, so every relation can be evaluated whatever the input order
+    free = set()
+    for node in inputs:
+        for e in list(node.get_size()) + list(node.get_stride()):
+            free |= set(sympy.sympify(e).free_symbols)
+    for sym in sorted(free, key=str):
+        lines.append(f"  int64_t {_symbol_cpp(sym)} = 0; bool {_symbol_cpp(sym)}_bound = false;")
+
+    def bound(expr) -> str:
+        syms = sorted(sympy.sympify(expr).free_symbols, key=str)
+        return " && ".join(f"{_symbol_cpp(s)}_bound" for s in syms) or "true"
+
+    def cpp(expr) -> str:
+        expr = sympy.sympify(expr)
+        return cexpr(expr.subs({s: sympy.Symbol(_symbol_cpp(s), integer=True) for s in expr.free_symbols}))
+
+    def human(expr) -> str:
+        expr = sympy.sympify(expr)
+        return str(expr.subs({s: sympy.Symbol(symbol_names.get(s, str(s)), integer=True)
+                              for s in expr.free_symbols}))
+
+    deferred: List[str] = []
+    for i, (label, node) in enumerate(zip(labels, inputs)):
+        sizes, strides = list(node.get_size()), list(node.get_stride())
+        device = node.get_device()
+        dtype = str(node.get_dtype()).replace("torch.", "")
+        body = [f"aotid_guard.dtype({c_string(label)}, aotid_g{i}, {SCALAR_TYPE.get(dtype, -1)});"]
+        if device is not None and device.type in DEVICE_TYPE:
+            index = device.index if device.type != "cpu" and device.index is not None else -1
+            body.append(f"aotid_guard.device({c_string(label)}, aotid_g{i}, "
+                        f"{DEVICE_TYPE[device.type]}, {index});")
+            if device.type == "cuda" and names[i] not in unaligned:
+                body.append(f"aotid_guard.aligned({c_string(label)}, aotid_g{i}, 16);")
+        for d, size in enumerate(sizes):
+            size = sympy.sympify(size)
+            if size.is_number:
+                body.append(f"aotid_guard.static_dim({c_string(label)}, aotid_g{i}, {d}, {int(size)});")
+            elif isinstance(size, sympy.Symbol) and size not in symbol_names:
+                symbol_names[size] = (ctx.dim_names.get((i, d)) if ctx else None) or f"{label}.shape[{d}]"
+                lo, hi = _range(ranges.get(size))
+                body.append(f"{_symbol_cpp(size)} = aotid_guard.size(aotid_g{i}, {d}); "
+                            f"{_symbol_cpp(size)}_bound = true;")
+                body.append(f"aotid_guard.range({c_string(label)}, aotid_g{i}, {d}, {lo}, {hi}, "
+                            f"{c_string(symbol_names[size])});")
+            else:
+                deferred.append(f"  if (aotid_ok{i} && {bound(size)}) aotid_guard.equals({c_string(label)}, "
+                                f"aotid_g{i}, {d}, {cpp(size)}, {c_string(human(size))});")
+        for d, stride in enumerate(strides):
+            stride = sympy.sympify(stride)
+            if stride.is_number:
+                body.append(f"aotid_guard.stride({c_string(label)}, aotid_g{i}, {d}, {int(stride)});")
+            else:
+                deferred.append(f"  if (aotid_ok{i} && {bound(stride)}) aotid_guard.stride("
+                                f"{c_string(label)}, aotid_g{i}, {d}, {cpp(stride)});")
+        if nan_check.enabled and node.get_dtype().is_floating_point:
+            body.append(f"aotid_guard.finite({c_string(label)}, aotid_g{i}, "
+                        f"{'true' if nan_check.count_inf else 'false'});")
+        lines.append(f"  const bool aotid_ok{i} = aotid_guard.rank({c_string(label)}, aotid_g{i}, {len(sizes)});")
+        lines.append(f"  if (aotid_ok{i}) {{ " + " ".join(body) + " }")
+    lines += deferred
+    for relation in _relations(shape_env, free):
+        values_text = " + \", \" + ".join(
+            f"std::string({c_string(symbol_names.get(s, str(s)) + ' = ')}) + std::to_string({_symbol_cpp(s)})"
+            for s in sorted(relation.free_symbols, key=str))
+        lines.append(f"  if ({bound(relation)}) aotid_guard.relation(({cpp(relation)}), "
+                     f"{c_string(human(relation))}, {values_text or 'std::string()'});")
+    lines.append(f"  aotid_guard.finish(aotid_run, aotid_inputs, {{{', '.join(values)}}});")
+    lines.append("}")
+    return lines
+
+
+def _range(vr) -> tuple:
+    if vr is None:
+        return 0, "INT64_MAX"
+    lo = int(vr.lower) if vr.lower.is_finite else 0
+    hi = int(vr.upper) if vr.upper.is_finite and int(vr.upper) < 2**62 else "INT64_MAX"
+    return max(lo, 0), hi
+
+
+def _relations(shape_env, symbols) -> list:
+    """Relations export recorded between the input symbols, not already implied by sizes."""
+    import sympy
+    found = []
+    candidates = [g.expr for g in getattr(shape_env, "guards", [])]
+    for asserts in getattr(shape_env, "deferred_runtime_asserts", {}).values():
+        candidates += [ra.expr for ra in asserts]
+    for expr in candidates:
+        expr = shape_env.replace(expr) if hasattr(shape_env, "replace") else expr
+        expr = sympy.simplify(expr)
+        if expr in (sympy.true, sympy.false) or not expr.free_symbols <= set(symbols):
+            continue
+        if _is_range_only(expr):
+            continue
+        if expr not in found:
+            found.append(expr)
+    return found
+
+
+def _is_range_only(expr) -> bool:
+    """Bounds of one symbol are checked by range() already."""
+    import sympy
+    return isinstance(expr, (sympy.Le, sympy.Lt, sympy.Ge, sympy.Gt)) and len(expr.free_symbols) == 1 \
+        and all(a.is_Symbol or a.is_number for a in expr.args)
+
+
+# -- the user's names, taken from the exported program -------------------------
+
+def context_from_exported_program(ep) -> Optional[CompileContext]:
+    """Labels (`x`, `batch["mask"]`) for the flattened user inputs, and Dim names."""
+    import torch.utils._pytree as pytree
+    try:
+        args, kwargs = ep.example_inputs
+        params = list(ep.module().graph._codegen.pytree_info.orig_args)
+    except Exception:
+        return None
+    leaves = pytree.tree_flatten_with_path((args, kwargs))[0]
+    labels: List[str] = []
+    for path, _ in leaves:
+        head, rest = path[0], path[1:]
+        if getattr(head, "idx", None) == 0 and rest:          # positional
+            index = rest[0].idx
+            base = params[index] if index < len(params) else f"args[{index}]"
+            tail = rest[1:]
+        elif rest:                                           # keyword
+            base, tail = str(getattr(rest[0], "key", rest[0])), rest[1:]
+        else:
+            base, tail = "input", rest
+        labels.append(base + pytree.keystr(tail).replace("'", '"'))
+    dims = getattr(ep, "_aoti_debug_dim_names", {})
+    dim_names = {(i, d): name for i, (path, _) in enumerate(leaves)
+                 for (p, d), name in dims.items() if p == pytree.keystr(path)}
+    return CompileContext(labels, dim_names)
+
+
+def dim_names_of(args, kwargs, dynamic_shapes) -> Dict[tuple, str]:
+    """(leaf keystr, dim) -> Dim name, walking dynamic_shapes alongside the inputs."""
+    import torch
+    import torch.utils._pytree as pytree
+    found: Dict[tuple, str] = {}
+
+    def walk(value, spec, path):
+        if spec is None:
+            return
+        if isinstance(value, torch.Tensor):
+            items = spec.items() if isinstance(spec, dict) else enumerate(spec)
+            for d, dim in items:
+                name = getattr(dim, "__name__", None)
+                if name and name.isidentifier():
+                    found[(pytree.keystr(path), d)] = name
+        elif isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)):
+            for i, (v, s) in enumerate(zip(value, spec)):
+                walk(v, s, path + (pytree.SequenceKey(i),))
+        elif isinstance(value, dict) and isinstance(spec, dict):
+            for k, v in value.items():
+                walk(v, spec.get(k), path + (pytree.MappingKey(k),))
+
+    if dynamic_shapes is None:
+        return found
+    if isinstance(dynamic_shapes, dict) and kwargs is not None:
+        # keyed by parameter name: positional names are unknown here, keywords are not
+        for k, v in kwargs.items():
+            walk(v, dynamic_shapes.get(k), (pytree.SequenceKey(1), pytree.MappingKey(k)))
+        positional = list(dynamic_shapes.values())[:len(args)]
+    else:
+        positional = list(dynamic_shapes)
+    for i, (v, s) in enumerate(zip(args, positional)):
+        walk(v, s, (pytree.SequenceKey(0), pytree.SequenceKey(i)))
+    return found

@@ -1,0 +1,292 @@
+// Input guards and NaN/Inf checks for generated AOTI wrappers.
+//
+// Both report through the normal AOTI error path: a std::runtime_error
+// thrown from run_impl reaches a Python caller as RuntimeError and a C++
+// caller of AOTIModelPackageLoader::run as an exception, with this text.
+// Neither aborts the process.  Messages are specified in docs/checks.md.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "../config.h"
+#include "format.h"
+#include "launch.h"
+#include "stats.h"
+
+AOTI_DEBUG_NAMESPACE_BEGIN
+
+// ---- input guards -----------------------------------------------------------
+
+// Collects every violation of one run's inputs, then fails once with all.
+class InputGuard {
+ public:
+  explicit InputGuard(const Model& m) : model_(m) {}
+
+  bool rank(const char* label, const Value& v, int64_t expected) {
+    if (v.kind != Value::kTensor) {
+      fail(std::string(label) + " is not a tensor");
+      return false;
+    }
+    if (v.t.ndim == expected) return true;
+    fail(std::string(label) + ".dim() is " + std::to_string(v.t.ndim) + ", expected " +
+         std::to_string(expected));
+    return false;
+  }
+
+  void dtype(const char* label, const Value& v, int32_t expected) {
+    if (v.t.dtype != expected)
+      fail(std::string(label) + ".dtype is " + dtype_text(v.t.dtype) + ", expected " +
+           dtype_text(expected));
+  }
+
+  // index -1: any index of that device type.
+  void device(const char* label, const Value& v, int32_t type, int32_t index) {
+    if (v.t.device_type == type && (index < 0 || v.t.device_index == index)) return;
+    std::string got, want;
+    detail::append_device(got, v.t.device_type, v.t.device_index);
+    detail::append_device(want, type, index < 0 ? 0 : index);
+    if (index < 0 && type != 0) want = want.substr(0, want.find(':'));
+    fail(std::string(label) + ".device is " + got + ", expected " + want);
+  }
+
+  int64_t size(const Value& v, int d) const { return v.t.sizes[d]; }
+
+  void static_dim(const char* label, const Value& v, int d, int64_t expected) {
+    if (v.t.sizes[d] != expected)
+      fail(dim_text(label, d) + " is " + std::to_string(v.t.sizes[d]) + ", expected " +
+           std::to_string(expected));
+  }
+
+  // A dynamic dimension bound to a symbol: its compiled range.
+  void range(const char* label, const Value& v, int d, int64_t lo, int64_t hi, const char* symbol) {
+    const int64_t got = v.t.sizes[d];
+    if (got >= lo && got <= hi) return;
+    fail(dim_text(label, d) + " is " + std::to_string(got) +
+         ", but this artifact was compiled for " + std::to_string(lo) + " <= " + symbol +
+         " <= " + (hi == INT64_MAX ? std::string("inf") : std::to_string(hi)));
+  }
+
+  // A dimension that must equal an expression of symbols bound earlier.
+  void equals(const char* label, const Value& v, int d, int64_t expected, const char* expr) {
+    const int64_t got = v.t.sizes[d];
+    if (got == expected) return;
+    fail(dim_text(label, d) + " is " + std::to_string(got) +
+         ", but this artifact was compiled for " + dim_text(label, d) + " == " + expr + " (= " +
+         std::to_string(expected) + " here)");
+  }
+
+  // A relation between symbols recorded by export (e.g. Eq(Mod(s0, 8), 0)).
+  void relation(bool holds, const char* text, const std::string& values) {
+    if (!holds)
+      fail(std::string("the inputs break the relation ") + text + " this artifact was compiled for (" +
+           values + ")");
+  }
+
+  // A stride the compiled kernels index with (only dimensions of size > 1).
+  void stride(const char* label, const Value& v, int d, int64_t expected) {
+    if (v.t.sizes[d] <= 1 || v.t.strides[d] == expected) return;
+    std::string got, want;
+    detail::append_tuple(got, v.t.strides, v.t.ndim);
+    fail(std::string(label) + ".stride(" + std::to_string(d) + ") is " +
+         std::to_string(v.t.strides[d]) + ", but the compiled kernels index it with stride " +
+         std::to_string(expected) + " (strides are " + got + ")");
+  }
+
+  // Kernels compiled for aligned inputs (Triton's 16-byte specialisation).
+  void aligned(const char* label, const Value& v, int64_t bytes) {
+    const uintptr_t p = reinterpret_cast<uintptr_t>(v.t.data);
+    if (p % static_cast<uintptr_t>(bytes) == 0) return;
+    fail(std::string(label) + ".data_ptr() is " + std::to_string(p % bytes) + " bytes past a " +
+         std::to_string(bytes) + "-byte boundary, but the compiled kernels assume " +
+         std::to_string(bytes) + "-byte aligned data (pass a contiguous copy: " + label +
+         ".clone())");
+  }
+
+  void finite(const char* label, const Value& v, bool count_inf) {
+#if AOTI_DEBUG_ENABLE_STATS
+    if (v.t.device_type != 0) return;  // device tensors: the launch checks cover them
+    const Stats s = compute_stats(v.t);
+    if (s.nan_count > 0 || (count_inf && s.inf_count > 0))
+      fail(std::string(label) + " holds " + counts(s, count_inf) + " (first at flat index " +
+           std::to_string(first_bad(s, count_inf)) + ")");
+#else
+    (void)label, (void)v, (void)count_inf;
+#endif
+  }
+
+  bool ok() const { return problems_.empty(); }
+
+  // Writes the offending inputs at level >= 1 and throws with every violation.
+  void finish(const Run& run, const char* const* labels, std::initializer_list<Value> inputs) {
+    if (problems_.empty()) return;
+    std::string text = "aoti-debug: the inputs of model '" + model_.name() +
+                       "' do not match what it was compiled for:";
+    std::string lines;
+    for (const std::string& p : problems_) {
+      text += "\n  " + p;
+      lines += (lines.empty() ? "" : "\n") + p;
+    }
+    if (run.level >= 1) {
+      std::string rec = detail::note_record("input-check", lines);
+      int k = 0;
+      for (const Value& v : inputs) {
+        const char* label = labels ? labels[k] : "-";
+        ++k;
+        bool named = false;
+        for (const std::string& p : problems_)
+          named = named || p.compare(0, std::strlen(label), label) == 0;
+        if (named) detail::append_item(rec, 2, "in", label, v, run.level < 3 ? 3 : run.level);
+      }
+      model_.write(rec);
+    }
+    throw std::runtime_error(text);
+  }
+
+  static std::string counts(const Stats& s, bool count_inf) {
+    std::string out = std::to_string(s.nan_count) + " NaN";
+    if (count_inf) out += " and " + std::to_string(s.inf_count) + " Inf";
+    return out;
+  }
+  static int64_t first_bad(const Stats& s, bool count_inf) {
+    int64_t first = s.first_nan;
+    if (count_inf && s.first_inf >= 0 && (first < 0 || s.first_inf < first)) first = s.first_inf;
+    return first;
+  }
+
+ private:
+  static std::string dtype_text(int32_t code) {
+    const char* name = detail::dtype_name(code);
+    return name ? std::string("torch.") + name : "dtype code " + std::to_string(code);
+  }
+  static std::string dim_text(const char* label, int d) {
+    return std::string(label) + ".shape[" + std::to_string(d) + "]";
+  }
+  void fail(std::string text) { problems_.push_back(std::move(text)); }
+
+  const Model& model_;
+  std::vector<std::string> problems_;
+};
+
+// ---- NaN/Inf checks after every launch --------------------------------------
+
+// One per run.  `on` is the single branch a launch pays when the check was
+// compiled in but switched off at run time.
+class NanChecks {
+ public:
+  NanChecks(const Model& m, const Run& run)
+      : on(m.nan_check().action != detail::kNanOff), model_(m), run_(run),
+        raise_(m.nan_check().action == detail::kNanRaise), count_inf_(m.nan_check().count_inf) {}
+
+  const bool on;
+
+  // Model inputs: their finiteness is what the first launches read.
+  void inputs(const char* const* labels, std::initializer_list<Value> vals) {
+    int k = 0;
+    for (const Value& v : vals) {
+      const char* label = labels ? labels[k] : "-";
+      ++k;
+      if (v.kind == Value::kTensor) known_[label] = is_finite(v);
+    }
+  }
+
+  // After a launch: `args` holds every site argument in Site::args order.
+  void after(const Site& site, std::initializer_list<Value> args) {
+    std::vector<std::string> tainted;  // inputs that already held NaN/Inf
+    int k = 0;
+    const Value* arg = args.begin();
+    for (; k < site.nargs && arg != args.end(); ++k, ++arg) {
+      const ArgSpec& a = site.args[k];
+      if (a.role == Role::Out) continue;
+      auto it = known_.find(a.name);
+      const bool finite = it != known_.end() ? it->second
+                          : a.role == Role::In ? is_finite(*arg) : true;
+      if (!finite) tainted.push_back(a.name);
+    }
+    k = 0;
+    arg = args.begin();
+    for (; k < site.nargs && arg != args.end(); ++k, ++arg) {
+      const ArgSpec& a = site.args[k];
+      if (a.role == Role::In || arg->kind != Value::kTensor) continue;
+#if AOTI_DEBUG_ENABLE_STATS
+      if (arg->t.device_type != 0 && arg->device_stats == nullptr) continue;
+      Stats s{};
+      const char* reason = nullptr;
+      if (arg->t.device_type == 0) {
+        s = compute_stats(arg->t);
+      } else if (!arg->device_stats(*arg, &s, &reason)) {
+        continue;  // e.g. CUDA graph capture: never sync there
+      }
+      const bool bad = s.nan_count > 0 || (count_inf_ && s.inf_count > 0);
+      known_[a.name] = !bad;
+      if (bad) report(site, a.name, s, tainted);
+#endif
+    }
+  }
+
+  // End of run: the summary line, and the deferred error when every failing
+  // launch only propagated NaN/Inf it was given.
+  void finish() {
+    if (failures_.empty()) return;
+    std::string summary = "run " + std::to_string(run_.run) + ": NaN/Inf in " +
+                          std::to_string(failures_.size()) + " launch" +
+                          (failures_.size() == 1 ? "" : "es") + ":";
+    std::map<std::string, int> per_kernel;
+    std::vector<std::string> order;
+    for (const std::string& k : kernels_) {
+      if (per_kernel[k]++ == 0) order.push_back(k);
+    }
+    for (size_t i = 0; i < order.size(); ++i)
+      summary += (i ? ", " : " ") + order[i] + " x" + std::to_string(per_kernel[order[i]]);
+    model_.write(detail::note_record("nan-check", summary));
+    if (raise_) throw std::runtime_error("aoti-debug NaN check: " + failures_.front());
+  }
+
+ private:
+  bool is_finite(const Value& v) const {
+#if AOTI_DEBUG_ENABLE_STATS
+    if (v.kind != Value::kTensor || v.t.device_type != 0) return true;
+    const Stats s = compute_stats(v.t);
+    return !(s.nan_count > 0 || (count_inf_ && s.inf_count > 0));
+#else
+    (void)v;
+    return true;
+#endif
+  }
+
+  void report(const Site& site, const char* buffer, const Stats& s,
+              const std::vector<std::string>& tainted) {
+    std::string msg = "launch " + detail::run_launch_id(run_.run, run_.launch) + " " + site.kernel +
+                      " (source " + detail::or_dash(site.source) + ") wrote " +
+                      InputGuard::counts(s, count_inf_) + " into " + buffer + " (first at flat index " +
+                      std::to_string(InputGuard::first_bad(s, count_inf_)) + "); ";
+    if (tainted.empty()) {
+      msg += "its inputs were finite, so this launch is where they first appear";
+    } else {
+      msg += "its input";
+      msg += tainted.size() == 1 ? " " : "s ";
+      for (size_t i = 0; i < tainted.size(); ++i) msg += (i ? ", " : "") + tainted[i];
+      msg += " already held NaN/Inf (look earlier)";
+    }
+    model_.write(detail::note_record("nan-check", msg));
+    if (raise_ && tainted.empty()) throw std::runtime_error("aoti-debug NaN check: " + msg);
+    failures_.push_back(msg);
+    kernels_.push_back(site.kernel);
+  }
+
+  const Model& model_;
+  const Run& run_;
+  const bool raise_;
+  const bool count_inf_;
+  std::map<std::string, bool> known_;  // buffer name -> held only finite values
+  std::vector<std::string> failures_;
+  std::vector<std::string> kernels_;
+};
+
+AOTI_DEBUG_NAMESPACE_END
