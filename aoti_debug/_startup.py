@@ -19,7 +19,9 @@ def activate() -> None:
         from .codegen_patches import install
         install.from_environment()
     except Exception as exc:
+        from .settings import SettingsError
+        why = "; ".join(exc.problems) if isinstance(exc, SettingsError) else f"{type(exc).__name__}: {exc}"
         try:
-            sys.stderr.write(f"aoti-debug: instrumentation not activated: {type(exc).__name__}: {exc}\n")
+            sys.stderr.write(f"aoti-debug: compiles are not instrumented: {why}\n")
         except Exception:
             pass

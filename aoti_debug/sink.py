@@ -89,9 +89,9 @@ class _PythonWriter:
         try:
             return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         except OSError as exc:
-            note = fmt.record(fmt.header("note", "-", "logdest", pid),
-                              [f"  cannot open AOTI_DEBUG_LOGDEST={dest!r} ({exc.strerror}); "
-                               "writing to stderr"])
+            note = fmt.record(fmt.header("note", "-", "settings", pid),
+                              [f"  AOTI_DEBUG_LOGDEST={dest!r} is not valid: cannot open {path} "
+                               f"({exc.strerror}); keeping stderr"])
             os.write(2, note.encode())
             return 2
 

@@ -84,6 +84,17 @@ def tensor_names_in(values: Iterable) -> List[str]:
     return [n for n in names if n.isidentifier() and is_tensor_name(n)]
 
 
+def buffer_source(name: str) -> str:
+    """The user's source line of the FX nodes that produced one buffer, or '-'."""
+    from torch._inductor.virtualized import V
+    from .plan import provenance_of_ir_node
+    try:
+        buf = V.graph.get_buffer(name)
+    except Exception:
+        buf = None
+    return provenance_of_ir_node(buf).source if buf is not None else "-"
+
+
 def model_name() -> str:
     from torch._inductor.virtualized import V
     return getattr(V.graph, "name", None) or "model"
@@ -170,7 +181,9 @@ def install_patches(hooks) -> None:
 
     def extern_call(orig):
         def patched(self, kernel, args, device, **kwargs):
-            hooks.around_extern_call(self, kernel, list(args),
+            # name the launch as the generated code calls it: aoti_torch_cpu_cumsum
+            shown = self.get_c_shim_func_name(kernel, device)
+            hooks.around_extern_call(self, shown, list(args),
                                      lambda: orig(self, kernel, args, device, **kwargs))
         return patched
     patch(CppWrapperCpu, "generate_c_shim_extern_kernel_call", extern_call)

@@ -110,9 +110,17 @@ def after_launch(site: Site, nan_check: bool) -> List[str]:
 
 
 def nan_after(site: Site) -> List[str]:
-    """The NaN/Inf check of a launch's outputs: one branch when switched off at run time."""
+    """The NaN/Inf check of a launch's outputs: one branch when switched off at run time.
+
+    Each output carries its own source line: a fused kernel writes buffers
+    that come from different lines of the model."""
+    from . import adapter
+    n = site.index
     values = ", ".join(_value(a) for a in site.args)
-    return [f"if (AOTI_DEBUG_UNLIKELY(aotid_nan.on)) aotid_nan.after(aotid_site_{site.index}, {{{values}}});"]
+    sources = ", ".join(c_string(adapter.buffer_source(a.name) if a.role != IN else "")
+                        for a in site.args) or "nullptr"
+    return [f"static const char* const aotid_sources_{n}[] = {{{sources}}};",
+            f"if (AOTI_DEBUG_UNLIKELY(aotid_nan.on)) aotid_nan.after(aotid_site_{n}, aotid_sources_{n}, {{{values}}});"]
 
 
 def skipped_launch(site: Site, nan_check: bool) -> List[str]:

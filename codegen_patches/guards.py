@@ -51,6 +51,14 @@ def labels_for(names: Sequence[str]) -> List[str]:
     return list(names)
 
 
+def label_map() -> Dict[str, str]:
+    """Graph input name -> the user's label, for the tensor inputs of the graph being compiled."""
+    from torch._inductor.virtualized import V
+    from . import adapter
+    names = [n for n in V.graph.graph_inputs if adapter.is_tensor_input(n)]
+    return dict(zip(names, labels_for(names)))
+
+
 def _symbol_cpp(sym) -> str:
     return f"aotid_{sym}"
 

@@ -189,7 +189,14 @@ def around_proxy_call(wrapper, op_overload, raw_args, raw_outputs, emit_call) ->
     _around(wrapper, st, kernel, prov, tensors, "proxy", emit_call)
 
 
+def _display(args: List[Arg]) -> List[Arg]:
+    """Model inputs appear under the user's names (x, batch["mask"]), not arg4_1."""
+    labels = guards.label_map()
+    return [dataclasses.replace(a, name=labels.get(a.name, a.name)) for a in args]
+
+
 def _around(wrapper, st, kernel, prov, args, kind, emit_call) -> None:
+    args = _display(args)
     if st.in_call:
         emit_call()
         return

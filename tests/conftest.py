@@ -50,3 +50,67 @@ def records(text):
 @pytest.fixture
 def tmp_log(tmp_path):
     return tmp_path / "log.txt"
+
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.fixture(scope="session")
+def aoti_cache(tmp_path_factory):
+    """One Inductor cache for the session: kernels compiled once are reused."""
+    return str(tmp_path_factory.mktemp("inductor-cache"))
+
+
+class Packages:
+    """AOTI packages compiled once per session, keyed by model and compile-time variables."""
+
+    def __init__(self, root, cache):
+        self.root, self.cache, self.built = root, cache, {}
+
+    def get(self, model, **compile_env):
+        key = (model, tuple(sorted(compile_env.items())))
+        if key not in self.built:
+            out = os.path.join(self.root, f"{model}-{len(self.built)}.pt2")
+            compile_model(model, out, self.cache, **compile_env)
+            self.built[key] = out
+        return self.built[key]
+
+
+def compile_model(model, out, cache, **compile_env):
+    """Compile tests/models.py's `model` in a fresh process with only `compile_env` set."""
+    run_python(f"""
+        import sys; sys.path.insert(0, {TESTS!r})
+        import torch, models
+        ep = models.export({model!r})
+        torch._inductor.aoti_compile_and_package(ep, package_path={out!r})
+    """, env=clean_env(TORCHINDUCTOR_CACHE_DIR=cache, **compile_env), timeout=600)
+
+
+@pytest.fixture(scope="session")
+def packages(tmp_path_factory, aoti_cache):
+    return Packages(str(tmp_path_factory.mktemp("packages")), aoti_cache)
+
+
+def run_package(pt2, model, inputs="models.example({model!r})[1]", check=True, **env):
+    """Load and run a package in a fresh process with run-time variables `env`.
+
+    Prints each output's shape, sum and content hash (or the exception text
+    after 'RAISED: '); returns
+    the CompletedProcess.
+    """
+    code = f"""
+        import sys; sys.path.insert(0, {TESTS!r})
+        import torch, models
+        m = torch._inductor.aoti_load_package({pt2!r})
+        args = {inputs.format(model=model)}
+        try:
+            outs = m(*args)
+        except RuntimeError as exc:
+            print("RAISED: " + str(exc), flush=True)
+        else:
+            import hashlib
+            for o in (outs,) if isinstance(outs, torch.Tensor) else outs:
+                digest = hashlib.sha256(o.detach().contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
+                print("OUTPUT", tuple(o.shape), repr(o.double().sum().item()), digest[:16], flush=True)
+    """
+    return run_python(code, env=clean_env(**env), check=check)

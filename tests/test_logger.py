@@ -188,9 +188,9 @@ def test_unwritable_destination_falls_back_to_stderr_with_one_warning(tmp_path):
                                           AOTI_DEBUG_LOGDEST=blocker / "log.txt"))
     assert proc.stdout == "caught bad n=4\n"
     recs = records(mask(proc.stderr))
-    assert recs[0] == ("[TIMESTAMP] [pid PID] note - logdest\n"
-                       f"  cannot open AOTI_DEBUG_LOGDEST='{blocker}/log.txt' (Not a directory); "
-                       "writing to stderr\n")
+    assert recs[0] == ("[TIMESTAMP] [pid PID] note - settings\n"
+                       f"  AOTI_DEBUG_LOGDEST='{blocker}/log.txt' is not valid: cannot open "
+                       f"{blocker}/log.txt (Not a directory); keeping stderr\n")
     assert recs[1:] == ["[TIMESTAMP] [pid PID] call 1 __main__.scale\n",
                         "[TIMESTAMP] [pid PID] call 2 __main__.boom\n",
                         "[TIMESTAMP] [pid PID] raise 2 __main__.boom\n  exception: ValueError: bad n=4\n"]

@@ -196,8 +196,9 @@ class NanChecks {
     }
   }
 
-  // After a launch: `args` holds every site argument in Site::args order.
-  void after(const Site& site, std::initializer_list<Value> args) {
+  // After a launch: `args` holds every site argument in Site::args order;
+  // `sources[k]` is the user's line that produced output k ("" = the site's).
+  void after(const Site& site, const char* const* sources, std::initializer_list<Value> args) {
     std::vector<std::string> tainted;  // inputs that already held NaN/Inf
     int k = 0;
     const Value* arg = args.begin();
@@ -225,7 +226,7 @@ class NanChecks {
       }
       const bool bad = s.nan_count > 0 || (count_inf_ && s.inf_count > 0);
       known_[a.name] = !bad;
-      if (bad) report(site, a.name, s, tainted);
+      if (bad) report(site, a.name, sources && *sources[k] ? sources[k] : site.source, s, tainted);
 #endif
     }
   }
@@ -260,10 +261,10 @@ class NanChecks {
 #endif
   }
 
-  void report(const Site& site, const char* buffer, const Stats& s,
+  void report(const Site& site, const char* buffer, const char* source, const Stats& s,
               const std::vector<std::string>& tainted) {
     std::string msg = "launch " + detail::run_launch_id(run_.run, run_.launch) + " " + site.kernel +
-                      " (source " + detail::or_dash(site.source) + ") wrote " +
+                      " (source " + detail::or_dash(source) + ") wrote " +
                       InputGuard::counts(s, count_inf_) + " into " + buffer + " (first at flat index " +
                       std::to_string(InputGuard::first_bad(s, count_inf_)) + "); ";
     if (tainted.empty()) {

@@ -1,0 +1,127 @@
+"""Real models for the AOTI tests, with their example inputs.
+
+Imported by test subprocesses (compile and run happen in fresh processes so
+each sees only the environment the test gives it).  Line numbers of the
+marked lines are looked up by tests through `line_of`.
+"""
+
+import torch
+import torch.nn.functional as F
+from torch.export import Dim
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 16)
+        self.fc2 = torch.nn.Linear(16, 16)
+        self.fc3 = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        h = torch.relu(self.fc1(x))  # LINE:mlp.fc1
+        h = torch.relu(self.fc2(h))  # LINE:mlp.fc2
+        return self.fc3(h).softmax(-1)  # LINE:mlp.fc3
+
+
+class ConvNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.head = torch.nn.Linear(4, 2)
+
+    def forward(self, img):
+        f = F.relu(self.conv(img))  # LINE:conv.conv
+        return self.head(f.mean((2, 3)))  # LINE:conv.head
+
+
+class Block(torch.nn.Module):
+    """A transformer block: layernorm, attention with softmax, MLP."""
+
+    def __init__(self, d=16, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.norm1 = torch.nn.LayerNorm(d)
+        self.qkv = torch.nn.Linear(d, 3 * d)
+        self.proj = torch.nn.Linear(d, d)
+        self.norm2 = torch.nn.LayerNorm(d)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(d, 2 * d), torch.nn.GELU(), torch.nn.Linear(2 * d, d))
+
+    def forward(self, x, mask):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).chunk(3, -1)
+        q = q.view(b, t, self.heads, -1).transpose(1, 2)
+        k = k.view(b, t, self.heads, -1).transpose(1, 2)
+        v = v.view(b, t, self.heads, -1).transpose(1, 2)
+        scores = (q @ k.transpose(-1, -2)) / (d // self.heads) ** 0.5 + mask
+        att = scores.softmax(-1)  # LINE:block.softmax
+        x = x + self.proj((att @ v).transpose(1, 2).reshape(b, t, d))
+        return x + self.mlp(self.norm2(x))
+
+
+class Planted(torch.nn.Module):
+    """Each output has a planted numeric bug that the inputs switch on."""
+
+    def forward(self, a, b, c, d, e):
+        la = torch.log(a) * 2  # LINE:planted.log
+        sb = torch.sqrt(b) + 1  # LINE:planted.sqrt
+        r = c / d  # LINE:planted.div
+        big = e.half() * 1000.0  # LINE:planted.overflow
+        return la.sum(0, keepdim=True) + 1, sb.cumsum(0), r.amax(0, keepdim=True), big.float()
+
+
+class Dynamic(torch.nn.Module):
+    def forward(self, x, y):
+        return x.sum(0) + y.reshape(2, -1, 4).sum(0).sum(0)  # LINE:dynamic.sum
+
+
+def planted_inputs(bug=None):
+    """Clean inputs, or inputs that trigger one planted bug."""
+    a, b, c, d, e = torch.ones(6), torch.ones(5), torch.ones(4), torch.ones(4), torch.ones(3)
+    if bug == "log":
+        a[2] = -1.0          # log of a negative number
+    elif bug == "sqrt":
+        b[1] = -4.0          # sqrt of a negative number
+    elif bug == "div":
+        c[3], d[3] = 0.0, 0.0  # 0/0
+    elif bug == "overflow":
+        e[0] = 100.0         # 100 * 1000 > float16 max: +inf
+    return a, b, c, d, e
+
+
+def line_of(tag):
+    """'file:line' of the line marked `# LINE:<tag>` in this file."""
+    with open(__file__) as f:
+        for number, text in enumerate(f, 1):
+            if text.rstrip().endswith(f"# LINE:{tag}"):
+                return f"{__file__}:{number}"
+    raise KeyError(tag)
+
+
+def example(name):
+    g = torch.Generator().manual_seed(0)
+    if name == "mlp":
+        return MLP(), (torch.randn(4, 8, generator=g),), None
+    if name == "conv":
+        return ConvNet(), (torch.randn(2, 3, 8, 8, generator=g),), None
+    if name == "block":
+        mask = torch.zeros(1, 1, 5, 5)
+        mask[..., 3:] = float("-inf")
+        return Block(), (torch.randn(2, 5, 16, generator=g), mask), None
+    if name == "planted":
+        return Planted(), planted_inputs(), None
+    if name == "dynamic":
+        batch = Dim("batch", min=2, max=64)
+        return Dynamic(), (torch.randn(4, 4, generator=g), torch.randn(8, 4, generator=g)), \
+            ({0: batch}, {0: 2 * batch})
+    raise KeyError(name)
+
+
+def seeded(name):
+    torch.manual_seed(0)
+    model, args, dynamic = example(name)
+    return model.eval(), args, dynamic
+
+
+def export(name):
+    model, args, dynamic = seeded(name)
+    return torch.export.export(model, args, dynamic_shapes=dynamic)
