@@ -122,6 +122,8 @@ class InputGuard {
   }
 
   bool ok() const { return problems_.empty(); }
+  // Strides are only worth checking while an input's shape and dtype are right.
+  size_t count() const { return problems_.size(); }
 
   // Writes the offending inputs at level >= 1 and throws with every violation.
   void finish(const Run& run, const char* const* labels, std::initializer_list<Value> inputs) {

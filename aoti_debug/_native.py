@@ -1,0 +1,457 @@
+"""Python binding of the C++ runtime (``cpp_runtime/``) through ctypes.
+
+The Python logger uses the very code that artifacts compile in: the
+statistics core (section 3 of docs/log-format.md), the destinations with
+their banner and process-wide lock (so Python and C++ records share a file
+without tearing), the launch in flight and the crash trailer.
+
+``cpp_runtime/src/pycore.cpp`` is built on first use with the system C++
+compiler into a cache folder (``$AOTI_DEBUG_CACHE_DIR`` or
+``~/.cache/aoti_debug``), keyed by the sources, compiler, flags and machine;
+the library is written to a temporary name and renamed into place, so several
+processes may build at once.  If it cannot be built, ``lib()`` returns None
+after one warning and the other functions raise ``NativeUnavailable``.
+
+Importing this module imports neither torch nor the compiler.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import hashlib
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import warnings
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Tuple
+
+__all__ = [
+    "NativeUnavailable", "Stats", "lib", "include_dir", "runtime_dir", "compute_stats",
+    "render_tensor_block", "format_number", "sink_write", "write_note", "set_inflight",
+    "clear_inflight", "install_crash_handler", "next_call_number", "read_settings",
+    "glob_match", "dtype_code", "vector_width",
+]
+
+CXX_STD = "-std=c++17"
+BASE_FLAGS = ("-O3", CXX_STD, "-shared", "-fPIC", "-fvisibility=hidden")
+
+# c10::ScalarType codes by torch dtype name (torch/headeronly/core/ScalarType.h)
+DTYPE_CODES: Dict[str, int] = {
+    "uint8": 0, "int8": 1, "int16": 2, "int32": 3, "int64": 4, "float16": 5, "float32": 6,
+    "float64": 7, "complex32": 8, "complex64": 9, "complex128": 10, "bool": 11, "qint8": 12,
+    "quint8": 13, "qint32": 14, "bfloat16": 15, "quint4x2": 16, "quint2x4": 17, "bits1x8": 18,
+    "bits2x4": 19, "bits4x2": 20, "bits8": 21, "bits16": 22, "float8_e5m2": 23,
+    "float8_e4m3fn": 24, "float8_e5m2fnuz": 25, "float8_e4m3fnuz": 26, "uint16": 27,
+    "uint32": 28, "uint64": 29, "uint1": 30, "uint2": 31, "uint3": 32, "uint4": 33, "uint5": 34,
+    "uint6": 35, "uint7": 36, "int1": 37, "int2": 38, "int3": 39, "int4": 40, "int5": 41,
+    "int6": 42, "int7": 43, "float8_e8m0fnu": 44, "float4_e2m1fn_x2": 45,
+}
+# c10::DeviceType codes by torch.device.type
+DEVICE_CODES: Dict[str, int] = {
+    "cpu": 0, "cuda": 1, "mkldnn": 2, "opengl": 3, "opencl": 4, "ideep": 5, "hip": 6, "fpga": 7,
+    "maia": 8, "xla": 9, "vulkan": 10, "metal": 11, "xpu": 12, "mps": 13, "meta": 14, "hpu": 15,
+    "ve": 16, "lazy": 17, "ipu": 18, "mtia": 19, "privateuseone": 20,
+}
+STATS_KINDS = {0: "none", 1: "float", 2: "int", 3: "uint", 4: "bool", 5: "complex"}  # detail::StatsKind
+
+
+class NativeUnavailable(RuntimeError):
+    """The C++ runtime library could not be built or loaded."""
+
+
+class _StatsC(ctypes.Structure):
+    # mirrors aoti_debug::Stats (detail/stats.h)
+    _fields_ = [
+        ("kind", ctypes.c_int32), ("dtype", ctypes.c_int32), ("numel", ctypes.c_int64),
+        ("min", ctypes.c_double), ("max", ctypes.c_double), ("mean", ctypes.c_double),
+        ("imin", ctypes.c_int64), ("imax", ctypes.c_int64),
+        ("umin", ctypes.c_uint64), ("umax", ctypes.c_uint64),
+        ("nan_count", ctypes.c_int64), ("inf_count", ctypes.c_int64),
+        ("true_count", ctypes.c_int64), ("false_count", ctypes.c_int64),
+        ("first_nan", ctypes.c_int64), ("first_inf", ctypes.c_int64),
+    ]
+
+
+@dataclasses.dataclass(frozen=True)
+class Stats:
+    """Section-3 statistics of one tensor (same fields as aoti_debug.stats.Stats).
+
+    ``kind``: ``float``, ``int`` (signed or unsigned), ``bool``, ``complex`` or
+    ``none``.  ``min``/``max``/``mean``: floats (complex: of ``abs``; integer
+    kinds: ``mean`` only, exact ``imin``/``imax`` as ints).  ``skipped``: the
+    reason a block writes ``stats=skipped (...)`` instead, else None.
+    """
+
+    kind: str = "none"
+    numel: int = 0
+    min: float = math.nan
+    max: float = math.nan
+    mean: float = math.nan
+    imin: int = 0
+    imax: int = 0
+    nan_count: int = 0
+    inf_count: int = 0
+    true_count: int = 0
+    false_count: int = 0
+    first_nan: int = -1
+    first_inf: int = -1
+    skipped: Optional[str] = None
+    unsigned: bool = False
+
+    def lines(self) -> List[str]:
+        """The statistics lines of a Tensor block, without indentation."""
+        if self.skipped:
+            return [f"stats=skipped ({self.skipped})"]
+        if self.kind == "bool":
+            return [f"true_count={self.true_count}", f"false_count={self.false_count}"]
+        if self.kind == "int":
+            return [f"min={self.imin}", f"max={self.imax}", f"mean={format_number(self.mean)}"]
+        prefix = "abs_" if self.kind == "complex" else ""
+        return [f"{prefix}min={format_number(self.min)}", f"{prefix}max={format_number(self.max)}",
+                f"{prefix}mean={format_number(self.mean)}", f"nan_count={self.nan_count}",
+                f"inf_count={self.inf_count}"]
+
+
+# ---------------------------------------------------------------- locating
+
+def runtime_dir() -> Path:
+    """The cpp_runtime folder: installed package data or the source checkout."""
+    here = Path(__file__).resolve().parent
+    for cand in (here / "_cpp_runtime", here.parent / "cpp_runtime"):
+        if (cand / "include" / "aoti_debug" / "config.h").is_file():
+            return cand
+    raise FileNotFoundError(
+        f"aoti-debug C++ runtime not found in {here / '_cpp_runtime'} or {here.parent / 'cpp_runtime'}")
+
+
+def include_dir() -> str:
+    """Folder to pass as -I when compiling code that includes <aoti_debug/...>."""
+    return str(runtime_dir() / "include")
+
+
+# ---------------------------------------------------------------- building
+
+def _cache_dir() -> Path:
+    env = os.environ.get("AOTI_DEBUG_CACHE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "aoti_debug"
+
+
+def _compiler() -> Optional[str]:
+    env = os.environ.get("CXX")
+    if env:
+        return shutil.which(env) or env
+    for name in ("c++", "g++", "clang++"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def _cpu_flags() -> str:
+    # -march=native code is only valid on CPUs with the same features
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith(("flags", "Features", "isa")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def _sources(root: Path) -> List[Path]:
+    files = sorted((root / "include").rglob("*.h"))
+    return files + [root / "src" / "pycore.cpp"]
+
+
+def _compiler_version(cxx: str) -> str:
+    try:
+        return subprocess.run([cxx, "--version"], capture_output=True, text=True,
+                              timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _build_key(root: Path, cxx: str, flags: Tuple[str, ...]) -> str:
+    h = hashlib.sha256()
+    for path in _sources(root):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0")
+        h.update(path.read_bytes() + b"\0")
+    for part in (cxx, _compiler_version(cxx), " ".join(flags), platform.machine(), sys.platform,
+                 _cpu_flags() if "-march=native" in flags else ""):
+        h.update(part.encode() + b"\0")
+    return h.hexdigest()[:20]
+
+
+def _compile(cxx: str, flags: Tuple[str, ...], root: Path, out: Path) -> Optional[str]:
+    """Builds into `out` atomically; returns None or the compiler's complaint."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=out.name + ".", suffix=".tmp", dir=str(out.parent))
+    os.close(fd)
+    cmd = [cxx, *flags, "-I", str(root / "include"), str(root / "src" / "pycore.cpp"), "-o", tmp]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            return f"{' '.join(cmd)}\n{proc.stderr[-4000:]}"
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, out)  # atomic: readers see the old file, none, or the whole new one
+        return None
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{' '.join(cmd)}\n{exc}"
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def build(force: bool = False) -> Path:
+    """Builds (or finds in the cache) the library; raises NativeUnavailable."""
+    root = runtime_dir()
+    cxx = _compiler()
+    if cxx is None:
+        raise NativeUnavailable("no C++ compiler found (set CXX, or install c++/g++/clang++)")
+    problems = []
+    for arch in (("-march=native",), ()):  # some compilers reject -march=native
+        flags = BASE_FLAGS + arch
+        out = _cache_dir() / f"libaotid_{_build_key(root, cxx, flags)}.so"
+        if out.is_file() and not force:
+            return out
+        err = _compile(cxx, flags, root, out)
+        if err is None:
+            return out
+        problems.append(err)
+    raise NativeUnavailable("building the aoti-debug C++ runtime failed:\n" + "\n".join(problems))
+
+
+# ---------------------------------------------------------------- loading
+
+_lock = threading.Lock()
+_lib: Optional[ctypes.CDLL] = None
+_tried = False
+
+_i32, _i64, _u64, _dbl = ctypes.c_int32, ctypes.c_int64, ctypes.c_uint64, ctypes.c_double
+_ptr, _str, _buf = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p
+_i64p = ctypes.POINTER(ctypes.c_int64)
+
+_SIGNATURES = {
+    "aotid_version": (_str, []),
+    "aotid_registry_abi": (_i32, []),
+    "aotid_stats_size": (_i64, []),
+    "aotid_vector_width": (_i32, []),
+    "aotid_compute_stats": (_i32, [_ptr, _i32, _i64, _i64p, _i64p, _i32, _i32,
+                                   ctypes.POINTER(_StatsC)]),
+    "aotid_render_tensor_block": (_i64, [_ptr, _i32, _i64, _i64p, _i64p, _i32, _i32, _i32, _i32,
+                                         _buf, _i64]),
+    "aotid_format_number": (_i32, [_dbl, _buf]),
+    "aotid_sink_write": (_i32, [_str, _str, _i64, _str]),
+    "aotid_write_note": (_i32, [_str, _str, _str, _i32, _str]),
+    "aotid_next_call_number": (_i64, []),
+    "aotid_set_inflight": (None, [_i64, _i64, _str]),
+    "aotid_clear_inflight": (None, []),
+    "aotid_install_crash_handler": (None, []),
+    "aotid_registry_attach": (_i32, []),
+    "aotid_glob_match": (_i32, [_str, _str]),
+    "aotid_read_settings": (_i64, [ctypes.POINTER(ctypes.c_char_p), _i32, _str, _str, _i32,
+                                   _buf, _i64]),
+}
+
+
+def lib() -> Optional[ctypes.CDLL]:
+    """The loaded library, built on first use; None (after one warning) if impossible."""
+    global _lib, _tried
+    if _lib is not None or _tried:
+        return _lib
+    with _lock:
+        if _lib is None and not _tried:
+            try:
+                handle = ctypes.CDLL(str(build()))
+                for name, (res, args) in _SIGNATURES.items():
+                    fn = getattr(handle, name)
+                    fn.restype, fn.argtypes = res, args
+                if handle.aotid_stats_size() != ctypes.sizeof(_StatsC):
+                    raise NativeUnavailable("Stats layout differs between C++ and Python")
+                _lib = handle
+            except (NativeUnavailable, OSError, FileNotFoundError, AttributeError) as exc:
+                warnings.warn(f"aoti-debug: C++ runtime unavailable, {exc}", RuntimeWarning,
+                              stacklevel=2)
+            _tried = True
+    return _lib
+
+
+def _need() -> ctypes.CDLL:
+    handle = lib()
+    if handle is None:
+        raise NativeUnavailable("the aoti-debug C++ runtime could not be built (see the warning)")
+    return handle
+
+
+# ---------------------------------------------------------------- tensors
+
+def dtype_code(dtype) -> int:
+    """c10::ScalarType code of a torch.dtype."""
+    name = str(dtype).replace("torch.", "")
+    if name not in DTYPE_CODES:
+        raise ValueError(f"unknown dtype {dtype}")
+    return DTYPE_CODES[name]
+
+
+def _view_args(tensor, need_data: bool):
+    import torch
+
+    if tensor.layout != torch.strided:
+        raise ValueError(f"only strided tensors are supported, not {tensor.layout}")
+    if tensor.is_neg():
+        tensor = tensor.resolve_neg()  # the sign is real; conj does not change |z|, NaN or Inf
+    if need_data and tensor.device.type != "cpu":
+        raise ValueError(f"statistics need a CPU tensor, not {tensor.device}")
+    ndim = tensor.dim()
+    sizes = (ctypes.c_int64 * max(ndim, 1))(*tensor.shape)
+    strides = (ctypes.c_int64 * max(ndim, 1))(*tensor.stride())
+    on_cpu = tensor.device.type == "cpu"
+    data = tensor.data_ptr() if on_cpu and tensor.numel() > 0 else None
+    return tensor, data, dtype_code(tensor.dtype), ndim, sizes, strides
+
+
+def compute_stats(tensor, max_threads: int = 0, isa_limit: int = 0) -> Stats:
+    """Section-3 statistics of a CPU tensor (any strides), by the shared C++ core.
+
+    ``max_threads``/``isa_limit`` exist for tests: results never depend on them.
+    """
+    handle = _need()
+    tensor, data, code, ndim, sizes, strides = _view_args(tensor, True)
+    out = _StatsC()
+    rc = handle.aotid_compute_stats(data, code, ndim, sizes, strides, max_threads, isa_limit,
+                                    ctypes.byref(out))
+    del tensor  # kept alive until here: the core reads its memory
+    if rc != 0:
+        raise RuntimeError("aotid_compute_stats failed")
+    kind = STATS_KINDS.get(out.kind, "none")
+    fields = dict(kind="int" if kind == "uint" else kind, numel=out.numel,
+                  unsigned=kind == "uint")
+    if out.numel == 0:
+        fields.update(skipped="empty tensor")
+    elif kind == "none":
+        fields.update(skipped="dtype not supported")
+    elif kind in ("float", "complex"):
+        fields.update(min=out.min, max=out.max, mean=out.mean, nan_count=out.nan_count,
+                      inf_count=out.inf_count, first_nan=out.first_nan, first_inf=out.first_inf)
+    elif kind == "int":
+        fields.update(imin=out.imin, imax=out.imax, mean=out.mean)
+    elif kind == "uint":
+        fields.update(imin=out.umin, imax=out.umax, mean=out.mean)
+    elif kind == "bool":
+        fields.update(true_count=out.true_count, false_count=out.false_count)
+    return Stats(**fields)
+
+
+def render_tensor_block(tensor, level: int, indent: int) -> str:
+    """The Tensor block exactly as the C++ shim writes it (parity tests)."""
+    handle = _need()
+    tensor, data, code, ndim, sizes, strides = _view_args(tensor, False)
+    dev = tensor.device
+    dev_code = DEVICE_CODES.get(dev.type, -1)
+    dev_index = dev.index if dev.index is not None else -1
+    cap = 4096
+    while True:
+        buf = ctypes.create_string_buffer(cap)
+        n = handle.aotid_render_tensor_block(data, code, ndim, sizes, strides, dev_code, dev_index,
+                                             level, indent, buf, cap)
+        if n < 0:
+            raise RuntimeError("aotid_render_tensor_block failed")
+        if n < cap:
+            return buf.value.decode("utf-8")
+        cap = n + 1
+
+
+# ---------------------------------------------------------------- text
+
+def format_number(x: float) -> str:
+    """Section-2 number format (the C++ implementation)."""
+    buf = ctypes.create_string_buffer(48)
+    _need().aotid_format_number(float(x), buf)
+    return buf.value.decode("ascii")
+
+
+def _torch_version(given: Optional[str]) -> bytes:
+    if given is None:
+        torch = sys.modules.get("torch")
+        given = getattr(torch, "__version__", "unknown") if torch is not None else "unknown"
+    return str(given).encode("utf-8")
+
+
+def sink_write(dest: str, text: str, torch_version: Optional[str] = None) -> None:
+    """Writes complete record text to ``dest`` (stdout, stderr, or a path; %i = pid)
+    with one write(2) under the process lock, after the destination's banner when
+    this process first writes there (banner: ``torch_version``, default torch.__version__)."""
+    data = text.encode("utf-8")
+    _need().aotid_sink_write(dest.encode("utf-8"), data, len(data), _torch_version(torch_version))
+
+
+def write_note(dest: str, topic: str, lines: str, once: bool = True,
+               torch_version: Optional[str] = None) -> None:
+    """A ``note - topic`` record, one body line per line; ``once``: first time per process."""
+    _need().aotid_write_note(dest.encode("utf-8"), topic.encode("utf-8"), lines.encode("utf-8"),
+                             1 if once else 0, _torch_version(torch_version))
+
+
+def next_call_number() -> int:
+    """The next call number N, shared with every C++ runtime in the process."""
+    return _need().aotid_next_call_number()
+
+
+def set_inflight(run: int, launch: int, name: str) -> None:
+    """Marks launch ``run.launch`` of ``name`` as running on this thread (crash trailer);
+    ``run < 0`` marks call number ``launch``."""
+    _need().aotid_set_inflight(run, launch, name.encode("utf-8"))
+
+
+def clear_inflight() -> None:
+    _need().aotid_clear_inflight()
+
+
+def install_crash_handler() -> None:
+    """Installs the crash-trailer handlers (once per process, shared with artifacts)."""
+    _need().aotid_install_crash_handler()
+
+
+def vector_width() -> int:
+    """Doubles per vector the statistics core uses on this CPU (2, 4 or 8)."""
+    return _need().aotid_vector_width()
+
+
+# ---------------------------------------------------------------- settings
+
+def glob_match(pattern: str, text: str) -> bool:
+    """The C++ kernel-filter glob (case-insensitive fnmatch)."""
+    return _need().aotid_glob_match(pattern.encode("utf-8"), text.encode("utf-8")) == 1
+
+
+def read_settings(environ: Mapping[str, str], level: int = 0, kernels: str = "",
+                  nan_check: str = "off", check_inputs: bool = False
+                  ) -> Tuple[List[str], Dict[str, str]]:
+    """How the C++ shim reads ``environ`` for an artifact compiled with the given
+    values: (problem lines with their "; keeping ..." tail, resolved fields as text)."""
+    handle = _need()
+    entries = [f"{k}={v}".encode("utf-8", "surrogateescape") for k, v in environ.items()]
+    arr = (ctypes.c_char_p * (len(entries) + 1))(*entries, None)
+    cap = 8192
+    while True:
+        buf = ctypes.create_string_buffer(cap)
+        n = handle.aotid_read_settings(arr, level, kernels.encode("utf-8"),
+                                       nan_check.encode("utf-8"), 1 if check_inputs else 0, buf, cap)
+        if n < 0:
+            raise RuntimeError("aotid_read_settings failed")
+        if n < cap:
+            break
+        cap = n + 1
+    text = buf.raw[:n].decode("utf-8", "surrogateescape")
+    head, _, tail = text.partition("--\n")
+    problems = [line for line in head.split("\n") if line]
+    values = dict(line.split("=", 1) for line in tail.split("\n") if line)
+    return problems, values

@@ -1,0 +1,84 @@
+// Adapter from AOTI's stable C ABI (AtenTensorHandle) to the runtime, for
+// the generated wrapper code.  See detail/launch.h for the API it uses.
+#pragma once
+
+#include <torch/csrc/inductor/aoti_torch/c/shim.h>
+
+#include <vector>
+
+#include "detail/launch.h"
+
+AOTI_DEBUG_NAMESPACE_BEGIN
+namespace detail {
+
+#if AOTI_DEBUG_ENABLE_STATS
+// Set by wrappers that can tell (e.g. a CUDA wrapper asking
+// cudaStreamIsCapturing): statistics then skip instead of copying.
+inline bool (*&capture_query())() {
+  static bool (*fn)() = nullptr;
+  return fn;
+}
+
+// Statistics of a device tensor: a blocking copy into a contiguous CPU
+// tensor through the shim, then the CPU core.
+inline bool aoti_device_stats(const Value& v, Stats* out, const char** reason) {
+  if (capture_query() != nullptr && capture_query()()) {
+    *reason = "CUDA graph capture in progress";
+    return false;
+  }
+  AtenTensorHandle src = const_cast<AtenTensorHandle>(static_cast<const AtenTensorOpaque*>(v.handle));
+  if (src == nullptr) return false;
+  std::vector<int64_t> strides(static_cast<size_t>(v.t.ndim));
+  int64_t step = 1;
+  for (int64_t d = v.t.ndim - 1; d >= 0; --d) {
+    strides[static_cast<size_t>(d)] = step;
+    step *= v.t.sizes[d] > 1 ? v.t.sizes[d] : 1;
+  }
+  AtenTensorHandle host = nullptr;
+  if (aoti_torch_empty_strided(v.t.ndim, v.t.sizes, strides.data(), v.t.dtype,
+                               aoti_torch_device_type_cpu(), 0, &host) != AOTI_TORCH_SUCCESS)
+    return false;
+  bool ok = aoti_torch_copy_(host, src, 0) == AOTI_TORCH_SUCCESS;
+  void* data = nullptr;
+  ok = ok && aoti_torch_get_data_ptr(host, &data) == AOTI_TORCH_SUCCESS;
+  if (ok) {
+    TensorView h = v.t;
+    h.data = data;
+    h.strides = strides.data();
+    h.device_type = 0, h.device_index = -1;
+    *out = compute_stats(h);
+  }
+  aoti_torch_delete_tensor_object(host);
+  return ok;
+}
+#endif
+
+}  // namespace detail
+
+// A tensor argument from an AtenTensorHandle (borrowed: keep the tensor alive
+// while the Value is used).  A handle the shim cannot describe logs as None.
+inline Value tensor(AtenTensorHandle h) {
+  TensorView v{};
+  void* data = nullptr;
+  int64_t* sizes = nullptr;
+  int64_t* strides = nullptr;
+  if (h == nullptr || aoti_torch_get_data_ptr(h, &data) != AOTI_TORCH_SUCCESS ||
+      aoti_torch_get_dim(h, &v.ndim) != AOTI_TORCH_SUCCESS ||
+      aoti_torch_get_sizes(h, &sizes) != AOTI_TORCH_SUCCESS ||
+      aoti_torch_get_strides(h, &strides) != AOTI_TORCH_SUCCESS ||
+      aoti_torch_get_dtype(h, &v.dtype) != AOTI_TORCH_SUCCESS ||
+      aoti_torch_get_device_type(h, &v.device_type) != AOTI_TORCH_SUCCESS ||
+      aoti_torch_get_device_index(h, &v.device_index) != AOTI_TORCH_SUCCESS)
+    return Value();
+  v.data = data;
+  v.sizes = sizes;
+  v.strides = strides;
+  Value val(v);
+  val.handle = h;
+#if AOTI_DEBUG_ENABLE_STATS
+  val.device_stats = &detail::aoti_device_stats;
+#endif
+  return val;
+}
+
+AOTI_DEBUG_NAMESPACE_END

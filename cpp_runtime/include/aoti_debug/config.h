@@ -1,0 +1,69 @@
+// aoti-debug C++ runtime: compile-time options.
+//
+// Everything a build can tune lives here; every option can be overridden with
+// -D on the compiler command line.  Per-model choices (compiled level, kernel
+// filter, NaN check, ...) are NOT macros: the generated code passes them in a
+// ModelConfig value, so two artifacts built differently can share one process
+// (and one header version) without ODR trouble.
+#pragma once
+
+#define AOTI_DEBUG_VERSION "0.1.0"
+
+// Layout version of the process registry (detail/registry.h).  Copies of the
+// runtime attach to a published registry only when this number matches; bump
+// it whenever the Registry struct changes.
+#define AOTI_DEBUG_REGISTRY_ABI 1
+
+// Inline namespace tied to the ABI, so copies of different versions compiled
+// into one binary never merge their inline functions.
+#define AOTI_DEBUG_ABI_NS v1
+
+// Tensors with at least this many elements have their statistics computed on
+// several threads (results are bit-identical either way).
+#ifndef AOTI_DEBUG_STATS_PARALLEL_MIN
+#define AOTI_DEBUG_STATS_PARALLEL_MIN (1 << 22)
+#endif
+
+// Upper bound on statistics threads (0 = std::thread::hardware_concurrency()).
+#ifndef AOTI_DEBUG_STATS_MAX_THREADS
+#define AOTI_DEBUG_STATS_MAX_THREADS 0
+#endif
+
+// Statistics (level 5) pull in the statistics core; an artifact compiled for
+// a lower level can leave it out (the codegen passes -DAOTI_DEBUG_ENABLE_STATS=0).
+#ifndef AOTI_DEBUG_ENABLE_STATS
+#define AOTI_DEBUG_ENABLE_STATS 1
+#endif
+
+// Highest level AOTI_DEBUG_SCOPE (hand-written ops) may log at; lower it to
+// compile scopes down to a counter.
+#ifndef AOTI_DEBUG_SCOPE_MAX_LEVEL
+#define AOTI_DEBUG_SCOPE_MAX_LEVEL 10
+#endif
+
+// PyTorch version written in the banner by hand-written ops (artifacts pass
+// the version they were compiled with in ModelConfig instead).
+#ifndef AOTI_DEBUG_TORCH_VERSION
+#define AOTI_DEBUG_TORCH_VERSION "unknown"
+#endif
+
+// Each copy of the runtime keeps its symbols private to its own shared
+// object: copies find each other only through the published registry.
+#if defined(__GNUC__) || defined(__clang__)
+#define AOTI_DEBUG_HIDDEN __attribute__((visibility("hidden")))
+#define AOTI_DEBUG_LIKELY(x) __builtin_expect(!!(x), 1)
+#define AOTI_DEBUG_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define AOTI_DEBUG_NOINLINE __attribute__((noinline))
+#define AOTI_DEBUG_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define AOTI_DEBUG_HIDDEN
+#define AOTI_DEBUG_LIKELY(x) (x)
+#define AOTI_DEBUG_UNLIKELY(x) (x)
+#define AOTI_DEBUG_NOINLINE
+#define AOTI_DEBUG_ALWAYS_INLINE inline
+#endif
+
+// Open/close the runtime's namespace: hidden, ABI-versioned.
+#define AOTI_DEBUG_NAMESPACE_BEGIN \
+  namespace aoti_debug AOTI_DEBUG_HIDDEN { inline namespace AOTI_DEBUG_ABI_NS {
+#define AOTI_DEBUG_NAMESPACE_END }}

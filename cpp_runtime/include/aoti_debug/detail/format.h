@@ -1,0 +1,318 @@
+// Rendering of records (docs/log-format.md section 1): header lines, argument
+// items, inline values and the Tensor block with its statistics lines.
+// Everything returns text; writing is registry.h's job.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "../config.h"
+#include "dtypes.h"
+#include "number.h"
+#include "registry.h"
+#if AOTI_DEBUG_ENABLE_STATS
+#include "stats.h"
+#endif
+
+AOTI_DEBUG_NAMESPACE_BEGIN
+
+struct Stats;
+struct Value;
+
+// Statistics of a tensor that is not on the CPU (e.g. copies it to the host),
+// supplied by the framework adapter that built the Value (aoti.h, torch.h).
+// Returns false and sets *reason when it cannot; then the block says
+// "stats=skipped (<reason>)".
+typedef bool (*DeviceStatsFn)(const Value& v, Stats* out, const char** reason);
+
+// One argument value as the log shows it.  Cheap to build: borrows
+// everything (strings, int lists and tensor metadata must outlive the call).
+struct Value {
+  enum Kind : int32_t { kNone, kBool, kInt, kDouble, kString, kIntList, kTensor };
+  Kind kind = kNone;
+  bool b = false;                 // kBool; kTensor: requires_grad
+  int64_t i = 0;                  // kInt; kIntList: length
+  double d = 0;
+  const char* s = nullptr;
+  const int64_t* list = nullptr;  // kIntList
+  TensorView t{};
+  const void* handle = nullptr;   // kTensor: the framework's tensor
+  DeviceStatsFn device_stats = nullptr;
+
+  Value() = default;
+  Value(std::nullptr_t) {}
+  Value(bool v) : kind(kBool), b(v) {}
+  Value(int v) : kind(kInt), i(v) {}
+  Value(long v) : kind(kInt), i(v) {}
+  Value(long long v) : kind(kInt), i(v) {}
+  Value(unsigned v) : kind(kInt), i(v) {}
+  Value(unsigned long v) : kind(kInt), i(static_cast<int64_t>(v)) {}
+  Value(unsigned long long v) : kind(kInt), i(static_cast<int64_t>(v)) {}
+  Value(double v) : kind(kDouble), d(v) {}
+  Value(float v) : kind(kDouble), d(v) {}
+  Value(const char* v) : kind(v ? kString : kNone), s(v) {}
+  Value(const TensorView& v) : kind(kTensor), t(v) {}
+  static Value int_list(const int64_t* p, int64_t n) {
+    Value v;
+    v.kind = kIntList, v.list = p, v.i = n;
+    return v;
+  }
+};
+
+namespace detail {
+
+// "[timestamp] [pid N] kind id name\n"
+inline std::string header_line(const char* kind, const std::string& id, const char* name) {
+  std::string out;
+  append_line_prefix(out);
+  out += kind;
+  out += ' ';
+  out += id;
+  out += ' ';
+  out += name && *name ? name : "-";
+  out += '\n';
+  return out;
+}
+
+inline std::string run_launch_id(int64_t run, int64_t launch) {
+  std::string id;
+  append_i64(id, run);
+  id += '.';
+  append_i64(id, launch);
+  return id;
+}
+
+inline void append_indent(std::string& out, int n) { out.append(static_cast<size_t>(n), ' '); }
+
+// Python-tuple form: (), (5,), (2, 3)
+inline void append_tuple(std::string& out, const int64_t* v, int64_t n) {
+  out += '(';
+  for (int64_t k = 0; k < n; ++k) {
+    if (k) out += ", ";
+    append_i64(out, v[k]);
+  }
+  if (n == 1) out += ',';
+  out += ')';
+}
+
+inline void append_device(std::string& out, int32_t type, int32_t index) {
+  static const char* const names[] = {
+      "cpu", "cuda", "mkldnn", "opengl", "opencl", "ideep", "hip", "fpga", "maia", "xla", "vulkan",
+      "metal", "xpu", "mps", "meta", "hpu", "ve", "lazy", "ipu", "mtia", "privateuseone"};
+  if (type < 0 || type > 20) {
+    out += "device";
+    append_i64(out, type);
+  } else {
+    out += names[type];
+  }
+  if (type != 0) {  // non-CPU devices always carry an index (none given: 0)
+    out += ':';
+    append_i64(out, index >= 0 ? index : 0);
+  }
+}
+
+// Inline form of a string: double-quoted, \ and " escaped, \n \t \r, other
+// control characters (< 0x20 and 0x7f) as \xNN (lowercase hex).
+inline void append_quoted(std::string& out, const char* s) {
+  static const char hex[] = "0123456789abcdef";
+  out += '"';
+  for (const unsigned char* p = reinterpret_cast<const unsigned char*>(s); *p; ++p) {
+    const unsigned char c = *p;
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c == '\r') out += "\\r";
+    else if (c < 0x20 || c == 0x7f) (((out += "\\x") += hex[c >> 4]) += hex[c & 15]);
+    else out += static_cast<char>(c);
+  }
+  out += '"';
+}
+
+// Inline values (everything but tensors).
+inline void append_inline(std::string& out, const Value& v) {
+  switch (v.kind) {
+    case Value::kNone: out += "None"; break;
+    case Value::kBool: out += v.b ? "True" : "False"; break;
+    case Value::kInt: append_i64(out, v.i); break;
+    case Value::kDouble: append_double(out, v.d); break;
+    case Value::kString: append_quoted(out, v.s); break;
+    case Value::kIntList:
+      out += '[';
+      for (int64_t k = 0; k < v.i; ++k) {
+        if (k) out += ", ";
+        append_i64(out, v.list[k]);
+      }
+      out += ']';
+      break;
+    case Value::kTensor: out += "<Tensor>"; break;
+  }
+}
+
+inline void append_stat(std::string& out, int indent, const char* key) {
+  append_indent(out, indent);
+  out += key;
+  out += '=';
+}
+
+// The statistics lines (section 3) for a computed Stats.
+inline void append_stats_lines(std::string& out, int indent, const Stats& s);
+
+// The Tensor block, "Tensor(" at `indent` spaces.  Statistics at level >= 5.
+inline void append_tensor_block(std::string& out, const Value& val, int level, int indent) {
+  const TensorView& v = val.t;
+  const int in = indent + 2;
+  append_indent(out, indent);
+  out += "Tensor(\n";
+  append_stat(out, in, "shape");
+  append_tuple(out, v.sizes, v.ndim);
+  out += '\n';
+  append_stat(out, in, "stride");
+  append_tuple(out, v.strides, v.ndim);
+  out += '\n';
+  append_stat(out, in, "dtype");
+  const char* dn = dtype_name(v.dtype);
+  out += "torch.";
+  if (dn) out += dn;
+  else append_i64(out, v.dtype);
+  out += '\n';
+  append_stat(out, in, "device");
+  append_device(out, v.device_type, v.device_index);
+  out += '\n';
+  append_stat(out, in, "requires_grad");
+  out += val.b ? "True\n" : "False\n";  // adapters for inference artifacts leave it False
+  append_stat(out, in, "is_contiguous");
+  out += is_contiguous(v) ? "True\n" : "False\n";
+  if (level >= 5) {
+    const char* skip = nullptr;
+#if AOTI_DEBUG_ENABLE_STATS
+    Stats s;
+    if (numel_of(v) == 0) {
+      skip = "empty tensor";
+    } else if (stats_kind(v.dtype) == kStatsNone) {
+      skip = "dtype not supported";
+    } else if (v.device_type == 0 && v.data != nullptr) {
+      s = compute_stats(v);
+    } else if (val.device_stats == nullptr || !val.device_stats(val, &s, &skip)) {
+      if (skip == nullptr) skip = "device not supported";
+    }
+    if (skip == nullptr) append_stats_lines(out, in, s);
+#else
+    skip = "statistics not compiled in";
+#endif
+    if (skip != nullptr) {
+      append_stat(out, in, "stats");
+      out += "skipped (";
+      out += skip;
+      out += ")\n";
+    }
+  }
+  append_indent(out, indent);
+  out += ")\n";
+}
+
+#if AOTI_DEBUG_ENABLE_STATS
+inline void append_stats_lines(std::string& out, int indent, const Stats& s) {
+  auto dbl = [&](const char* key, double x) {
+    append_stat(out, indent, key);
+    append_double(out, x);
+    out += '\n';
+  };
+  auto i64 = [&](const char* key, int64_t x) {
+    append_stat(out, indent, key);
+    append_i64(out, x);
+    out += '\n';
+  };
+  auto u64 = [&](const char* key, uint64_t x) {
+    append_stat(out, indent, key);
+    append_u64(out, x);
+    out += '\n';
+  };
+  switch (s.kind) {
+    case kStatsFloat:
+    case kStatsComplex: {
+      const bool c = s.kind == kStatsComplex;
+      dbl(c ? "abs_min" : "min", s.min);
+      dbl(c ? "abs_max" : "max", s.max);
+      dbl(c ? "abs_mean" : "mean", s.mean);
+      i64("nan_count", s.nan_count);
+      i64("inf_count", s.inf_count);
+      break;
+    }
+    case kStatsInt:
+      i64("min", s.imin);
+      i64("max", s.imax);
+      dbl("mean", s.mean);
+      break;
+    case kStatsUInt:
+      u64("min", s.umin);
+      u64("max", s.umax);
+      dbl("mean", s.mean);
+      break;
+    case kStatsBool:
+      i64("true_count", s.true_count);
+      i64("false_count", s.false_count);
+      break;
+    default:
+      break;
+  }
+}
+#else
+inline void append_stats_lines(std::string&, int, const Stats&) {}
+#endif
+
+// One argument item: "  label: inline\n" or "  label:\n" + block.
+inline void append_item(std::string& out, int indent, const char* label_a, const char* label_b,
+                        const Value& v, int level) {
+  append_indent(out, indent);
+  out += label_a;
+  if (label_b) {
+    out += ' ';
+    out += label_b;
+  }
+  if (v.kind == Value::kTensor) {
+    out += ":\n";
+    append_tensor_block(out, v, level, indent + 2);
+  } else {
+    out += ": ";
+    append_inline(out, v);
+    out += '\n';
+  }
+}
+
+// Several outputs of one call as a tuple block (section 1.4 containers).
+inline void append_tuple_item(std::string& out, int indent, const char* label, const Value* vals,
+                              int n, int level) {
+  bool has_tensor = false;
+  for (int k = 0; k < n; ++k) has_tensor = has_tensor || vals[k].kind == Value::kTensor;
+  append_indent(out, indent);
+  out += label;
+  if (!has_tensor) {  // inline tuple
+    out += ": (";
+    for (int k = 0; k < n; ++k) {
+      if (k) out += ", ";
+      append_inline(out, vals[k]);
+    }
+    if (n == 1) out += ',';
+    out += ")\n";
+    return;
+  }
+  out += ":\n";
+  append_indent(out, indent + 2);
+  out += "tuple(len=";
+  append_i64(out, n);
+  out += ")\n";
+  for (int k = 0; k < n; ++k) {
+    char lab[32];
+    int m = 0;
+    lab[m++] = '[';
+    m += format_i64(k, lab + m);
+    lab[m++] = ']';
+    lab[m] = '\0';
+    append_item(out, indent + 4, lab, nullptr, vals[k], level);
+  }
+}
+
+}  // namespace detail
+AOTI_DEBUG_NAMESPACE_END

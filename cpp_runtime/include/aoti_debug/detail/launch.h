@@ -1,0 +1,344 @@
+// The API the generated AOTI wrapper calls.
+//
+// ---------------------------------------------------------------------------
+// What the codegen emits (all names are the codegen's choice except the API):
+//
+//   #include <aoti_debug/aoti.h>
+//
+//   // Once per loaded model (a namespace-scope static of the model .so): what
+//   // it was compiled with.
+//   static aoti_debug::Model aotid_model(aoti_debug::ModelConfig{
+//       "model",         // name in run records
+//       5,               // compiled AOTI_DEBUG_LOGLEVEL (0/1/3/5/10)
+//       "",              // compiled AOTI_DEBUG_KERNELS ("" = all)
+//       "off",           // compiled AOTI_DEBUG_NAN_CHECK (settings.py's str(NanCheck))
+//       false,           // compiled AOTI_DEBUG_CHECK_INPUTS
+//       "2.13.0+cpu"});  // torch.__version__ at compile time (banner)
+//
+//   // Once per launch site: static description (roles: In, Out, InOut).
+//   static const aoti_debug::ArgSpec aotid_args_3[] = {
+//       {"in_ptr0", aoti_debug::Role::In}, {"out_ptr0", aoti_debug::Role::Out}};
+//   static aoti_debug::Site aotid_site_3{
+//       "cpp_fused_relu_1",   // kernel name
+//       "relu,add",           // FX nodes fused into it, graph order ("" = unknown)
+//       "model.py:12",        // innermost user frame of the first node ("" = unknown)
+//       "layers.0.act",       // module paths, comma-separated, filter only ("" = unknown)
+//       aotid_args_3, 2};
+//   static const char* const aotid_inputs[] = {"arg0_1", "arg1_1"};
+//   static const char* const aotid_outputs[] = {"buf3"};
+//
+//   // In run_impl:
+//   AOTI_DEBUG_BEGIN_RUN(aotid_run, aotid_model, aotid_inputs,
+//                        aoti_debug::tensor(in0), aoti_debug::tensor(in1));
+//   AOTI_DEBUG_LAUNCH(aotid_run, aotid_site_3,
+//                     aoti_debug::tensor(buf0), aoti_debug::tensor(buf1));
+//   cpp_fused_relu_1(...);
+//   AOTI_DEBUG_LAUNCH_END(aotid_run, aotid_site_3,
+//                         aoti_debug::tensor(buf0), aoti_debug::tensor(buf1));
+//   ...
+//   AOTI_DEBUG_END_RUN(aotid_run, aotid_outputs, aoti_debug::tensor(out0));
+//
+// The argument lists of LAUNCH / LAUNCH_END are the site's arguments in the
+// order of Site::args (ints, doubles, bools, strings, nullptr and
+// aoti_debug::Value::int_list(ptr, n) are accepted as they are; an argument of
+// the side not written may be nullptr).  They are only evaluated when the
+// run's level is not 0: at level 0 a launch costs one increment and one
+// predictable branch on `run.level`.  A launch left out at compile time still
+// takes its number with `++aotid_run.launch;`.  Build an artifact compiled for
+// a level below 5 (and without NaN checks) with -DAOTI_DEBUG_ENABLE_STATS=0:
+// the statistics core is most of the header's compile time.
+//
+// Semantics (docs/log-format.md):
+// - begin_run counts R (per Model, from 1) and fixes the run's level:
+//   min(compiled level, AOTI_DEBUG_LOGLEVEL if set); asking for more than was
+//   compiled in gives one note per process naming what to recompile with.
+// - every launch counts K (from 1 per run), filtered out or not.
+// - LAUNCH writes `launch R.K kernel` (level 1: header only; >= 3: origin line
+//   and in/inout arguments; >= 5: statistics) and marks the launch in flight
+//   for the crash trailer; LAUNCH_END clears it and, at level >= 3, writes
+//   `launch-end R.K kernel` with the out/inout arguments.
+// - END_RUN writes `run-end R model` with the outputs at level >= 3.
+// - A launch whose kernel name and origins (nodes, source, module) match no
+//   pattern of the kernel filter writes nothing (it still counts and is still
+//   named by a crash trailer).
+// ---------------------------------------------------------------------------
+#pragma once
+
+#include <pthread.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "../config.h"
+#include "format.h"
+#include "registry.h"
+#include "settings.h"
+
+AOTI_DEBUG_NAMESPACE_BEGIN
+
+enum class Role : int32_t { In = 0, Out = 1, InOut = 2 };
+
+struct ArgSpec {
+  const char* name;
+  Role role;
+};
+
+// A launch site, described once by the generated code.
+struct Site {
+  const char* kernel;
+  const char* nodes;   // comma-separated FX node names, "" = unknown
+  const char* source;  // "file:line", "" = unknown
+  const char* module;  // comma-separated module paths (filter only), "" = unknown
+  const ArgSpec* args;
+  int32_t nargs;
+  mutable int32_t match_cache = -1;  // filter decision of the owning model (-1: not yet)
+};
+
+// What the artifact was compiled with.
+struct ModelConfig {
+  const char* name;
+  int level;
+  const char* kernels;
+  const char* nan_check;
+  bool check_inputs;
+  const char* torch_version;
+};
+
+class Model;
+
+// One model run; lives on the stack of run_impl.
+struct Run {
+  int level;       // effective level; 0 = nothing to do
+  int64_t run;     // R
+  int64_t launch;  // K of the current launch
+  Model* model;
+};
+
+class Model {
+ public:
+  explicit Model(const ModelConfig& c)
+      : name_(c.name ? c.name : "model"),
+        compiled_level_(c.level),
+        compiled_kernels_(detail::parse_kernels(c.kernels ? c.kernels : "")),
+        check_inputs_(c.check_inputs),
+        torch_version_(c.torch_version ? c.torch_version : "unknown") {
+    std::string err;
+    if (!detail::parse_nan(c.nan_check ? c.nan_check : "off", &nan_check_, &err)) nan_check_ = {};
+    pthread_mutex_init(&mu_, nullptr);
+  }
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  // Counts the run; the first one reads the settings.
+  AOTI_DEBUG_ALWAYS_INLINE Run begin_run() {
+    if (AOTI_DEBUG_UNLIKELY(!__atomic_load_n(&ready_, __ATOMIC_ACQUIRE))) init();
+    return Run{level_, __atomic_add_fetch(&runs_, 1, __ATOMIC_RELAXED), 0, this};
+  }
+
+  // Effective run-time settings (after the first begin_run()).
+  int level() const { return level_; }
+  const detail::NanCheck& nan_check() const { return nan_check_; }
+  bool check_inputs() const { return check_inputs_; }
+  bool sync() const { return settings_.sync; }
+  const detail::Settings& settings() const { return settings_; }
+  const std::string& name() const { return name_; }
+  const std::string& dest() const { return settings_.logdest; }
+  const char* torch_version() const { return torch_version_.c_str(); }
+
+  // Does the kernel filter let this site through?  (Cached per site.)
+  bool selected(const Site& site) const {
+    int32_t m = __atomic_load_n(&site.match_cache, __ATOMIC_RELAXED);
+    if (m < 0) {
+      m = matches(compiled_kernels_, site) && (!settings_.kernels_set || matches(settings_.kernels, site));
+      __atomic_store_n(&site.match_cache, m, __ATOMIC_RELAXED);
+    }
+    return m != 0;
+  }
+
+  void write(const std::string& record) const {
+    detail::write_record(settings_.logdest, record, torch_version_.c_str());
+  }
+
+ private:
+  static bool matches(const std::vector<std::string>& pats, const Site& site) {
+    if (pats.empty()) return true;
+    if (detail::any_glob_matches(pats, site.kernel) || detail::any_glob_matches(pats, site.source))
+      return true;
+    for (const char* list : {site.nodes, site.module}) {  // comma-separated lists
+      const std::string text = list ? list : "";
+      size_t start = 0;
+      while (start < text.size()) {
+        size_t end = text.find(',', start);
+        if (end == std::string::npos) end = text.size();
+        if (detail::any_glob_matches(pats, text.substr(start, end - start).c_str())) return true;
+        start = end + 1;
+      }
+    }
+    return false;
+  }
+
+  AOTI_DEBUG_NOINLINE void init() {
+    pthread_mutex_lock(&mu_);
+    if (!ready_) {
+      detail::Settings fallback;
+      fallback.level = compiled_level_;
+      fallback.kernels = compiled_kernels_;
+      fallback.nan_check = nan_check_;
+      fallback.check_inputs = check_inputs_;
+      std::vector<std::string> problems;
+      settings_ = detail::read_settings(detail::Env{}, fallback, &problems);
+      std::string lines;
+      for (const std::string& p : problems) lines += p + "\n";
+      // Run time may lower what was compiled in, never raise it.
+      const std::string model = detail::py_repr(name_);
+      auto more = [&](const std::string& from, const std::string& compiled, const char* var,
+                      const std::string& wanted) {
+        lines += from + " asks for more than model " + model + " was compiled with (" + compiled +
+                 "); using " + compiled + ". Recompile with " + var + "=" + wanted + " to get it.\n";
+      };
+      level_ = settings_.level < compiled_level_ ? settings_.level : compiled_level_;
+      if (settings_.level_set && settings_.level > compiled_level_)
+        more(settings_.level_from, std::to_string(compiled_level_), "AOTI_DEBUG_LOGLEVEL",
+             std::to_string(settings_.level));
+      const detail::NanCheck c = nan_check_, r = settings_.nan_check;
+      detail::NanCheck eff;
+      eff.action = r.action < c.action ? r.action : c.action;
+      eff.count_inf = eff.action != detail::kNanOff && c.count_inf && r.count_inf;
+      if (settings_.nan_check_set && (r.action > c.action || (r.count_inf && !c.count_inf)))
+        more(settings_.nan_check_from, c.str(), "AOTI_DEBUG_NAN_CHECK", r.str());
+      nan_check_ = eff;
+      if (settings_.check_inputs_set && settings_.check_inputs && !check_inputs_)
+        more(settings_.check_inputs_from, "0", "AOTI_DEBUG_CHECK_INPUTS", "1");
+      check_inputs_ = check_inputs_ && settings_.check_inputs;
+      if (!lines.empty()) {
+        lines.pop_back();
+        detail::note_once(settings_.logdest, "settings", lines, torch_version_.c_str());
+      }
+      if (level_ >= 1) detail::install_crash_handler();
+      __atomic_store_n(&ready_, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&mu_);
+  }
+
+  std::string name_;
+  int compiled_level_;
+  std::vector<std::string> compiled_kernels_;
+  detail::NanCheck nan_check_;
+  bool check_inputs_;
+  std::string torch_version_;
+  detail::Settings settings_;
+  int level_ = 0;
+  int ready_ = 0;
+  int64_t runs_ = 0;
+  pthread_mutex_t mu_;
+};
+
+namespace detail {
+
+inline const char* or_dash(const char* s) { return s && *s ? s : "-"; }
+
+inline const char* role_name(Role r) {
+  return r == Role::In ? "in" : r == Role::Out ? "out" : "inout";
+}
+
+// The items of `vals` whose role passes `want` (a launch's in side or out side).
+inline void append_args(std::string& out, const Site& site, std::initializer_list<Value> vals,
+                        bool out_side, int level) {
+  int k = 0;
+  for (const Value& v : vals) {
+    if (k >= site.nargs) break;
+    const ArgSpec& a = site.args[k++];
+    const bool show = a.role == Role::InOut || (a.role == Role::Out) == out_side;
+    if (show) append_item(out, 2, role_name(a.role), or_dash(a.name), v, level);
+  }
+}
+
+inline void append_named(std::string& out, const char* role, const char* const* names,
+                         std::initializer_list<Value> vals, int level) {
+  int k = 0;
+  for (const Value& v : vals) {
+    append_item(out, 2, role, names ? or_dash(names[k]) : "-", v, level);
+    ++k;
+  }
+}
+
+}  // namespace detail
+
+// `run R model` (level >= 1; model inputs at level >= 3).
+AOTI_DEBUG_NOINLINE inline void run_begin(Run& run, const char* const* input_names,
+                                          std::initializer_list<Value> inputs) {
+  const Model& m = *run.model;
+  std::string rec = detail::header_line("run", std::to_string(run.run), m.name().c_str());
+  if (run.level >= 3) detail::append_named(rec, "in", input_names, inputs, run.level);
+  m.write(rec);
+}
+
+// `launch R.K kernel`, before the launch.
+AOTI_DEBUG_NOINLINE inline void before_launch(Run& run, const Site& site,
+                                              std::initializer_list<Value> args) {
+  const Model& m = *run.model;
+  if (m.selected(site)) {
+    std::string rec =
+        detail::header_line("launch", detail::run_launch_id(run.run, run.launch), site.kernel);
+    if (run.level >= 3) {
+      rec += "  origin: nodes=";
+      rec += detail::or_dash(site.nodes);
+      rec += " source=";
+      rec += detail::or_dash(site.source);
+      rec += '\n';
+      detail::append_args(rec, site, args, false, run.level);
+    }
+    m.write(rec);  // flushed (one write(2)) before the kernel runs
+  }
+  detail::set_inflight(run.run, run.launch, site.kernel);
+}
+
+// `launch-end R.K kernel` (level >= 3), after the launch.
+AOTI_DEBUG_NOINLINE inline void after_launch(Run& run, const Site& site,
+                                             std::initializer_list<Value> args) {
+  detail::clear_inflight();
+  const Model& m = *run.model;
+  if (run.level < 3 || !m.selected(site)) return;
+  std::string rec =
+      detail::header_line("launch-end", detail::run_launch_id(run.run, run.launch), site.kernel);
+  detail::append_args(rec, site, args, true, run.level);
+  m.write(rec);
+}
+
+// `run-end R model` with the outputs (level >= 3).
+AOTI_DEBUG_NOINLINE inline void end_run(Run& run, const char* const* output_names,
+                                        std::initializer_list<Value> outputs) {
+  if (run.level < 3) return;
+  const Model& m = *run.model;
+  std::string rec = detail::header_line("run-end", std::to_string(run.run), m.name().c_str());
+  detail::append_named(rec, "out", output_names, outputs, run.level);
+  m.write(rec);
+}
+
+AOTI_DEBUG_NAMESPACE_END
+
+#define AOTI_DEBUG_BEGIN_RUN(run_var, model, input_names, ...)  \
+  ::aoti_debug::Run run_var = (model).begin_run();              \
+  if (AOTI_DEBUG_UNLIKELY(run_var.level != 0))                  \
+  ::aoti_debug::run_begin(run_var, input_names, {__VA_ARGS__})
+
+#define AOTI_DEBUG_LAUNCH(run_var, site, ...)                                                  \
+  do {                                                                                         \
+    ++(run_var).launch;                                                                        \
+    if (AOTI_DEBUG_UNLIKELY((run_var).level != 0))                                             \
+      ::aoti_debug::before_launch((run_var), (site), {__VA_ARGS__});                           \
+  } while (0)
+
+#define AOTI_DEBUG_LAUNCH_END(run_var, site, ...)                                              \
+  do {                                                                                         \
+    if (AOTI_DEBUG_UNLIKELY((run_var).level != 0))                                             \
+      ::aoti_debug::after_launch((run_var), (site), {__VA_ARGS__});                            \
+  } while (0)
+
+#define AOTI_DEBUG_END_RUN(run_var, output_names, ...)                                         \
+  do {                                                                                         \
+    if (AOTI_DEBUG_UNLIKELY((run_var).level >= 3))                                             \
+      ::aoti_debug::end_run((run_var), output_names, {__VA_ARGS__});                           \
+  } while (0)

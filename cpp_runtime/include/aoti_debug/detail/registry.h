@@ -1,0 +1,603 @@
+// The process registry (docs/log-format.md sections 4-6) and the crash trailer (1.6).
+//
+// Every copy of this header in a process (one per artifact, one in the Python
+// logger's helper library) must share one write lock, one table of open
+// destinations with their banner flags, and one "launch in flight" table.
+// Copies are compiled into different shared objects with hidden symbols, so
+// they cannot share a C++ variable: the first one creates the registry and
+// publishes its address as AOTI_DEBUG_RUNTIME_REGISTRY=<pid>:<address>:<abi>;
+// the others attach.  A forked child sees another pid and starts its own (the
+// parent's lock may have been held at fork time).
+//
+// Records: built by the caller, written here with ONE write(2) while the lock
+// is held, after the banner when a destination is first used.
+//
+// Crash trailer: handlers for SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT,
+// installed once per process.  The handler uses async-signal-safe calls only
+// (no malloc, stdio, locks or localtime), writes the trailer to every
+// destination in use, restores the previous action and re-raises, so the
+// process ends exactly as it would have (the previous handler runs, or the
+// default action kills it).
+#pragma once
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "../config.h"
+#include "number.h"
+#include "settings.h"
+
+AOTI_DEBUG_NAMESPACE_BEGIN
+namespace detail {
+
+constexpr int kMaxDests = 16;
+constexpr int kMaxInflight = 64;
+constexpr int kMaxNotes = 256;
+constexpr int kCrashSignals[5] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+
+struct DestEntry {
+  char key[4096];     // "stdout", "stderr" or the path after %i expansion
+  int32_t fd;
+  int32_t target;     // entry actually written (itself, or stderr after a failed open)
+  int32_t banner_done;
+  int32_t used;       // a record went here: the crash trailer goes here too
+};
+
+struct InflightSlot {
+  int32_t tid;        // owning thread, 0 = free
+  int32_t active;     // fields valid (written last, cleared first)
+  int64_t run;        // < 0: a call, id is the launch/call number alone
+  int64_t launch;
+  uint64_t seq;       // newest active slot wins when the crashing thread has none
+  char name[200];
+};
+
+// Shared by every copy of the runtime in the process: a layout change needs a
+// new AOTI_DEBUG_REGISTRY_ABI.
+struct Registry {
+  char magic[8];      // "AOTIDBG"
+  int32_t abi;
+  int32_t pid;
+  uint64_t size;
+  pthread_mutex_t lock;  // the process-wide write lock
+  int32_t ndest;
+  DestEntry dest[kMaxDests];
+  InflightSlot inflight[kMaxInflight];
+  uint64_t inflight_seq;
+  int32_t crash_installed;
+  int32_t crash_in_progress;
+  void (*crash_handler)(int, siginfo_t*, void*);  // handler of the copy that installed
+  struct sigaction prev[5];
+  int64_t last_call;     // call numbers N, shared with the Python logger
+  int32_t nnotes;
+  uint64_t notes[kMaxNotes];  // hashes of notes already written (each once per process)
+};
+
+// ---- async-signal-safe helpers ----
+
+inline size_t cstr_len(const char* s) {
+  size_t n = 0;
+  while (s[n]) ++n;
+  return n;
+}
+
+inline void write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return;  // nowhere left to report it
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+// "YYYY-MM-DD hh:mm:ss.micro" (UTC) into buf (>= 27 bytes); returns 26.
+inline int format_timestamp(char* buf) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  int64_t secs = ts.tv_sec;
+  const int64_t micro = ts.tv_nsec / 1000;
+  int64_t days = secs / 86400, rem = secs % 86400;
+  if (rem < 0) rem += 86400, --days;
+  // civil date from days since 1970-01-01 (proleptic Gregorian)
+  days += 719468;
+  const int64_t era = (days >= 0 ? days : days - 146096) / 146097;
+  const int64_t doe = days - era * 146097;
+  const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const int64_t mp = (5 * doy + 2) / 153;
+  const int64_t day = doy - (153 * mp + 2) / 5 + 1;
+  const int64_t month = mp < 10 ? mp + 3 : mp - 9;
+  const int64_t year = yoe + era * 400 + (month <= 2 ? 1 : 0);
+  const int64_t fields[7] = {year, month, day, rem / 3600, rem / 60 % 60, rem % 60, micro};
+  const int widths[7] = {4, 2, 2, 2, 2, 2, 6};
+  const char seps[7] = {'-', '-', ' ', ':', ':', '.', '\0'};
+  int n = 0;
+  for (int f = 0; f < 7; ++f) {
+    int64_t v = fields[f];
+    for (int k = widths[f] - 1; k >= 0; --k, v /= 10) buf[n + k] = static_cast<char>('0' + v % 10);
+    n += widths[f];
+    if (seps[f]) buf[n++] = seps[f];
+  }
+  buf[n] = '\0';
+  return n;
+}
+
+inline int32_t current_tid() { return static_cast<int32_t>(syscall(SYS_gettid)); }
+
+// ---- finding or creating the registry ----
+
+// Attaching must never crash on a stale value (e.g. inherited across exec):
+// check that the page is mapped before reading it, then check its contents.
+inline Registry* validate_registry(uintptr_t addr, pid_t pid) {
+  const long page = sysconf(_SC_PAGESIZE);
+  if (addr == 0 || page <= 0 || addr % alignof(Registry) != 0) return nullptr;
+  const uintptr_t start = addr & ~static_cast<uintptr_t>(page - 1);
+  const size_t len = (addr + sizeof(Registry)) - start;
+  unsigned char vec[64];
+  if ((len + page - 1) / page > sizeof vec) return nullptr;
+  if (mincore(reinterpret_cast<void*>(start), len, vec) != 0) return nullptr;
+  Registry* r = reinterpret_cast<Registry*>(addr);
+  if (std::memcmp(r->magic, "AOTIDBG", 8) != 0 || r->abi != AOTI_DEBUG_REGISTRY_ABI ||
+      r->pid != pid || r->size != sizeof(Registry))
+    return nullptr;
+  return r;
+}
+
+inline Registry* create_registry(pid_t pid) {
+  void* mem = mmap(nullptr, sizeof(Registry), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) return nullptr;
+  Registry* r = static_cast<Registry*>(mem);  // zero-filled
+  std::memcpy(r->magic, "AOTIDBG", 8);
+  r->abi = AOTI_DEBUG_REGISTRY_ABI;
+  r->pid = pid;
+  r->size = sizeof(Registry);
+  pthread_mutex_init(&r->lock, nullptr);
+  return r;
+}
+
+// Parses "<pid>:<address>:<abi>".
+inline bool parse_registry_var(const char* v, long* pid, uintptr_t* addr, long* abi) {
+  char* end = nullptr;
+  *pid = std::strtol(v, &end, 10);
+  if (*end != ':') return false;
+  *addr = static_cast<uintptr_t>(std::strtoull(end + 1, &end, 16));
+  if (*end != ':') return false;
+  *abi = std::strtol(end + 1, &end, 10);
+  return *end == '\0';
+}
+
+// This process's registry (created on first use); null only if mmap fails.
+inline Registry* registry() {
+  static Registry* cached = nullptr;  // guarded by `mu` (per copy)
+  static pid_t cached_pid = 0;
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  const pid_t pid = getpid();
+  pthread_mutex_lock(&mu);
+  if (cached == nullptr || cached_pid != pid) {
+    Registry* r = nullptr;
+    long vpid = 0, abi = 0;
+    uintptr_t addr = 0;
+    const char* v = std::getenv("AOTI_DEBUG_RUNTIME_REGISTRY");
+    const bool parsed = v && parse_registry_var(v, &vpid, &addr, &abi);
+    if (parsed && vpid == pid && abi == AOTI_DEBUG_REGISTRY_ABI) r = validate_registry(addr, pid);
+    if (r == nullptr) {
+      r = create_registry(pid);
+      // A live registry of another ABI keeps its name; we then run on our own.
+      const bool other_abi_alive = parsed && vpid == pid && abi != AOTI_DEBUG_REGISTRY_ABI;
+      if (r && !other_abi_alive) {
+        char buf[96];
+        int n = format_i64(pid, buf);
+        buf[n++] = ':';
+        n += std::snprintf(buf + n, sizeof buf - n, "0x%llx",
+                           static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(r)));
+        buf[n++] = ':';
+        n += format_i64(AOTI_DEBUG_REGISTRY_ABI, buf + n);
+        buf[n] = '\0';
+        setenv("AOTI_DEBUG_RUNTIME_REGISTRY", buf, 1);
+      }
+    }
+    cached = r;
+    cached_pid = pid;
+  }
+  Registry* r = cached;
+  pthread_mutex_unlock(&mu);
+  return r;
+}
+
+// ---- records ----
+
+// "[timestamp] [pid N] " -- the start of every header line.
+inline void append_line_prefix(std::string& out) {
+  char ts[32];
+  const int n = format_timestamp(ts);
+  out += '[';
+  out.append(ts, static_cast<size_t>(n));
+  out += "] [pid ";
+  append_i64(out, getpid());
+  out += "] ";
+}
+
+inline std::string banner(const char* torch_version) {
+  const std::string rule(80, '=');
+  std::string b = rule + "\n";
+  append_line_prefix(b);
+  b += "aoti-debug - System Information\n" + rule + "\n";
+  b += "aoti-debug version: " AOTI_DEBUG_VERSION "\n";
+  b += std::string("PyTorch version: ") + (torch_version && *torch_version ? torch_version : "unknown") + "\n";
+  struct utsname u;
+  if (uname(&u) == 0) b += std::string("Platform: ") + u.sysname + " " + u.machine + "\n";
+  else b += "Platform: unknown\n";
+  return b + rule + "\n";
+}
+
+// English strerror() text for what opening a log file can meet (fixed, so
+// tests and logs do not depend on the locale).
+inline std::string errno_text(int e) {
+  switch (e) {
+    case EACCES: return "Permission denied";
+    case ENOENT: return "No such file or directory";
+    case ENOTDIR: return "Not a directory";
+    case EISDIR: return "Is a directory";
+    case EROFS: return "Read-only file system";
+    case ENOSPC: return "No space left on device";
+    case ELOOP: return "Too many levels of symbolic links";
+    case ENAMETOOLONG: return "File name too long";
+    case EPERM: return "Operation not permitted";
+    case EEXIST: return "File exists";
+    case EMFILE: return "Too many open files";
+    default: {
+      std::string s = "errno ";
+      append_i64(s, e);
+      return s;
+    }
+  }
+}
+
+inline std::string expand_dest(const std::string& dest) {
+  std::string out;
+  for (size_t i = 0; i < dest.size(); ++i) {
+    if (dest[i] == '%' && i + 1 < dest.size() && dest[i + 1] == 'i') {
+      append_i64(out, getpid());
+      ++i;
+    } else {
+      out += dest[i];
+    }
+  }
+  return out;
+}
+
+// mkdir -p of the path's parent directory.
+inline void make_parent_dirs(const std::string& path) {
+  for (size_t i = 1; i < path.size(); ++i)
+    if (path[i] == '/') mkdir(path.substr(0, i).c_str(), 0755);  // errors show up at open()
+}
+
+inline int find_dest(Registry* r, const std::string& key) {
+  for (int i = 0; i < r->ndest; ++i)
+    if (key == r->dest[i].key) return i;
+  return -1;
+}
+
+inline int add_dest(Registry* r, const std::string& key, int fd, int target) {
+  if (r->ndest >= kMaxDests || key.size() >= sizeof(r->dest[0].key)) return -1;
+  DestEntry& e = r->dest[r->ndest];
+  std::memcpy(e.key, key.c_str(), key.size() + 1);
+  e.fd = fd;
+  e.target = target < 0 ? r->ndest : target;
+  return r->ndest++;
+}
+
+// Index of the entry to write for `dest` (the setting's text).  Opens files
+// on first use; a failed open maps the path to stderr and sets *note_text
+// (written to stderr before the record).  Lock held.
+inline int resolve_dest(Registry* r, const std::string& dest, std::string* note_text) {
+  if (dest == "stdout" || dest == "stderr") {
+    int i = find_dest(r, dest);
+    if (i < 0) i = add_dest(r, dest, dest == "stdout" ? 1 : 2, -1);
+    return i < 0 ? 0 : r->dest[i].target;
+  }
+  const std::string path = expand_dest(dest);
+  int i = find_dest(r, path);
+  if (i >= 0) return r->dest[i].target;
+  make_parent_dirs(path);
+  int fd = -1;
+  int err = 0;
+  if (r->ndest < kMaxDests - 2) {  // keep room for stdout/stderr
+    do fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    while (fd < 0 && errno == EINTR);
+    err = errno;
+  } else {
+    err = EMFILE;
+  }
+  if (fd >= 0) {
+    i = add_dest(r, path, fd, -1);
+    if (i >= 0) return i;
+    ::close(fd);
+    err = ENAMETOOLONG;
+  }
+  int se = find_dest(r, "stderr");
+  if (se < 0) se = add_dest(r, "stderr", 2, -1);
+  add_dest(r, path, 2, se);  // later records for this path go to stderr without a new note
+  *note_text = "AOTI_DEBUG_LOGDEST=" + py_repr(dest) + " is not valid: cannot open " + path +
+               " (" + errno_text(err) + "); keeping stderr";
+  return se < 0 ? 0 : se;
+}
+
+// A note record: header plus one body line per message.
+inline std::string note_record(const std::string& topic, const std::string& lines) {
+  std::string out;
+  append_line_prefix(out);
+  out += "note - " + topic + "\n";
+  size_t start = 0;
+  while (start < lines.size()) {
+    size_t end = lines.find('\n', start);
+    if (end == std::string::npos) end = lines.size();
+    out += "  " + lines.substr(start, end - start) + "\n";
+    start = end + 1;
+  }
+  return out;
+}
+
+// Writes one complete record (or several, already concatenated) to `dest`
+// with one write(2) under the process lock, after the destination's banner
+// the first time.  `torch_version` is only used for the banner.
+inline void write_record(const std::string& dest, const std::string& text,
+                         const char* torch_version) {
+  Registry* r = registry();
+  if (r == nullptr) {  // no registry (mmap failed): still never lose the record
+    write_all(2, text.data(), text.size());
+    return;
+  }
+  pthread_mutex_lock(&r->lock);
+  std::string note;
+  const int i = resolve_dest(r, dest, &note);
+  DestEntry& e = r->dest[i];
+  std::string buf;
+  if (!e.banner_done) {
+    buf = banner(torch_version);
+    e.banner_done = 1;
+  }
+  if (!note.empty()) buf += note_record("settings", note);
+  if (buf.empty()) {
+    write_all(e.fd, text.data(), text.size());
+  } else {
+    buf += text;
+    write_all(e.fd, buf.data(), buf.size());
+  }
+  e.used = 1;
+  pthread_mutex_unlock(&r->lock);
+}
+
+inline uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// True the first time this process sees `text` (every copy of the runtime
+// counts): notes such as "bad value" are said once per process.
+inline bool first_time(const std::string& text) {
+  Registry* r = registry();
+  if (r == nullptr) return true;
+  const uint64_t h = fnv1a(text);
+  pthread_mutex_lock(&r->lock);
+  bool seen = false;
+  for (int i = 0; i < r->nnotes && !seen; ++i) seen = r->notes[i] == h;
+  if (!seen && r->nnotes < kMaxNotes) r->notes[r->nnotes++] = h;
+  pthread_mutex_unlock(&r->lock);
+  return !seen;
+}
+
+// Writes a note record unless the same topic + lines were written before.
+inline void note_once(const std::string& dest, const std::string& topic, const std::string& lines,
+                      const char* torch_version) {
+  if (first_time(topic + "\n" + lines)) write_record(dest, note_record(topic, lines), torch_version);
+}
+
+// Next call number N (from 1), shared by every runtime in the process.
+inline int64_t next_call_number() {
+  Registry* r = registry();
+  static int64_t local = 0;  // only without a registry
+  if (r == nullptr) return __atomic_add_fetch(&local, 1, __ATOMIC_RELAXED);
+  return __atomic_add_fetch(&r->last_call, 1, __ATOMIC_RELAXED);
+}
+
+// ---- the launch in flight ----
+
+inline InflightSlot* own_slot(Registry* r, bool claim) {
+  const int32_t tid = current_tid();
+  for (auto& s : r->inflight)
+    if (__atomic_load_n(&s.tid, __ATOMIC_RELAXED) == tid) return &s;
+  if (!claim) return nullptr;
+  for (auto& s : r->inflight) {  // a free slot, else one whose owner is idle
+    int32_t expected = 0;
+    if (__atomic_compare_exchange_n(&s.tid, &expected, tid, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+      return &s;
+  }
+  for (auto& s : r->inflight) {
+    int32_t owner = __atomic_load_n(&s.tid, __ATOMIC_RELAXED);
+    if (!__atomic_load_n(&s.active, __ATOMIC_ACQUIRE) &&
+        __atomic_compare_exchange_n(&s.tid, &owner, tid, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+      return &s;
+  }
+  return nullptr;
+}
+
+// Marks launch R.K (or call K when run < 0) of kernel `name` as running on
+// this thread: a crash until clear_inflight() names it in the trailer.
+inline void set_inflight(int64_t run, int64_t launch, const char* name) {
+  Registry* r = registry();
+  if (r == nullptr) return;
+  InflightSlot* s = own_slot(r, true);
+  if (s == nullptr) return;
+  __atomic_store_n(&s->active, 0, __ATOMIC_RELEASE);
+  s->run = run;
+  s->launch = launch;
+  size_t n = name ? std::strlen(name) : 0;
+  if (n >= sizeof s->name) n = sizeof s->name - 1;
+  std::memcpy(s->name, name ? name : "", n);
+  s->name[n] = '\0';
+  s->seq = __atomic_add_fetch(&r->inflight_seq, 1, __ATOMIC_RELAXED);
+  __atomic_store_n(&s->active, 1, __ATOMIC_RELEASE);
+}
+
+inline void clear_inflight() {
+  Registry* r = registry();
+  if (r == nullptr) return;
+  InflightSlot* s = own_slot(r, false);
+  if (s != nullptr) __atomic_store_n(&s->active, 0, __ATOMIC_RELEASE);
+}
+
+// ---- the crash trailer ----
+
+// The registry the installed handler reports to (set once, before install).
+inline Registry*& crash_registry() {
+  static Registry* r = nullptr;
+  return r;
+}
+
+inline const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGSEGV: return "SIGSEGV";
+    case SIGBUS: return "SIGBUS";
+    case SIGILL: return "SIGILL";
+    case SIGFPE: return "SIGFPE";
+    case SIGABRT: return "SIGABRT";
+    default: return "signal";
+  }
+}
+
+// Async-signal-safe from here on: stack buffers and syscalls only.
+inline int build_trailer(Registry* r, int sig, char* buf, int cap) {
+  const InflightSlot* pick = nullptr;
+  if (r != nullptr) {
+    const int32_t tid = current_tid();
+    for (const auto& s : r->inflight)  // the crashing thread's launch first
+      if (__atomic_load_n(&s.active, __ATOMIC_ACQUIRE) && s.tid == tid) pick = &s;
+    if (pick == nullptr)  // e.g. abort() from another thread: the newest launch
+      for (const auto& s : r->inflight)
+        if (__atomic_load_n(&s.active, __ATOMIC_ACQUIRE) && (pick == nullptr || s.seq > pick->seq))
+          pick = &s;
+  }
+  int n = 0;
+  auto put = [&](const char* s, size_t len) {
+    for (size_t i = 0; i < len && n < cap - 1; ++i) buf[n++] = s[i];
+  };
+  auto puts_ = [&](const char* s) { put(s, cstr_len(s)); };
+  char num[32];
+  puts_("[");
+  put(num, static_cast<size_t>(format_timestamp(num)));
+  puts_("] [pid ");
+  put(num, static_cast<size_t>(format_i64(getpid(), num)));
+  puts_("] crash ");
+  if (pick != nullptr) {
+    if (pick->run >= 0) {
+      put(num, static_cast<size_t>(format_i64(pick->run, num)));
+      puts_(".");
+    }
+    put(num, static_cast<size_t>(format_i64(pick->launch, num)));
+    puts_(" ");
+    puts_(pick->name[0] ? pick->name : "-");
+  } else {
+    puts_("- -");
+  }
+  puts_("\n  signal: ");
+  puts_(signal_name(sig));
+  puts_("\n");
+  return n;
+}
+
+inline void crash_handler(int sig, siginfo_t*, void*) {
+  const int saved_errno = errno;
+  Registry* r = crash_registry();
+  int idx = -1;
+  for (int i = 0; i < 5; ++i)
+    if (kCrashSignals[i] == sig) idx = i;
+  // Only the first fatal signal writes (a second one may come from this very handler).
+  if (r == nullptr || __atomic_exchange_n(&r->crash_in_progress, 1, __ATOMIC_ACQ_REL) == 0) {
+    char buf[512];
+    const int n = build_trailer(r, sig, buf, sizeof buf);
+    bool wrote = false;
+    if (r != nullptr) {
+      const int nd = r->ndest < kMaxDests ? r->ndest : kMaxDests;
+      for (int i = 0; i < nd; ++i) {
+        const DestEntry& e = r->dest[i];
+        if (e.used && e.target == i) {
+          write_all(e.fd, buf, static_cast<size_t>(n));
+          wrote = true;
+        }
+      }
+    }
+    if (!wrote) write_all(2, buf, static_cast<size_t>(n));
+  }
+  // Hand the signal back: previous action restored, raised again.  It stays
+  // blocked until we return, then the previous handler or default action runs.
+  if (r != nullptr && idx >= 0) sigaction(sig, &r->prev[idx], nullptr);
+  else signal(sig, SIG_DFL);
+  raise(sig);
+  errno = saved_errno;
+}
+
+// Restores the previous handlers when the copy that installed them is
+// unloaded (its handler code is about to disappear) or the process exits.
+struct CrashHandlerOwner {
+  bool owner = false;
+  ~CrashHandlerOwner() {
+    Registry* r = crash_registry();
+    if (!owner || r == nullptr) return;
+    pthread_mutex_lock(&r->lock);
+    for (int i = 0; i < 5; ++i) {
+      struct sigaction cur;
+      if (sigaction(kCrashSignals[i], nullptr, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) &&
+          cur.sa_sigaction == &crash_handler)
+        sigaction(kCrashSignals[i], &r->prev[i], nullptr);
+    }
+    if (r->crash_handler == &crash_handler) r->crash_installed = 0, r->crash_handler = nullptr;
+    pthread_mutex_unlock(&r->lock);
+  }
+};
+
+inline CrashHandlerOwner& crash_handler_owner() {
+  static CrashHandlerOwner o;
+  return o;
+}
+
+// Installs the crash handlers once per process (whichever copy asks first).
+inline void install_crash_handler() {
+  Registry* r = registry();
+  if (r == nullptr) return;
+  CrashHandlerOwner& owner = crash_handler_owner();  // constructed before use: destroyed after
+  pthread_mutex_lock(&r->lock);
+  if (!r->crash_installed) {
+    crash_registry() = r;
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = &crash_handler;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 5; ++i) sigaction(kCrashSignals[i], &sa, &r->prev[i]);
+    r->crash_handler = &crash_handler;
+    r->crash_installed = 1;
+    owner.owner = true;
+  }
+  pthread_mutex_unlock(&r->lock);
+}
+
+}  // namespace detail
+AOTI_DEBUG_NAMESPACE_END

@@ -1,0 +1,525 @@
+// Run-time settings: the C++ mirror of aoti_debug/settings.py.
+//
+// Same variables, aliases, precedence (AOTI_DEBUG_* first; the alias only
+// when the primary name is absent), parsing and message wording
+// (`NAME='value' is not valid: accepted`).  Unlike Python, a bad value never
+// raises: the message gets `; keeping <fallback>` appended, where the fallback
+// is the artifact's compiled-in value for compile + run variables and the
+// default otherwise, and is written once as a `note` record.
+//
+// Also the kernel filter: comma-separated, case-insensitive fnmatch-style
+// globs (`*`, `?`, `[seq]`, `[!seq]`).
+#pragma once
+
+#include <clocale>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../config.h"
+#include "number.h"
+
+AOTI_DEBUG_NAMESPACE_BEGIN
+namespace detail {
+
+enum NanAction : int { kNanOff = 0, kNanWarn = 1, kNanRaise = 2 };
+
+struct NanCheck {
+  int action = kNanOff;
+  bool count_inf = false;  // naninf: +-Inf fails too
+  // settings.py's str(NanCheck): off, warn:nan, raise:naninf, ...
+  std::string str() const {
+    if (action == kNanOff) return "off";
+    return std::string(action == kNanWarn ? "warn" : "raise") + (count_inf ? ":naninf" : ":nan");
+  }
+};
+
+struct Settings {
+  int level = 0;
+  std::string logdest = "stdout";
+  std::vector<std::string> kernels;  // lowercased globs; empty = every kernel
+  bool check_inputs = false;
+  NanCheck nan_check;
+  bool sync = false;
+  std::string dump_dir = "aoti_debug_dumps";
+  double dump_max_size_gb = 20.0;
+  int64_t dump_max_count = 1000;
+  // Which variables the environment set (validly): run time may lower these.
+  bool level_set = false, kernels_set = false, check_inputs_set = false, nan_check_set = false;
+  std::string level_from, check_inputs_from, nan_check_from;  // "NAME='value'" that set them
+};
+
+// ---- Python-compatible text helpers ----
+
+inline bool py_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' ||
+         (c >= '\x1c' && c <= '\x1f');
+}
+
+inline std::string py_strip(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && py_space(s[b])) ++b;
+  while (e > b && py_space(s[e - 1])) --e;
+  return s.substr(b, e - b);
+}
+
+inline std::string ascii_lower(std::string s) {
+  for (char& c : s)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return s;
+}
+
+inline void append_hex(std::string& out, const char* prefix, uint32_t v, int digits) {
+  static const char hex[] = "0123456789abcdef";
+  out += prefix;
+  for (int i = digits - 1; i >= 0; --i) out += hex[(v >> (4 * i)) & 0xf];
+}
+
+// Code points Python's str.isprintable() rejects, as far as logs meet them.
+inline bool py_unprintable(uint32_t cp) {
+  return cp < 0x20 || (cp >= 0x7f && cp <= 0xa0) || cp == 0xad || (cp >= 0x2000 && cp <= 0x200f) ||
+         (cp >= 0x2028 && cp <= 0x202f) || (cp >= 0x205f && cp <= 0x206f) || cp == 0x3000 ||
+         (cp >= 0xd800 && cp <= 0xf8ff) || cp == 0xfeff || (cp >= 0xfff9 && cp <= 0xfffb);
+}
+
+// Python's repr() of the str that os.environ gives for these bytes
+// (undecodable bytes arrive as surrogate escapes \udcXX).
+inline std::string py_repr(const std::string& s) {
+  const bool dq = s.find('\'') != std::string::npos && s.find('"') == std::string::npos;
+  const char q = dq ? '"' : '\'';
+  std::string out(1, q);
+  const unsigned char* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = p[i];
+    if (c < 0x80) {
+      ++i;
+      if (c == '\\') out += "\\\\";
+      else if (c == static_cast<unsigned char>(q)) (out += '\\') += q;
+      else if (c == '\t') out += "\\t";
+      else if (c == '\n') out += "\\n";
+      else if (c == '\r') out += "\\r";
+      else if (c < 0x20 || c == 0x7f) append_hex(out, "\\x", c, 2);
+      else out += static_cast<char>(c);
+      continue;
+    }
+    // Decode one UTF-8 sequence strictly (as Python does).
+    int len = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c <= 0xdf ? 2 : 0;
+    if (c >= 0xf5) len = 0;
+    uint32_t cp = len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
+    bool ok = len > 0 && i + len <= n;
+    for (int k = 1; ok && k < len; ++k) {
+      const unsigned char cc = p[i + k];
+      if ((cc & 0xc0) != 0x80) ok = false;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    if (ok && ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+               (len == 4 && (cp < 0x10000 || cp > 0x10ffff))))
+      ok = false;
+    if (!ok) {
+      append_hex(out, "\\udc", c, 2);
+      ++i;
+      continue;
+    }
+    if (py_unprintable(cp)) {
+      if (cp <= 0xff) append_hex(out, "\\x", cp, 2);
+      else if (cp <= 0xffff) append_hex(out, "\\u", cp, 4);
+      else append_hex(out, "\\U", cp, 8);
+    } else {
+      out.append(s, i, static_cast<size_t>(len));
+    }
+    i += static_cast<size_t>(len);
+  }
+  out += q;
+  return out;
+}
+
+// settings.problem(): the one wording of a bad-value message.
+inline std::string problem(const std::string& name, const std::string& value,
+                           const std::string& accepted) {
+  return name + "=" + py_repr(value) + " is not valid: " + accepted;
+}
+
+// Python's repr(float) for the finite positive values a size limit holds.
+inline std::string py_float_repr(double v) {
+  char buf[64];
+  for (int prec = 1; prec <= 17; ++prec) {  // shortest round-trip digits
+    std::snprintf(buf, sizeof buf, "%.*e", prec - 1, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  // buf = d.ddde[+-]XX -> digits and decimal exponent
+  std::string digits;
+  const char* e = std::strchr(buf, 'e');
+  for (const char* c = buf; c < e; ++c)
+    if (*c >= '0' && *c <= '9') digits += *c;
+  while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
+  const int exp = std::atoi(e + 1);
+  std::string out = v < 0 ? "-" : "";
+  if (exp < -4 || exp >= 16) {
+    out += digits[0];
+    if (digits.size() > 1) out += "." + digits.substr(1);
+    char eb[16];
+    std::snprintf(eb, sizeof eb, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+    return out + eb;
+  }
+  if (exp < 0) return out + "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
+  if (static_cast<int>(digits.size()) <= exp + 1)
+    return out + digits + std::string(static_cast<size_t>(exp + 1 - digits.size()), '0') + ".0";
+  return out + digits.substr(0, static_cast<size_t>(exp + 1)) + "." +
+         digits.substr(static_cast<size_t>(exp + 1));
+}
+
+// ---- parsers: true on success, else *err = the accepted-values text ----
+
+// Python int() of ASCII text: sign, digits, single underscores between digits.
+inline bool py_int(const std::string& t, int64_t* out) {
+  std::string s = py_strip(t);
+  size_t i = 0;
+  bool neg = false;
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) neg = s[i++] == '-';
+  if (i >= s.size()) return false;
+  int64_t v = 0;
+  bool prev_digit = false;
+  for (; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c == '_' && prev_digit && i + 1 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '9') {
+      prev_digit = false;
+      continue;
+    }
+    if (c < '0' || c > '9') return false;
+    if (v < INT64_MAX / 10) v = v * 10 + (c - '0');  // saturate: huge values are just "large"
+    else v = INT64_MAX;
+    prev_digit = true;
+  }
+  *out = neg ? -v : v;
+  return true;
+}
+
+// Python float(): decimal, inf/infinity/nan, underscores between digits.
+inline bool py_float(const std::string& t, double* out) {
+  std::string s = ascii_lower(py_strip(t));
+  size_t i = 0;
+  std::string clean;
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) clean += s[i++];
+  const std::string rest = s.substr(i);
+  if (rest == "inf" || rest == "infinity" || rest == "nan") {
+    *out = rest == "nan" ? __builtin_nan("") : (clean == "-" ? -__builtin_inf() : __builtin_inf());
+    return true;
+  }
+  // digitpart ["." [digitpart]] | "." digitpart, then [e [sign] digitpart]
+  auto digitpart = [&](size_t& k) {
+    const size_t start = k;
+    while (k < s.size()) {
+      if (s[k] >= '0' && s[k] <= '9') clean += s[k++];
+      else if (s[k] == '_' && k > start && s[k - 1] != '_' && k + 1 < s.size() && s[k + 1] >= '0' &&
+               s[k + 1] <= '9')
+        ++k;
+      else break;
+    }
+    return k > start;
+  };
+  const bool int_part = digitpart(i);
+  bool frac_part = false;
+  if (i < s.size() && s[i] == '.') {
+    clean += '.';
+    ++i;
+    frac_part = digitpart(i);
+  }
+  if (!int_part && !frac_part) return false;
+  if (i < s.size() && s[i] == 'e') {
+    clean += 'e';
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) clean += s[i++];
+    if (!digitpart(i)) return false;
+  }
+  if (i != s.size()) return false;
+  // strtod honours LC_NUMERIC: hand it the locale's decimal point.
+  const char* dp = std::localeconv()->decimal_point;
+  if (dp && std::strcmp(dp, ".") != 0) {
+    const size_t pos = clean.find('.');
+    if (pos != std::string::npos) clean.replace(pos, 1, dp);
+  }
+  *out = std::strtod(clean.c_str(), nullptr);
+  return true;
+}
+
+inline bool parse_level(const std::string& t, int* v, std::string* err) {
+  int64_t x;
+  if (!py_int(t, &x)) x = -1;
+  if (x != 0 && x != 1 && x != 3 && x != 5 && x != 10) {
+    *err = "expected one of 0, 1, 3, 5, 10";
+    return false;
+  }
+  *v = static_cast<int>(x);
+  return true;
+}
+
+inline bool parse_upstream_level(const std::string& t, int* v, std::string* err) {
+  const std::string s = py_strip(t);
+  if (s == "0") *v = 0;
+  else if (s == "1") *v = 10;
+  else if (s == "2") *v = 5;
+  else if (s == "3") *v = 1;
+  else {
+    *err = "expected one of 0, 1, 2, 3 (1 -> level 10, 2 -> level 5, 3 -> level 1)";
+    return false;
+  }
+  return true;
+}
+
+inline bool parse_bool(const std::string& t, bool* v, std::string* err) {
+  const std::string s = ascii_lower(py_strip(t));
+  if (s == "1" || s == "true" || s == "yes" || s == "on") *v = true;
+  else if (s == "0" || s == "false" || s == "no" || s == "off" || s.empty()) *v = false;
+  else {
+    *err = "expected one of 0, 1, true, false, yes, no, on, off";
+    return false;
+  }
+  return true;
+}
+
+inline bool parse_nan(const std::string& t, NanCheck* v, std::string* err) {
+  std::string s = ascii_lower(py_strip(t));
+  if (s.empty() || s == "0" || s == "false" || s == "no") s = "off";
+  static const char* const modes[] = {"off", "warn", "raise", "warn:nan", "raise:nan",
+                                      "warn:naninf", "raise:naninf"};
+  bool known = false;
+  for (const char* m : modes) known = known || s == m;
+  if (!known) {
+    *err = "expected one of off, warn, raise, warn:nan, raise:nan, warn:naninf, raise:naninf";
+    return false;
+  }
+  NanCheck n;
+  if (s != "off") {
+    n.action = s.compare(0, 4, "warn") == 0 ? kNanWarn : kNanRaise;
+    n.count_inf = s.size() > 7 && s.compare(s.size() - 6, 6, "naninf") == 0;
+  }
+  *v = n;
+  return true;
+}
+
+inline bool parse_upstream_nan(const std::string& t, NanCheck* v, std::string* err) {
+  const std::string s = ascii_lower(py_strip(t));
+  if (s == "1" || s == "true") {
+    v->action = kNanRaise, v->count_inf = true;
+  } else if (s == "0" || s == "false" || s.empty()) {
+    *v = NanCheck();
+  } else {
+    *err = "expected 0 or 1";
+    return false;
+  }
+  return true;
+}
+
+inline std::vector<std::string> parse_kernels(const std::string& t) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= t.size()) {
+    size_t end = t.find(',', start);
+    if (end == std::string::npos) end = t.size();
+    const std::string p = ascii_lower(py_strip(t.substr(start, end - start)));
+    if (!p.empty()) out.push_back(p);
+    start = end + 1;
+  }
+  return out;
+}
+
+inline std::string join_kernels(const std::vector<std::string>& k) {
+  std::string s;
+  for (size_t i = 0; i < k.size(); ++i) s += (i ? "," : "") + k[i];
+  return s;
+}
+
+// ---- the glob matcher ----
+
+// fnmatch-style match of an already-lowercased pattern against text (any case).
+inline bool glob_match(const char* pat, const char* text) {
+  const char* star_p = nullptr;  // backtrack point: pattern after the last '*'
+  const char* star_t = nullptr;
+  for (;;) {
+    const char c = *text ? static_cast<char>(*text >= 'A' && *text <= 'Z' ? *text - 'A' + 'a' : *text)
+                         : '\0';
+    bool step = false;
+    if (*pat == '*') {
+      star_p = ++pat;
+      star_t = text;
+      continue;
+    }
+    if (*text == '\0') {
+      if (*pat == '\0') return true;
+    } else if (*pat == '?') {
+      step = true;
+    } else if (*pat == '[') {
+      // A set; without its closing ']' the '[' is literal.
+      const char* q = pat + 1;
+      bool negate = false;
+      if (*q == '!') negate = true, ++q;
+      const char* first = q;
+      if (*q == ']') ++q;
+      while (*q && *q != ']') ++q;
+      if (*q == ']') {
+        bool hit = false;
+        for (const char* r = first; r < q; ++r) {
+          if (r + 2 < q && r[1] == '-') {
+            if (c >= r[0] && c <= r[2]) hit = true;
+            r += 2;
+          } else if (*r == c) {
+            hit = true;
+          }
+        }
+        if (hit != negate) {
+          pat = q + 1;
+          ++text;
+          continue;
+        }
+      } else if (c == '[') {
+        step = true;
+      }
+    } else if (*pat == c) {
+      step = true;
+    }
+    if (step) {
+      ++pat, ++text;
+      continue;
+    }
+    if (star_p == nullptr || *star_t == '\0') return false;
+    pat = star_p;
+    text = ++star_t;
+  }
+}
+
+inline bool any_glob_matches(const std::vector<std::string>& pats, const char* text) {
+  if (text == nullptr || *text == '\0') return false;
+  for (const std::string& p : pats)
+    if (glob_match(p.c_str(), text)) return true;
+  return false;
+}
+
+// ---- reading ----
+
+// Where variables come from: the process environment, or (tests) a block
+// of NAME=VALUE strings.
+struct Env {
+  const char* const* block = nullptr;  // null: use getenv
+  bool get(const char* name, std::string* value) const {
+    if (block == nullptr) {
+      const char* v = std::getenv(name);
+      if (v == nullptr) return false;
+      *value = v;
+      return true;
+    }
+    const size_t n = std::strlen(name);
+    for (const char* const* e = block; *e; ++e)
+      if (std::strncmp(*e, name, n) == 0 && (*e)[n] == '=') {
+        *value = *e + n + 1;
+        return true;
+      }
+    return false;
+  }
+};
+
+// Reads every variable.  `fallback` holds what a bad or absent value leaves
+// in place (compiled-in values for an artifact); each bad value appends
+// "<problem>; keeping <fallback>" to *problems.
+inline Settings read_settings(const Env& env, const Settings& fallback,
+                              std::vector<std::string>* problems) {
+  Settings s = fallback;
+  s.level_set = s.kernels_set = s.check_inputs_set = s.nan_check_set = false;
+  std::string value, err;
+  auto bad = [&](const char* name, const std::string& keeping) {
+    problems->push_back(problem(name, value, err) + "; keeping " + keeping);
+  };
+  auto from = [&](const char* name) { return std::string(name) + "=" + py_repr(value); };
+
+  // Each variable: primary name if present (valid or not), else the alias.
+  if (env.get("AOTI_DEBUG_LOGLEVEL", &value)) {
+    if (parse_level(value, &s.level, &err)) s.level_set = true, s.level_from = from("AOTI_DEBUG_LOGLEVEL");
+    else bad("AOTI_DEBUG_LOGLEVEL", std::to_string(fallback.level));
+  } else if (env.get("AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER", &value)) {
+    if (parse_upstream_level(value, &s.level, &err))
+      s.level_set = true, s.level_from = from("AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER");
+    else bad("AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER", std::to_string(fallback.level));
+  }
+
+  if (env.get("AOTI_DEBUG_LOGDEST", &value)) {
+    const std::string d = py_strip(value);
+    if (!d.empty()) {
+      s.logdest = d;
+    } else {
+      err = "expected stdout, stderr, or a file path (%i becomes the process id)";
+      bad("AOTI_DEBUG_LOGDEST", fallback.logdest);
+    }
+  }
+
+  if (env.get("AOTI_DEBUG_KERNELS", &value)) {
+    s.kernels = parse_kernels(value), s.kernels_set = true;
+  } else if (env.get("AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT", &value)) {
+    s.kernels = parse_kernels(value), s.kernels_set = true;
+  }
+
+  if (env.get("AOTI_DEBUG_CHECK_INPUTS", &value)) {
+    if (parse_bool(value, &s.check_inputs, &err))
+      s.check_inputs_set = true, s.check_inputs_from = from("AOTI_DEBUG_CHECK_INPUTS");
+    else bad("AOTI_DEBUG_CHECK_INPUTS", fallback.check_inputs ? "1" : "0");
+  } else if (env.get("AOTI_RUNTIME_CHECK_INPUTS", &value)) {
+    if (parse_bool(value, &s.check_inputs, &err))
+      s.check_inputs_set = true, s.check_inputs_from = from("AOTI_RUNTIME_CHECK_INPUTS");
+    else bad("AOTI_RUNTIME_CHECK_INPUTS", fallback.check_inputs ? "1" : "0");
+  }
+
+  if (env.get("AOTI_DEBUG_NAN_CHECK", &value)) {
+    if (parse_nan(value, &s.nan_check, &err))
+      s.nan_check_set = true, s.nan_check_from = from("AOTI_DEBUG_NAN_CHECK");
+    else bad("AOTI_DEBUG_NAN_CHECK", fallback.nan_check.str());
+  } else if (env.get("TORCHINDUCTOR_NAN_ASSERTS", &value)) {
+    if (parse_upstream_nan(value, &s.nan_check, &err))
+      s.nan_check_set = true, s.nan_check_from = from("TORCHINDUCTOR_NAN_ASSERTS");
+    else bad("TORCHINDUCTOR_NAN_ASSERTS", fallback.nan_check.str());
+  }
+
+  if (env.get("AOTI_DEBUG_SYNC", &value) && !parse_bool(value, &s.sync, &err))
+    bad("AOTI_DEBUG_SYNC", fallback.sync ? "1" : "0");
+
+  if (env.get("AOTI_DEBUG_DUMP_DIR", &value)) {
+    const std::string d = py_strip(value);
+    if (!d.empty()) {
+      s.dump_dir = d;
+    } else {
+      err = "expected a directory path";
+      bad("AOTI_DEBUG_DUMP_DIR", fallback.dump_dir);
+    }
+  }
+
+  if (env.get("AOTI_DEBUG_DUMP_MAX_SIZE_GB", &value)) {
+    double x;
+    if (!py_float(value, &x)) x = -1.0;
+    if (x > 0 && x != __builtin_inf()) {
+      s.dump_max_size_gb = x;
+    } else {
+      err = "expected a number of gigabytes > 0, e.g. 0.5";
+      bad("AOTI_DEBUG_DUMP_MAX_SIZE_GB", py_float_repr(fallback.dump_max_size_gb));
+    }
+  }
+
+  if (env.get("AOTI_DEBUG_DUMP_MAX_COUNT", &value)) {
+    const std::string t = py_strip(value);
+    bool digits = !t.empty();
+    for (char c : t) digits = digits && c >= '0' && c <= '9';
+    int64_t x = 0;
+    if (digits && py_int(t, &x)) {
+      s.dump_max_count = x;
+    } else {
+      err = "expected a whole number >= 0";
+      std::string keep;
+      append_i64(keep, fallback.dump_max_count);
+      bad("AOTI_DEBUG_DUMP_MAX_COUNT", keep);
+    }
+  }
+  return s;
+}
+
+}  // namespace detail
+AOTI_DEBUG_NAMESPACE_END

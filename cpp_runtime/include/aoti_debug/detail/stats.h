@@ -1,0 +1,949 @@
+// The statistics core of docs/log-format.md section 3.
+//
+// One pass over the elements in logical (row-major) order, honouring sizes,
+// strides (0 and negative included) and the view's data pointer.  The sum
+// behind `mean` is accumulated in double in a fixed order -- blocks of 65536
+// logical elements; inside a block element i goes to lane i % 8; lanes
+// combined ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)); block sums added left to
+// right; every accumulator starts at -0.0 (the exact additive identity) -- so
+// the bits never depend on the thread count or the instruction set.
+//
+// Speed.  The 8 lanes live in native-width vectors (GCC/Clang vector
+// extensions), so the inner loops are branchless SIMD.  Each block first gets
+// a fast pass (sum, min, max only); the rare block whose sum comes out
+// non-finite (it holds NaN or Inf) is redone by the careful pass that also
+// counts them, and a block whose min or max is 0 gets its zero signs checked
+// on the raw bits: the same sums either way, so results never depend on the
+// path.  A lane's sum is one serial chain (the order is the contract), so
+// contiguous float32/float64/bfloat16/float16 tensors run several blocks
+// side by side; other dtypes and strided tensors go through small chunks
+// converted to double.  Large tensors split their blocks over threads:
+// min/max/counts merge in any order, block sums are kept per block and folded
+// in order.  An artifact's wrapper is often built at -O1 without -march, so on
+// x86-64 the hot loop exists for SSE2, AVX2 and AVX-512 and is picked at run
+// time, and this header pins its own optimisation and IEEE options (GCC)
+// whatever the includer's flags (Inductor passes -fno-signed-zeros and friends).
+#pragma once
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "dtypes.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("O3", "no-fast-math", "no-associative-math", "no-reciprocal-math", \
+                     "signed-zeros", "no-finite-math-only", "fp-contract=off")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+#define AOTI_DEBUG_STATS_POP_GCC 1
+#elif defined(__clang__)
+#pragma float_control(precise, on, push)
+#define AOTI_DEBUG_STATS_POP_CLANG 1
+#endif
+
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+#define AOTI_DEBUG_STATS_X86_DISPATCH 1
+#endif
+
+AOTI_DEBUG_NAMESPACE_BEGIN
+
+// Result of compute_stats().  Plain data: _native.py mirrors this layout.
+struct Stats {
+  int32_t kind;       // detail::StatsKind
+  int32_t dtype;      // c10::ScalarType code
+  int64_t numel;
+  double min;         // floating: min/max/mean; complex: of |z|
+  double max;
+  double mean;        // also for integer kinds
+  int64_t imin;       // signed integer kinds
+  int64_t imax;
+  uint64_t umin;      // unsigned integer kinds
+  uint64_t umax;
+  int64_t nan_count;
+  int64_t inf_count;
+  int64_t true_count;
+  int64_t false_count;
+  int64_t first_nan;  // logical flat index, -1 when none
+  int64_t first_inf;
+};
+
+namespace detail {
+
+constexpr int64_t kStatsBlock = 65536;  // elements per summation block
+constexpr int64_t kStatsChunk = 2048;   // gather chunk; a multiple of 8 dividing kStatsBlock
+
+// A vector of W elements of T.
+template <class T, int W>
+struct VecOf {
+  typedef T type __attribute__((vector_size(W * sizeof(T))));
+};
+
+// Vectors travel by reference only: by value, GCC warns (-Wpsabi) in every
+// includer built without AVX about an ABI no caller here depends on.
+template <class V>
+AOTI_DEBUG_ALWAYS_INLINE void load_vec(V& v, const void* p) {
+  std::memcpy(&v, p, sizeof(V));
+}
+
+template <class V, class T>
+AOTI_DEBUG_ALWAYS_INLINE void fill(V& v, T x) {
+  V t = {};
+  for (unsigned j = 0; j < sizeof(V) / sizeof(T); ++j) t[j] = x;
+  v = t;
+}
+
+inline double combine_lanes(const double* l) {
+  return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+// Magnitude of a complex element; an element with a NaN part counts as NaN.
+inline double complex_abs(double re, double im) {
+  if (re != re || im != im) return __builtin_nan("");
+  return std::hypot(re, im);
+}
+
+// One element as double (complex: its magnitude).  Used for partial vectors
+// and for locating the first NaN/Inf.
+inline double element_as_double(const unsigned char* p, int32_t code) {
+  switch (code) {
+    case kByte: return *p;
+    case kChar: return static_cast<int8_t>(*p);
+    case kShort: { int16_t v; std::memcpy(&v, p, 2); return v; }
+    case kInt: { int32_t v; std::memcpy(&v, p, 4); return v; }
+    case kLong: { int64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
+    case kUInt16: { uint16_t v; std::memcpy(&v, p, 2); return v; }
+    case kUInt32: { uint32_t v; std::memcpy(&v, p, 4); return v; }
+    case kUInt64: { uint64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
+    case kHalf: { uint16_t v; std::memcpy(&v, p, 2); return half_to_float(v); }
+    case kBFloat16: { uint16_t v; std::memcpy(&v, p, 2); return bf16_to_float(v); }
+    case kFloat: { float v; std::memcpy(&v, p, 4); return v; }
+    case kDouble: { double v; std::memcpy(&v, p, 8); return v; }
+    case kComplexFloat: { float v[2]; std::memcpy(v, p, 8); return complex_abs(v[0], v[1]); }
+    case kComplexDouble: { double v[2]; std::memcpy(v, p, 16); return complex_abs(v[0], v[1]); }
+    case kFloat8_e5m2: case kFloat8_e4m3fn: case kFloat8_e5m2fnuz: case kFloat8_e4m3fnuz:
+    case kFloat8_e8m0fnu:
+      return float8_table(code)[*p];
+    default:
+      return __builtin_nan("");
+  }
+}
+
+// ---- loaders: at<W>(i, x) sets x to elements i..i+W-1 as doubles ----
+
+template <class T>
+struct LoadConvert {  // float, double and integers of up to 32 bits
+  const unsigned char* p;
+  template <int W>
+  AOTI_DEBUG_ALWAYS_INLINE void at(int64_t i, typename VecOf<double, W>::type& x) const {
+    typename VecOf<T, W>::type v;
+    load_vec(v, p + i * sizeof(T));
+    for (int j = 0; j < W; ++j) x[j] = static_cast<double>(v[j]);
+  }
+};
+
+// Element loops rather than __builtin_convertvector: GCC splits the latter
+// into halves under a target attribute; the loops become one vcvtps2pd.
+struct LoadBF16 {
+  const unsigned char* p;
+  template <int W>
+  AOTI_DEBUG_ALWAYS_INLINE void at(int64_t i, typename VecOf<double, W>::type& x) const {
+    typedef typename VecOf<uint32_t, W>::type U;
+    typename VecOf<uint16_t, W>::type h;
+    load_vec(h, p + 2 * i);
+    U w = {};
+    for (int j = 0; j < W; ++j) w[j] = static_cast<uint32_t>(h[j]) << 16;
+    const typename VecOf<float, W>::type f = (typename VecOf<float, W>::type)w;
+    for (int j = 0; j < W; ++j) x[j] = f[j];
+  }
+};
+
+// IEEE half in vector integer ops (exact): normal numbers rebias the
+// exponent, Inf/NaN get the float all-ones exponent, subnormals are
+// mantissa * 2^-24 computed in float.
+struct LoadHalf {
+  const unsigned char* p;
+  template <int W>
+  AOTI_DEBUG_ALWAYS_INLINE void at(int64_t i, typename VecOf<double, W>::type& x) const {
+    typedef typename VecOf<uint32_t, W>::type U;
+    typedef typename VecOf<int32_t, W>::type I;
+    typedef typename VecOf<float, W>::type F;
+    typename VecOf<uint16_t, W>::type h;
+    load_vec(h, p + 2 * i);
+    U w = {};
+    for (int j = 0; j < W; ++j) w[j] = h[j];
+    U em, rebias, sub_cut, inf_cut, sign_mask;
+    fill(em, 0x7fffu), fill(rebias, 0x38000000u), fill(sub_cut, 0x400u), fill(inf_cut, 0x7c00u);
+    fill(sign_mask, 0x8000u);
+    F scale;
+    fill(scale, 5.9604644775390625e-08f);  // 2^-24
+    const U e = w & em;
+    U bits = (e << 13) + rebias;
+    bits += (U)((I)(e >= inf_cut)) & rebias;  // exponent 31 -> 255
+    F sub = {};
+    for (int j = 0; j < W; ++j) sub[j] = static_cast<float>(static_cast<int32_t>(e[j]));
+    sub *= scale;
+    const U is_sub = (U)((I)(e < sub_cut));
+    bits = (is_sub & (U)sub) | (~is_sub & bits);
+    bits |= (w & sign_mask) << 16;
+    const F f = (F)bits;
+    for (int j = 0; j < W; ++j) x[j] = f[j];
+  }
+};
+
+// Any dtype into doubles (complex: magnitudes), for everything but the
+// multi-block fast path: one plain loop per dtype, compiled once.
+AOTI_DEBUG_NOINLINE inline void convert_chunk(const unsigned char* p, int64_t n, int32_t code,
+                                              double* out) {
+  switch (code) {
+#define AOTI_DEBUG_CONVERT(T)                     \
+  for (int64_t i = 0; i < n; ++i) {               \
+    T v;                                          \
+    std::memcpy(&v, p + i * sizeof(T), sizeof(T)); \
+    out[i] = static_cast<double>(v);              \
+  }                                               \
+  break;
+    case kFloat: AOTI_DEBUG_CONVERT(float)
+    case kDouble: AOTI_DEBUG_CONVERT(double)
+    case kByte: AOTI_DEBUG_CONVERT(uint8_t)
+    case kChar: AOTI_DEBUG_CONVERT(int8_t)
+    case kShort: AOTI_DEBUG_CONVERT(int16_t)
+    case kUInt16: AOTI_DEBUG_CONVERT(uint16_t)
+    case kInt: AOTI_DEBUG_CONVERT(int32_t)
+    case kUInt32: AOTI_DEBUG_CONVERT(uint32_t)
+#undef AOTI_DEBUG_CONVERT
+    case kHalf:
+    case kBFloat16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t v;
+        std::memcpy(&v, p + 2 * i, 2);
+        out[i] = code == kHalf ? half_to_float(v) : bf16_to_float(v);
+      }
+      break;
+    case kFloat8_e5m2: case kFloat8_e4m3fn: case kFloat8_e5m2fnuz: case kFloat8_e4m3fnuz:
+    case kFloat8_e8m0fnu: {
+      const double* t = float8_table(code);
+      for (int64_t i = 0; i < n; ++i) out[i] = t[p[i]];
+      break;
+    }
+    default: {
+      const int size = dtype_info(code)->itemsize;
+      for (int64_t i = 0; i < n; ++i) out[i] = element_as_double(p + i * size, code);
+    }
+  }
+}
+
+// Saw -0.0 / +0.0 among n raw floating elements?  Bit tests on the stored
+// values, no conversion (only blocks whose min or max is 0 come here).
+AOTI_DEBUG_NOINLINE inline void zero_scan(const unsigned char* p, int64_t n, int32_t code,
+                                          bool* negz, bool* posz) {
+  bool neg = false, pos = false;
+  switch (code) {
+#define AOTI_DEBUG_ZEROS(T, SIGN)                       \
+  for (int64_t i = 0; i < n; ++i) {                     \
+    T v;                                                \
+    std::memcpy(&v, p + i * sizeof(T), sizeof(T));      \
+    neg |= v == static_cast<T>(SIGN);                   \
+    pos |= v == 0;                                      \
+  }                                                     \
+  break;
+    case kFloat: AOTI_DEBUG_ZEROS(uint32_t, 0x80000000u)
+    case kDouble: AOTI_DEBUG_ZEROS(uint64_t, 0x8000000000000000ull)
+    case kHalf: case kBFloat16: AOTI_DEBUG_ZEROS(uint16_t, 0x8000u)
+    case kFloat8_e5m2: case kFloat8_e4m3fn: AOTI_DEBUG_ZEROS(uint8_t, 0x80u)
+#undef AOTI_DEBUG_ZEROS
+    case kFloat8_e5m2fnuz: case kFloat8_e4m3fnuz:  // no -0 (0x80 is their NaN)
+      for (int64_t i = 0; i < n; ++i) pos |= p[i] == 0;
+      break;
+    default: break;  // float8_e8m0fnu has no zero
+  }
+  *negz = *negz || neg;
+  *posz = *posz || pos;
+}
+
+// Running state of one thread for the floating path (also complex magnitudes
+// and integers of up to 32 bits, which double holds exactly).  8 lanes = K
+// vectors of W doubles; lane j is vector j / W, element j % W.
+template <int W>
+struct FloatAcc {
+  typedef typename VecOf<double, W>::type D;
+  typedef typename VecOf<int64_t, W>::type L;
+  static constexpr int K = 8 / W;
+  D mn[K], mx[K];
+  L nan[K], inf[K];
+  L negz[K], posz[K];  // sign bit set: saw -0.0 / +0.0 (decides a zero min/max's sign)
+  int64_t pad = 0;     // NaN padding of partial vectors, not real elements
+  bool zneg = false, zpos = false;  // the same, from zero_scan
+  FloatAcc() {
+    for (int k = 0; k < K; ++k) {
+      fill(mn[k], __builtin_inf()), fill(mx[k], -__builtin_inf());
+      fill(nan[k], int64_t(0)), fill(inf[k], int64_t(0));
+      fill(negz[k], int64_t(0)), fill(posz[k], int64_t(0));
+    }
+  }
+  int64_t nan_total() const {
+    int64_t s = -pad;
+    for (int k = 0; k < K; ++k)
+      for (int j = 0; j < W; ++j) s -= nan[k][j];
+    return s;
+  }
+  int64_t inf_total() const {
+    int64_t s = 0;
+    for (int k = 0; k < K; ++k)
+      for (int j = 0; j < W; ++j) s -= inf[k][j];
+    return s;
+  }
+};
+
+// W consecutive elements.  Only double compares and bitwise ops: 64-bit
+// integer compares are slow or missing below AVX2.
+template <int W>
+AOTI_DEBUG_ALWAYS_INLINE void float_step(const typename VecOf<double, W>::type& x,
+                                         typename VecOf<double, W>::type& lanes,
+                                         FloatAcc<W>& a, int k) {
+  typedef typename VecOf<double, W>::type D;
+  typedef typename VecOf<int64_t, W>::type L;
+  const L bits = (L)x;
+  L sign;
+  fill(sign, INT64_MIN);
+  D inf_d, zero_d;
+  fill(inf_d, __builtin_inf()), fill(zero_d, 0.0);
+  const L is_nan = (L)(x != x);
+  a.nan[k] += is_nan;  // masks are -1: counts go negative, negated at the end
+  // NaN adds -0.0, which leaves every sum (even -0.0) unchanged
+  lanes += (D)((bits & ~is_nan) | (is_nan & sign));
+  a.inf[k] += (L)((D)(bits & ~sign) == inf_d);
+  // bitwise selects (no helper: vector arguments upset -Wpsabi); NaN never wins
+  const L lt = (L)(x < a.mn[k]), gt = (L)(x > a.mx[k]);
+  a.mn[k] = (D)((lt & bits) | (~lt & (L)a.mn[k]));
+  a.mx[k] = (D)((gt & bits) | (~gt & (L)a.mx[k]));
+  const L is_zero = (L)(x == zero_d);
+  a.negz[k] |= is_zero & bits;
+  a.posz[k] |= is_zero & ~bits;
+}
+
+// The fast pass: sum, min and max only.  A NaN or Inf element makes its
+// lane sum non-finite, which sends the block through the careful pass (same
+// sums for every finite element, so the bits do not depend on the path).
+template <int W>
+AOTI_DEBUG_ALWAYS_INLINE void fast_step(const typename VecOf<double, W>::type& x,
+                                        typename VecOf<double, W>::type& lanes,
+                                        typename VecOf<double, W>::type& mn,
+                                        typename VecOf<double, W>::type& mx) {
+  lanes += x;
+#if defined(__clang__) && __clang_major__ < 10
+  typedef typename VecOf<int64_t, W>::type L;
+  const L lt = (L)(x < mn), gt = (L)(x > mx);
+  mn = (typename VecOf<double, W>::type)((lt & (L)x) | (~lt & (L)mn));
+  mx = (typename VecOf<double, W>::type)((gt & (L)x) | (~gt & (L)mx));
+#else
+  mn = x < mn ? x : mn;  // minpd / maxpd: a NaN x never wins
+  mx = x > mx ? x : mx;
+#endif
+}
+
+enum StatsPass { kPassFast = 0, kPassCareful = 1 };
+
+// Block-local state of the fast pass.
+template <int W>
+struct FastAcc {
+  typedef typename VecOf<double, W>::type D;
+  static constexpr int K = 8 / W;
+  D mn[K], mx[K];
+  FastAcc() {
+    for (int k = 0; k < K; ++k) fill(mn[k], __builtin_inf()), fill(mx[k], -__builtin_inf());
+  }
+};
+
+// n doubles starting at a lane-0 position, in pass P.
+template <int W, int P>
+AOTI_DEBUG_ALWAYS_INLINE void float_kernel(const double* p, int64_t n, FloatAcc<W>& acc,
+                                           FastAcc<W>& fast,
+                                           typename VecOf<double, W>::type* lanes_io) {
+  typedef typename VecOf<double, W>::type D;
+  constexpr int K = 8 / W;
+  FloatAcc<W> a = acc;  // locals: lets the compiler keep everything in registers
+  FastAcc<W> f = fast;
+  D lanes[K];
+  for (int k = 0; k < K; ++k) lanes[k] = lanes_io[k];
+  int64_t i = 0;
+  D x = {};
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < K; ++k) {
+      load_vec(x, p + i + k * W);
+      if (P == kPassFast) fast_step<W>(x, lanes[k], f.mn[k], f.mx[k]);
+      else float_step<W>(x, lanes[k], a, k);
+    }
+  if (i < n && P == kPassFast) {  // partial vector: element by element, same lanes
+    for (int64_t j = 0; i + j < n; ++j) {
+      const double v = p[i + j];
+      const int k = static_cast<int>(j / W), e = static_cast<int>(j % W);
+      lanes[k][e] += v;
+      if (v < f.mn[k][e]) f.mn[k][e] = v;
+      if (v > f.mx[k][e]) f.mx[k][e] = v;
+    }
+  } else if (i < n) {  // partial vector: pad with NaN (uncounted via `pad`)
+    double t[8];
+    for (int j = 0; j < 8; ++j) t[j] = i + j < n ? p[i + j] : __builtin_nan("");
+    for (int k = 0; k < K; ++k) {
+      load_vec(x, t + k * W);
+      float_step<W>(x, lanes[k], a, k);
+    }
+    a.pad += 8 - (n - i);
+  }
+  for (int k = 0; k < K; ++k) lanes_io[k] = lanes[k];
+  acc = a;
+  fast = f;
+}
+
+// The fast pass over NB whole contiguous blocks at once.  Each lane's sum is
+// one serial chain (the order is the contract), so a single block is bound
+// by the add latency; NB blocks in flight give NB independent chains.
+template <int W, int NB, class Load>
+AOTI_DEBUG_ALWAYS_INLINE void fast_blocks(const Load& proto, const unsigned char* base,
+                                          int64_t block_bytes, FastAcc<W>* fast,
+                                          typename VecOf<double, W>::type (*lanes)[8 / W]) {
+  typedef typename VecOf<double, W>::type D;
+  constexpr int K = 8 / W;
+  Load ld[NB];
+  D l[NB][K], mn[NB][K], mx[NB][K];
+  for (int q = 0; q < NB; ++q) {
+    ld[q] = proto;
+    ld[q].p = base + q * block_bytes;
+    for (int k = 0; k < K; ++k) l[q][k] = lanes[q][k], mn[q][k] = fast[q].mn[k], mx[q][k] = fast[q].mx[k];
+  }
+  D x = {};
+  for (int64_t i = 0; i < kStatsBlock; i += 8)
+    for (int q = 0; q < NB; ++q)
+      for (int k = 0; k < K; ++k) {
+        ld[q].template at<W>(i + k * W, x);
+        fast_step<W>(x, l[q][k], mn[q][k], mx[q][k]);
+      }
+  for (int q = 0; q < NB; ++q)
+    for (int k = 0; k < K; ++k) lanes[q][k] = l[q][k], fast[q].mn[k] = mn[q][k], fast[q].mx[k] = mx[q][k];
+}
+
+// Dtypes with a multi-block fast path (the common floating ones).
+inline bool has_fast_blocks(int32_t code) {
+  return code == kFloat || code == kBFloat16 || code == kHalf || code == kDouble;
+}
+
+template <int W, int NB>
+AOTI_DEBUG_ALWAYS_INLINE void fast_blocks_chunk(const unsigned char* p, int32_t code, int itemsize,
+                                                FastAcc<W>* f,
+                                                typename VecOf<double, W>::type (*lanes)[8 / W]) {
+  const int64_t bb = kStatsBlock * itemsize;
+  switch (code) {
+    case kFloat: fast_blocks<W, NB>(LoadConvert<float>{p}, p, bb, f, lanes); break;
+    case kDouble: fast_blocks<W, NB>(LoadConvert<double>{p}, p, bb, f, lanes); break;
+    case kBFloat16: fast_blocks<W, NB>(LoadBF16{p}, p, bb, f, lanes); break;
+    case kHalf: fast_blocks<W, NB>(LoadHalf{p}, p, bb, f, lanes); break;
+    default: break;
+  }
+}
+
+// 64-bit integers: exact min/max in their own type, sum of their doubles.
+template <class T, int W>
+struct IntAcc {
+  typedef typename VecOf<T, W>::type V;
+  static constexpr int K = 8 / W;
+  V mn[K], mx[K];
+  IntAcc() {
+    const bool is_signed = T(-1) < T(0);
+    const T lo = is_signed ? static_cast<T>(INT64_MIN) : T(0);
+    const T hi = is_signed ? static_cast<T>(INT64_MAX) : static_cast<T>(UINT64_MAX);
+    for (int k = 0; k < K; ++k) fill(mn[k], hi), fill(mx[k], lo);
+  }
+};
+
+template <class T, int W>
+AOTI_DEBUG_ALWAYS_INLINE void int64_chunk(const unsigned char* p, int64_t n, IntAcc<T, W>& acc,
+                                          typename VecOf<double, W>::type* lanes_io) {
+  typedef typename VecOf<T, W>::type V;
+  typedef typename VecOf<int64_t, W>::type L;
+  typedef typename VecOf<double, W>::type D;
+  constexpr int K = 8 / W;
+  IntAcc<T, W> a = acc;
+  D lanes[K];
+  for (int k = 0; k < K; ++k) lanes[k] = lanes_io[k];
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < K; ++k) {
+      V x;
+      load_vec(x, p + 8 * (i + k * W));
+      const L lt = (L)(x < a.mn[k]), gt = (L)(x > a.mx[k]);
+      a.mn[k] = (V)((lt & (L)x) | (~lt & (L)a.mn[k]));
+      a.mx[k] = (V)((gt & (L)x) | (~gt & (L)a.mx[k]));
+      lanes[k] += __builtin_convertvector(x, D);
+    }
+  for (int64_t j = 0; i + j < n; ++j) {
+    T x;
+    std::memcpy(&x, p + 8 * (i + j), 8);
+    const int k = static_cast<int>(j / W), e = static_cast<int>(j % W);
+    if (x < a.mn[k][e]) a.mn[k][e] = x;
+    if (x > a.mx[k][e]) a.mx[k][e] = x;
+    lanes[k][e] += static_cast<double>(x);
+  }
+  for (int k = 0; k < K; ++k) lanes_io[k] = lanes[k];
+  acc = a;
+}
+
+// Walks a strided layout in logical order, copying elements into a buffer.
+struct Cursor {
+  int nd = 0;
+  int itemsize = 1;
+  const int64_t* sizes = nullptr;
+  const int64_t* strides = nullptr;  // in elements
+  const unsigned char* base = nullptr;
+  const unsigned char* ptr = nullptr;
+  int64_t idx[64];
+
+  void seek(int64_t flat) {
+    ptr = base;
+    for (int d = nd - 1; d >= 0; --d) {
+      idx[d] = flat % sizes[d];
+      flat /= sizes[d];
+      ptr += idx[d] * strides[d] * itemsize;
+    }
+  }
+
+  template <class T>
+  static void copy_run(unsigned char* dst, const unsigned char* src, int64_t m, int64_t step) {
+    for (int64_t k = 0; k < m; ++k) std::memcpy(dst + k * sizeof(T), src + k * step, sizeof(T));
+  }
+
+  // Copies the next n elements to dst and advances.
+  void gather(unsigned char* dst, int64_t n) {
+    const int last = nd - 1;
+    const int64_t step = strides[last] * itemsize;
+    while (n > 0) {
+      int64_t m = sizes[last] - idx[last];
+      if (m > n) m = n;
+      switch (itemsize) {
+        case 1: copy_run<uint8_t>(dst, ptr, m, step); break;
+        case 2: copy_run<uint16_t>(dst, ptr, m, step); break;
+        case 4: copy_run<uint32_t>(dst, ptr, m, step); break;
+        case 8: copy_run<uint64_t>(dst, ptr, m, step); break;
+        default:
+          for (int64_t k = 0; k < m; ++k) std::memcpy(dst + k * itemsize, ptr + k * step, itemsize);
+      }
+      dst += m * itemsize;
+      n -= m;
+      idx[last] += m;
+      ptr += m * step;
+      for (int d = last; d > 0 && idx[d] == sizes[d]; --d) {  // carry
+        ptr -= sizes[d] * strides[d] * itemsize;
+        idx[d] = 0;
+        ++idx[d - 1];
+        ptr += strides[d - 1] * itemsize;
+      }
+    }
+  }
+};
+
+// Everything a worker needs; layout already simplified.
+struct StatsJob {
+  int32_t code;
+  int32_t kind;
+  int itemsize;
+  int nd;
+  bool contiguous;
+  int64_t numel;
+  int64_t nblocks;
+  const unsigned char* base;
+  int64_t sizes[64];
+  int64_t strides[64];
+  double* block_sums;
+  uint8_t* block_flags;  // bit 0: block has a NaN, bit 1: has an Inf
+};
+
+// What one worker found, reduced to scalars (independent of the vector width).
+struct StatsPartial {
+  double mn = __builtin_inf(), mx = -__builtin_inf();
+  int64_t nan = 0, inf = 0, trues = 0;
+  bool negz = false, posz = false;
+  bool failed = false;  // out of memory
+  int64_t imin = INT64_MAX, imax = INT64_MIN;
+  uint64_t umin = UINT64_MAX, umax = 0;
+};
+
+// Elements [start + off, start + off + *m) in logical order: in place when
+// contiguous (the whole rest at once), else gathered into buf by the cursor,
+// which must sit at start + off.  No lambdas here: a lambda would not inherit
+// the instruction set of the function that calls it.
+AOTI_DEBUG_ALWAYS_INLINE const unsigned char* next_chunk(const StatsJob& j, Cursor& c,
+                                                         unsigned char* buf, int64_t start,
+                                                         int64_t off, int64_t len, int64_t* m) {
+  if (j.contiguous) {
+    *m = len - off;
+    return j.base + (start + off) * j.itemsize;
+  }
+  *m = len - off < kStatsChunk ? len - off : kStatsChunk;
+  c.gather(buf, *m);
+  return buf;
+}
+
+// One pass P of the floating path over block [start, start + len): chunks
+// (in place or gathered) converted to doubles, then the kernel.
+template <int W, int P>
+AOTI_DEBUG_ALWAYS_INLINE void float_block_pass(const StatsJob& j, Cursor& c, unsigned char* buf,
+                                               double* dbuf, int64_t start, int64_t len,
+                                               FloatAcc<W>& fa, FastAcc<W>& fast,
+                                               typename VecOf<double, W>::type* lanes) {
+  if (!j.contiguous) c.seek(start);
+  for (int64_t off = 0, m = 0; off < len; off += m) {
+    int64_t avail = 0;
+    const unsigned char* p = next_chunk(j, c, buf, start, off, len, &avail);
+    m = avail < kStatsChunk ? avail : kStatsChunk;
+    const double* d = reinterpret_cast<const double*>(p);
+    if (j.code != kDouble) {
+      convert_chunk(p, m, j.code, dbuf);
+      d = dbuf;
+    }
+    float_kernel<W, P>(d, m, fa, fast, lanes);
+  }
+}
+
+inline void zero_scan_block(const StatsJob& j, Cursor& c, unsigned char* buf, int64_t start,
+                            int64_t len, bool* negz, bool* posz) {
+  if (!j.contiguous) c.seek(start);
+  for (int64_t off = 0, m = 0; off < len; off += m) {
+    const unsigned char* p = next_chunk(j, c, buf, start, off, len, &m);  // sets m
+    zero_scan(p, m, j.code, negz, posz);
+  }
+}
+
+// After the fast pass of block b: a block with NaN/Inf is redone carefully
+// (counts, first-NaN flags); a block whose min or max is 0 gets its zero
+// signs checked; then its sum is stored.
+template <int W>
+AOTI_DEBUG_ALWAYS_INLINE void finish_block(const StatsJob& j, Cursor& c, unsigned char* buf,
+                                           double* dbuf, int64_t b, FloatAcc<W>& fa, FastAcc<W>& fast,
+                                           typename VecOf<double, W>::type* lanes) {
+  constexpr int K = 8 / W;
+  const int64_t start = b * kStatsBlock;
+  const int64_t len = j.numel - start < kStatsBlock ? j.numel - start : kStatsBlock;
+  bool finite = true;
+  double bmin = __builtin_inf(), bmax = -__builtin_inf();
+  for (int e = 0; e < 8; ++e) {
+    const double l = lanes[e / W][e % W];
+    finite = finite && l - l == 0;  // false for NaN and +-Inf
+    bmin = fast.mn[e / W][e % W] < bmin ? fast.mn[e / W][e % W] : bmin;
+    bmax = fast.mx[e / W][e % W] > bmax ? fast.mx[e / W][e % W] : bmax;
+  }
+  if (!finite && j.kind != kStatsInt && j.kind != kStatsUInt) {
+    // NaN or Inf inside (or a sum that overflowed): count them properly.
+    const int64_t nan0 = fa.nan_total(), inf0 = fa.inf_total();
+    for (int k = 0; k < K; ++k) fill(lanes[k], -0.0);
+    float_block_pass<W, kPassCareful>(j, c, buf, dbuf, start, len, fa, fast, lanes);
+    j.block_flags[b] = static_cast<uint8_t>((fa.nan_total() != nan0 ? 1 : 0) |
+                                            (fa.inf_total() != inf0 ? 2 : 0));
+  } else {
+    for (int k = 0; k < K; ++k) {
+      fa.mn[k] = fast.mn[k] < fa.mn[k] ? fast.mn[k] : fa.mn[k];
+      fa.mx[k] = fast.mx[k] > fa.mx[k] ? fast.mx[k] : fa.mx[k];
+    }
+    if (j.kind == kStatsFloat && (bmin == 0 || bmax == 0))  // only floats have signed zeros
+      zero_scan_block(j, c, buf, start, len, &fa.zneg, &fa.zpos);
+  }
+  double l[8];
+  for (int e = 0; e < 8; ++e) l[e] = lanes[e / W][e % W];
+  j.block_sums[b] = combine_lanes(l);
+}
+
+template <int W>
+AOTI_DEBUG_ALWAYS_INLINE void stats_blocks_impl(const StatsJob& j, int64_t b0, int64_t b1,
+                                                StatsPartial& out) {
+  typedef typename VecOf<double, W>::type D;
+  constexpr int K = 8 / W;
+  constexpr int NB = W == 8 ? 4 : W == 4 ? 2 : 1;  // independent sum chains: NB * K = 4..8
+  // Heap, not stack: callers may run on small thread stacks.
+  double* const dbuf = static_cast<double*>(std::malloc(kStatsChunk * (sizeof(double) + 16)));
+  if (dbuf == nullptr) {
+    out.failed = true;
+    return;
+  }
+  unsigned char* const buf = reinterpret_cast<unsigned char*>(dbuf + kStatsChunk);
+  Cursor c;
+  if (!j.contiguous) {
+    c.nd = j.nd, c.itemsize = j.itemsize, c.sizes = j.sizes, c.strides = j.strides, c.base = j.base;
+  }
+  FloatAcc<W> fa;
+  IntAcc<int64_t, W> ia;
+  IntAcc<uint64_t, W> ua;
+  const bool int64_or_bool = j.kind == kStatsBool || j.code == kLong || j.code == kUInt64;
+  for (int64_t b = b0; b < b1;) {
+    const int64_t start = b * kStatsBlock;
+    const int64_t len = j.numel - start < kStatsBlock ? j.numel - start : kStatsBlock;
+    D lanes[NB][K];
+    for (int q = 0; q < NB; ++q)
+      for (int k = 0; k < K; ++k) fill(lanes[q][k], -0.0);
+    if (int64_or_bool) {
+      if (!j.contiguous) c.seek(start);
+      for (int64_t off = 0, m = 0; off < len; off += m) {
+        const unsigned char* p = next_chunk(j, c, buf, start, off, len, &m);
+        if (j.kind == kStatsBool) {
+          int64_t t = 0;
+          for (int64_t e = 0; e < m; ++e) t += p[e] != 0;
+          out.trues += t;
+        } else if (j.code == kLong) {
+          int64_chunk<int64_t, W>(p, m, ia, lanes[0]);
+        } else {
+          int64_chunk<uint64_t, W>(p, m, ua, lanes[0]);
+        }
+      }
+      double l[8];
+      for (int e = 0; e < 8; ++e) l[e] = lanes[0][e / W][e % W];
+      j.block_sums[b] = combine_lanes(l);
+      ++b;
+    } else if (j.contiguous && has_fast_blocks(j.code) && b + NB <= b1 &&
+               (b + NB) * kStatsBlock <= j.numel) {
+      FastAcc<W> fast[NB];
+      fast_blocks_chunk<W, NB>(j.base + start * j.itemsize, j.code, j.itemsize, fast, lanes);
+      for (int q = 0; q < NB; ++q) finish_block<W>(j, c, buf, dbuf, b + q, fa, fast[q], lanes[q]);
+      b += NB;
+    } else {
+      FastAcc<W> fast;
+      float_block_pass<W, kPassFast>(j, c, buf, dbuf, start, len, fa, fast, lanes[0]);
+      finish_block<W>(j, c, buf, dbuf, b, fa, fast, lanes[0]);
+      ++b;
+    }
+  }
+  std::free(dbuf);
+  out.nan = fa.nan_total();
+  out.inf = fa.inf_total();
+  for (int e = 0; e < 8; ++e) {
+    const int k = e / W, x = e % W;
+    if (fa.mn[k][x] < out.mn) out.mn = fa.mn[k][x];
+    if (fa.mx[k][x] > out.mx) out.mx = fa.mx[k][x];
+    out.negz = out.negz || fa.negz[k][x] < 0 || fa.zneg;
+    out.posz = out.posz || fa.posz[k][x] < 0 || fa.zpos;
+    if (ia.mn[k][x] < out.imin) out.imin = ia.mn[k][x];
+    if (ia.mx[k][x] > out.imax) out.imax = ia.mx[k][x];
+    if (ua.mn[k][x] < out.umin) out.umin = ua.mn[k][x];
+    if (ua.mx[k][x] > out.umax) out.umax = ua.mx[k][x];
+  }
+}
+
+// The hot loop, once per instruction set (same results: same operations, same order).
+AOTI_DEBUG_NOINLINE inline void stats_blocks_w2(const StatsJob& j, int64_t b0, int64_t b1,
+                                                StatsPartial& out) {
+  stats_blocks_impl<2>(j, b0, b1, out);
+}
+
+#if AOTI_DEBUG_STATS_X86_DISPATCH
+__attribute__((target("avx2"))) AOTI_DEBUG_NOINLINE inline void stats_blocks_w4(
+    const StatsJob& j, int64_t b0, int64_t b1, StatsPartial& out) {
+  stats_blocks_impl<4>(j, b0, b1, out);
+}
+
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) AOTI_DEBUG_NOINLINE inline void
+stats_blocks_w8(const StatsJob& j, int64_t b0, int64_t b1, StatsPartial& out) {
+  stats_blocks_impl<8>(j, b0, b1, out);
+}
+#endif
+
+// 8, 4 or 2: the vector width (in doubles) this CPU runs best.  isa_limit
+// caps it (tests use it to check every width gives the same bits).
+inline int stats_vector_width(int isa_limit = 0) {
+  int w = 2;
+#if AOTI_DEBUG_STATS_X86_DISPATCH
+  static const int best = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+      return 8;
+    return __builtin_cpu_supports("avx2") ? 4 : 2;
+  }();
+  w = best;
+#endif
+  if (isa_limit > 0 && w > isa_limit) w = isa_limit >= 8 ? 8 : isa_limit >= 4 ? 4 : 2;
+  return w;
+}
+
+struct StatsThreadArg {
+  const StatsJob* job;
+  int64_t b0, b1;
+  int width;
+  StatsPartial* out;
+};
+
+inline void* stats_thread_main(void* p) {
+  StatsThreadArg* a = static_cast<StatsThreadArg*>(p);
+#if AOTI_DEBUG_STATS_X86_DISPATCH
+  if (a->width == 8) return stats_blocks_w8(*a->job, a->b0, a->b1, *a->out), nullptr;
+  if (a->width == 4) return stats_blocks_w4(*a->job, a->b0, a->b1, *a->out), nullptr;
+#endif
+  stats_blocks_w2(*a->job, a->b0, a->b1, *a->out);
+  return nullptr;
+}
+
+// Logical index of the first element of block b matching pred, or -1.
+template <class Pred>
+inline int64_t find_in_block(const StatsJob& j, int64_t b, Pred pred) {
+  std::vector<unsigned char> buf(static_cast<size_t>(kStatsChunk * 16));
+  Cursor c;
+  const int64_t start = b * kStatsBlock;
+  const int64_t len = j.numel - start < kStatsBlock ? j.numel - start : kStatsBlock;
+  if (!j.contiguous) {
+    c.nd = j.nd, c.itemsize = j.itemsize, c.sizes = j.sizes, c.strides = j.strides, c.base = j.base;
+    c.seek(start);
+  }
+  int64_t found = -1;
+  for (int64_t off = 0, m = 0; off < len && found < 0; off += m) {
+    const unsigned char* p = next_chunk(j, c, buf.data(), start, off, len, &m);
+    for (int64_t k = 0; k < m && found < 0; ++k)
+      if (pred(element_as_double(p + k * j.itemsize, j.code))) found = start + off + k;
+  }
+  return found;
+}
+
+inline int stats_thread_count(int64_t numel, int64_t nblocks, int max_threads) {
+  if (max_threads == 1 || numel < AOTI_DEBUG_STATS_PARALLEL_MIN) return 1;
+  const long hw = sysconf(_SC_NPROCESSORS_ONLN);
+  int n = hw > 0 ? static_cast<int>(hw) : 1;
+  if (AOTI_DEBUG_STATS_MAX_THREADS > 0 && n > AOTI_DEBUG_STATS_MAX_THREADS)
+    n = AOTI_DEBUG_STATS_MAX_THREADS;
+  if (max_threads > 0 && n > max_threads) n = max_threads;
+  if (n > 64) n = 64;
+  if (n > nblocks) n = static_cast<int>(nblocks);
+  return n < 1 ? 1 : n;
+}
+
+}  // namespace detail
+
+// Computes the section-3 statistics of a CPU tensor.  max_threads: 0 = the
+// default policy, 1 = this thread only.  isa_limit: 0 = best vector width,
+// else at most that many doubles per vector.  Results never depend on either.
+AOTI_DEBUG_NOINLINE inline Stats compute_stats(const TensorView& v, int max_threads = 0,
+                                               int isa_limit = 0) {
+  using namespace detail;
+  Stats s;
+  std::memset(&s, 0, sizeof(s));
+  s.dtype = v.dtype;
+  s.kind = stats_kind(v.dtype);
+  s.numel = numel_of(v);
+  s.first_nan = s.first_inf = -1;
+  s.min = s.max = s.mean = __builtin_nan("");
+  if (s.kind == kStatsNone || s.numel <= 0) return s;
+
+  StatsJob j;
+  j.code = v.dtype;
+  j.kind = s.kind;
+  j.itemsize = dtype_info(v.dtype)->itemsize;
+  j.numel = s.numel;
+  j.nblocks = (s.numel + kStatsBlock - 1) / kStatsBlock;
+  j.base = static_cast<const unsigned char*>(v.data);
+  // Drop size-1 dims and merge each dim into its outer neighbour when they
+  // are contiguous with each other (at most 63 dims of size >= 2 remain).
+  j.nd = 0;
+  for (int64_t d = 0; d < v.ndim; ++d) {
+    if (v.sizes[d] == 1) continue;
+    if (j.nd > 0 && j.strides[j.nd - 1] == v.strides[d] * v.sizes[d]) {
+      j.sizes[j.nd - 1] *= v.sizes[d];
+      j.strides[j.nd - 1] = v.strides[d];
+    } else {
+      j.sizes[j.nd] = v.sizes[d];
+      j.strides[j.nd] = v.strides[d];
+      ++j.nd;
+    }
+  }
+  if (j.nd == 0) j.sizes[0] = 1, j.strides[0] = 1, j.nd = 1;  // one element
+  j.contiguous = j.nd == 1 && j.strides[0] == 1;
+
+  std::vector<double> sums(static_cast<size_t>(j.nblocks));
+  std::vector<uint8_t> flags(static_cast<size_t>(j.nblocks), 0);
+  j.block_sums = sums.data();
+  j.block_flags = flags.data();
+
+  const int width = stats_vector_width(isa_limit);
+  const int nthreads = stats_thread_count(j.numel, j.nblocks, max_threads);
+  std::vector<StatsPartial> parts(static_cast<size_t>(nthreads));
+  std::vector<StatsThreadArg> args(static_cast<size_t>(nthreads));
+  std::vector<pthread_t> tids(static_cast<size_t>(nthreads));
+  std::vector<char> started(static_cast<size_t>(nthreads), 0);
+  for (int t = 0; t < nthreads; ++t)
+    args[t] = StatsThreadArg{&j, j.nblocks * t / nthreads, j.nblocks * (t + 1) / nthreads, width,
+                             &parts[t]};
+  for (int t = 1; t < nthreads; ++t)
+    started[t] = pthread_create(&tids[t], nullptr, stats_thread_main, &args[t]) == 0;
+  stats_thread_main(&args[0]);
+  for (int t = 1; t < nthreads; ++t) {
+    if (started[t]) pthread_join(tids[t], nullptr);
+    else stats_thread_main(&args[t]);  // could not start a thread: do its share here
+  }
+
+  for (auto& p : parts)
+    if (p.failed) {  // out of memory: no statistics rather than wrong ones
+      s.kind = kStatsNone;
+      return s;
+    }
+  double total = -0.0;
+  for (int64_t b = 0; b < j.nblocks; ++b) total += sums[b];
+
+  if (s.kind == kStatsBool) {
+    for (auto& p : parts) s.true_count += p.trues;
+    s.false_count = s.numel - s.true_count;
+    return s;
+  }
+  if (v.dtype == kLong || v.dtype == kUInt64) {
+    s.imin = INT64_MAX, s.imax = INT64_MIN, s.umin = UINT64_MAX, s.umax = 0;
+    for (auto& p : parts) {
+      if (p.imin < s.imin) s.imin = p.imin;
+      if (p.imax > s.imax) s.imax = p.imax;
+      if (p.umin < s.umin) s.umin = p.umin;
+      if (p.umax > s.umax) s.umax = p.umax;
+    }
+    s.mean = total / static_cast<double>(s.numel);
+    return s;
+  }
+
+  double mn = __builtin_inf(), mx = -__builtin_inf();
+  bool negz = false, posz = false;
+  for (auto& p : parts) {
+    s.nan_count += p.nan;
+    s.inf_count += p.inf;
+    if (p.mn < mn) mn = p.mn;
+    if (p.mx > mx) mx = p.mx;
+    negz = negz || p.negz;
+    posz = posz || p.posz;
+  }
+  const int64_t count = s.numel - s.nan_count;
+  if (count > 0) {
+    // Order-free rule for zeros: -0.0 is the smaller one.
+    if (mn == 0) mn = negz ? -0.0 : 0.0;
+    if (mx == 0) mx = posz ? 0.0 : -0.0;
+    s.min = mn, s.max = mx;
+    s.mean = total / static_cast<double>(count);
+  }
+  if (s.kind == kStatsInt) {
+    s.imin = static_cast<int64_t>(mn), s.imax = static_cast<int64_t>(mx);
+    return s;
+  }
+  if (s.kind == kStatsUInt) {
+    s.umin = static_cast<uint64_t>(mn), s.umax = static_cast<uint64_t>(mx);
+    return s;
+  }
+  for (int64_t b = 0; b < j.nblocks && s.first_nan < 0 && s.nan_count > 0; ++b)
+    if (flags[b] & 1) s.first_nan = find_in_block(j, b, [](double x) { return x != x; });
+  for (int64_t b = 0; b < j.nblocks && s.first_inf < 0 && s.inf_count > 0; ++b)
+    if (flags[b] & 2) s.first_inf = find_in_block(j, b, [](double x) { return std::isinf(x); });
+  return s;
+}
+
+AOTI_DEBUG_NAMESPACE_END
+
+#if defined(AOTI_DEBUG_STATS_POP_GCC)
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+#undef AOTI_DEBUG_STATS_POP_GCC
+#elif defined(AOTI_DEBUG_STATS_POP_CLANG)
+#pragma float_control(pop)
+#undef AOTI_DEBUG_STATS_POP_CLANG
+#endif

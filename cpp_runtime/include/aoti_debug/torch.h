@@ -1,0 +1,54 @@
+// Adapter from at::Tensor, for hand-written C++ ops built against libtorch:
+//   #include <aoti_debug/torch.h>
+//   at::Tensor my_gelu(const at::Tensor& x) {
+//     AOTI_DEBUG_SCOPE(scope, "mylib::gelu", aoti_debug::tensor(x));
+//     at::Tensor y = ...;
+//     AOTI_DEBUG_SCOPE_RETURN(scope, aoti_debug::tensor(y));
+//     return y;
+//   }
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include "aoti_debug.h"
+
+AOTI_DEBUG_NAMESPACE_BEGIN
+namespace detail {
+
+#if AOTI_DEBUG_ENABLE_STATS
+inline bool torch_device_stats(const Value& v, Stats* out, const char**) {
+  const at::Tensor* t = static_cast<const at::Tensor*>(v.handle);
+  if (t == nullptr) return false;
+  const at::Tensor host = t->detach().to(at::kCPU).contiguous();
+  TensorView h = v.t;
+  h.data = host.data_ptr();
+  h.strides = host.strides().data();
+  h.device_type = 0, h.device_index = -1;
+  *out = compute_stats(h);
+  return true;
+}
+#endif
+
+}  // namespace detail
+
+// A tensor argument (borrowed: `t` must outlive the Value); undefined: None.
+inline Value tensor(const at::Tensor& t) {
+  if (!t.defined()) return Value();
+  TensorView v{};
+  v.data = t.has_storage() ? t.data_ptr() : nullptr;
+  v.dtype = static_cast<int32_t>(t.scalar_type());
+  v.ndim = t.dim();
+  v.sizes = t.sizes().data();
+  v.strides = t.strides().data();
+  v.device_type = static_cast<int32_t>(t.device().type());
+  v.device_index = t.device().has_index() ? t.device().index() : -1;
+  Value val(v);
+  val.b = t.requires_grad();
+  val.handle = &t;
+#if AOTI_DEBUG_ENABLE_STATS
+  val.device_stats = &detail::torch_device_stats;
+#endif
+  return val;
+}
+
+AOTI_DEBUG_NAMESPACE_END

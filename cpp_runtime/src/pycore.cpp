@@ -1,0 +1,171 @@
+// C entry points for the Python side (aoti_debug/_native.py, via ctypes).
+//
+// The Python logger uses the very code an artifact compiles in: the
+// statistics core, the destinations with their banner and lock (so Python
+// and C++ records share files without tearing), the in-flight launch and the
+// crash trailer.  The remaining exports exist for parity tests.
+// Every function is noexcept: a C++ exception must never cross into ctypes.
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "aoti_debug/detail/format.h"
+#include "aoti_debug/detail/launch.h"
+#include "aoti_debug/detail/registry.h"
+#include "aoti_debug/detail/settings.h"
+#include "aoti_debug/detail/stats.h"
+
+#define AOTID_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+aoti_debug::TensorView make_view(const void* data, int32_t dtype, int64_t ndim, const int64_t* sizes,
+                                 const int64_t* strides, int32_t device_type, int32_t device_index) {
+  return aoti_debug::TensorView{data, dtype, ndim, sizes, strides, device_type, device_index};
+}
+
+// Copies text into buf (NUL-terminated when it fits); returns its length, so
+// the caller can retry with a larger buffer.
+int64_t give(const std::string& text, char* buf, int64_t cap) {
+  const int64_t n = static_cast<int64_t>(text.size());
+  if (buf != nullptr && cap > n) std::memcpy(buf, text.c_str(), static_cast<size_t>(n) + 1);
+  return n;
+}
+
+}  // namespace
+
+AOTID_EXPORT const char* aotid_version() noexcept { return AOTI_DEBUG_VERSION; }
+
+AOTID_EXPORT int32_t aotid_registry_abi() noexcept { return AOTI_DEBUG_REGISTRY_ABI; }
+
+AOTID_EXPORT int64_t aotid_stats_size() noexcept { return sizeof(aoti_debug::Stats); }
+
+AOTID_EXPORT int32_t aotid_vector_width() noexcept { return aoti_debug::detail::stats_vector_width(); }
+
+// Statistics of a CPU tensor into *out; 0 on success.
+AOTID_EXPORT int32_t aotid_compute_stats(const void* data, int32_t dtype, int64_t ndim,
+                                         const int64_t* sizes, const int64_t* strides,
+                                         int32_t max_threads, int32_t isa_limit,
+                                         aoti_debug::Stats* out) noexcept {
+  try {
+    *out = aoti_debug::compute_stats(make_view(data, dtype, ndim, sizes, strides, 0, -1), max_threads,
+                                     isa_limit);
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
+// The Tensor block as the C++ shim writes it ("Tensor(" at `indent` spaces).
+AOTID_EXPORT int64_t aotid_render_tensor_block(const void* data, int32_t dtype, int64_t ndim,
+                                               const int64_t* sizes, const int64_t* strides,
+                                               int32_t device_type, int32_t device_index,
+                                               int32_t level, int32_t indent, char* buf,
+                                               int64_t cap) noexcept {
+  try {
+    std::string out;
+    aoti_debug::Value v(make_view(data, dtype, ndim, sizes, strides, device_type, device_index));
+    aoti_debug::detail::append_tensor_block(out, v, level, indent);
+    return give(out, buf, cap);
+  } catch (...) {
+    return -1;
+  }
+}
+
+// Section-2 number format; buf needs 48 bytes.
+AOTID_EXPORT int32_t aotid_format_number(double x, char* buf) noexcept {
+  const int n = aoti_debug::detail::format_double(x, buf);
+  buf[n] = '\0';
+  return n;
+}
+
+// Writes complete record text to a destination setting (stdout, stderr or a
+// path with %i), after that destination's banner when first used.
+AOTID_EXPORT int32_t aotid_sink_write(const char* dest, const char* text, int64_t len,
+                                      const char* torch_version) noexcept {
+  try {
+    aoti_debug::detail::write_record(dest, std::string(text, static_cast<size_t>(len)), torch_version);
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
+// A note record; once != 0: only the first time this process sees it.
+AOTID_EXPORT int32_t aotid_write_note(const char* dest, const char* topic, const char* lines,
+                                      int32_t once, const char* torch_version) noexcept {
+  try {
+    if (once) aoti_debug::detail::note_once(dest, topic, lines, torch_version);
+    else aoti_debug::detail::write_record(dest, aoti_debug::detail::note_record(topic, lines), torch_version);
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
+AOTID_EXPORT int64_t aotid_next_call_number() noexcept {
+  return aoti_debug::detail::next_call_number();
+}
+
+AOTID_EXPORT void aotid_set_inflight(int64_t run, int64_t launch, const char* name) noexcept {
+  aoti_debug::detail::set_inflight(run, launch, name);
+}
+
+AOTID_EXPORT void aotid_clear_inflight() noexcept { aoti_debug::detail::clear_inflight(); }
+
+AOTID_EXPORT void aotid_install_crash_handler() noexcept {
+  try {
+    aoti_debug::detail::install_crash_handler();
+  } catch (...) {
+  }
+}
+
+// The registry variable this process published (or attached to).
+AOTID_EXPORT int32_t aotid_registry_attach() noexcept {
+  return aoti_debug::detail::registry() != nullptr ? 0 : -1;
+}
+
+AOTID_EXPORT int32_t aotid_glob_match(const char* pattern, const char* text) noexcept {
+  try {
+    // as the kernel filter applies it (an empty origin never matches)
+    const auto pats = aoti_debug::detail::parse_kernels(pattern);
+    return aoti_debug::detail::any_glob_matches(pats, text) ? 1 : 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
+// Reads settings from `env` (NULL-terminated "NAME=VALUE" strings) with an
+// artifact's compiled values as fallbacks.  Output: one line per problem,
+// a line "--", then "field=value" lines of the result.
+AOTID_EXPORT int64_t aotid_read_settings(const char* const* env, int32_t level, const char* kernels,
+                                         const char* nan_check, int32_t check_inputs, char* buf,
+                                         int64_t cap) noexcept {
+  try {
+    namespace d = aoti_debug::detail;
+    d::Settings fallback;
+    fallback.level = level;
+    fallback.kernels = d::parse_kernels(kernels ? kernels : "");
+    std::string err;
+    d::parse_nan(nan_check ? nan_check : "off", &fallback.nan_check, &err);
+    fallback.check_inputs = check_inputs != 0;
+    std::vector<std::string> problems;
+    const d::Settings s = d::read_settings(d::Env{env}, fallback, &problems);
+    std::string out;
+    for (const std::string& p : problems) out += p + "\n";
+    out += "--\n";
+    out += "level=" + std::to_string(s.level) + "\n";
+    out += "logdest=" + s.logdest + "\n";
+    out += "kernels=" + d::join_kernels(s.kernels) + "\n";
+    out += std::string("check_inputs=") + (s.check_inputs ? "1" : "0") + "\n";
+    out += "nan_check=" + s.nan_check.str() + "\n";
+    out += std::string("sync=") + (s.sync ? "1" : "0") + "\n";
+    out += "dump_dir=" + s.dump_dir + "\n";
+    out += "dump_max_size_gb=" + d::py_float_repr(s.dump_max_size_gb) + "\n";
+    out += "dump_max_count=" + std::to_string(s.dump_max_count) + "\n";
+    return give(out, buf, cap);
+  } catch (...) {
+    return -1;
+  }
+}

@@ -1,0 +1,70 @@
+"""Building and loading the C++ runtime for Python (aoti_debug/_native.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+from aoti_debug import _native
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def env_with(**extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AOTI_DEBUG_")}
+    env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra)
+    return env
+
+
+def test_include_dir_holds_the_headers():
+    inc = _native.include_dir()
+    assert os.path.isfile(os.path.join(inc, "aoti_debug", "config.h"))
+    assert os.path.isfile(os.path.join(inc, "aoti_debug", "aoti.h"))
+
+
+def test_import_does_not_import_torch():
+    proc = subprocess.run([sys.executable, "-c",
+                           "import sys, aoti_debug._native; print('torch' in sys.modules)"],
+                          env=env_with(), capture_output=True, text=True, timeout=120, check=True)
+    assert proc.stdout.strip() == "False"
+
+
+def test_concurrent_first_builds_share_one_cached_library(tmp_path):
+    cache = tmp_path / "cache"
+    code = textwrap.dedent("""
+        import torch
+        from aoti_debug import _native
+        assert _native.lib() is not None
+        print(_native.compute_stats(torch.arange(10.0)).mean)
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env_with(AOTI_DEBUG_CACHE_DIR=str(cache)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], outs
+    assert [o[0].strip() for o in outs] == ["4.5"] * 3
+    files = sorted(os.listdir(cache))
+    assert len(files) == 1 and files[0].startswith("libaotid_") and files[0].endswith(".so"), files
+
+
+def test_no_compiler_means_one_warning_and_none(tmp_path):
+    code = textwrap.dedent("""
+        import warnings
+        from aoti_debug import _native
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            assert _native.lib() is None and _native.lib() is None
+        print(len(w), "C++ runtime unavailable" in str(w[0].message))
+        try:
+            _native.format_number(1.0)
+        except _native.NativeUnavailable:
+            print("raised")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code],
+                          env=env_with(AOTI_DEBUG_CACHE_DIR=str(tmp_path / "c"),
+                                       CXX="/nonexistent/c++"),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.stdout.split() == ["1", "True", "raised"], proc.stderr

@@ -1,0 +1,309 @@
+"""The C++ launch API (cpp_runtime/include/aoti_debug/detail/launch.h) and the
+public scope API (aoti_debug/aoti_debug.h), driven by a small C++ program
+compiled once per session the way an artifact's wrapper is (-O1, no -march):
+exact records at every level, numbering, the kernel filter, notes for bad or
+too-high settings, the crash trailer, the cost of a launch at level 0."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+
+import pytest
+
+from aoti_debug import _native
+
+TS = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}"
+
+HARNESS = r"""
+#include <aoti_debug/aoti_debug.h>
+
+#include <time.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+using aoti_debug::Role;
+using aoti_debug::TensorView;
+using aoti_debug::Value;
+
+static float x_data[6] = {1.0f, -2.0f, 0.5f, 3.0f, -0.0f, 2.5f};
+static float buf0_data[6];
+static int64_t buf1_data[4] = {1, -5, 7, 0};
+static int64_t s23[2] = {2, 3}, st23[2] = {3, 1}, s32[2] = {3, 2}, st32[2] = {1, 3};
+static int64_t s4[1] = {4}, st4[1] = {1};
+
+static double now_ns() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e9 + t.tv_nsec;
+}
+
+static Value mylib_op(const TensorView& x, int64_t k, bool fail) {
+  AOTI_DEBUG_SCOPE(scope, "mylib::op", x, k);
+  if (fail) throw std::runtime_error("bad");
+  AOTI_DEBUG_SCOPE_RETURN(scope, x, k * 2);
+  return Value(k);
+}
+
+int main(int, char** argv) {
+  const std::string mode = argv[1];
+  static aoti_debug::Model model(
+      aoti_debug::ModelConfig{"toy", atoi(argv[2]), argv[3], "off", false, "2.13.0+cpu"});
+  static const aoti_debug::ArgSpec a0[] = {{"in_ptr0", Role::In}, {"out_ptr0", Role::Out}};
+  static aoti_debug::Site s0{"cpp_fused_relu_0", "relu", "model.py:11", "layers.0", a0, 2};
+  static const aoti_debug::ArgSpec a1[] = {
+      {"in_ptr0", Role::In}, {"in_out_ptr0", Role::InOut}, {"ks0", Role::In}, {"alpha", Role::In}};
+  static aoti_debug::Site s1{"cpp_fused_add_mul_1", "add,mul", "model.py:12",
+                             "layers.1,layers.1.act", a1, 4};
+  static const aoti_debug::ArgSpec a2[] = {{"out_ptr0", Role::Out}, {"mode", Role::In},
+                                           {"shape", Role::In}, {"flag", Role::In},
+                                           {"none", Role::In}};
+  static aoti_debug::Site s2{"triton_poi_fused_2", "", "", "", a2, 5};
+  static const char* const ins[] = {"arg0_1"};
+  static const char* const outs[] = {"buf1"};
+  const TensorView x{x_data, 6, 2, s23, st23, 0, -1};
+  const TensorView b0{buf0_data, 6, 2, s23, st23, 0, -1};
+  const TensorView b1{buf1_data, 4, 1, s4, st4, 0, -1};
+  const TensorView xt{x_data, 6, 2, s32, st32, 0, -1};
+
+  if (mode == "bench") {  // ns per launch (LAUNCH + LAUNCH_END) minus an empty loop
+    const long n = 20000000;
+    AOTI_DEBUG_BEGIN_RUN(run, model, ins, x);
+    double t0 = now_ns();
+    for (long i = 0; i < n; ++i) asm volatile("" ::: "memory");
+    double t1 = now_ns();
+    for (long i = 0; i < n; ++i) {
+      AOTI_DEBUG_LAUNCH(run, s0, x, b0);
+      asm volatile("" ::: "memory");
+      AOTI_DEBUG_LAUNCH_END(run, s0, x, b0);
+    }
+    double t2 = now_ns();
+    std::printf("%.3f %ld\n", ((t2 - t1) - (t1 - t0)) / n, static_cast<long>(run.launch));
+    return 0;
+  }
+  if (mode == "scope") {
+    mylib_op(x, 21, false);
+    try {
+      mylib_op(x, 1, true);
+    } catch (const std::exception&) {
+    }
+    return 0;
+  }
+  const int runs = atoi(argv[4]);
+  for (int r = 0; r < runs; ++r) {
+    AOTI_DEBUG_BEGIN_RUN(run, model, ins, x);
+    AOTI_DEBUG_LAUNCH(run, s0, x, b0);
+    for (int i = 0; i < 6; ++i) buf0_data[i] = x_data[i] > 0 ? x_data[i] : 0.0f;
+    AOTI_DEBUG_LAUNCH_END(run, s0, x, b0);
+    AOTI_DEBUG_LAUNCH(run, s1, b0, b1, 4, 0.5);
+    if (mode == "crash") *static_cast<volatile int*>(nullptr) = 1;
+    for (int i = 0; i < 4; ++i) buf1_data[i] += 1;
+    AOTI_DEBUG_LAUNCH_END(run, s1, b0, b1, 4, 0.5);
+    AOTI_DEBUG_LAUNCH(run, s2, nullptr, "fast\tpath", Value::int_list(s23, 2), true, nullptr);
+    AOTI_DEBUG_LAUNCH_END(run, s2, xt, "fast\tpath", Value::int_list(s23, 2), true, nullptr);
+    AOTI_DEBUG_END_RUN(run, outs, b1);
+    for (int i = 0; i < 4; ++i) buf1_data[i] -= 1;
+  }
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="session")
+def harness(tmp_path_factory):
+    d = tmp_path_factory.mktemp("harness")
+    (d / "harness.cpp").write_text(HARNESS)
+    exe = d / "harness"
+    # like an AOTI wrapper: -O1, no -march, Inductor's float flags
+    subprocess.run(["c++", "-O1", "-std=c++17", "-Wall", "-Wextra", "-Werror",
+                    "-fno-trapping-math", "-fno-signed-zeros", "-fno-finite-math-only",
+                    "-I", _native.include_dir(), str(d / "harness.cpp"), "-o", str(exe),
+                    "-pthread"], check=True)
+    return str(exe)
+
+
+def run(harness, args, dest, check=True, **env):
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith(("AOTI_DEBUG_", "AOT_INDUCTOR_", "TORCHINDUCTOR_", "AOTI_RUNTIME_"))}
+    clean.update(AOTI_DEBUG_LOGDEST=str(dest), **env)
+    proc = subprocess.run([harness, *args], env=clean, capture_output=True, text=True, timeout=120)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def masked(path) -> str:
+    """The log without its banner, timestamps and pids masked."""
+    if not os.path.exists(path):
+        return ""
+    text = open(path).read()
+    text = re.sub(r"\A={80}\n.*?\n={80}\n(?:.*\n)*?={80}\n", "", text)
+    text = re.sub(rf"\[{TS}\]", "[TIMESTAMP]", text)
+    return re.sub(r"\[pid \d+\]", "[pid PID]", text)
+
+
+# ---------------------------------------------------------------- expected text
+
+def tensor(ind, shape, stride, dtype, contiguous, stats, level):
+    pad, inner = " " * ind, " " * (ind + 2)
+    lines = [f"{pad}Tensor(", f"{inner}shape={shape}", f"{inner}stride={stride}",
+             f"{inner}dtype=torch.{dtype}", f"{inner}device=cpu", f"{inner}requires_grad=False",
+             f"{inner}is_contiguous={contiguous}"]
+    if level >= 5:
+        lines += [inner + s for s in stats]
+    return "\n".join(lines + [f"{pad})"]) + "\n"
+
+
+F = ["nan_count=0", "inf_count=0"]
+X = ("(2, 3)", "(3, 1)", "float32", True, ["min=-2.000000", "max=3.000000", "mean=0.833333"] + F)
+BUF0 = ("(2, 3)", "(3, 1)", "float32", True, ["min=0.000000", "max=3.000000", "mean=1.166667"] + F)
+BUF1_BEFORE = ("(4,)", "(1,)", "int64", True, ["min=-5", "max=7", "mean=0.750000"])
+BUF1_AFTER = ("(4,)", "(1,)", "int64", True, ["min=-4", "max=8", "mean=1.750000"])
+XT = ("(3, 2)", "(1, 3)", "float32", False, ["min=-2.000000", "max=3.000000", "mean=0.833333"] + F)
+
+
+def item(label, t, level):
+    return f"  {label}:\n" + tensor(4, *t, level)
+
+
+def head(kind, ident, name):
+    return f"[TIMESTAMP] [pid PID] {kind} {ident} {name}\n"
+
+
+def expected(level, runs=1, only=None):
+    """The records of the harness for `runs` runs; `only`: indices of launches left by the filter."""
+    out = ""
+    for r in range(1, runs + 1):
+        recs = [head("run", r, "toy") + (item("in arg0_1", X, level) if level >= 3 else "")]
+        launches = [
+            (head("launch", f"{r}.1", "cpp_fused_relu_0")
+             + ("  origin: nodes=relu source=model.py:11\n" + item("in in_ptr0", X, level)
+                if level >= 3 else ""),
+             head("launch-end", f"{r}.1", "cpp_fused_relu_0") + item("out out_ptr0", BUF0, level)),
+            (head("launch", f"{r}.2", "cpp_fused_add_mul_1")
+             + ("  origin: nodes=add,mul source=model.py:12\n" + item("in in_ptr0", BUF0, level)
+                + item("inout in_out_ptr0", BUF1_BEFORE, level) + "  in ks0: 4\n"
+                + "  in alpha: 0.500000\n" if level >= 3 else ""),
+             head("launch-end", f"{r}.2", "cpp_fused_add_mul_1")
+             + item("inout in_out_ptr0", BUF1_AFTER, level)),
+            (head("launch", f"{r}.3", "triton_poi_fused_2")
+             + ("  origin: nodes=- source=-\n" + '  in mode: "fast\\tpath"\n'
+                + "  in shape: [2, 3]\n  in flag: True\n  in none: None\n" if level >= 3 else ""),
+             head("launch-end", f"{r}.3", "triton_poi_fused_2") + item("out out_ptr0", XT, level)),
+        ]
+        for k, (before, after) in enumerate(launches):
+            if only is not None and k not in only:
+                continue
+            recs.append(before)
+            if level >= 3:
+                recs.append(after)
+        if level >= 3:
+            recs.append(head("run-end", r, "toy") + item("out buf1", BUF1_AFTER, level))
+        out += "".join(recs)
+    return out
+
+
+# ---------------------------------------------------------------- tests
+
+@pytest.mark.parametrize("level", [1, 3, 5, 10])
+def test_records_at_each_level(harness, tmp_path, level):
+    log = tmp_path / "log.txt"
+    run(harness, ["model", str(level), "", "2"], log)
+    assert masked(log) == expected(level, runs=2)
+
+
+def test_level_zero_writes_nothing(harness, tmp_path):
+    log = tmp_path / "log.txt"
+    run(harness, ["model", "5", "", "2"], log, AOTI_DEBUG_LOGLEVEL="0")
+    assert not log.exists()
+    run(harness, ["model", "0", "", "2"], log)
+    assert not log.exists()
+
+
+def test_run_time_level_lowers_and_upstream_alias(harness, tmp_path):
+    log = tmp_path / "log.txt"
+    run(harness, ["model", "5", "", "1"], log, AOTI_DEBUG_LOGLEVEL="3")
+    assert masked(log) == expected(3)
+    log2 = tmp_path / "log2.txt"
+    run(harness, ["model", "5", "", "1"], log2, AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER="3")
+    assert masked(log2) == expected(1)
+
+
+def test_asking_for_more_than_compiled_gives_one_note(harness, tmp_path):
+    log = tmp_path / "log.txt"
+    run(harness, ["model", "3", "", "2"], log, AOTI_DEBUG_LOGLEVEL="5")
+    note = (head("note", "-", "settings")
+            + "  AOTI_DEBUG_LOGLEVEL='5' asks for more than model 'toy' was compiled with (3); "
+              "using 3. Recompile with AOTI_DEBUG_LOGLEVEL=5 to get it.\n")
+    assert masked(log) == note + expected(3, runs=2)
+
+
+def test_bad_value_gives_one_note_and_keeps_compiled_value(harness, tmp_path):
+    log = tmp_path / "log.txt"
+    run(harness, ["model", "3", "", "1"], log, AOTI_DEBUG_LOGLEVEL="7", AOTI_DEBUG_SYNC="maybe")
+    note = (head("note", "-", "settings")
+            + "  AOTI_DEBUG_LOGLEVEL='7' is not valid: expected one of 0, 1, 3, 5, 10; keeping 3\n"
+            + "  AOTI_DEBUG_SYNC='maybe' is not valid: expected one of 0, 1, true, false, yes, no, "
+              "on, off; keeping 0\n")
+    assert masked(log) == note + expected(3)
+
+
+@pytest.mark.parametrize("pattern,only", [
+    ("*ADD*", {1}),                    # kernel name, any case
+    ("mul", {1}),                      # an FX node
+    ("model.py:1?", {0, 1}),           # source file:line
+    ("layers.1.act", {1}),             # a module path
+    ("relu, triton_*", {0, 2}),        # several patterns
+    ("nothing", set()),
+])
+def test_kernel_filter_keeps_numbering(harness, tmp_path, pattern, only):
+    log = tmp_path / "log.txt"
+    run(harness, ["model", "3", "", "2"], log, AOTI_DEBUG_KERNELS=pattern)
+    assert masked(log) == expected(3, runs=2, only=only)
+
+
+def test_compiled_and_run_time_filters_both_apply(harness, tmp_path):
+    log = tmp_path / "log.txt"
+    run(harness, ["model", "1", "cpp_*", "1"], log, AOTI_DEBUG_KERNELS="*relu*,triton_*")
+    assert masked(log) == expected(1, only={0})
+
+
+def test_crash_in_a_launch_names_it(harness, tmp_path):
+    log = tmp_path / "log.txt"
+    proc = run(harness, ["crash", "1", "", "1"], log, check=False)
+    assert proc.returncode == -signal.SIGSEGV
+    assert masked(log) == (head("run", 1, "toy") + head("launch", "1.1", "cpp_fused_relu_0")
+                           + head("launch", "1.2", "cpp_fused_add_mul_1")
+                           + head("crash", "1.2", "cpp_fused_add_mul_1") + "  signal: SIGSEGV\n")
+
+
+def test_scope_records(harness, tmp_path):
+    log = tmp_path / "log.txt"
+    run(harness, ["scope", "0", "", "0"], log, AOTI_DEBUG_LOGLEVEL="3")
+    assert masked(log) == (
+        head("call", 1, "mylib::op") + item("arg[0] x", X, 3) + "  arg[1] k: 21\n"
+        + head("return", 1, "mylib::op") + "  output:\n    tuple(len=2)\n      [0]:\n"
+        + tensor(8, *X, 3) + "      [1]: 42\n"
+        + head("call", 2, "mylib::op") + item("arg[0] x", X, 3) + "  arg[1] k: 1\n"
+        + head("raise", 2, "mylib::op") + "  exception: C++ exception: left the scope while unwinding\n")
+    log1 = tmp_path / "log1.txt"
+    run(harness, ["scope", "0", "", "0"], log1, AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_KERNELS="mylib::*")
+    assert masked(log1) == (head("call", 1, "mylib::op") + head("call", 2, "mylib::op")
+                            + head("raise", 2, "mylib::op")
+                            + "  exception: C++ exception: left the scope while unwinding\n")
+    log2 = tmp_path / "log2.txt"
+    run(harness, ["scope", "0", "", "0"], log2, AOTI_DEBUG_LOGLEVEL="3", AOTI_DEBUG_KERNELS="other")
+    assert not log2.exists()
+
+
+def test_level_zero_launch_costs_at_most_a_few_ns(harness, tmp_path):
+    best = min(float(run(harness, ["bench", "0", "", "0"], tmp_path / "b.txt").stdout.split()[0])
+               for _ in range(3))
+    print(f"level-0 launch + launch-end: {best:.2f} ns")
+    assert best <= 5.0
+    assert not (tmp_path / "b.txt").exists()

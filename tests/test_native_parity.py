@@ -1,0 +1,73 @@
+"""Byte parity of the Tensor block between the C++ shim (rendered through
+aoti_debug._native) and the Python logger (aoti_debug.format)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import pytest
+import torch
+
+from aoti_debug import _native, format as pyfmt
+
+
+@pytest.fixture(scope="session")
+def native():
+    assert _native.lib() is not None
+    return _native
+
+
+def corpus():
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(6, 5, generator=g)
+    x[1, 2], x[4, 0], x[0, 0] = math.nan, -math.inf, -0.0
+    yield "float32", x
+    yield "transposed", x.t()
+    yield "sliced", x[1:, ::2]
+    yield "expanded", x[0:1].expand(3, 5)
+    yield "scalar", torch.tensor(2.5)
+    yield "one-element", torch.tensor([7.0])
+    yield "empty", torch.empty(0, 4)
+    yield "size-one-dims", torch.ones(1, 3, 1)
+    yield "float64", x.double() * 1e20
+    yield "float16", x.half()
+    yield "bfloat16", x.bfloat16()
+    yield "float8_e4m3fn", x.clamp(-400, 400).nan_to_num(0).to(torch.float8_e4m3fn)
+    yield "float8_e5m2", x.to(torch.float8_e5m2)
+    yield "int64", torch.tensor([[-2**63, 2**63 - 1], [0, 5]])
+    yield "int32", (x.nan_to_num(0, 9, -9) * 100).int()
+    yield "int8", torch.tensor([-128, 127, 3], dtype=torch.int8)
+    yield "uint8", torch.tensor([0, 255, 9], dtype=torch.uint8)
+    yield "uint64", torch.tensor([-1, 3], dtype=torch.int64).view(torch.uint64)
+    yield "uint16", torch.tensor([1, 65535], dtype=torch.int32).to(torch.uint16)
+    yield "bool", x > 0
+    yield "complex64", torch.complex(x, x.flip(0))
+    yield "complex128", torch.complex(x.double(), -x.double())
+    yield "all-nan", torch.full((3,), math.nan)
+    yield "tiny", torch.tensor([1e-30, -3e-5, 1e17])
+    yield "meta", torch.empty(2, 3, device="meta")
+    yield "qint8", torch.quantize_per_tensor(torch.ones(3), 0.5, 0, torch.qint8)
+
+
+with warnings.catch_warnings():  # qint8 and complex32 creation warn; the dtypes are the point
+    warnings.simplefilter("ignore")
+    CASES = dict(corpus())
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("level", [1, 3, 5])
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_tensor_block_is_byte_identical(native, name, level, depth):
+    t = CASES[name]
+    python = "\n".join(pyfmt.tensor_block(t, level, depth)) + "\n"
+    assert native.render_tensor_block(t, level, 2 * depth) == python
+
+
+def test_doc_example_block(native):
+    t = torch.tensor([[-1.0, 2.5, 0.0], [0.0, 0.0, 0.0]])
+    assert native.render_tensor_block(t, 5, 4) == (
+        "    Tensor(\n      shape=(2, 3)\n      stride=(3, 1)\n      dtype=torch.float32\n"
+        "      device=cpu\n      requires_grad=False\n      is_contiguous=True\n"
+        "      min=-1.000000\n      max=2.500000\n      mean=0.250000\n      nan_count=0\n"
+        "      inf_count=0\n    )\n")

@@ -1,0 +1,145 @@
+"""The C++ settings reader (cpp_runtime/include/aoti_debug/detail/settings.h)
+against aoti_debug/settings.py: same problems, word for word, plus the
+"; keeping <fallback>" tail; same resolved values; same glob semantics."""
+
+from __future__ import annotations
+
+import fnmatch
+
+import pytest
+
+from aoti_debug import _native, settings
+
+
+@pytest.fixture(scope="session")
+def native():
+    assert _native.lib() is not None
+    return _native
+
+
+BAD = [
+    ("AOTI_DEBUG_LOGLEVEL", ["7", "", "x", "2", "-1", "1.0", "five", "10 0", "0x5"]),
+    ("AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER", ["4", "", "x", "-1"]),
+    ("AOTI_DEBUG_LOGDEST", ["", "   ", "\t"]),
+    ("AOTI_DEBUG_CHECK_INPUTS", ["2", "maybe", "enable"]),
+    ("AOTI_RUNTIME_CHECK_INPUTS", ["2", "y"]),
+    ("AOTI_DEBUG_NAN_CHECK", ["1", "raise:inf", "yes", "on", "error"]),
+    ("TORCHINDUCTOR_NAN_ASSERTS", ["2", "yes", "raise"]),
+    ("AOTI_DEBUG_SYNC", ["2", "sometimes"]),
+    ("AOTI_DEBUG_DUMP_DIR", ["", "  "]),
+    ("AOTI_DEBUG_DUMP_MAX_SIZE_GB", ["0", "-1", "x", "inf", "nan", "1e", "0x10", "1__0", "", "-0.0"]),
+    ("AOTI_DEBUG_DUMP_MAX_COUNT", ["-1", "1.5", "x", "", "1_000", "+3"]),
+]
+
+GOOD = [
+    ("AOTI_DEBUG_LOGLEVEL", [" 5 ", "+3", "1_0", "05", "0"]),
+    ("AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER", ["0", "1", "2", " 3"]),
+    ("AOTI_DEBUG_LOGDEST", ["stderr", " /tmp/x_%i.log "]),
+    ("AOTI_DEBUG_KERNELS", ["*Softmax*, aten::ADDMM ,,", ""]),
+    ("AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT", ["triton_*"]),
+    ("AOTI_DEBUG_CHECK_INPUTS", ["YES", "off", "", " true "]),
+    ("AOTI_DEBUG_NAN_CHECK", ["warn", "RAISE:NANINF", "0", "no", "warn:nan", ""]),
+    ("TORCHINDUCTOR_NAN_ASSERTS", ["1", "TRUE", "0", ""]),
+    ("AOTI_DEBUG_SYNC", ["on", "0"]),
+    ("AOTI_DEBUG_DUMP_DIR", [" dumps "]),
+    ("AOTI_DEBUG_DUMP_MAX_SIZE_GB", ["0.5", " 2 ", "1e-3", "1_000.5", "+.5", "5.", "1E2"]),
+    ("AOTI_DEBUG_DUMP_MAX_COUNT", ["0", " 12 ", "99999999999999999999999"]),
+]
+
+FIELDS = {"AOTI_DEBUG_LOGLEVEL": "level",
+          "AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER": "level",
+          "AOTI_DEBUG_LOGDEST": "logdest", "AOTI_DEBUG_KERNELS": "kernels",
+          "AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT": "kernels",
+          "AOTI_DEBUG_CHECK_INPUTS": "check_inputs", "AOTI_RUNTIME_CHECK_INPUTS": "check_inputs",
+          "AOTI_DEBUG_NAN_CHECK": "nan_check", "TORCHINDUCTOR_NAN_ASSERTS": "nan_check",
+          "AOTI_DEBUG_SYNC": "sync", "AOTI_DEBUG_DUMP_DIR": "dump_dir",
+          "AOTI_DEBUG_DUMP_MAX_SIZE_GB": "dump_max_size_gb",
+          "AOTI_DEBUG_DUMP_MAX_COUNT": "dump_max_count"}
+
+
+def as_text(field, value):
+    """A Python Settings value in the C++ reader's output form."""
+    if field in ("check_inputs", "sync"):
+        return "1" if value else "0"
+    if field == "kernels":
+        return ",".join(value)
+    if field == "dump_max_size_gb":
+        return repr(float(value))
+    return str(value)
+
+
+# An artifact compiled with these; run-only variables fall back to defaults.
+COMPILED = dict(level=3, kernels="*relu*", nan_check="warn:naninf", check_inputs=True)
+FALLBACK = {"level": "3", "logdest": "stdout", "check_inputs": "1", "nan_check": "warn:naninf",
+            "sync": "0", "dump_dir": "aoti_debug_dumps", "dump_max_size_gb": "20.0",
+            "dump_max_count": "1000"}
+
+
+@pytest.mark.parametrize("name,value", [(n, v) for n, vs in BAD for v in vs])
+def test_bad_value_message_matches_python_and_keeps_fallback(native, name, value):
+    _, py_problems = settings.read_with_problems({name: value})
+    assert len(py_problems) == 1
+    problems, values = native.read_settings({name: value}, **COMPILED)
+    field = FIELDS[name]
+    assert problems == [py_problems[0] + "; keeping " + FALLBACK[field]]
+    assert values[field] == FALLBACK[field]
+
+
+@pytest.mark.parametrize("name,value", [(n, v) for n, vs in GOOD for v in vs])
+def test_good_value_resolves_like_python(native, name, value):
+    py, py_problems = settings.read_with_problems({name: value})
+    assert py_problems == []
+    problems, values = native.read_settings({name: value})
+    field = FIELDS[name]
+    assert problems == []
+    want = getattr(py, field)
+    if field == "dump_max_count":
+        want = min(want, 2**63 - 1)  # C++ saturates: a limit that large is no limit either way
+    assert values[field] == as_text(field, want)
+
+
+def test_defaults_without_variables(native):
+    problems, values = native.read_settings({})
+    py = settings.read({})
+    assert problems == []
+    assert values == {f: as_text(f, getattr(py, f)) for f in values}
+
+
+def test_primary_name_wins_even_when_bad(native):
+    env = {"AOTI_DEBUG_LOGLEVEL": "7", "AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER": "1"}
+    _, py_problems = settings.read_with_problems(env)
+    problems, values = native.read_settings(env, level=5)
+    assert problems == [py_problems[0] + "; keeping 5"] and values["level"] == "5"
+    env = {"AOTI_DEBUG_NAN_CHECK": "off", "TORCHINDUCTOR_NAN_ASSERTS": "1"}
+    assert native.read_settings(env)[1]["nan_check"] == "off"
+
+
+def test_several_problems_in_python_order(native):
+    env = {"AOTI_DEBUG_DUMP_MAX_COUNT": "x", "AOTI_DEBUG_LOGLEVEL": "4", "AOTI_DEBUG_SYNC": "?"}
+    _, py_problems = settings.read_with_problems(env)
+    problems, _ = native.read_settings(env)
+    assert problems == [p + "; keeping " + k for p, k in zip(py_problems, ("0", "0", "1000"))]
+
+
+@pytest.mark.parametrize("value", ["caf\u00e9", "tab\there", "quote'only", "both'\"", "back\\slash",
+                                   "nl\nx", "\x01\x7f", "nbsp\u00a0", "emoji\U0001f600"])
+def test_value_quoting_matches_python_repr(native, value):
+    _, py_problems = settings.read_with_problems({"AOTI_DEBUG_LOGLEVEL": value})
+    problems, _ = native.read_settings({"AOTI_DEBUG_LOGLEVEL": value})
+    assert problems == [py_problems[0] + "; keeping 0"]
+
+
+GLOB_PATTERNS = ["*softmax*", "aten::addmm", "triton_?oi_*", "cpp_fused_[ab]*", "[!c]*",
+                 "*.py:1[0-9]", "layers.*.attn", "*", "?", "[]]x", "[a-c]x", "x[", "*[*",
+                 "model.py:12", "*relu*_1", "[!]]"]
+GLOB_TEXTS = ["cpp_fused_Softmax_3", "aten::addmm", "ATEN::ADDMM", "triton_poi_fused_0",
+              "triton_per_fused_1", "cpp_fused_add_2", "cpp_fused_relu_1", "model.py:12",
+              "model.py:123", "layers.0.attn", "layers.10.attn.q", "x", "]x", "bx", "dx", "x[",
+              "a[b", "", "cpp_fused_relu_relu_1"]
+
+
+@pytest.mark.parametrize("pattern", GLOB_PATTERNS)
+def test_glob_matches_python_fnmatch_case_insensitively(native, pattern):
+    for text in GLOB_TEXTS:
+        want = bool(text) and fnmatch.fnmatchcase(text.lower(), pattern.lower())
+        assert native.glob_match(pattern, text) == want, (pattern, text)

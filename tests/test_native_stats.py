@@ -1,0 +1,321 @@
+"""The statistics core (cpp_runtime/include/aoti_debug/detail/stats.h) and the
+number format, through aoti_debug._native, against independent references:
+torch conversions to float64, Python's own arithmetic for the fixed summation
+order, and Python's '%.6f' / '%.6e' for numbers."""
+
+from __future__ import annotations
+
+import math
+import random
+import struct
+
+import pytest
+import torch
+
+from aoti_debug import _native
+
+BLOCK = 65536
+
+
+@pytest.fixture(scope="session")
+def native():
+    assert _native.lib() is not None, "the C++ runtime must build in the test environment"
+    return _native
+
+
+# ---------------------------------------------------------------- references
+
+def logical_values(t):
+    """Elements in logical (row-major) order as Python numbers; complex -> magnitude
+    (NaN when either part is NaN), floating -> float64 by torch's own conversion."""
+    flat = t.reshape(-1)  # copies a non-contiguous view in logical order
+    if t.dtype.is_complex:
+        c = flat.to(torch.complex128)
+        return [math.nan if (math.isnan(r) or math.isnan(i)) else math.hypot(r, i)
+                for r, i in zip(c.real.tolist(), c.imag.tolist())]
+    if t.dtype.is_floating_point:
+        return flat.to(torch.float64).tolist()
+    return flat.tolist()
+
+
+def fixed_order_sum(vals):
+    """docs/log-format.md section 3, literally: blocks of 65536, lane i % 8, fixed combine."""
+    total = -0.0
+    for b in range(0, len(vals), BLOCK):
+        lanes = [-0.0] * 8
+        for i, v in enumerate(vals[b:b + BLOCK]):
+            if v != v:  # NaN: skipped (adding -0.0 changes nothing)
+                continue
+            lanes[i % 8] += float(v)
+        total += ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + (
+            (lanes[4] + lanes[5]) + (lanes[6] + lanes[7]))
+    return total
+
+
+def bits(x: float) -> bytes:
+    return struct.pack("<d", x)
+
+
+def same_float(a: float, b: float) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or bits(a) == bits(b)
+
+
+def check_floating(t, s):
+    vals = logical_values(t)
+    nans = [i for i, v in enumerate(vals) if v != v]
+    infs = [i for i, v in enumerate(vals) if v == v and math.isinf(v)]
+    rest = [v for v in vals if v == v]
+    assert s.kind == ("complex" if t.dtype.is_complex else "float")
+    assert s.numel == len(vals)
+    assert s.nan_count == len(nans)
+    assert s.inf_count == len(infs)
+    assert s.first_nan == (nans[0] if nans else -1)
+    assert s.first_inf == (infs[0] if infs else -1)
+    if not rest:
+        assert math.isnan(s.min) and math.isnan(s.max) and math.isnan(s.mean)
+        return
+    assert s.min == min(rest) and s.max == max(rest)
+    # zeros: -0.0 is the smaller one (order-free)
+    if s.min == 0:
+        assert math.copysign(1, s.min) == (-1 if any(v == 0 and math.copysign(1, v) < 0 for v in rest) else 1)
+    if s.max == 0:
+        assert math.copysign(1, s.max) == (1 if any(v == 0 and math.copysign(1, v) > 0 for v in rest) else -1)
+    assert same_float(s.mean, fixed_order_sum(vals) / len(rest))
+
+
+def check_integer(t, s):
+    vals = logical_values(t)
+    assert s.kind == "int" and s.skipped is None
+    assert s.numel == len(vals)
+    assert s.imin == min(vals) and s.imax == max(vals)
+    assert isinstance(s.imin, int) and isinstance(s.imax, int)
+    assert same_float(s.mean, fixed_order_sum([float(v) for v in vals]) / len(vals))
+
+
+def check(t, s):
+    if t.dtype == torch.bool:
+        vals = t.reshape(-1).tolist()
+        assert (s.kind, s.true_count, s.false_count) == ("bool", sum(vals), len(vals) - sum(vals))
+    elif t.dtype.is_floating_point or t.dtype.is_complex:
+        check_floating(t, s)
+    else:
+        check_integer(t, s)
+
+
+# ---------------------------------------------------------------- corpus
+
+SPECIALS = [math.nan, math.inf, -math.inf, -0.0, 0.0, 1e-40, -1e-45, 3.0e38, -2.5, 1.0]
+
+
+def floats(dtype, n=1000, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, generator=g, dtype=torch.float64) * 3
+    x[: len(SPECIALS)] = torch.tensor(SPECIALS, dtype=torch.float64)
+    x = x[torch.randperm(n, generator=g)]
+    return x.to(dtype)
+
+
+def all_patterns(dtype):
+    if dtype.itemsize == 1:
+        return torch.arange(256, dtype=torch.int32).to(torch.uint8).view(dtype)
+    return (torch.arange(65536, dtype=torch.int32) - 32768).to(torch.int16).view(dtype)
+
+
+FLOAT8 = [torch.float8_e4m3fn, torch.float8_e4m3fnuz, torch.float8_e5m2, torch.float8_e5m2fnuz,
+          torch.float8_e8m0fnu]
+
+
+def int_tensor(dtype, n=2000, seed=1):
+    info = torch.iinfo(dtype) if dtype not in (torch.uint16, torch.uint32, torch.uint64) else None
+    rng = random.Random(seed)
+    if dtype == torch.uint64:
+        lo, hi = 0, 2**64 - 1
+    elif dtype == torch.uint32:
+        lo, hi = 0, 2**32 - 1
+    elif dtype == torch.uint16:
+        lo, hi = 0, 2**16 - 1
+    else:
+        lo, hi = info.min, info.max
+    vals = [lo, hi] + [rng.randint(lo, hi) for _ in range(n - 2)]
+    rng.shuffle(vals)
+    if dtype == torch.uint64:  # torch cannot build uint64 above 2**63 from Python ints directly
+        return torch.tensor([v - 2**64 if v >= 2**63 else v for v in vals],
+                            dtype=torch.int64).view(torch.uint64)
+    return torch.tensor(vals, dtype=dtype)
+
+
+CASES = {
+    "float32": lambda: floats(torch.float32),
+    "float64": lambda: torch.cat([floats(torch.float64), torch.tensor([5e-324, -1.7976931348623157e308])]),
+    "float16": lambda: floats(torch.float16),
+    "bfloat16": lambda: floats(torch.bfloat16),
+    "float16-all-patterns": lambda: all_patterns(torch.float16),
+    "bfloat16-all-patterns": lambda: all_patterns(torch.bfloat16),
+    **{f"{str(d)[6:]}-all-patterns": (lambda d=d: all_patterns(d)) for d in FLOAT8},
+    **{str(d)[6:]: (lambda d=d: int_tensor(d)) for d in
+       (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.uint16, torch.uint32,
+        torch.uint64)},
+    "int64-extremes": lambda: torch.tensor([-2**63, 2**63 - 1, 0, -1], dtype=torch.int64),
+    "bool": lambda: torch.rand(777, generator=torch.Generator().manual_seed(2)) > 0.3,
+    "bool-bytes-not-0-1": lambda: torch.tensor([0, 1, 2, 255, 0], dtype=torch.uint8).view(torch.bool),
+    "complex64": lambda: torch.complex(floats(torch.float32, 500, 3), floats(torch.float32, 500, 4)),
+    "complex128": lambda: torch.complex(floats(torch.float64, 500, 5), floats(torch.float64, 500, 6)),
+    "complex-nan-inf-parts": lambda: torch.tensor(
+        [complex(math.inf, math.nan), complex(math.inf, 1), complex(1, -math.inf), complex(3, 4),
+         complex(math.nan, 0), complex(-0.0, 0.0)], dtype=torch.complex128),
+    "all-nan": lambda: torch.full((5,), math.nan),
+    "all-negative-zero": lambda: torch.full((9,), -0.0),
+    "mixed-zeros": lambda: torch.tensor([0.0, -0.0, 0.0]),
+    "inf-and-minus-inf": lambda: torch.tensor([math.inf, -math.inf, 1.0]),
+    "sum-overflows": lambda: torch.full((16,), 1.7e308, dtype=torch.float64),
+    "zero-d": lambda: torch.tensor(-3.5),
+    "zero-d-int": lambda: torch.tensor(7, dtype=torch.int32),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_stats_match_reference(native, name):
+    t = CASES[name]()
+    check(t, native.compute_stats(t))
+
+
+@pytest.mark.parametrize("view", ["transpose", "step-slice", "storage-offset", "expanded",
+                                  "permuted-3d", "zero-stride-scalar", "size-one-dims",
+                                  "narrow-columns"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16,
+                                   torch.int32, torch.int64, torch.uint8, torch.bool,
+                                   torch.complex64, torch.float8_e4m3fn])
+def test_stats_strided_views(native, view, dtype):
+    g = torch.Generator().manual_seed(7)
+    base = (torch.randn(24, 35, generator=g) * 50)
+    base[3, 4] = math.nan
+    base[20, 1] = -math.inf
+    if dtype == torch.bool:
+        base = base > 0
+    elif dtype == torch.complex64:
+        base = torch.complex(base, base.flip(0))
+    else:
+        base = base.to(dtype) if dtype.is_floating_point else base.nan_to_num(0, 1e3, -1e3).to(dtype)
+    t = {
+        "transpose": lambda: base.t(),
+        "step-slice": lambda: base[1::3, ::2],
+        "storage-offset": lambda: base.reshape(-1)[37:500],
+        "expanded": lambda: base[5].unsqueeze(0).expand(40, 35),
+        "permuted-3d": lambda: base.reshape(4, 6, 35).permute(2, 0, 1),
+        "zero-stride-scalar": lambda: base[2, 2].expand(3, 7),
+        "size-one-dims": lambda: base[:, 3:4].unsqueeze(0).transpose(0, 2),
+        "narrow-columns": lambda: base[:, 10:13],
+    }[view]()
+    assert not t.is_contiguous() or view in ("storage-offset", "size-one-dims")
+    check(t, native.compute_stats(t))
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # qint8 / complex32 creation
+def test_stats_empty_and_unsupported(native):
+    s = native.compute_stats(torch.empty(0, 3))
+    assert (s.kind, s.numel, s.skipped) == ("float", 0, "empty tensor")
+    assert native.compute_stats(torch.empty(2, 0, dtype=torch.int64)).skipped == "empty tensor"
+    with pytest.raises(ValueError):  # not a strided tensor
+        native.compute_stats(torch.ones(2).to_sparse())
+    for t in (torch.quantize_per_tensor(torch.ones(4), 0.1, 0, torch.qint8),
+              torch.ones(3, dtype=torch.complex32)):
+        s = native.compute_stats(t)
+        assert (s.kind, s.numel, s.skipped) == ("none", t.numel(), "dtype not supported")
+        assert s.lines() == ["stats=skipped (dtype not supported)"]
+
+
+def test_stats_neg_view_is_resolved(native):
+    z = torch.tensor([1 + 2j, -3 + 0.5j], dtype=torch.complex64).conj().imag  # a neg view
+    assert z.is_neg()
+    s = native.compute_stats(z)
+    assert (s.min, s.max) == (-2.0, -0.5)
+
+
+def big_case(dtype, numel, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(numel, generator=g).to(dtype)
+    x[BLOCK * 2 + 5] = math.nan            # a careful block inside a multi-block group
+    x[BLOCK * 4 + 17] = -math.inf
+    x[BLOCK * 1: BLOCK * 2].clamp_(min=0)  # a block whose min is exactly 0 (zero-sign scan)
+    x[BLOCK * 1 + 3] = -0.0
+    return x
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_stats_multi_block_fixed_order(native, dtype):
+    x = big_case(dtype, 5 * BLOCK + 123, 11)
+    s = native.compute_stats(x)
+    check(x, s)
+    assert s.first_nan == BLOCK * 2 + 5 and s.first_inf == BLOCK * 4 + 17
+    # the same elements through the strided (gathered, converted) path
+    wide = torch.zeros(x.numel(), 2, dtype=dtype)
+    wide[:, 1] = x
+    s2 = native.compute_stats(wide[:, 1])
+    assert s2 == s and bits(s2.mean) == bits(s.mean)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int32,
+                                   torch.int64, torch.uint8, torch.complex64])
+def test_stats_same_bits_for_any_threads_and_vector_width(native, dtype):
+    numel = (1 << 22) + 3 * BLOCK + 1001  # above the parallel threshold
+    x = big_case(torch.float32, numel, 12) * 100
+    x = torch.complex(x, -x) if dtype.is_complex else (
+        x.to(dtype) if dtype.is_floating_point else x.nan_to_num(0, 7, -7).to(dtype))
+    results = {(th, isa): native.compute_stats(x, max_threads=th, isa_limit=isa)
+               for th in (1, 0, 3) for isa in (2, 4, 8)}
+    first = next(iter(results.values()))
+    for key, s in results.items():
+        assert s == first, key
+        assert bits(s.mean) == bits(first.mean), key
+    if dtype.is_floating_point or dtype.is_complex:
+        assert (first.nan_count, first.inf_count) == (1, 1)
+        assert (first.first_nan, first.first_inf) == (BLOCK * 2 + 5, BLOCK * 4 + 17)
+
+
+def test_stats_vector_width_reported(native):
+    assert native.vector_width() in (2, 4, 8)
+
+
+# ---------------------------------------------------------------- number format
+
+def python_rule(x: float) -> str:
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if x == 0 or 1e-4 <= abs(x) < 1e16:
+        return "%.6f" % x
+    return "%.6e" % x
+
+
+def number_corpus():
+    edges = [0.0, -0.0, 1e-4, -1e-4, math.nextafter(1e-4, 0), math.nextafter(1e-4, 1),
+             1e16, -1e16, math.nextafter(1e16, 0), math.nextafter(1e16, math.inf), 5e-324,
+             -5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, -1.7976931348623157e308,
+             0.5, 2.5, 0.0000005, 0.0000015, 0.0000025, 1.0000005, 123456.7890125, 3.402823e38,
+             1e-5, 9.9999995e-5, 0.00009999995, 999999.9999995, math.nan, -math.nan, math.inf,
+             -math.inf, 1.0, -1.0, 1e15 + 0.5, 4503599627370496.5, 0.1, 0.2, 0.3]
+    rng = random.Random(42)
+    rand = [rng.uniform(-1, 1) * 10.0 ** rng.randint(-320, 308) for _ in range(4000)]
+    halves = [(k + 0.5) / 1e6 for k in range(0, 2000, 7)]  # exact-tie candidates for %.6f
+    floats32 = [struct.unpack("<f", struct.pack("<I", rng.getrandbits(32)))[0] for _ in range(2000)]
+    return edges + rand + halves + floats32
+
+
+def test_number_format_matches_python_rule(native):
+    bad = [(x, native.format_number(x), python_rule(x)) for x in number_corpus()
+           if native.format_number(x) != python_rule(x)]
+    assert bad == []
+
+
+def test_number_format_examples(native):
+    assert [native.format_number(x) for x in (-0.0, 1e-5, 3.4028234663852886e38, 0.25, -1.0)] == [
+        "-0.000000", "1.000000e-05", "3.402823e+38", "0.250000", "-1.000000"]
+
+
+def test_stats_lines_match_cpp_block(native):
+    t = torch.tensor([[1.0, -2.0, math.nan], [math.inf, 0.5, -0.0]])
+    block = native.render_tensor_block(t, 5, 4)
+    lines = [line.strip() for line in block.splitlines()[7:-1]]
+    assert lines == native.compute_stats(t).lines() == [
+        "min=-2.000000", "max=inf", "mean=inf", "nan_count=1", "inf_count=1"]
