@@ -18,6 +18,11 @@ USAGE = 2         # bad command line or unreadable input
 # name -> (module implementing add_arguments(parser) and run(args) -> int, one-line help)
 COMMANDS = {
     "info": ("aoti_debug.commands.info", "show the resolved settings, where each came from, and the system"),
+    "nan-origin": ("aoti_debug.commands.nan_origin", "name the first launch or call that turned finite inputs into NaN/Inf"),
+    "diff": ("aoti_debug.commands.diff", "align two logs launch by launch and name the first diverging launch"),
+    "report": ("aoti_debug.commands.report", "write one self-contained HTML page: timeline, statistics, NaN origin, divergence"),
+    "replay": ("aoti_debug.commands.replay", "re-run level-10 dumps (Python calls, AOTI runs) and compare with the recorded outputs"),
+    "build-runner": ("aoti_debug.commands.build_runner", "build aoti-debug-run, the C++ runner for .pt2 packages, and print its path"),
 }
 
 
@@ -27,11 +32,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         description="Debugging instrumentation for AOT Inductor artifacts.",
         epilog="exit status: 0 ok, 1 a check found something, 2 bad usage or input")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    chosen = next((a for a in argv if not a.startswith("-")), None)
     modules = {}
     for name, (module_name, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        modules[name] = importlib.import_module(module_name)
-        modules[name].add_arguments(p)
+        if name == chosen:   # only the command that runs pays for its imports
+            modules[name] = importlib.import_module(module_name)
+            modules[name].add_arguments(p)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:

@@ -84,15 +84,30 @@ def tensor_names_in(values: Iterable) -> List[str]:
     return [n for n in names if n.isidentifier() and is_tensor_name(n)]
 
 
-def buffer_source(name: str) -> str:
-    """The user's source line of the FX nodes that produced one buffer, or '-'."""
+def buffer_source(name: str, kernel_nodes=()) -> str:
+    """The user's line where the values of one output buffer are born, or '-'.
+
+    A fused kernel stores a buffer whose own origin may be only its last op
+    (the `+ 1` after a sum of a log); walking back through the FX nodes fused
+    into the same kernel finds the earliest one feeding it (the log), which is
+    the line a NaN message should name."""
     from torch._inductor.virtualized import V
-    from .plan import provenance_of_ir_node
+    from .plan import provenance_of_fx_nodes, _sorted_origins
     try:
         buf = V.graph.get_buffer(name)
     except Exception:
-        buf = None
-    return provenance_of_ir_node(buf).source if buf is not None else "-"
+        return "-"
+    if buf is None:
+        return "-"
+    inside = set(kernel_nodes)
+    seen, todo = {}, list(getattr(buf, "origins", ()) or ())
+    while todo:
+        node = todo.pop()
+        if node.name in seen:
+            continue
+        seen[node.name] = node
+        todo += [n for n in node.all_input_nodes if n.name in inside]
+    return provenance_of_fx_nodes(_sorted_origins(seen.values())).source
 
 
 def model_name() -> str:
@@ -241,3 +256,232 @@ def install_patches(hooks) -> None:
                 hooks.guards.set_context(None)
         return patched
     patch(inductor, "aoti_compile_and_package", compile_and_package)
+
+    install_python_wrapper_patches(hooks)
+
+
+# -- the Python wrapper (torch.compile) ---------------------------------------------
+
+def is_python_instrumentable(wrapper) -> bool:
+    """torch.compile's Python wrapper of a main graph: not a C++ (AOTI or cpp_wrapper)
+    wrapper, not a subgraph's, not the FX wrapper."""
+    from torch._inductor.codegen import wrapper as wrapper_mod
+    from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
+    from torch._inductor.virtualized import V
+    if type(wrapper) is not wrapper_mod.PythonWrapperCodegen or isinstance(wrapper, CppWrapperCpu):
+        return False
+    graph = V.graph
+    return not (getattr(graph, "cpp_wrapper", False) or getattr(graph, "aot_mode", False)
+                or getattr(graph, "fx_wrapper", False) or getattr(graph, "is_const_graph", False))
+
+
+def extern_launch_name(node, device) -> str:
+    """An extern launch named as the AOTI wrapper calls it (aoti_torch_cpu_addmm_out),
+    a custom op by its overload (mylib.scale.default), else its Python name."""
+    from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
+    device = getattr(device, "type", device) or "cpu"
+    op = getattr(node, "op_overload", None)
+    if op is not None and getattr(op, "namespace", "aten") != "aten":
+        return str(op)
+    cpp = getattr(node, "cpp_kernel_name", None)
+    if cpp and (cpp.startswith("aoti_torch_") or "::" in cpp):
+        return CppWrapperCpu.get_c_shim_func_name(cpp, device)
+    return getattr(node, "python_kernel_name", None) or str(op or "extern")
+
+
+def returns_value(node) -> bool:
+    from torch._inductor import ir
+    return not isinstance(getattr(node, "layout", None), ir.NoneLayout)
+
+
+# The user's names of the graph being compiled by torch.compile, per Dynamo placeholder.
+_dynamo_labels: List[str] = []
+
+
+def _label_of_source(name: str) -> str:
+    """L['x'] -> x; L['self']._modules['fc1']._parameters['weight'] -> fc1_weight
+    (AOTI's constant name); L['batch']['mask'] -> batch["mask"]."""
+    import re
+    body = re.sub(r"^[LG]\[", "[", name)
+    tokens = [a or b for a, b in re.findall(r"\['([^']*)'\]|\.(\w+)", body)]
+    if not tokens:
+        return name
+    if "_parameters" in tokens or "_buffers" in tokens:
+        kept = [t for t in tokens if t not in ("_modules", "_parameters", "_buffers")]
+        if kept and kept[0] == "self":
+            kept = kept[1:]
+        return "_".join(kept) or name
+    return tokens[0] + "".join(f'["{t}"]' for t in tokens[1:])
+
+
+def remember_dynamo_labels(gm) -> None:
+    labels: List[str] = []
+    try:
+        for node in gm.graph.find_nodes(op="placeholder"):
+            arg = node.meta.get("grapharg")
+            source = getattr(arg, "source", None)
+            text = getattr(source, "name", None)
+            text = text() if callable(text) else text
+            labels.append(_label_of_source(text) if isinstance(text, str) else node.name)
+    except Exception:
+        labels = []
+    _dynamo_labels[:] = labels
+
+
+def python_input_labels(names: List[str]) -> List[str]:
+    """Graph input names (arg0_1) -> the user's names, through AOTAutograd's input descriptors."""
+    from torch._inductor.virtualized import V
+    placeholders = {}
+    try:
+        for node in V.graph.orig_gm.graph.find_nodes(op="placeholder"):
+            placeholders[node.name] = node
+    except Exception:
+        pass
+    out = []
+    for n in names:
+        desc = getattr(placeholders.get(n), "meta", {}).get("desc")
+        idx = getattr(desc, "idx", None) if type(desc).__name__ == "PlainAOTInput" else None
+        out.append(_dynamo_labels[idx] if isinstance(idx, int) and idx < len(_dynamo_labels) else n)
+    return out
+
+
+def settings_pass(settings, user_pass):
+    """A post-grad pass that changes nothing and whose uuid() hashes the compile-time
+    settings, so Inductor's FX graph cache keeps instrumented and plain artifacts apart."""
+    import hashlib
+    import os
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+    from aoti_debug._version import __version__
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    digest = hashlib.sha256()
+    digest.update(repr(("aoti-debug", __version__, settings.level, tuple(settings.kernels),
+                        str(settings.nan_check), bool(settings.check_inputs))).encode())
+    for part in ("python_emit.py", "hooks.py", "adapter.py", "plan.py"):
+        try:
+            with open(os.path.join(here, part), "rb") as f:
+                digest.update(f.read())
+        except OSError:
+            pass
+    for part in ("launches.py",):
+        try:
+            with open(os.path.join(os.path.dirname(here), "aoti_debug", part), "rb") as f:
+                digest.update(f.read())
+        except OSError:
+            pass
+
+    class AotiDebugSettingsPass(CustomGraphPass):
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __call__(self, graph):
+            if self.inner is not None:
+                return self.inner(graph)
+            return None
+
+        def uuid(self):
+            inner = self.inner.uuid() if self.inner is not None else None
+            if isinstance(inner, bytes):
+                inner = inner.hex()
+            return digest.hexdigest() + ("" if inner is None else f"+{inner}")
+
+    if isinstance(user_pass, (list, tuple)):
+        return list(user_pass) + [AotiDebugSettingsPass(None)]
+    return AotiDebugSettingsPass(user_pass)
+
+
+def install_python_wrapper_patches(hooks) -> None:
+    """The torch.compile (PythonWrapperCodegen) patches; called from install_patches."""
+    from torch._inductor import compile_fx as compile_fx_mod
+    from torch._inductor import config, ir
+    from torch._inductor.codegen import cpp, simd, wrapper
+
+    py = wrapper.PythonWrapperCodegen
+
+    def comment(orig):
+        def codegen_comment(self, node_schedule, kernel_name=None):
+            hooks.py_on_scheduled_kernel_comment(node_schedule)
+            return orig(self, node_schedule, kernel_name)
+        return codegen_comment
+    patch(cpp.CppScheduling, "codegen_comment", comment)
+    patch(simd.SIMDScheduling, "codegen_comment", comment)
+
+    def extern_comment(orig):
+        def codegen_comment(self, wrapper_code, kernel_name=None):
+            hooks.py_on_extern_kernel_comment(self)
+            return orig(self, wrapper_code, kernel_name)
+        return codegen_comment
+    patch(ir.ExternKernel, "codegen_comment", extern_comment)
+
+    def define_kernel(orig):
+        def patched(self, kernel_name, kernel_body, *args, **kwargs):
+            hooks.py_on_define_kernel(self, kernel_name, kernel_body)
+            return orig(self, kernel_name, kernel_body, *args, **kwargs)
+        return patched
+    patch(py, "define_kernel", define_kernel)
+
+    def kernel_call(orig):
+        def patched(self, kernel_name, call_args, **kwargs):
+            hooks.py_around_kernel_call(self, kernel_name, call_args, kwargs.get("arg_types"),
+                                        lambda: orig(self, kernel_name, call_args, **kwargs))
+        return patched
+    patch(py, "_generate_kernel_call_helper", kernel_call)
+
+    def out_line(orig):
+        def patched(self, code):
+            hooks.py_on_extern_out_line(self.wrapper, self.node)
+            return orig(self, code)
+        return patched
+    patch(wrapper.ExternKernelOutLine, "codegen", out_line)
+
+    def extern_out(orig):
+        def patched(self, kernel, out, out_view, args, device, *rest, **kwargs):
+            hooks.py_around_extern_out(self, kernel, out, out_view, list(args), device,
+                                       lambda: orig(self, kernel, out, out_view, args, device,
+                                                    *rest, **kwargs))
+        return patched
+    patch(py, "_generate_extern_kernel_out_helper", extern_out)
+
+    def extern_alloc(orig):
+        def patched(self, extern_kernel, args):
+            hooks.py_around_extern_alloc(self, extern_kernel, list(args),
+                                         lambda: orig(self, extern_kernel, args))
+        return patched
+    patch(py, "_generate_extern_kernel_alloc_helper", extern_alloc)
+
+    def after(hook):
+        def make(orig):
+            def patched(self, *args, **kwargs):
+                result = orig(self, *args, **kwargs)
+                hook(self)
+                return result
+            return patched
+        return make
+    patch(py, "write_header", after(hooks.py_on_header))
+    patch(py, "codegen_inputs", after(hooks.py_on_inputs))
+
+    def generate_return(orig):
+        def patched(self, output_refs):
+            hooks.py_on_return(self, output_refs)
+            return orig(self, output_refs)
+        return patched
+    patch(py, "generate_return", generate_return)
+
+    # torch.compile's entry: the user's input names, and the settings in the cache key
+    depth = [0]
+
+    def compile_fx(orig):
+        def patched(model_, *args, **kwargs):
+            settings = hooks.active()
+            if settings is None or depth[0]:      # compile_fx calls itself: act once
+                return orig(model_, *args, **kwargs)
+            remember_dynamo_labels(model_)
+            depth[0] += 1
+            try:
+                with config.patch(post_grad_custom_post_pass=settings_pass(
+                        settings, config.post_grad_custom_post_pass)):
+                    return orig(model_, *args, **kwargs)
+            finally:
+                depth[0] -= 1
+        return patched
+    patch(compile_fx_mod, "compile_fx", compile_fx)

@@ -33,9 +33,16 @@ def c_string(text: str) -> str:
     return "".join(out)
 
 
+def runtime_source(settings) -> str:
+    """The runtime, inlined; the statistics core only when something can use it
+    (level 5 or a NaN check), since it is the costly part to compile."""
+    stats = settings.level >= 5 or settings.nan_check.enabled
+    return ("" if stats else "#define AOTI_DEBUG_ENABLE_STATS 0\n") + _runtime_text()
+
+
 @functools.lru_cache(maxsize=None)
-def runtime_source() -> str:
-    """generated.h with every project include inlined once (no include path needed)."""
+def _runtime_text() -> str:
+    """aoti.h and checks.h with every project include inlined once (no include path needed)."""
     from aoti_debug._native import include_dir
     root = include_dir()
     seen: set = set()
@@ -117,7 +124,7 @@ def nan_after(site: Site) -> List[str]:
     from . import adapter
     n = site.index
     values = ", ".join(_value(a) for a in site.args)
-    sources = ", ".join(c_string(adapter.buffer_source(a.name) if a.role != IN else "")
+    sources = ", ".join(c_string(adapter.buffer_source(a.name, site.provenance.nodes) if a.role != IN else "")
                         for a in site.args) or "nullptr"
     return [f"static const char* const aotid_sources_{n}[] = {{{sources}}};",
             f"if (AOTI_DEBUG_UNLIKELY(aotid_nan.on)) aotid_nan.after(aotid_site_{n}, aotid_sources_{n}, {{{values}}});"]

@@ -131,16 +131,20 @@ def emit(names: Sequence[str], labels: Sequence[str], nan_check) -> List[str]:
             else:
                 deferred.append(f"  if (aotid_ok{i} && {bound(size)}) aotid_guard.equals({c_string(label)}, "
                                 f"aotid_g{i}, {d}, {cpp(size)}, {c_string(human(size))});")
+        static_strides = []
         for d, stride in enumerate(strides):
             stride = sympy.sympify(stride)
             if stride.is_number:
-                body.append(f"aotid_guard.stride({c_string(label)}, aotid_g{i}, {d}, {int(stride)});")
+                static_strides.append(f"aotid_guard.stride({c_string(label)}, aotid_g{i}, {d}, {int(stride)});")
             else:
-                deferred.append(f"  if (aotid_ok{i} && {bound(stride)}) aotid_guard.stride("
-                                f"{c_string(label)}, aotid_g{i}, {d}, {cpp(stride)});")
+                deferred.append(f"  if (aotid_ok{i} && aotid_guard.count() == aotid_n{i} && {bound(stride)}) "
+                                f"aotid_guard.stride({c_string(label)}, aotid_g{i}, {d}, {cpp(stride)});")
+        if static_strides:
+            body.append(f"if (aotid_guard.count() == aotid_n{i}) {{ {' '.join(static_strides)} }}")
         if nan_check.enabled and node.get_dtype().is_floating_point:
             body.append(f"aotid_guard.finite({c_string(label)}, aotid_g{i}, "
                         f"{'true' if nan_check.count_inf else 'false'});")
+        lines.append(f"  const size_t aotid_n{i} = aotid_guard.count();")
         lines.append(f"  const bool aotid_ok{i} = aotid_guard.rank({c_string(label)}, aotid_g{i}, {len(sizes)});")
         lines.append(f"  if (aotid_ok{i}) {{ " + " ".join(body) + " }")
     lines += deferred

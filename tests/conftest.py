@@ -114,3 +114,19 @@ def run_package(pt2, model, inputs="models.example({model!r})[1]", check=True, *
                 print("OUTPUT", tuple(o.shape), repr(o.double().sum().item()), digest[:16], flush=True)
     """
     return run_python(code, env=clean_env(**env), check=check)
+
+
+# What the shared artifacts are compiled with.
+FULL = dict(AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_NAN_CHECK="warn:nan", AOTI_DEBUG_CHECK_INPUTS="1")
+DYNAMIC = dict(AOTI_DEBUG_LOGLEVEL="3", AOTI_DEBUG_CHECK_INPUTS="1", AOTI_DEBUG_NAN_CHECK="raise:nan")
+
+
+@pytest.fixture(scope="session")
+def dynamic_trace(packages):
+    """TORCH_TRACE of the dynamic model's instrumented compile (read by test_trace.py)."""
+    return os.path.join(packages.root, "trace-dynamic")
+
+
+@pytest.fixture(scope="session")
+def dynamic(packages, dynamic_trace):
+    return packages.get("dynamic", TORCH_TRACE=dynamic_trace, **DYNAMIC)

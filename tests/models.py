@@ -66,7 +66,7 @@ class Planted(torch.nn.Module):
         sb = torch.sqrt(b) + 1  # LINE:planted.sqrt
         r = c / d  # LINE:planted.div
         big = e.half() * 1000.0  # LINE:planted.overflow
-        return la.sum(0, keepdim=True) + 1, sb.cumsum(0), r.amax(0, keepdim=True), big.float()
+        return la.sum(0, keepdim=True) + 1, sb.cumsum(0), r.amax(0, keepdim=True), big
 
 
 class Dynamic(torch.nn.Module):

@@ -27,6 +27,8 @@ AOTI_DEBUG_NAMESPACE_BEGIN
 // Collects every violation of one run's inputs, then fails once with all.
 class InputGuard {
  public:
+  static constexpr int32_t kMetaDevice = 9;  // c10::DeviceType::Meta
+
   explicit InputGuard(const Model& m) : model_(m) {}
 
   bool rank(const char* label, const Value& v, int64_t expected) {
@@ -53,6 +55,7 @@ class InputGuard {
     detail::append_device(got, v.t.device_type, v.t.device_index);
     detail::append_device(want, type, index < 0 ? 0 : index);
     if (index < 0 && type != 0) want = want.substr(0, want.find(':'));
+    if (v.t.device_type == kMetaDevice) got = got.substr(0, got.find(':'));  // meta has no index
     fail(std::string(label) + ".device is " + got + ", expected " + want);
   }
 
@@ -151,6 +154,7 @@ class InputGuard {
     throw std::runtime_error(text);
   }
 
+#if AOTI_DEBUG_ENABLE_STATS
   static std::string counts(const Stats& s, bool count_inf) {
     std::string out = std::to_string(s.nan_count) + " NaN";
     if (count_inf) out += " and " + std::to_string(s.inf_count) + " Inf";
@@ -161,6 +165,7 @@ class InputGuard {
     if (count_inf && s.first_inf >= 0 && (first < 0 || s.first_inf < first)) first = s.first_inf;
     return first;
   }
+#endif
 
  private:
   static std::string dtype_text(int32_t code) {
@@ -263,6 +268,7 @@ class NanChecks {
 #endif
   }
 
+#if AOTI_DEBUG_ENABLE_STATS
   void report(const Site& site, const char* buffer, const char* source, const Stats& s,
               const std::vector<std::string>& tainted) {
     std::string msg = "launch " + detail::run_launch_id(run_.run, run_.launch) + " " + site.kernel +
@@ -282,6 +288,7 @@ class NanChecks {
     failures_.push_back(msg);
     kernels_.push_back(site.kernel);
   }
+#endif
 
   const Model& model_;
   const Run& run_;

@@ -1,0 +1,142 @@
+"""The demo: a model with a planted bug, found by the tool.
+
+    python -m aoti_debug.demo [--workdir DIR]
+
+1. export a small model whose third step takes the log of negative numbers;
+2. compile it with instrumentation (level 5, NaN checks in warn mode);
+3. run it from Python and from the C++ runner, each writing its own log;
+4. show the log around the launch that went wrong;
+5. let `aoti-debug nan-origin` name the guilty kernel and source line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import torch
+
+from aoti_debug.analysis.mask import mask
+
+
+class Scorer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Linear(8, 16)
+        self.head = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        h = torch.relu(self.embed(x))
+        centred = h - h.mean(-1, keepdim=True)
+        feats = torch.log(centred + 1.0)          # the planted bug: log of values below -1
+        return self.head(feats).softmax(-1)
+
+
+def step(title: str) -> None:
+    print(f"\n=== {title}", flush=True)
+
+
+class Progress:
+    """Prints the elapsed time while a long step runs."""
+
+    def __init__(self, what: str) -> None:
+        self.what, self.done = what, threading.Event()
+
+    def __enter__(self):
+        self.start = time.time()
+        self.thread = threading.Thread(target=self._tick, daemon=True)
+        self.thread.start()
+        return self
+
+    def _tick(self) -> None:
+        while not self.done.wait(5):
+            print(f"    ... {self.what}: {time.time() - self.start:.0f} s", flush=True)
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        self.thread.join()
+        print(f"    {self.what}: done in {time.time() - self.start:.1f} s", flush=True)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m aoti_debug.demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--workdir", help="where to put the package and logs (default: a new temp dir)")
+    parser.add_argument("--skip-cpp", action="store_true", help="do not build and run the C++ runner")
+    args = parser.parse_args(argv)
+    work = args.workdir or tempfile.mkdtemp(prefix="aoti-debug-demo-")
+    os.makedirs(work, exist_ok=True)
+    from aoti_debug import instrument
+    from aoti_debug import runner
+
+    torch.manual_seed(0)
+    model = Scorer().eval()
+    x = torch.randn(4, 8)
+    inputs = os.path.join(work, "inputs.pt")
+    runner.save_inputs(inputs, [x])
+
+    step("1. export the model (it hides a log of negative numbers)")
+    ep = torch.export.export(model, (x,))
+    print(f"    forward(x) with x of shape {tuple(x.shape)}; eager output has NaN: "
+          f"{bool(model(x).isnan().any())}")
+
+    step("2. compile with instrumentation: level 5, NaN checks in warn mode")
+    package = os.path.join(work, "scorer.pt2")
+    with Progress("AOTI compile"), instrument(level=5, nan_check="warn"):
+        torch._inductor.aoti_compile_and_package(ep, package_path=package)
+    print(f"    {package}")
+
+    step("3a. run it from Python (AOTI_DEBUG_LOGDEST=python_%i.log)")
+    env = dict(os.environ, AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_LOGDEST=os.path.join(work, "python_%i.log"))
+    code = ("import torch; m = torch._inductor.aoti_load_package(%r); "
+            "y = m(torch.load(%r)[0]); print('    output has NaN:', bool(y.isnan().any()))" % (package, inputs))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    print(proc.stdout.rstrip())
+    python_log = _newest(work, "python_")
+
+    cpp_log = None
+    if not args.skip_cpp:
+        step("3b. run the same package from C++ (aoti-debug-run, no Python involved)")
+        with Progress("building the C++ runner (once)"):
+            exe = runner.build_runner()
+        env = dict(os.environ, AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_LOGDEST=os.path.join(work, "cpp_%i.log"))
+        proc = subprocess.run([exe, package, "--inputs", inputs], env=env, capture_output=True, text=True)
+        print("    " + "\n    ".join(proc.stdout.rstrip().splitlines()))
+        cpp_log = _newest(work, "cpp_")
+        same = mask(open(python_log).read()) == mask(open(cpp_log).read())
+        print(f"    the two logs are identical once timestamps and pids are masked: {same}")
+
+    step("4. the log around the first NaN")
+    print(_excerpt(open(python_log).read()))
+
+    step("5. aoti-debug nan-origin: which kernel made the first NaN?")
+    from aoti_debug.cli import main as cli
+    print(f"    $ aoti-debug nan-origin {python_log}", flush=True)
+    status = cli(["nan-origin", python_log])
+    print(f"\n    logs: {work}")
+    return 0 if status == 1 else 1    # 1 = a NaN origin was found, as planted
+
+
+def _newest(folder: str, prefix: str) -> str:
+    logs = [os.path.join(folder, f) for f in os.listdir(folder) if f.startswith(prefix)]
+    return max(logs, key=os.path.getmtime)
+
+
+def _excerpt(text: str) -> str:
+    """The note that flagged the first NaN, with the launch record before it."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if "note - nan-check" in line:
+            start = max(j for j in range(i) if " launch " in lines[j] and "launch-end" not in lines[j])
+            keep = [l for l in lines[start:i + 2]
+                    if "Tensor(" not in l and not l.strip().startswith(("stride=", "device=", "requires_grad=", "is_contiguous="))]
+            return "    " + "\n    ".join(keep)
+    return "    (no NaN was flagged)"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""Python text for torch.compile's wrapper (PythonWrapperCodegen): the calls
+into aoti_debug/launches.py, the Python twin of cpp_emit.py.
+
+Site descriptions and the model object live at module level (written into
+the wrapper's header); the calls go into `call(args)`.  At level 0 a launch
+costs one increment and one branch per side.
+"""
+
+from __future__ import annotations
+
+from typing import List, Sequence
+
+from .plan import IN, INOUT, OUT, Site
+
+RUN = "_aotid_run"
+MODEL = "_aotid_model"
+
+
+def header(settings, model: str) -> List[str]:
+    import torch
+    return ["from aoti_debug.launches import Model as _aotid_Model, Site as _aotid_Site",
+            f"{MODEL} = _aotid_Model({model!r}, {int(settings.level)}, "
+            f"{','.join(settings.kernels)!r}, {str(settings.nan_check)!r}, "
+            f"{bool(settings.check_inputs)!r}, {str(torch.__version__)!r})"]
+
+
+def _tuple(items: Sequence[str]) -> str:
+    if len(items) == 1:
+        return f"({items[0]},)"
+    return "(" + ", ".join(items) + ")"
+
+
+def site_name(site: Site) -> str:
+    return f"_aotid_site_{site.index}"
+
+
+def site_definition(site: Site) -> str:
+    prov = site.provenance
+    args = _tuple([f"({a.name!r}, {a.role!r})" for a in site.args])
+    return (f"{site_name(site)} = _aotid_Site({site.kernel!r}, {','.join(prov.nodes)!r}, "
+            f"{'' if prov.source == '-' else prov.source!r}, {','.join(prov.modules)!r}, {args})")
+
+
+def _values(site: Site, out_side: bool) -> str:
+    wanted = (OUT, INOUT) if out_side else (IN, INOUT)
+    return _tuple([a.expr if a.role in wanted else "None" for a in site.args])
+
+
+def before_launch(site: Site) -> List[str]:
+    return [f"{RUN}.launch += 1",
+            f"if {RUN}.level: {RUN}.before({site_name(site)}, {_values(site, False)})"]
+
+
+def after_launch(site: Site) -> List[str]:
+    return [f"if {RUN}.level: {RUN}.after({site_name(site)}, {_values(site, True)})"]
+
+
+def skipped_launch(site: Site) -> List[str]:
+    """A launch the compile-time filter leaves out still takes its number."""
+    return [f"{RUN}.launch += 1"]
+
+
+def run_begin(inputs: Sequence[str], labels: Sequence[str]) -> List[str]:
+    return [f"{RUN} = {MODEL}.begin_run({_tuple([repr(l) for l in labels])}, {_tuple(list(inputs))})"]
+
+
+def run_end(outputs: Sequence[str]) -> List[str]:
+    return [f"if {RUN}.level >= 3: {RUN}.end({_tuple([repr(o) for o in outputs])}, "
+            f"{_tuple(list(outputs))})"]

@@ -1,0 +1,157 @@
+"""Input guards and NaN/Inf checks on real artifacts, each bug planted on purpose.
+
+Every run is a fresh process, as a server would be; the C++ runner's view of
+the same errors is in test_runner_checks.py.
+"""
+
+import re
+
+import pytest
+
+from aoti_debug.analysis.mask import mask
+from conftest import records, run_package
+from models import line_of
+from conftest import FULL
+
+PLANTED = dict(AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_CHECK_INPUTS="1", AOTI_DEBUG_NAN_CHECK="raise:naninf")
+
+
+@pytest.fixture(scope="module")
+def planted(packages):
+    return packages.get("planted", **PLANTED)
+
+
+
+
+
+def raised(proc):
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("RAISED: ")]
+    assert lines, proc.stdout + proc.stderr
+    return proc.stdout[proc.stdout.index("RAISED: ") + len("RAISED: "):].rstrip("\n")
+
+
+def culprit(text):
+    m = re.fullmatch(r"aoti-debug NaN check: launch 1\.(\d+) (\w+) \(source (\S+)\) wrote (\d+) NaN "
+                     r"and (\d+) Inf into (buf\d+) \(first at flat index (\d+)\); its inputs were finite, "
+                     r"so this launch is where they first appear", text)
+    assert m, text
+    return m.groups()
+
+
+@pytest.mark.parametrize("bug,tag,nan,inf,first", [
+    ("log", "planted.log", 1, 0, 0),
+    ("sqrt", "planted.sqrt", 1, 0, 1),
+    ("div", "planted.div", 1, 0, 0),
+    ("overflow", "planted.overflow", 0, 1, 0),
+])
+def test_raise_names_the_launch_that_made_the_first_nan(tmp_path, planted, bug, tag, nan, inf, first):
+    proc = run_package(planted, "planted", inputs=f"models.planted_inputs({bug!r})",
+                       AOTI_DEBUG_LOGDEST=str(tmp_path / "log.txt"))
+    launch, kernel, source, got_nan, got_inf, buffer, got_first = culprit(raised(proc))
+    assert (source, int(got_nan), int(got_inf), int(got_first)) == (line_of(tag), nan, inf, first)
+    # the log holds the same message as a note, after that launch's input record
+    text = mask((tmp_path / "log.txt").read_text())
+    notes = [r for r in records(text) if " note - nan-check" in r]
+    assert notes == [f"[TIMESTAMP] [pid PID] note - nan-check\n  {raised(proc)[len('aoti-debug NaN check: '):]}\n"]
+    assert f"launch 1.{launch} {kernel}\n" in text
+
+
+def test_clean_inputs_pass_and_nan_mode_ignores_inf(tmp_path, planted):
+    assert "RAISED" not in run_package(planted, "planted").stdout
+    # lowered at run time to nan-only: the float16 overflow (+inf) is accepted
+    proc = run_package(planted, "planted", inputs="models.planted_inputs('overflow')",
+                       AOTI_DEBUG_NAN_CHECK="raise:nan", AOTI_DEBUG_LOGLEVEL="0")
+    assert "RAISED" not in proc.stdout and proc.stdout.count("OUTPUT") == 4
+    assert "inf" in proc.stdout.splitlines()[-1]
+
+
+def test_warn_logs_every_failure_and_a_summary_and_continues(tmp_path, planted):
+    log = tmp_path / "log.txt"
+    proc = run_package(planted, "planted", inputs="models.planted_inputs('sqrt')",
+                       AOTI_DEBUG_NAN_CHECK="warn:naninf", AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_LOGDEST=str(log))
+    assert proc.stdout.count("OUTPUT") == 4
+    notes = [r for r in records(mask(log.read_text())) if " note - nan-check" in r]
+    assert len(notes) == 3, notes
+    assert "its inputs were finite" in notes[0] and line_of("planted.sqrt") in notes[0]
+    # the cumsum after it only propagates: named as a victim
+    assert re.search(r"launch 1\.\d+ aoti_torch_cpu_cumsum .* its input buf\d+ already held NaN/Inf "
+                     r"\(look earlier\)", notes[1]), notes[1]
+    assert re.fullmatch(r"\[TIMESTAMP\] \[pid PID\] note - nan-check\n  run 1: NaN/Inf in 2 launches: "
+                        r"cpp_fused_\w+ x1, aoti_torch_cpu_cumsum x1\n", notes[2]), notes[2]
+
+
+def test_off_at_run_time_checks_nothing(planted):
+    proc = run_package(planted, "planted", inputs="models.planted_inputs('log')",
+                       AOTI_DEBUG_NAN_CHECK="off", AOTI_DEBUG_LOGLEVEL="0")
+    assert "RAISED" not in proc.stdout and "nan" in proc.stdout.splitlines()[0]
+
+
+def test_attention_mask_inf_is_accepted_in_nan_mode(packages):
+    pt2 = packages.get("block", **FULL)
+    proc = run_package(pt2, "block", AOTI_DEBUG_LOGLEVEL="0")
+    assert proc.stdout.startswith("OUTPUT (2, 5, 16)") and "RAISED" not in proc.stdout
+
+
+# -- input guards ----------------------------------------------------------------
+
+def guard_error(pt2, inputs, **env):
+    text = raised(run_package(pt2, "dynamic", inputs=inputs, **env))
+    head = "aoti-debug: the inputs of model 'model' do not match what it was compiled for:\n"
+    assert text.startswith(head), text
+    return text[len(head):].split("\n")
+
+
+X, Y = "torch.randn(4, 4)", "torch.randn(8, 4)"
+
+
+@pytest.mark.parametrize("inputs,problems", [
+    (f"(torch.randn(4, 4, 1), {Y})", ["  x.dim() is 3, expected 2"]),
+    (f"(torch.randn(4, 5), {Y})", ["  x.shape[1] is 5, expected 4"]),
+    (f"(torch.randn(65, 4), torch.randn(130, 4))",
+     ["  x.shape[0] is 65, but this artifact was compiled for 2 <= batch <= 64"]),
+    (f"({X}, torch.randn(10, 4))",
+     ["  y.shape[0] is 10, but this artifact was compiled for y.shape[0] == 2*batch (= 8 here)"]),
+    (f"({X}.double(), {Y})", ["  x.dtype is torch.float64, expected torch.float32"]),
+    (f"({X}.to('meta'), {Y})", ["  x.device is meta, expected cpu"]),
+    (f"(torch.randn(4, 4).t(), {Y})",
+     ["  x.stride(0) is 1, but the compiled kernels index it with stride 4 (strides are (1, 4))",
+      "  x.stride(1) is 4, but the compiled kernels index it with stride 1 (strides are (1, 4))"]),
+    (f"(torch.randn(65, 5).double(), torch.randn(3, 4))",
+     ["  x.dtype is torch.float64, expected torch.float32",
+      "  x.shape[0] is 65, but this artifact was compiled for 2 <= batch <= 64",
+      "  x.shape[1] is 5, expected 4",
+      "  y.shape[0] is 3, but this artifact was compiled for y.shape[0] == 2*batch (= 130 here)"]),
+])
+def test_guard_reports_every_violation_in_the_users_terms(dynamic, inputs, problems):
+    assert guard_error(dynamic, inputs) == problems
+
+
+def test_guard_nan_inputs_with_nan_check(dynamic):
+    assert guard_error(dynamic, f"(torch.tensor([[1.0, float('nan'), 2, 3]] * 4), {Y})") == [
+        "  x holds 4 NaN (first at flat index 1)"]
+
+
+def test_guard_writes_the_offending_inputs_at_level_1(tmp_path, dynamic):
+    log = tmp_path / "log.txt"
+    run_package(dynamic, "dynamic", inputs=f"({X}.double(), {Y})", AOTI_DEBUG_LOGLEVEL="1",
+                AOTI_DEBUG_LOGDEST=str(log))
+    recs = records(mask(log.read_text()))
+    assert recs[0] == "[TIMESTAMP] [pid PID] run 1 model\n"
+    assert recs[1] == ("[TIMESTAMP] [pid PID] note - input-check\n"
+                       "  x.dtype is torch.float64, expected torch.float32\n"
+                       "  in x:\n    Tensor(\n      shape=(4, 4)\n      stride=(4, 1)\n"
+                       "      dtype=torch.float64\n      device=cpu\n      requires_grad=False\n"
+                       "      is_contiguous=True\n    )\n")
+    assert len(recs) == 2          # no kernel ran
+
+
+def test_a_valid_layout_the_code_handles_is_accepted(dynamic):
+    # a CPU view at an odd storage offset: Inductor's CPU kernels use unaligned
+    # loads, so this is valid and must not be rejected
+    view = "torch.randn(33)[1:17].view(4, 4)"
+    got = run_package(dynamic, "dynamic", inputs=f"({view}, {Y})", AOTI_DEBUG_LOGLEVEL="0").stdout
+    assert got.startswith("OUTPUT (4,)") and "RAISED" not in got
+    # and the guard can be switched off at run time
+    proc = run_package(dynamic, "dynamic", inputs=f"({X}.double(), {Y})", AOTI_DEBUG_CHECK_INPUTS="0",
+                       check=False)
+    assert "do not match" not in proc.stdout
