@@ -118,6 +118,7 @@ def run_package(pt2, model, inputs="models.example({model!r})[1]", check=True, *
 
 # What the shared artifacts are compiled with.
 FULL = dict(AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_NAN_CHECK="warn:nan", AOTI_DEBUG_CHECK_INPUTS="1")
+PLANTED = dict(AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_CHECK_INPUTS="1", AOTI_DEBUG_NAN_CHECK="raise:naninf")
 DYNAMIC = dict(AOTI_DEBUG_LOGLEVEL="3", AOTI_DEBUG_CHECK_INPUTS="1", AOTI_DEBUG_NAN_CHECK="raise:nan")
 
 
@@ -130,3 +131,9 @@ def dynamic_trace(packages):
 @pytest.fixture(scope="session")
 def dynamic(packages, dynamic_trace):
     return packages.get("dynamic", TORCH_TRACE=dynamic_trace, **DYNAMIC)
+
+
+def raised(proc):
+    """The exception text a run_package() run printed."""
+    assert "RAISED: " in proc.stdout, proc.stdout + proc.stderr
+    return proc.stdout[proc.stdout.index("RAISED: ") + len("RAISED: "):].rstrip("\n")

@@ -9,11 +9,9 @@ import re
 import pytest
 
 from aoti_debug.analysis.mask import mask
-from conftest import records, run_package
+from conftest import FULL, PLANTED, raised, records, run_package
 from models import line_of
-from conftest import FULL
 
-PLANTED = dict(AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_CHECK_INPUTS="1", AOTI_DEBUG_NAN_CHECK="raise:naninf")
 
 
 @pytest.fixture(scope="module")
@@ -22,12 +20,6 @@ def planted(packages):
 
 
 
-
-
-def raised(proc):
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("RAISED: ")]
-    assert lines, proc.stdout + proc.stderr
-    return proc.stdout[proc.stdout.index("RAISED: ") + len("RAISED: "):].rstrip("\n")
 
 
 def culprit(text):

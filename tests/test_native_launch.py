@@ -213,7 +213,7 @@ def expected(level, runs=1, only=None):
 @pytest.mark.parametrize("level", [1, 3, 5, 10])
 def test_records_at_each_level(harness, tmp_path, level):
     log = tmp_path / "log.txt"
-    run(harness, ["model", str(level), "", "2"], log)
+    run(harness, ["model", str(level), "", "2"], log, AOTI_DEBUG_DUMP_DIR=str(tmp_path / "dumps"))
     assert masked(log) == expected(level, runs=2)
 
 

@@ -20,7 +20,9 @@ def tlparse():
 
 def test_plan_is_in_tlparse_output(tmp_path, dynamic, dynamic_trace):
     out = tmp_path / "tl"
-    proc = subprocess.run([tlparse(), dynamic_trace, "--latest", "--no-browser", "-o", str(out), "--overwrite"],
+    logs = sorted(glob.glob(os.path.join(dynamic_trace, "*.log")), key=os.path.getmtime)
+    assert logs, f"no TORCH_TRACE log in {dynamic_trace}"
+    proc = subprocess.run([tlparse(), logs[-1], "--no-browser", "-o", str(out), "--overwrite"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     plans = glob.glob(str(out / "**" / "aoti_debug_plan_*.json"), recursive=True)

@@ -27,7 +27,7 @@ AOTI_DEBUG_NAMESPACE_BEGIN
 // Collects every violation of one run's inputs, then fails once with all.
 class InputGuard {
  public:
-  static constexpr int32_t kMetaDevice = 9;  // c10::DeviceType::Meta
+  static constexpr int32_t kMetaDevice = 14;  // c10::DeviceType::Meta
 
   explicit InputGuard(const Model& m) : model_(m) {}
 

@@ -1,0 +1,87 @@
+"""The same package run from Python and from the C++ runner: the same records,
+the same errors.  A C++ server gets exactly what a Python user gets."""
+
+import os
+import re
+
+import pytest
+
+from aoti_debug import runner
+from aoti_debug.analysis.mask import mask
+from conftest import PLANTED, TESTS, clean_env, raised, records, run_package
+
+
+@pytest.fixture(scope="module")
+def exe():
+    return str(runner.build_runner())
+
+
+@pytest.fixture(scope="module")
+def mlp10(packages):
+    return packages.get("mlp", AOTI_DEBUG_LOGLEVEL="10")
+
+
+def saved_inputs(tmp_path, expr):
+    import sys
+    sys.path.insert(0, TESTS)
+    import torch  # noqa: F401
+    import models
+    path = tmp_path / "inputs.pt"
+    runner.save_inputs(path, list(eval(expr, {"models": models, "torch": torch})))
+    return str(path)
+
+
+def both(tmp_path, pt2, model, expr, **env):
+    """Run from Python and from C++ with the same inputs and run-time variables."""
+    inputs = saved_inputs(tmp_path, expr)
+    py_log, cpp_log = tmp_path / "python.log", tmp_path / "cpp.log"
+    py = run_package(pt2, model, inputs=f"torch.load({inputs!r})", AOTI_DEBUG_LOGDEST=str(py_log), **env)
+    cpp = runner.run_package(pt2, inputs, env=clean_env(AOTI_DEBUG_LOGDEST=str(cpp_log), **env))
+    read = lambda p: mask(p.read_text()) if p.exists() else ""
+    return py, cpp, read(py_log), read(cpp_log)
+
+
+@pytest.mark.parametrize("level", ["1", "3", "5"])
+def test_python_and_cpp_write_identical_records(tmp_path, exe, mlp10, level):
+    py, cpp, py_log, cpp_log = both(tmp_path, mlp10, "mlp", "models.example('mlp')[1]",
+                                    AOTI_DEBUG_LOGLEVEL=level)
+    assert cpp.returncode == 0, cpp.stderr
+    assert len(records(py_log)) >= 7
+    assert py_log == cpp_log
+
+
+def test_cpp_process_honours_run_time_variables(tmp_path, exe, mlp10):
+    inputs = saved_inputs(tmp_path, "models.example('mlp')[1]")
+    dest = tmp_path / "logs" / "server_%i.log"
+    proc = runner.run_package(mlp10, inputs, env=clean_env(AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_LOGDEST=str(dest),
+                                                           AOTI_DEBUG_KERNELS="*addmm*"))
+    assert proc.returncode == 0, proc.stderr
+    [log] = list((tmp_path / "logs").iterdir())
+    assert re.fullmatch(r"server_\d+\.log", log.name)
+    pid = log.name[len("server_"):-len(".log")]
+    text = log.read_text()
+    assert f"[pid {pid}] run 1 model\n" in text
+    heads = [r.splitlines()[0] for r in records(mask(text))]
+    assert heads[0] == "[TIMESTAMP] [pid PID] run 1 model"
+    assert len(heads) == 4 and all(h.endswith("aoti_torch_cpu_addmm_out") for h in heads[1:])
+    assert all(r.count("\n") == 1 for r in records(text))        # level 1, lowered from 10
+
+
+def test_guard_violation_reaches_cpp_with_pythons_text(tmp_path, exe, dynamic):
+    expr = "(torch.randn(65, 4).double(), torch.randn(3, 4))"
+    py, cpp, _, _ = both(tmp_path, dynamic, "dynamic", expr, AOTI_DEBUG_LOGLEVEL="0")
+    text = raised(py)
+    assert text.startswith("aoti-debug: the inputs of model 'model' do not match")
+    assert cpp.returncode == 1
+    assert cpp.stderr.endswith(f"aoti-debug-run: model run failed: {text}\n")
+
+
+def test_nan_raise_reaches_cpp_with_pythons_text(tmp_path, exe, packages):
+    planted = packages.get("planted", **PLANTED)
+    py, cpp, py_log, cpp_log = both(tmp_path, planted, "planted", "models.planted_inputs('sqrt')",
+                                    AOTI_DEBUG_LOGLEVEL="5")
+    text = raised(py)
+    assert text.startswith("aoti-debug NaN check: launch 1.")
+    assert cpp.returncode == 1
+    assert cpp.stderr.endswith(f"aoti-debug-run: model run failed: {text}\n")
+    assert py_log == cpp_log

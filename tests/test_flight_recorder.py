@@ -1,0 +1,330 @@
+"""Level-10 flight recorder (C++ shim and Python logger) and `aoti-debug replay`.
+
+The AOTI tests reuse the session's level-10 mlp package (the same key as
+test_codegen.py, so no extra compile); every run happens in a fresh process.
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import textwrap
+
+import pytest
+import torch
+
+from aoti_debug import cli
+from conftest import TESTS, clean_env, records, run_python
+
+LEVEL10 = dict(AOTI_DEBUG_LOGLEVEL="10")
+NOTE_TAIL = "; no more dumps, logging goes on at level 5"
+
+
+@pytest.fixture(scope="module")
+def mlp10(packages):
+    return packages.get("mlp", **LEVEL10)
+
+
+def run_model(pt2, dump_dir, log, runs=1, **env):
+    """Run the package `runs` times in a fresh process at level 10 (by default);
+    saves the inputs fed to <dump_dir>.fed.pt and prints the output's hash."""
+    code = f"""
+        import sys, hashlib; sys.path.insert(0, {TESTS!r})
+        import torch, models
+        m = torch._inductor.aoti_load_package({pt2!r})
+        args = models.example("mlp")[1]
+        torch.save(list(args), {str(dump_dir) + '.fed.pt'!r})
+        for _ in range({runs}):
+            out = m(*args)
+        print("OUTPUT", hashlib.sha256(out.contiguous().view(torch.uint8).numpy().tobytes()).hexdigest())
+    """
+    env = dict(AOTI_DEBUG_DUMP_DIR=str(dump_dir), AOTI_DEBUG_LOGDEST=str(log), **env)
+    return run_python(code, env=clean_env(**env))
+
+
+def manifest(folder):
+    with open(os.path.join(folder, "manifest.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def run_folders(dump_dir):
+    return sorted(d for d in os.listdir(dump_dir) if re.fullmatch(r"\d+-model-run\d+", d))
+
+
+def dir_size(path):
+    return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(path) for f in files)
+
+
+def notes(text, topic="flight-recorder"):
+    return [r for r in records(text) if r.startswith("[") and f" note - {topic}\n" in r]
+
+
+@pytest.fixture(scope="module")
+def recorded(mlp10, tmp_path_factory):
+    """Two level-10 runs of mlp in one process, with their level-10 log."""
+    root = tmp_path_factory.mktemp("recorded")
+    dump_dir, log = root / "dumps", root / "log.txt"
+    proc = run_model(mlp10, dump_dir, log, runs=2)
+    return dump_dir, log.read_text(), proc.stdout
+
+
+def test_run_folder_manifest_and_files(recorded):
+    dump_dir, _, _ = recorded
+    folders = run_folders(dump_dir)
+    pid = folders[0].split("-")[0]
+    assert folders == [f"{pid}-model-run1", f"{pid}-model-run2"]
+    assert os.path.isfile(dump_dir / f"{pid}-model-artifact.so")  # the package's .so is temporary
+    for r, folder in enumerate(folders, 1):
+        lines = manifest(dump_dir / folder)
+        assert lines[0]["event"] == "run" and lines[0]["run"] == r and lines[0]["model"] == "model"
+        assert lines[0]["so"].endswith(".so") and lines[0]["so_copy"] == f"../{pid}-model-artifact.so"
+        assert lines[0]["inputs"] == ["x"]
+        assert lines[-1]["event"] == "run-end" and lines[-1]["launches"] == 6
+        launches = lines[1:-1]
+        # one line before and one after each launch, in launch order
+        assert [(e["event"], e["index"]) for e in launches] == \
+            [(ev, k) for k in range(1, 7) for ev in ("before", "after")]
+        for e in launches:
+            assert e["kind"] == "launch" and e["run"] == r and e["id"] == f"{r}.{e['index']}"
+            assert e["status"] == ("running" if e["event"] == "before" else "ok")
+            assert e["kernel"] and e["nodes"] and e["source"].startswith(os.path.join(TESTS, "models.py:"))
+            roles = {f["role"] for f in e["files"]}
+            assert roles <= ({"in", "inout"} if e["event"] == "before" else {"out", "inout"}), e
+            for f in e["files"]:
+                assert os.path.getsize(dump_dir / folder / f["file"]) == f["bytes"]
+            assert e["bytes"] == sum(f["bytes"] for f in e["files"])
+
+
+def test_inputs_reproduce_the_run(recorded):
+    dump_dir, _, _ = recorded
+    fed = torch.load(str(dump_dir) + ".fed.pt")
+    for folder in run_folders(dump_dir):
+        saved = torch.load(dump_dir / folder / "inputs.pt", weights_only=True)
+        assert isinstance(saved, list) and len(saved) == len(fed)
+        for a, b in zip(saved, fed):
+            assert a.dtype == b.dtype and a.shape == b.shape and a.stride() == b.stride()
+            assert torch.equal(a, b)
+
+
+def _log_items(record):
+    """{(role, name): {field: value}} of a launch / launch-end record's tensor items."""
+    items = {}
+    for m in re.finditer(r"^  (in|out|inout) (\S+):\n    Tensor\(\n((?:      .*\n)+?)    \)", record, re.M):
+        items[(m.group(1), m.group(2))] = dict(line.strip().split("=", 1) for line in m.group(3).splitlines())
+    return items
+
+
+def test_tensors_match_the_logged_statistics(recorded):
+    dump_dir, text, _ = recorded
+    folder = dump_dir / run_folders(dump_dir)[0]
+    recs = {}
+    for r in records(text):
+        head = r.splitlines()[0].split()
+        if len(head) >= 6 and head[4] in ("launch", "launch-end") and head[5].startswith("1."):
+            recs[(head[4], int(head[5].split(".")[1]))] = _log_items(r)
+    checked = 0
+    for e in manifest(folder)[1:-1]:
+        items = recs[("launch" if e["event"] == "before" else "launch-end", e["index"])]
+        for f in e["files"]:
+            t = torch.load(folder / f["file"], weights_only=True)
+            fields = items[(f["role"], f["name"])]
+            assert fields["shape"] == str(tuple(t.shape))
+            assert fields["stride"] == str(tuple(t.stride()))
+            assert fields["dtype"] == str(t.dtype)
+            for stat, value in (("min", t.min()), ("max", t.max()), ("mean", t.double().mean())):
+                assert float(fields[stat]) == pytest.approx(value.item(), rel=1e-5, abs=1e-6), (f, stat)
+            checked += 1
+    assert checked >= 20
+
+
+def test_inputs_are_written_before_the_launch(recorded):
+    """An in-place kernel (relu on the addmm buffer): the `before` file holds
+    the values the kernel read, the `after` file what it wrote."""
+    dump_dir, _, _ = recorded
+    folder = dump_dir / run_folders(dump_dir)[0]
+    lines = manifest(folder)
+    relu = [e for e in lines if e.get("kernel", "").startswith("cpp_fused_relu")]
+    before = next(e for e in relu if e["event"] == "before")
+    after = next(e for e in relu if e["event"] == "after" and e["index"] == before["index"])
+    assert lines.index(before) < lines.index(after) and before["time"] <= after["time"]
+    (fb,), (fa,) = before["files"], after["files"]
+    assert fb["role"] == fa["role"] == "inout" and fb["name"] == fa["name"]
+    tb = torch.load(folder / fb["file"], weights_only=True)
+    ta = torch.load(folder / fa["file"], weights_only=True)
+    assert tb.min() < 0 and torch.equal(ta, tb.relu())
+
+
+def test_python_recorder_keeps_inputs_of_a_crashing_call(tmp_path):
+    dump_dir = tmp_path / "dumps"
+    (tmp_path / "crashmod.py").write_text(textwrap.dedent("""
+        import ctypes
+        from aoti_debug import log_api
+
+        @log_api
+        def crash(x, scale=2.0):
+            return ctypes.string_at(0)
+    """))
+    proc = run_python(f"""
+        import sys; sys.path.insert(0, {str(tmp_path)!r})
+        import torch, crashmod
+        crashmod.crash(torch.arange(6.0).reshape(2, 3), scale=3.0)
+    """, env=clean_env(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=str(dump_dir),
+                       AOTI_DEBUG_LOGDEST=str(tmp_path / "log.txt")), check=False)
+    assert proc.returncode == -signal.SIGSEGV
+    (folder,) = os.listdir(dump_dir)
+    assert folder.endswith("-calls")
+    lines = manifest(dump_dir / folder)
+    assert [(e["event"], e["status"], e["name"]) for e in lines] == [("before", "running", "crashmod.crash")]
+    saved = torch.load(dump_dir / folder / "call000001_inputs.pt", weights_only=True)
+    assert torch.equal(saved["args"][0], torch.arange(6.0).reshape(2, 3)) and saved["kwargs"] == {"scale": 3.0}
+    # the call record was written before the call ran
+    assert re.search(r"\] call 1 crashmod\.crash\n  arg\[0\] x:\n", (tmp_path / "log.txt").read_text())
+
+
+def test_count_limit_under_a_storm_of_launches(mlp10, tmp_path):
+    dump_dir, log = tmp_path / "dumps", tmp_path / "log.txt"
+    run_model(mlp10, dump_dir, log, runs=4, AOTI_DEBUG_DUMP_MAX_COUNT="3")
+    befores = [e for d in run_folders(dump_dir) for e in manifest(dump_dir / d) if e["event"] == "before"]
+    assert [e["id"] for e in befores] == ["1.1", "1.2", "1.3"]
+    text = log.read_text()
+    (note,) = notes(text)
+    assert note.endswith("note - flight-recorder\n  AOTI_DEBUG_DUMP_MAX_COUNT=3 reached" + NOTE_TAIL + "\n")
+    # logging goes on at level 5: every run is still logged with statistics
+    assert text.count(" run-end ") == 4 and "      nan_count=0\n" in text.split(note)[1]
+
+
+def test_size_limit_is_never_exceeded(mlp10, tmp_path):
+    dump_dir, log = tmp_path / "dumps", tmp_path / "log.txt"
+    run_model(mlp10, dump_dir, log, runs=3, AOTI_DEBUG_DUMP_MAX_SIZE_GB="0.000001")
+    assert dir_size(dump_dir) <= 0.000001 * 2**30
+    (note,) = notes(log.read_text())
+    assert "AOTI_DEBUG_DUMP_MAX_SIZE_GB=1e-06 would be exceeded" + NOTE_TAIL in note
+
+
+def test_unwritable_dump_dir_gives_one_note_and_same_outputs(mlp10, recorded, tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the dump directory should be")
+    log = tmp_path / "log.txt"
+    proc = run_model(mlp10, blocker, log, runs=2)
+    assert proc.stdout == recorded[2]  # results unchanged
+    (note,) = notes(log.read_text())
+    assert f"cannot create dump folder '{blocker}/" in note and "(Not a directory)" + NOTE_TAIL in note
+    assert blocker.read_text() == "a file where the dump directory should be"
+
+
+def replay(capsys, *argv):
+    code = cli.main(["replay", *argv])
+    out = capsys.readouterr().out
+    return code, out.splitlines()
+
+
+def test_replay_python_calls_pass(tmp_path, capsys, monkeypatch):
+    dump_dir = tmp_path / "dumps"
+    (tmp_path / "replaymod.py").write_text(textwrap.dedent("""
+        import torch
+        from aoti_debug import log_api
+
+        @log_api
+        def affine(x, scale=2.0):
+            return x * scale + 1
+
+        @log_api
+        def pair(x):
+            return x.sum(0), x.t()
+    """))
+    run_python(f"""
+        import sys; sys.path.insert(0, {str(tmp_path)!r})
+        import torch, replaymod
+        x = torch.arange(12.0).reshape(3, 4)
+        replaymod.affine(x, scale=0.5)
+        replaymod.pair(x)
+    """, env=clean_env(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=str(dump_dir),
+                       AOTI_DEBUG_LOGDEST=str(tmp_path / "log.txt")))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code, lines = replay(capsys, "--dir", str(dump_dir))
+    assert code == cli.OK
+    assert re.fullmatch(r"PASS call \d+ replaymod\.affine max_abs=0 max_rel=0", lines[0])
+    assert re.fullmatch(r"PASS call \d+ replaymod\.pair max_abs=0 max_rel=0", lines[1])
+    assert lines[-1] == "2 passed, 0 failed"
+
+
+def test_replay_aoti_runs_pass(recorded, capsys):
+    code, lines = replay(capsys, "--dir", str(recorded[0]))
+    assert code == cli.OK, lines
+    assert len(lines) == 13 and lines[-1] == "12 passed, 0 failed"
+    assert all(re.fullmatch(r"PASS launch [12]\.[1-6] \w+ max_abs=0 max_rel=0", line) for line in lines[:-1])
+
+
+def test_replay_names_the_corrupted_launch(recorded, tmp_path, capsys):
+    src = recorded[0]
+    folder = run_folders(src)[0]
+    pid = folder.split("-")[0]
+    dump_dir = tmp_path / "dumps"
+    shutil.copytree(src / folder, dump_dir / folder)
+    shutil.copy(src / f"{pid}-model-artifact.so", dump_dir / f"{pid}-model-artifact.so")
+    after = next(e for e in manifest(dump_dir / folder) if e["event"] == "after" and e["index"] == 3)
+    path = dump_dir / folder / after["files"][0]["file"]
+    t = torch.load(path, weights_only=True)
+    torch.save(t + 0.25, path)
+    code, lines = replay(capsys, "--dir", str(dump_dir))
+    assert code == cli.FOUND
+    failed = [line for line in lines if line.startswith("FAIL")]
+    assert failed == [f"FAIL launch 1.3 {after['kernel']} max_abs=0.25 max_rel={failed[0].split('max_rel=')[1]}"]
+    assert lines[-1] == "5 passed, 1 failed"
+
+
+def test_replay_unusable_input(tmp_path, capsys):
+    assert cli.main(["replay", "--dir", str(tmp_path / "missing")]) == cli.USAGE
+    assert cli.main(["replay", "--dir", str(tmp_path)]) == cli.USAGE
+    capsys.readouterr()
+
+
+# ---------------------------------------------------------------- the C++ launch API, without Inductor
+
+from test_native_launch import harness, run as run_harness  # noqa: E402,F401  (session fixture)
+
+
+def _files(folder, entry):
+    return {f["name"]: torch.load(folder / f["file"], weights_only=True) for f in entry["files"]}
+
+
+def test_every_value_kind_round_trips(harness, tmp_path):
+    dump_dir = tmp_path / "dumps"
+    run_harness(harness, ["model", "10", "", "1"], tmp_path / "log.txt", AOTI_DEBUG_DUMP_DIR=str(dump_dir))
+    (name,) = run_folders_of(dump_dir, "toy")
+    folder = dump_dir / name
+    lines = manifest(folder)
+    x = torch.tensor([[1.0, -2.0, 0.5], [3.0, -0.0, 2.5]])
+    assert torch.equal(torch.load(folder / "inputs.pt", weights_only=True)[0], x)
+    by = {(e["event"], e["index"]): e for e in lines if e.get("kind") == "launch"}
+    assert torch.equal(_files(folder, by["before", 1])["in_ptr0"], x)
+    assert torch.equal(_files(folder, by["after", 1])["out_ptr0"], x.relu())
+    before2, after2 = _files(folder, by["before", 2]), _files(folder, by["after", 2])
+    assert before2["in_out_ptr0"].dtype == torch.int64
+    assert before2["in_out_ptr0"].tolist() == [1, -5, 7, 0]    # written before the launch
+    assert after2["in_out_ptr0"].tolist() == [2, -4, 8, 1]
+    assert before2["ks0"] == 4 and before2["alpha"] == 0.5
+    before3, after3 = _files(folder, by["before", 3]), _files(folder, by["after", 3])
+    assert before3 == {"mode": "fast\tpath", "shape": [2, 3], "flag": True, "none": None}
+    xt = after3["out_ptr0"]                                  # a transposed view keeps its strides
+    assert xt.stride() == (1, 3) and torch.equal(xt, x.t())
+
+
+def run_folders_of(dump_dir, model):
+    return sorted(d for d in os.listdir(dump_dir) if re.fullmatch(rf"\d+-{model}-run\d+", d))
+
+
+def test_cpp_crash_keeps_the_launch_inputs_and_its_before_line(harness, tmp_path):
+    dump_dir = tmp_path / "dumps"
+    proc = run_harness(harness, ["crash", "10", "", "1"], tmp_path / "log.txt", check=False,
+                       AOTI_DEBUG_DUMP_DIR=str(dump_dir))
+    assert proc.returncode == -signal.SIGSEGV
+    (name,) = run_folders_of(dump_dir, "toy")
+    lines = manifest(dump_dir / name)
+    assert [(e["event"], e.get("id")) for e in lines] == \
+        [("run", None), ("before", "1.1"), ("after", "1.1"), ("before", "1.2")]
+    assert lines[-1]["kernel"] == "cpp_fused_add_mul_1" and lines[-1]["status"] == "running"
+    inputs = _files(dump_dir / name, lines[-1])
+    assert inputs["in_out_ptr0"].tolist() == [1, -5, 7, 0]
+    assert "crash 1.2 cpp_fused_add_mul_1\n  signal: SIGSEGV\n" in (tmp_path / "log.txt").read_text()

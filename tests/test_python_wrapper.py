@@ -1,0 +1,245 @@
+"""torch.compile (Inductor's Python wrapper) instrumented like the AOTI wrapper:
+the same records from the Python runtime (aoti_debug/launches.py), the same
+generated code as upstream when nothing is on, bit-identical outputs, and
+the compile-time settings in Inductor's FX graph cache key."""
+
+import json
+import re
+
+import pytest
+
+from aoti_debug.analysis.mask import mask
+from conftest import TESTS, clean_env, records, run_package, run_python
+
+# Compiles models.py's MLP with torch.compile in one fresh process: once per
+# instrumentation level (each log to its own file), then plain; writes the
+# generated source of each compile and the outputs' bytes.
+DRIVER = r"""
+import hashlib, json, os, sys
+sys.path.insert(0, {tests!r})
+import torch, models
+from aoti_debug import runtime
+from aoti_debug.instrument import instrument
+import torch._inductor.codecache as codecache
+from torch._inductor import config
+config.fx_graph_cache = {fx_cache!r}
+
+sources = []
+load = codecache.PyCodeCache.load_by_key_path
+def capture(key, path, *args, **kwargs):
+    with open(path) as f:
+        sources.append(f.read())
+    return load(key, path, *args, **kwargs)
+codecache.PyCodeCache.load_by_key_path = capture
+
+model, args, _ = models.seeded("mlp")
+model.requires_grad_(False)   # as in an AOTI artifact, whose weights are constants
+out_dir = {out!r}
+result = {{}}
+for level in {levels!r}:
+    torch._dynamo.reset()
+    before = len(sources)
+    os.environ["AOTI_DEBUG_LOGDEST"] = os.path.join(out_dir, "level%s.log" % level)
+    runtime.reset()
+    with torch.no_grad():
+        if level is None:
+            y = torch.compile(model)(*args)
+        else:
+            with instrument(level=level):
+                y = torch.compile(model)(*args)
+    name = "plain" if level is None else "level%d" % level
+    if len(sources) > before:
+        with open(os.path.join(out_dir, name + ".py"), "w") as f:
+            f.write(sources[-1])
+    result[name] = hashlib.sha256(y.contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
+c = torch._dynamo.utils.counters["inductor"]
+result["hit"], result["miss"] = c["fxgraph_cache_hit"], c["fxgraph_cache_miss"]
+with open(os.path.join(out_dir, "result.json"), "w") as f:
+    json.dump(result, f)
+"""
+
+
+def drive(out, cache, levels, fx_cache=False, prelude="", **env):
+    out.mkdir(parents=True, exist_ok=True)
+    code = prelude + "\n" + DRIVER.format(tests=TESTS, out=str(out), levels=list(levels),
+                                          fx_cache=fx_cache)
+    run_python(code, env=clean_env(TORCHINDUCTOR_CACHE_DIR=str(cache), **env), timeout=600)
+    return json.loads((out / "result.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory, aoti_cache):
+    """Levels 1, 3, 5 instrumented, then plain, in one process (patches installed, inactive)."""
+    out = tmp_path_factory.mktemp("pywrapper")
+    result = drive(out, aoti_cache, [1, 3, 5, None])
+    return out, result
+
+
+def log(out, level):
+    return mask((out / f"level{level}.log").read_text())
+
+
+def headers(text):
+    return [r.splitlines()[0] for r in records(text)]
+
+
+KERNELS = ["aoti_torch_cpu_addmm_out", "cpp_fused_relu_0", "aoti_torch_cpu_addmm_out",
+           "cpp_fused_relu_0", "aoti_torch_cpu_addmm_out", "cpp_fused__softmax_1"]
+H = "[TIMESTAMP] [pid PID] "
+
+
+def test_level_1_headers_only(compiled):
+    out, _ = compiled
+    text = log(out, 1)
+    assert headers(text) == [H + "run 1 model"] + [
+        H + f"launch 1.{k} {name}" for k, name in enumerate(KERNELS, 1)]
+    assert all(r.count("\n") == 1 for r in records(text))
+
+
+def expected_records(level):
+    """The records the MLP must give, rendered from eager tensors."""
+    import torch
+    from aoti_debug import format as fmt
+    from models import line_of, seeded
+    model, (x,), _ = seeded("mlp")
+    model.requires_grad_(False)
+    w1, b1 = model.fc1.weight, model.fc1.bias
+    w2, b2 = model.fc2.weight, model.fc2.bias
+    w3, b3 = model.fc3.weight, model.fc3.bias
+    with torch.no_grad():
+        h1 = torch.addmm(b1, x, w1.t())
+        r1 = torch.relu(h1)
+        h2 = torch.addmm(b2, r1, w2.t())
+        r2 = torch.relu(h2)
+        h3 = torch.addmm(b3, r2, w3.t())
+        e = torch.exp(h3 - h3.amax(-1, keepdim=True))
+        y = e / e.sum(-1, keepdim=True)
+
+    def rec(kind, ident, name, *items, origin=None):
+        body = [] if level < 3 else (
+            ([f"  origin: nodes={origin[0]} source={line_of(origin[1])}"] if origin else [])
+            + [line for label, value in items for line in fmt.item(label, value, level)])
+        return H + f"{kind} {ident} {name}\n" + "".join(l + "\n" for l in body)
+
+    inputs = [("in fc1_weight", w1), ("in fc1_bias", b1), ("in x", x), ("in fc2_weight", w2),
+              ("in fc2_bias", b2), ("in fc3_weight", w3), ("in fc3_bias", b3)]
+    addmm, relu, softmax = KERNELS[0], KERNELS[1], KERNELS[5]
+    return [
+        rec("run", "1", "model", *inputs),
+        rec("launch", "1.1", addmm, ("in fc1_bias", b1), ("in x", x), ("in fc1_weight", w1.t()),
+            origin=("addmm,permute", "mlp.fc1")),
+        rec("launch-end", "1.1", addmm, ("out buf0", h1)),
+        rec("launch", "1.2", relu, ("inout buf1", h1), origin=("relu", "mlp.fc1")),
+        rec("launch-end", "1.2", relu, ("inout buf1", r1)),
+        rec("launch", "1.3", addmm, ("in fc2_bias", b2), ("in buf1", r1), ("in fc2_weight", w2.t()),
+            origin=("addmm_1,relu,permute_1", "mlp.fc2")),
+        rec("launch-end", "1.3", addmm, ("out buf2", h2)),
+        rec("launch", "1.4", relu, ("inout buf3", h2), origin=("relu_1", "mlp.fc2")),
+        rec("launch-end", "1.4", relu, ("inout buf3", r2)),
+        rec("launch", "1.5", addmm, ("in fc3_bias", b3), ("in buf3", r2), ("in fc3_weight", w3.t()),
+            origin=("addmm_2,relu_1,permute_2", "mlp.fc3")),
+        rec("launch-end", "1.5", addmm, ("out buf4", h3)),
+        rec("launch", "1.6", softmax, ("in buf4", h3), origin=("amax,sub,exp,sum_1,div", "mlp.fc3")),
+        rec("launch-end", "1.6", softmax, ("out buf5", e), ("out buf6", y)),
+        rec("run-end", "1", "model", ("out buf6", y)),
+    ]
+
+
+@pytest.mark.parametrize("level", [3, 5])
+def test_records_exact(compiled, level):
+    out, _ = compiled
+    assert records(log(out, level)) == expected_records(level)
+
+
+def test_outputs_bit_identical_and_code_upstreams_when_off(compiled, tmp_path):
+    out, result = compiled
+    assert result["level1"] == result["level3"] == result["level5"] == result["plain"]
+    # a process that never imported aoti-debug generates the same code as the
+    # one above, whose patches are installed and were active for three compiles
+    upstream = drive(tmp_path / "upstream", tmp_path / "cache", [None])
+    inert = drive(tmp_path / "inert", tmp_path / "cache", [None], prelude=INERT)
+    assert upstream["plain"] == inert["plain"] == result["plain"]
+    code = (tmp_path / "upstream" / "plain.py").read_text()
+    assert "aotid" not in code and "_aotid_run" in (out / "level1.py").read_text()
+    # patches installed, never active: byte for byte
+    assert (tmp_path / "inert" / "plain.py").read_text() == code
+    # after three instrumented compiles: the same but for Inductor's own graph counter
+    aot_id = re.compile(r"^# AOT ID: \['\d+_inference'\]$", re.M)
+    after = (out / "plain.py").read_text()
+    assert aot_id.search(after) and aot_id.sub("", after) == aot_id.sub("", code)
+
+
+INERT = """
+from aoti_debug import settings
+from aoti_debug.codegen_patches import adapter, install
+install.restore(install.activate(settings.Settings(level=1)))
+assert adapter._originals
+"""
+
+
+def _norm(rec):
+    """Names that depend only on how many kernels came before: cpp_fused_x_N, bufN."""
+    rec = re.sub(r"\b(cpp_fused_\w+?)_\d+\b", r"\1_N", rec)
+    return re.sub(r"\bbuf\d+\b", "bufN", rec)
+
+
+def test_records_match_the_aoti_path(compiled, packages, tmp_path):
+    out, _ = compiled
+    pt2 = packages.get("mlp", AOTI_DEBUG_LOGLEVEL="10")
+    aoti_log = tmp_path / "aoti.log"
+    run_package(pt2, "mlp", AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_LOGDEST=str(aoti_log))
+    aoti = {r.split()[3] + " " + r.split()[4]: r for r in records(mask(aoti_log.read_text()))}
+    py = {r.split()[3] + " " + r.split()[4]: r for r in records(log(out, 5))}
+    assert list(aoti) == list(py)            # the same records, in the same order
+    # the first three launches are the same kernels on the same buffers
+    for key in ["launch 1.1", "launch-end 1.1", "launch 1.2", "launch-end 1.2",
+                "launch 1.3", "launch-end 1.3"]:
+        assert py[key] == aoti[key], key
+    # torch.compile passes the weights as inputs, AOTI keeps them as constants:
+    # its run record holds x alone, the same item as ours
+    x_item = aoti["run 1"].split("\n", 1)[1]
+    assert x_item.startswith("  in x:\n") and x_item.count("Tensor(") == 1
+    assert x_item in py["run 1"] and py["run 1"].count("Tensor(") == 7
+    # AOTI copies fc3's bias into a buffer in the second relu kernel (which is
+    # therefore a kernel of its own) and the last addmm reads that copy
+    bias_copy = re.search(r"  out buf4:\n(?:    .*\n)+", aoti["launch-end 1.4"]).group(0)
+    assert _norm(aoti["launch-end 1.4"].replace(bias_copy, "")) == _norm(py["launch-end 1.4"])
+    assert aoti["launch 1.4"].replace("nodes=relu_1,fc3_bias", "nodes=relu_1") \
+        .replace("cpp_fused_relu_1", "cpp_fused_relu_0") == py["launch 1.4"]
+    assert _norm(aoti["launch 1.5"].replace("nodes=addmm_2,fc3_bias,", "nodes=addmm_2,")
+                 .replace("  in buf4:\n", "  in fc3_bias:\n")) == _norm(py["launch 1.5"])
+    for key in ["launch-end 1.5", "launch 1.6", "launch-end 1.6", "run-end 1"]:
+        assert _norm(aoti[key]) == _norm(py[key]), key
+    assert py["launch 1.6"] == aoti["launch 1.6"].replace("cpp_fused__softmax_2", "cpp_fused__softmax_1") \
+        .replace("buf5", "buf4")
+
+
+def test_run_time_level_lowers_and_filter_keeps_numbers(tmp_path, aoti_cache):
+    """AOTI_DEBUG_LOGLEVEL at run time lowers the compiled level (one note when it asks
+    for more); AOTI_DEBUG_KERNELS filters records without renumbering."""
+    cache = aoti_cache
+    out = tmp_path / "rt"
+    drive(out, cache, [3], AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_KERNELS="*addmm*")
+    text = log(out, 3)
+    recs = records(text)
+    assert recs[0] == (H + "note - settings\n  AOTI_DEBUG_LOGLEVEL='10' asks for more than model "
+                       "'model' was compiled with (3); using 3. Recompile with "
+                       "AOTI_DEBUG_LOGLEVEL=10 to get it.\n")
+    heads = headers(text)[1:]
+    assert [h for h in heads if " launch " in h] == [
+        H + "launch 1.1 aoti_torch_cpu_addmm_out", H + "launch 1.3 aoti_torch_cpu_addmm_out",
+        H + "launch 1.5 aoti_torch_cpu_addmm_out"]
+    assert "stats" not in text and "nan_count" not in text
+
+
+def test_fx_graph_cache_knows_the_settings(tmp_path):
+    cache = tmp_path / "cache"
+    first = drive(tmp_path / "p1", cache, [3, 5, None], fx_cache=True)
+    second = drive(tmp_path / "p2", cache, [3, 5, None], fx_cache=True)
+    # three different artifacts, then each of them served from the cache
+    assert (first["hit"], first["miss"]) == (0, 3)
+    assert (second["hit"], second["miss"]) == (3, 0)
+    for level in (3, 5):
+        assert records(log(tmp_path / "p1", level)) == records(log(tmp_path / "p2", level))
+    assert "nan_count" in log(tmp_path / "p2", 5) and "nan_count" not in log(tmp_path / "p2", 3)
+    assert not (tmp_path / "p2" / "levelNone.log").exists()
