@@ -13,7 +13,7 @@ def __getattr__(name):
         from .logger import log_api
         return log_api
     if name == "instrument":
-        from .instrument import instrument
+        from .instrumentation import instrument
         return instrument
     if name == "cpp_include_dir":
         from ._native import include_dir

@@ -33,7 +33,7 @@ class Scorer(torch.nn.Module):
     def forward(self, x):
         h = torch.relu(self.embed(x))
         centred = h - h.mean(-1, keepdim=True)
-        feats = torch.log(centred + 1.0)          # the planted bug: log of values below -1
+        feats = torch.log(centred)                # the planted bug: log of the values below the mean
         return self.head(feats).softmax(-1)
 
 
