@@ -85,12 +85,12 @@ def tensor_names_in(values: Iterable) -> List[str]:
 
 
 def buffer_source(name: str, kernel_nodes=()) -> str:
-    """The user's line where the values of one output buffer are born, or '-'.
+    """The user's line where the values of one output buffer can turn non-finite, or '-'.
 
     A fused kernel stores a buffer whose own origin may be only its last op
-    (the `+ 1` after a sum of a log); walking back through the FX nodes fused
-    into the same kernel finds the earliest one feeding it (the log), which is
-    the line a NaN message should name."""
+    (the `+ 1` after a sum of a log).  Walking back through the FX nodes fused
+    into the same kernel finds the ops feeding it, and plan's rule names one
+    line among them (the log's)."""
     from torch._inductor.virtualized import V
     from .plan import provenance_of_fx_nodes, _sorted_origins
     try:
@@ -473,7 +473,9 @@ def install_python_wrapper_patches(hooks) -> None:
     def compile_fx(orig):
         def patched(model_, *args, **kwargs):
             settings = hooks.active()
-            if settings is None or depth[0]:      # compile_fx calls itself: act once
+            patches = kwargs.get("config_patches")
+            aoti = config.cpp_wrapper or (isinstance(patches, dict) and patches.get("cpp_wrapper"))
+            if settings is None or depth[0] or aoti:   # compile_fx calls itself: act once
                 return orig(model_, *args, **kwargs)
             remember_dynamo_labels(model_)
             depth[0] += 1

@@ -15,8 +15,8 @@ IN, OUT, INOUT = "in", "out", "inout"
 @dataclasses.dataclass(frozen=True)
 class Provenance:
     nodes: Tuple[str, ...] = ()      # FX node names fused into the kernel
-    source: str = "-"                # innermost user frame, "file:line"
-    modules: Tuple[str, ...] = ()    # nn.Module paths, for the kernel filter
+    source: str = "-"                # the user's line named for the kernel, "file:line"
+    modules: Tuple[str, ...] = ()    # nn.Module paths and every fused line, for the kernel filter
 
     def origin_line(self) -> str:
         return f"origin: nodes={','.join(self.nodes) or '-'} source={self.source}"
@@ -73,22 +73,45 @@ def user_frame(stack_trace: Optional[str]) -> Optional[str]:
     return f"{frames[-1][0]}:{frames[-1][1]}" if frames else None
 
 
+# ops that can turn finite inputs into NaN/Inf (domain errors, 0/0, overflow)
+NAN_CAPABLE = {"log", "log2", "log10", "log1p", "sqrt", "rsqrt", "div", "reciprocal", "pow", "exp",
+               "exp2", "expm1", "acos", "asin", "acosh", "atanh", "tan", "fmod", "remainder", "erfinv",
+               "lgamma", "digamma", "polygamma", "mul", "convert_element_type", "_to_copy", "var", "std"}
+
+
+def op_name(node) -> str:
+    target = getattr(node, "target", None)
+    name = getattr(target, "__name__", None) or str(target)
+    return name.split(".")[0]
+
+
 def provenance_of_fx_nodes(fx_nodes: Iterable) -> Provenance:
+    """Names, modules and source lines of FX nodes (in the order given).
+
+    A fused kernel spans several lines and one must be named: the first line
+    with an op that can make NaN/Inf from finite values (a log, a division),
+    else the first line; that is where a numeric bug most likely sits.  Every
+    line is kept for the kernel filter."""
     names: List[str] = []
     modules: List[str] = []
-    source = None
+    lines: List[str] = []
+    preferred = None
     for node in fx_nodes:
         name = getattr(node, "name", None)
         if not name or name in names:
             continue
         names.append(name)
         meta = getattr(node, "meta", {}) or {}
-        if source is None:
-            source = user_frame(meta.get("stack_trace"))
+        line = user_frame(meta.get("stack_trace"))
+        if line and line not in lines:
+            lines.append(line)
+        if line and preferred is None and op_name(node) in NAN_CAPABLE:
+            preferred = line
         for path, _ in (meta.get("nn_module_stack") or {}).values():
             if path and path not in modules:
                 modules.append(str(path))
-    return Provenance(tuple(names), source or "-", tuple(modules))
+    source = preferred or (lines[0] if lines else "-")
+    return Provenance(tuple(names), source, tuple(modules) + tuple(l for l in lines if l != source))
 
 
 def provenance_of_schedule(node_schedule: Sequence) -> Provenance:
