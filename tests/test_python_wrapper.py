@@ -19,7 +19,7 @@ import hashlib, json, os, sys
 sys.path.insert(0, {tests!r})
 import torch, models
 from aoti_debug import runtime
-from aoti_debug.instrument import instrument
+import aoti_debug
 import torch._inductor.codecache as codecache
 from torch._inductor import config
 config.fx_graph_cache = {fx_cache!r}
@@ -45,7 +45,7 @@ for level in {levels!r}:
         if level is None:
             y = torch.compile(model)(*args)
         else:
-            with instrument(level=level):
+            with aoti_debug.instrument(level=level, **{kwargs!r}):
                 y = torch.compile(model)(*args)
     name = "plain" if level is None else "level%d" % level
     if len(sources) > before:
@@ -59,10 +59,10 @@ with open(os.path.join(out_dir, "result.json"), "w") as f:
 """
 
 
-def drive(out, cache, levels, fx_cache=False, prelude="", **env):
+def drive(out, cache, levels, fx_cache=False, prelude="", kwargs=None, **env):
     out.mkdir(parents=True, exist_ok=True)
     code = prelude + "\n" + DRIVER.format(tests=TESTS, out=str(out), levels=list(levels),
-                                          fx_cache=fx_cache)
+                                          fx_cache=fx_cache, kwargs=kwargs or {})
     run_python(code, env=clean_env(TORCHINDUCTOR_CACHE_DIR=str(cache), **env), timeout=600)
     return json.loads((out / "result.json").read_text())
 
@@ -151,13 +151,13 @@ def test_records_exact(compiled, level):
     assert records(log(out, level)) == expected_records(level)
 
 
-def test_outputs_bit_identical_and_code_upstreams_when_off(compiled, tmp_path):
+def test_outputs_bit_identical_and_code_upstreams_when_off(compiled, tmp_path, aoti_cache):
     out, result = compiled
     assert result["level1"] == result["level3"] == result["level5"] == result["plain"]
-    # a process that never imported aoti-debug generates the same code as the
-    # one above, whose patches are installed and were active for three compiles
-    upstream = drive(tmp_path / "upstream", tmp_path / "cache", [None])
-    inert = drive(tmp_path / "inert", tmp_path / "cache", [None], prelude=INERT)
+    # what a process that never imported aoti-debug generates (FX graph cache off:
+    # the code is generated every time, the kernels' binaries come from the cache)
+    upstream = drive(tmp_path / "upstream", aoti_cache, [None])
+    inert = drive(tmp_path / "inert", aoti_cache, [None], prelude=INERT)
     assert upstream["plain"] == inert["plain"] == result["plain"]
     code = (tmp_path / "upstream" / "plain.py").read_text()
     assert "aotid" not in code and "_aotid_run" in (out / "level1.py").read_text()
@@ -214,12 +214,32 @@ def test_records_match_the_aoti_path(compiled, packages, tmp_path):
         .replace("buf5", "buf4")
 
 
-def test_run_time_level_lowers_and_filter_keeps_numbers(tmp_path, aoti_cache):
-    """AOTI_DEBUG_LOGLEVEL at run time lowers the compiled level (one note when it asks
-    for more); AOTI_DEBUG_KERNELS filters records without renumbering."""
-    cache = aoti_cache
+@pytest.fixture(scope="module")
+def fx_cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("fx-cache")
+
+
+def test_fx_graph_cache_knows_the_settings(tmp_path, fx_cache_dir):
+    cache = fx_cache_dir
+    first = drive(tmp_path / "p1", cache, [3, 5, None], fx_cache=True)
+    second = drive(tmp_path / "p2", cache, [3, 5, None], fx_cache=True)
+    # three different artifacts, then each of them served from the cache
+    assert (first["hit"], first["miss"]) == (0, 3)
+    assert (second["hit"], second["miss"]) == (3, 0)
+    for level in (3, 5):
+        assert records(log(tmp_path / "p1", level)) == records(log(tmp_path / "p2", level))
+    assert "nan_count" in log(tmp_path / "p2", 5) and "nan_count" not in log(tmp_path / "p2", 3)
+    assert not (tmp_path / "p2" / "levelNone.log").exists()
+
+
+def test_run_time_level_and_filter(tmp_path, fx_cache_dir):
+    """Run-time variables: AOTI_DEBUG_LOGLEVEL cannot raise the compiled level (one
+    note says so); AOTI_DEBUG_KERNELS filters records and keeps the numbers.  The
+    compile-time settings are the cache test's level 3 (the filter is cleared for
+    the compile), so the artifact comes from the FX graph cache when that ran first."""
     out = tmp_path / "rt"
-    drive(out, cache, [3], AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_KERNELS="*addmm*")
+    drive(out, fx_cache_dir, [3], fx_cache=True, kwargs={"kernels": ""},
+          AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_KERNELS="*addmm*")
     text = log(out, 3)
     recs = records(text)
     assert recs[0] == (H + "note - settings\n  AOTI_DEBUG_LOGLEVEL='10' asks for more than model "
@@ -230,16 +250,3 @@ def test_run_time_level_lowers_and_filter_keeps_numbers(tmp_path, aoti_cache):
         H + "launch 1.1 aoti_torch_cpu_addmm_out", H + "launch 1.3 aoti_torch_cpu_addmm_out",
         H + "launch 1.5 aoti_torch_cpu_addmm_out"]
     assert "stats" not in text and "nan_count" not in text
-
-
-def test_fx_graph_cache_knows_the_settings(tmp_path):
-    cache = tmp_path / "cache"
-    first = drive(tmp_path / "p1", cache, [3, 5, None], fx_cache=True)
-    second = drive(tmp_path / "p2", cache, [3, 5, None], fx_cache=True)
-    # three different artifacts, then each of them served from the cache
-    assert (first["hit"], first["miss"]) == (0, 3)
-    assert (second["hit"], second["miss"]) == (3, 0)
-    for level in (3, 5):
-        assert records(log(tmp_path / "p1", level)) == records(log(tmp_path / "p2", level))
-    assert "nan_count" in log(tmp_path / "p2", 5) and "nan_count" not in log(tmp_path / "p2", 3)
-    assert not (tmp_path / "p2" / "levelNone.log").exists()

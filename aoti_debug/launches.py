@@ -1,0 +1,255 @@
+"""The runtime that torch.compile's instrumented Python wrapper calls.
+
+The Python twin of cpp_runtime/include/aoti_debug/detail/launch.h: the same
+records (docs/log-format.md), the same numbering and the same rules for the
+run-time level (the compiled level, lowered by AOTI_DEBUG_LOGLEVEL when it is
+set, never raised: one note per process says what to recompile with), built
+on format.py, stats.py, runtime.py and filters.py.
+
+What the codegen (codegen_patches/python_emit.py) emits:
+
+    from aoti_debug.launches import Model as _aotid_Model, Site as _aotid_Site
+    _aotid_model = _aotid_Model("model", 5, "", "off", False, "2.13.0+cpu")
+    _aotid_site_3 = _aotid_Site("cpp_fused_relu_0", "relu", "m.py:12", "fc1",
+                                (("buf1", "inout"),))
+    def call(args):
+        arg0_1, arg1_1 = args
+        args.clear()
+        _aotid_run = _aotid_model.begin_run(("x", "w"), (arg0_1, arg1_1))
+        ...
+        _aotid_run.launch += 1
+        if _aotid_run.level: _aotid_run.before(_aotid_site_3, (buf1,))
+        cpp_fused_relu_0(buf1)
+        if _aotid_run.level: _aotid_run.after(_aotid_site_3, (buf1,))
+        ...
+        if _aotid_run.level >= 3: _aotid_run.end(("buf6",), (buf6,))
+        return (buf6, )
+
+At level 0 a launch costs one increment and one branch per side.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from typing import Any, Optional, Sequence, Tuple
+
+from . import filters
+from . import format as fmt
+from . import runtime
+from . import settings as settings_mod
+
+IN, OUT, INOUT = "in", "out", "inout"
+
+
+class Site:
+    """One launch point of a generated wrapper, described once."""
+
+    __slots__ = ("kernel", "nodes", "source", "modules", "args", "_selected")
+
+    def __init__(self, kernel: str, nodes: str, source: str, modules: str,
+                 args: Sequence[Tuple[str, str]] = ()) -> None:
+        self.kernel = kernel
+        self.nodes = nodes          # comma-separated FX node names, "" = unknown
+        self.source = source        # "file:line", "" = unknown
+        self.modules = modules      # comma-separated module paths (filter only)
+        self.args = tuple(args)     # (name, role)
+        self._selected: Optional[bool] = None
+
+    def filter_names(self) -> Tuple[str, ...]:
+        names = [self.kernel, self.source]
+        for text in (self.nodes, self.modules):
+            names += [n for n in text.split(",") if n]
+        return tuple(n for n in names if n)
+
+    def origin_line(self) -> str:
+        return f"  origin: nodes={self.nodes or '-'} source={self.source or '-'}"
+
+
+class Model:
+    """What a wrapper was compiled with; the first run reads the run-time settings."""
+
+    def __init__(self, name: str, level: int, kernels: str = "", nan_check: str = "off",
+                 check_inputs: bool = False, torch_version: str = "") -> None:
+        self.name = name or "model"
+        self.compiled_level = int(level)
+        self.compiled_kernels = settings_mod._parse_kernels(kernels or "")
+        self.compiled_nan_check = nan_check
+        self.compiled_check_inputs = bool(check_inputs)
+        self.torch_version = torch_version
+        self.level = 0
+        self.kernels: Tuple[str, ...] = ()
+        self._runtime_kernels: Optional[Tuple[str, ...]] = None
+        self._ready = False
+        self._lock = threading.Lock()
+        self._runs = itertools.count(1)   # next() on a count is atomic under the GIL
+
+    # -- settings ------------------------------------------------------------
+
+    def _init(self) -> None:
+        with self._lock:
+            if self._ready:
+                return
+            s = runtime.settings()
+            set_from = s.sources.get("level", "default")
+            level = self.compiled_level
+            lines = []
+            if "=" in set_from and not set_from.startswith("default"):
+                if s.level > self.compiled_level:
+                    name, _, text = set_from.partition("=")
+                    lines.append(
+                        f"{name}={text!r} asks for more than model {self.name!r} was compiled "
+                        f"with ({self.compiled_level}); using {self.compiled_level}. "
+                        f"Recompile with AOTI_DEBUG_LOGLEVEL={s.level} to get it.")
+                level = min(level, s.level)
+            kernels_from = s.sources.get("kernels", "default")
+            if "=" in kernels_from and not kernels_from.startswith("default"):
+                self._runtime_kernels = tuple(s.kernels)
+            if lines:
+                _note_once(s.logdest, "settings", lines)
+            if level >= 1:
+                _crash_handler()
+            self.level = level
+            self._ready = True
+
+    def begin_run(self, input_names: Sequence[str] = (), inputs: Sequence[Any] = ()) -> "Run":
+        if not self._ready:
+            self._init()
+        run = Run(self, next(self._runs), self.level)
+        if run.level:
+            _safely(run._write_begin, input_names, inputs)
+        return run
+
+    def selected(self, site: Site) -> bool:
+        m = site._selected
+        if m is None:
+            names = site.filter_names()
+            m = filters.matches(self.compiled_kernels, names) and (
+                self._runtime_kernels is None or filters.matches(self._runtime_kernels, names))
+            site._selected = m
+        return m
+
+
+class Run:
+    """One call of the compiled graph: run number R, launch counter K, level."""
+
+    __slots__ = ("model", "run", "level", "launch")
+
+    def __init__(self, model: Model, run: int, level: int) -> None:
+        self.model, self.run, self.level, self.launch = model, run, level, 0
+
+    def _id(self) -> str:
+        return f"{self.run}.{self.launch}"
+
+    def _write_begin(self, names, values) -> None:
+        body = []
+        if self.level >= 3:
+            body = _named("in", names, values, self.level)
+        runtime.emit(fmt.record(fmt.header("run", str(self.run), self.model.name, os.getpid()), body))
+
+    def before(self, site: Site, values: Sequence[Any]) -> None:
+        """`launch R.K kernel` (written before the kernel runs)."""
+        if self.model.selected(site):
+            _safely(self._write_launch, site, values)
+        _inflight(self.run, self.launch, site.kernel)
+
+    def _write_launch(self, site: Site, values) -> None:
+        body = []
+        if self.level >= 3:
+            body = [site.origin_line()] + _args(site, values, False, self.level)
+        runtime.emit(fmt.record(fmt.header("launch", self._id(), site.kernel, os.getpid()), body))
+
+    def after(self, site: Site, values: Sequence[Any]) -> None:
+        """`launch-end R.K kernel` with the outputs (level >= 3)."""
+        _inflight(None)
+        if self.level < 3 or not self.model.selected(site):
+            return
+        _safely(self._write_launch_end, site, values)
+
+    def _write_launch_end(self, site: Site, values) -> None:
+        body = _args(site, values, True, self.level)
+        runtime.emit(fmt.record(fmt.header("launch-end", self._id(), site.kernel, os.getpid()), body))
+
+    def end(self, names: Sequence[str], values: Sequence[Any]) -> None:
+        """`run-end R model` with the outputs (level >= 3)."""
+        if self.level < 3:
+            return
+        _safely(self._write_end, names, values)
+
+    def _write_end(self, names, values) -> None:
+        body = _named("out", names, values, self.level)
+        runtime.emit(fmt.record(fmt.header("run-end", str(self.run), self.model.name, os.getpid()), body))
+
+
+def _args(site: Site, values, out_side: bool, level: int):
+    lines = []
+    for (name, role), value in zip(site.args, values):
+        if role == INOUT or (role == OUT) == out_side:
+            lines += fmt.item(f"{role} {name or '-'}", value, level)
+    return lines
+
+
+def _named(role: str, names, values, level: int):
+    lines = []
+    for i, value in enumerate(values):
+        name = names[i] if i < len(names) and names[i] else "-"
+        lines += fmt.item(f"{role} {name}", value, level)
+    return lines
+
+
+def _safely(write, *args) -> None:
+    try:
+        write(*args)
+    except Exception as exc:   # logging never changes the model's behaviour
+        try:
+            runtime.note("logger", f"could not write a record: {type(exc).__name__}: {exc}")
+        except Exception:
+            pass
+
+
+_noted: set = set()
+
+
+def _note_once(dest: str, topic: str, lines) -> None:
+    text = "\n".join(lines)
+    try:
+        from . import _native
+        if _native.lib() is not None:
+            _native.write_note(dest, topic, text, once=True)
+            return
+    except Exception:
+        pass
+    if (topic, text) not in _noted:
+        _noted.add((topic, text))
+        runtime.note(topic, *lines)
+
+
+def _native_lib():
+    try:
+        from . import _native
+        return _native if _native.lib() is not None else None
+    except Exception:
+        return None
+
+
+def _crash_handler() -> None:
+    native = _native_lib()
+    if native is not None:
+        try:
+            native.install_crash_handler()
+        except Exception:
+            pass
+
+
+def _inflight(run: Optional[int], launch: int = 0, kernel: str = "") -> None:
+    native = _native_lib()
+    if native is None:
+        return
+    try:
+        if run is None:
+            native.clear_inflight()
+        else:
+            native.set_inflight(run, launch, kernel)
+    except Exception:
+        pass
