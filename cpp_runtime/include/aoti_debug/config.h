@@ -12,11 +12,11 @@
 // Layout version of the process registry (detail/registry.h).  Copies of the
 // runtime attach to a published registry only when this number matches; bump
 // it whenever the Registry struct changes.
-#define AOTI_DEBUG_REGISTRY_ABI 1
+#define AOTI_DEBUG_REGISTRY_ABI 2
 
 // Inline namespace tied to the ABI, so copies of different versions compiled
 // into one binary never merge their inline functions.
-#define AOTI_DEBUG_ABI_NS v1
+#define AOTI_DEBUG_ABI_NS v2
 
 // Tensors with at least this many elements have their statistics computed on
 // several threads (results are bit-identical either way).
@@ -33,6 +33,13 @@
 // a lower level can leave it out (the codegen passes -DAOTI_DEBUG_ENABLE_STATS=0).
 #ifndef AOTI_DEBUG_ENABLE_STATS
 #define AOTI_DEBUG_ENABLE_STATS 1
+#endif
+
+// The level-10 flight recorder (detail/dump.h); an artifact compiled for a
+// lower level can leave it out with -DAOTI_DEBUG_ENABLE_DUMPS=0 (or a
+// #define before the runtime), which also saves compile time.
+#ifndef AOTI_DEBUG_ENABLE_DUMPS
+#define AOTI_DEBUG_ENABLE_DUMPS 1
 #endif
 
 // Highest level AOTI_DEBUG_SCOPE (hand-written ops) may log at; lower it to

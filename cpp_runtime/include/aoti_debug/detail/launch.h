@@ -58,6 +58,9 @@
 //   for the crash trailer; LAUNCH_END clears it and, at level >= 3, writes
 //   `launch-end R.K kernel` with the out/inout arguments.
 // - END_RUN writes `run-end R model` with the outputs at level >= 3.
+// - level 10 adds the flight recorder (detail/dump.h, docs/dumps.md): the
+//   run's inputs at BEGIN_RUN, in/inout tensors before each selected launch,
+//   out/inout tensors after it, and manifest.jsonl lines around each.
 // - A launch whose kernel name and origins (nodes, source, module) match no
 //   pattern of the kernel filter writes nothing (it still counts and is still
 //   named by a crash trailer).
@@ -72,6 +75,9 @@
 #include <vector>
 
 #include "../config.h"
+#if AOTI_DEBUG_ENABLE_DUMPS
+#include "dump.h"
+#endif
 #include "format.h"
 #include "registry.h"
 #include "settings.h"
@@ -114,6 +120,7 @@ struct Run {
   int64_t run;     // R
   int64_t launch;  // K of the current launch
   Model* model;
+  int64_t dumped = 0;  // level 10: K of the launch whose `before` was recorded
 };
 
 class Model {
@@ -146,6 +153,10 @@ class Model {
   const std::string& name() const { return name_; }
   const std::string& dest() const { return settings_.logdest; }
   const char* torch_version() const { return torch_version_.c_str(); }
+#if AOTI_DEBUG_ENABLE_DUMPS
+  // The level-10 recorder (null below level 10).
+  detail::Recorder* recorder() const { return recorder_; }
+#endif
 
   // Does the kernel filter let this site through?  (Cached per site.)
   bool selected(const Site& site) const {
@@ -217,6 +228,10 @@ class Model {
         detail::note_once(settings_.logdest, "settings", lines, torch_version_.c_str());
       }
       if (level_ >= 1) detail::install_crash_handler();
+#if AOTI_DEBUG_ENABLE_DUMPS
+      if (level_ >= 10)
+        recorder_ = new detail::Recorder(settings_, name_, settings_.logdest, torch_version_.c_str());
+#endif
       __atomic_store_n(&ready_, 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&mu_);
@@ -232,6 +247,9 @@ class Model {
   int level_ = 0;
   int ready_ = 0;
   int64_t runs_ = 0;
+#if AOTI_DEBUG_ENABLE_DUMPS
+  detail::Recorder* recorder_ = nullptr;  // never freed: a launch may race the model's unload
+#endif
   pthread_mutex_t mu_;
 };
 
@@ -264,6 +282,140 @@ inline void append_named(std::string& out, const char* role, const char* const* 
   }
 }
 
+#if AOTI_DEBUG_ENABLE_DUMPS
+// ---- level 10: the flight recorder (docs/dumps.md) ----
+
+inline std::string dump_line_start(const char* event, const char* status, const char* kind, int64_t run) {
+  std::string l = "{\"event\": \"";
+  l += event;
+  l += "\", \"status\": \"";
+  l += status;
+  l += "\", \"kind\": \"";
+  l += kind;
+  l += "\", \"run\": " + std::to_string(run);
+  return l;
+}
+
+inline void dump_line_end(std::string& l, const std::string& files, int64_t bytes) {
+  l += ", \"files\": " + files + "], \"bytes\": " + std::to_string(bytes);
+  l += ", \"time\": " + json_time() + "}\n";
+}
+
+AOTI_DEBUG_NOINLINE inline void dump_run(Run& run, const char* const* names,
+                                         std::initializer_list<Value> inputs) {
+  Recorder* rec = run.model->recorder();
+  if (rec == nullptr || rec->stopped()) return;
+  const std::string dir = rec->folder(run.run);
+  int err = 0;
+  if (!mkdirs(dir, &err)) {
+    rec->stop("cannot create dump folder " + py_repr(dir) + " (" + errno_text(err) + ")");
+    return;
+  }
+  PtWriter w;
+  w.pkl.op(']');
+  w.pkl.op('(');
+  std::string errors, input_names = "[";
+  int k = 0;
+  for (const Value& v : inputs) {
+    if (!w.value(v)) {
+      w.pkl.op('N');
+      if (!errors.empty()) errors += "; ";
+      errors += std::string(names ? or_dash(names[k]) : "-") + ": " + w.error;
+    }
+    if (k) input_names += ", ";
+    json_str(input_names, names ? or_dash(names[k]) : "-");
+    ++k;
+  }
+  input_names += "]";
+  w.pkl.op('e');
+  std::string data, files = "[";
+  int64_t bytes = 0;
+  if (w.finish(&data) && rec->write_file(dir, "inputs.pt", data, false)) {
+    files += "{\"name\": \"inputs\", \"role\": \"in\", \"file\": \"inputs.pt\", \"bytes\": " +
+             std::to_string(data.size()) + "}";
+    bytes = static_cast<int64_t>(data.size());
+  }
+  if (rec->stopped()) return;
+  std::string l = dump_line_start("run", errors.empty() ? "ok" : "incomplete", "run", run.run);
+  l += ", \"model\": ";
+  json_str(l, run.model->name().c_str());
+  l += ", \"pid\": " + std::to_string(getpid()) + ", \"so\": ";
+  static const std::string so = artifact_path();
+  json_str(l, so.c_str());
+  const std::string copy = rec->artifact_copy(so);
+  if (rec->stopped()) return;
+  if (!copy.empty()) {
+    l += ", \"so_copy\": ";
+    json_str(l, copy.c_str());
+  }
+  l += ", \"inputs\": " + input_names;
+  if (!errors.empty()) {
+    l += ", \"error\": ";
+    json_str(l, errors.c_str());
+  }
+  dump_line_end(l, files, bytes);
+  rec->manifest(dir, l);
+}
+
+// Tensors of one side of a launch and the manifest line around them.
+AOTI_DEBUG_NOINLINE inline void dump_launch(Run& run, const Site& site, std::initializer_list<Value> args,
+                                            bool out_side) {
+  Recorder* rec = run.model->recorder();
+  if (rec == nullptr || rec->stopped()) return;
+  if (!out_side) {
+    if (!rec->claim()) return;
+    run.dumped = run.launch;
+  } else if (run.dumped != run.launch) {
+    return;
+  }
+  const std::string dir = rec->folder(run.run);
+  std::string files = "[";
+  int64_t bytes = 0;
+  char prefix[48];
+  std::snprintf(prefix, sizeof prefix, "launch%06lld_%s_", static_cast<long long>(run.launch),
+                out_side ? "out" : "in");
+  int k = 0, wanted = 0, written = 0;
+  for (const Value& v : args) {
+    if (k >= site.nargs) break;
+    const ArgSpec& a = site.args[k++];
+    const bool show = a.role == Role::InOut || (a.role == Role::Out) == out_side;
+    if (!show) continue;
+    ++wanted;
+    const size_t before = files.size();
+    rec->save(dir, prefix + safe_name(a.name) + ".pt", or_dash(a.name), role_name(a.role), v, files, &bytes);
+    if (files.find("\"file\": \"", before) != std::string::npos) ++written;
+  }
+  if (rec->stopped()) return;
+  std::string l = dump_line_start(out_side ? "after" : "before",
+                                  !out_side ? "running" : written == wanted ? "ok" : "incomplete",
+                                  "launch", run.run);
+  l += ", \"index\": " + std::to_string(run.launch) + ", \"id\": \"" + run_launch_id(run.run, run.launch) +
+       "\", \"kernel\": ";
+  json_str(l, site.kernel);
+  l += ", \"nodes\": ";
+  json_str(l, site.nodes);
+  l += ", \"source\": ";
+  json_str(l, site.source);
+  dump_line_end(l, files, bytes);
+  rec->manifest(dir, l);
+}
+
+AOTI_DEBUG_NOINLINE inline void dump_run_end(Run& run) {
+  Recorder* rec = run.model->recorder();
+  if (rec == nullptr || rec->stopped()) return;
+  std::string l = dump_line_start("run-end", "ok", "run-end", run.run);
+  l += ", \"model\": ";
+  json_str(l, run.model->name().c_str());
+  l += ", \"launches\": " + std::to_string(run.launch);
+  dump_line_end(l, "[", 0);
+  rec->manifest(rec->folder(run.run), l);
+}
+#else
+inline void dump_run(Run&, const char* const*, std::initializer_list<Value>) {}
+inline void dump_launch(Run&, const Site&, std::initializer_list<Value>, bool) {}
+inline void dump_run_end(Run&) {}
+#endif
+
 }  // namespace detail
 
 // `run R model` (level >= 1; model inputs at level >= 3).
@@ -273,6 +425,7 @@ AOTI_DEBUG_NOINLINE inline void run_begin(Run& run, const char* const* input_nam
   std::string rec = detail::header_line("run", std::to_string(run.run), m.name().c_str());
   if (run.level >= 3) detail::append_named(rec, "in", input_names, inputs, run.level);
   m.write(rec);
+  if (run.level >= 10) detail::dump_run(run, input_names, inputs);
 }
 
 // `launch R.K kernel`, before the launch.
@@ -291,6 +444,7 @@ AOTI_DEBUG_NOINLINE inline void before_launch(Run& run, const Site& site,
       detail::append_args(rec, site, args, false, run.level);
     }
     m.write(rec);  // flushed (one write(2)) before the kernel runs
+    if (run.level >= 10) detail::dump_launch(run, site, args, false);  // before the launch too
   }
   detail::set_inflight(run.run, run.launch, site.kernel);
 }
@@ -305,6 +459,7 @@ AOTI_DEBUG_NOINLINE inline void after_launch(Run& run, const Site& site,
       detail::header_line("launch-end", detail::run_launch_id(run.run, run.launch), site.kernel);
   detail::append_args(rec, site, args, true, run.level);
   m.write(rec);
+  if (run.level >= 10) detail::dump_launch(run, site, args, true);
 }
 
 // `run-end R model` with the outputs (level >= 3).
@@ -315,6 +470,7 @@ AOTI_DEBUG_NOINLINE inline void end_run(Run& run, const char* const* output_name
   std::string rec = detail::header_line("run-end", std::to_string(run.run), m.name().c_str());
   detail::append_named(rec, "out", output_names, outputs, run.level);
   m.write(rec);
+  if (run.level >= 10) detail::dump_run_end(run);
 }
 
 AOTI_DEBUG_NAMESPACE_END

@@ -65,6 +65,16 @@ struct InflightSlot {
   char name[200];
 };
 
+// The level-10 recorder's process-wide ledger (detail/dump.h).
+struct DumpLedger {
+  pthread_mutex_t lock;
+  int32_t stopped;      // a limit or a write error stopped the recorder
+  int32_t bytes_known;  // `bytes` includes what was in the directory before
+  int64_t count;        // launches dumped (AOTI_DEBUG_DUMP_MAX_COUNT)
+  int64_t bytes;        // bytes in the dump directory (AOTI_DEBUG_DUMP_MAX_SIZE_GB)
+  int64_t reserved;
+};
+
 // Shared by every copy of the runtime in the process: a layout change needs a
 // new AOTI_DEBUG_REGISTRY_ABI.
 struct Registry {
@@ -84,6 +94,7 @@ struct Registry {
   int64_t last_call;     // call numbers N, shared with the Python logger
   int32_t nnotes;
   uint64_t notes[kMaxNotes];  // hashes of notes already written (each once per process)
+  DumpLedger dump;            // ABI 2
 };
 
 // ---- async-signal-safe helpers ----
@@ -168,6 +179,7 @@ inline Registry* create_registry(pid_t pid) {
   r->pid = pid;
   r->size = sizeof(Registry);
   pthread_mutex_init(&r->lock, nullptr);
+  pthread_mutex_init(&r->dump.lock, nullptr);
   return r;
 }
 

@@ -1,0 +1,299 @@
+"""Replay of level-10 dumps (docs/dumps.md): re-run what was recorded and
+compare the new outputs with the recorded ones.
+
+Two kinds of dump folders:
+
+- ``<pid>-calls/`` (Python ``@log_api`` calls): each call whose ``after``
+  line says ``ok`` is re-imported from ``module``/``qualname``, called
+  undecorated with the recorded arguments, and its result compared.
+- ``<pid>-<model>-run<R>/`` (an AOTI run): the artifact (the ``.so`` named in
+  the ``run`` line, else its copy ``so_copy`` in the dump directory, or
+  ``--package``) is run again in a fresh process on the
+  recorded ``inputs.pt`` at level 10 into a temporary dump directory, and
+  every recorded launch's outputs are compared with the new ones.
+
+Files are read with ``torch.load(..., weights_only=True)`` only.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
+
+MANIFEST = "manifest.jsonl"
+
+
+class ReplayInputError(Exception):
+    """The dump directory cannot be used (exit status 2)."""
+
+
+@dataclass
+class Item:
+    kind: str           # "call" or "launch"
+    ident: str          # call number N or launch id R.K
+    name: str
+    ok: bool
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    reason: str = ""
+
+    def line(self) -> str:
+        head = f"{'PASS' if self.ok else 'FAIL'} {self.kind} {self.ident} {self.name}"
+        if self.reason:
+            return f"{head} {self.reason}"
+        return f"{head} max_abs={self.max_abs:.6g} max_rel={self.max_rel:.6g}"
+
+
+# ---------------------------------------------------------------- inputs
+
+def folders(root: str) -> List[str]:
+    """The dump folders under `root` (or `root` itself when it is one)."""
+    if not os.path.isdir(root):
+        raise ReplayInputError(f"{root}: not a directory")
+    if os.path.isfile(os.path.join(root, MANIFEST)):
+        return [root]
+    found = sorted(os.path.join(root, d) for d in os.listdir(root)
+                   if os.path.isfile(os.path.join(root, d, MANIFEST)))
+    if not found:
+        raise ReplayInputError(f"{root}: no dump folder (no {MANIFEST} in it or its subfolders)")
+    return found
+
+
+def read_manifest(folder: str) -> List[Dict[str, Any]]:
+    """Manifest lines; a torn last line (the process died while writing) is skipped."""
+    out = []
+    with open(os.path.join(folder, MANIFEST), encoding="utf-8") as f:
+        for line in f:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict):
+                out.append(entry)
+    return out
+
+
+def _load(path: str):
+    import torch
+    return torch.load(path, weights_only=True, map_location="cpu")
+
+
+# ---------------------------------------------------------------- comparison
+
+def compare(expected: Any, got: Any, atol: float, rtol: float, where: str = "output"
+            ) -> Tuple[bool, float, float, str]:
+    """(ok, max_abs, max_rel, reason) of `got` against `expected`, recursively."""
+    import torch
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(got, torch.Tensor):
+            return False, 0.0, 0.0, f"{where}: expected a tensor, got {type(got).__name__}"
+        if expected.shape != got.shape:
+            return False, 0.0, 0.0, f"{where}: shape mismatch {tuple(expected.shape)} vs {tuple(got.shape)}"
+        if expected.dtype != got.dtype:
+            return False, 0.0, 0.0, f"{where}: dtype mismatch {expected.dtype} vs {got.dtype}"
+        if expected.numel() == 0:
+            return True, 0.0, 0.0, ""
+        e, g = expected.detach().cpu(), got.detach().cpu()
+        if e.dtype == torch.bool:
+            e, g = e.to(torch.int8), g.to(torch.int8)
+        if e.is_complex():
+            e, g = torch.view_as_real(e), torch.view_as_real(g)
+        e, g = e.double(), g.double()
+        same_nan = torch.isnan(e) == torch.isnan(g)
+        both = ~torch.isnan(e) & ~torch.isnan(g)
+        equal = (e == g) & both   # equal infinities give no difference
+        diff = torch.where(both & ~equal, (e - g).abs(), torch.zeros_like(e))
+        rel = diff / e.abs().clamp_min(torch.finfo(torch.float64).tiny)
+        max_abs = float(diff.max())
+        max_rel = float(torch.where(diff > 0, rel, torch.zeros_like(rel)).max())
+        close = (diff <= atol + rtol * e.abs()) | equal | ~both
+        ok = bool(same_nan.all()) and bool(close.all())
+        if math.isnan(max_abs):
+            ok = False
+        return ok, max_abs, max_rel, "" if ok else f"{where}: values differ"
+    if isinstance(expected, (list, tuple)):
+        if not isinstance(got, (list, tuple)) or len(got) != len(expected):
+            return False, 0.0, 0.0, f"{where}: expected a sequence of {len(expected)}"
+        return _combine([compare(a, b, atol, rtol, f"{where}[{i}]")
+                         for i, (a, b) in enumerate(zip(expected, got))])
+    if isinstance(expected, dict):
+        if not isinstance(got, dict) or set(got) != set(expected):
+            return False, 0.0, 0.0, f"{where}: expected keys {sorted(map(str, expected))}"
+        return _combine([compare(expected[k], got[k], atol, rtol, f"{where}[{k!r}]") for k in expected])
+    if isinstance(expected, float) and isinstance(got, (int, float)):
+        d = abs(expected - got) if not (math.isnan(expected) and math.isnan(got)) else 0.0
+        ok = d <= atol + rtol * abs(expected)
+        return ok, d, d / abs(expected) if expected else 0.0, ""
+    ok = expected == got
+    return ok, 0.0, 0.0, "" if ok else f"{where}: {got!r} != {expected!r}"
+
+
+def _combine(parts):
+    ok = all(p[0] for p in parts)
+    reason = next((p[3] for p in parts if not p[0] and p[3]), "")
+    return (ok, max([p[1] for p in parts], default=0.0), max([p[2] for p in parts], default=0.0), reason)
+
+
+# ---------------------------------------------------------------- Python calls
+
+def _resolve(module: Optional[str], qualname: Optional[str]):
+    if not module or not qualname or "<" in qualname:
+        raise LookupError(f"cannot re-import {module}.{qualname}")
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    while hasattr(obj, "__aoti_debug_wrapped__"):
+        obj = obj.__aoti_debug_wrapped__
+    return obj
+
+
+def replay_calls(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: float) -> List[Item]:
+    items = []
+    for e in entries:
+        if e.get("kind") != "call" or e.get("event") != "after" or e.get("status") != "ok":
+            continue
+        name = str(e.get("name"))
+        item = Item("call", str(e.get("index")), name, False)
+        items.append(item)
+        files = {f.get("file", "").rsplit("_", 1)[-1]: f.get("file") for f in e.get("files", []) if f.get("file")}
+        try:
+            inputs = _load(os.path.join(folder, files["inputs.pt"]))
+            expected = _load(os.path.join(folder, files["outputs.pt"]))
+        except KeyError:
+            item.reason = "missing file"
+            continue
+        except Exception as exc:
+            item.reason = f"cannot load the recorded files ({type(exc).__name__}: {exc})"
+            continue
+        try:
+            func = _resolve(e.get("module"), e.get("qualname"))
+        except Exception as exc:
+            item.reason = f"cannot re-import: {type(exc).__name__}: {exc}"
+            continue
+        try:
+            got = func(*inputs.get("args", []), **inputs.get("kwargs", {}))
+        except Exception as exc:
+            item.reason = f"exception: {type(exc).__name__}: {exc}"
+            continue
+        item.ok, item.max_abs, item.max_rel, reason = compare(expected, got, atol, rtol)
+        if not item.ok and reason and "values differ" not in reason:
+            item.reason = reason
+    return items
+
+
+# ---------------------------------------------------------------- AOTI runs
+
+_RUNNER = r"""
+import sys, torch
+so, package, inputs_path = sys.argv[1:4]
+inputs = list(torch.load(inputs_path, weights_only=True))
+if package:
+    m = torch._inductor.aoti_load_package(package)
+    m.loader.run(inputs)
+else:
+    cuda = any(isinstance(t, torch.Tensor) and t.is_cuda for t in inputs)
+    runner = (torch._C._aoti.AOTIModelContainerRunnerCuda if cuda
+              else torch._C._aoti.AOTIModelContainerRunnerCpu)(so, 1)
+    runner.run(inputs)
+"""
+
+
+def _launch_files(entry: Dict[str, Any]) -> Dict[str, str]:
+    return {str(f.get("name")): f.get("file") for f in entry.get("files", [])}
+
+
+def replay_run(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: float,
+               package: Optional[str] = None) -> Tuple[List[Item], str]:
+    """Items of one recorded run, and a note about the replay process ("" if it ran cleanly)."""
+    run = next((e for e in entries if e.get("event") == "run"), None)
+    if run is None:
+        raise ReplayInputError(f"{folder}: the manifest has no run line")
+    inputs = os.path.join(folder, "inputs.pt")
+    if not os.path.isfile(inputs):
+        raise ReplayInputError(f"{folder}: inputs.pt is missing (the run cannot be reproduced)")
+    so = run.get("so") or ""
+    if not os.path.isfile(so) and run.get("so_copy"):
+        so = os.path.normpath(os.path.join(folder, run["so_copy"]))  # the copy in the dump directory
+    if package is None and not os.path.isfile(so):
+        raise ReplayInputError(f"{folder}: the artifact {run.get('so')!r} no longer exists and no copy "
+                               "was kept; pass --package P.pt2")
+    recorded = [e for e in entries if e.get("kind") == "launch" and e.get("event") == "after"
+                and e.get("status") == "ok"]
+    with tempfile.TemporaryDirectory(prefix="aoti-debug-replay-") as tmp:
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("AOTI_DEBUG_DUMP") and k != "AOTI_DEBUG_RUNTIME_REGISTRY"}
+        env.update(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=os.path.join(tmp, "dumps"),
+                   AOTI_DEBUG_DUMP_MAX_COUNT="1000000000", AOTI_DEBUG_DUMP_MAX_SIZE_GB="1000000",
+                   AOTI_DEBUG_LOGDEST=os.path.join(tmp, "replay.log"))
+        proc = subprocess.run([sys.executable, "-c", _RUNNER, so, package or "", inputs],
+                              env=env, capture_output=True, text=True)
+        note = ""
+        if proc.returncode != 0:
+            tail = (proc.stderr.strip().splitlines() or [""])[-1]
+            note = f"replay process exited with status {proc.returncode}: {tail}"
+        new_root = os.path.join(tmp, "dumps")
+        new_dirs = [os.path.join(new_root, d) for d in sorted(os.listdir(new_root))
+                    if os.path.isdir(os.path.join(new_root, d))] if os.path.isdir(new_root) else []
+        new_entries = read_manifest(new_dirs[0]) if new_dirs and os.path.isfile(
+            os.path.join(new_dirs[0], MANIFEST)) else []
+        new_after = {e.get("index"): e for e in new_entries
+                     if e.get("kind") == "launch" and e.get("event") == "after"}
+        items = []
+        for e in recorded:
+            ident = str(e.get("id") or f"{e.get('run')}.{e.get('index')}")
+            item = Item("launch", ident, str(e.get("kernel")), False)
+            items.append(item)
+            new = new_after.get(e.get("index"))
+            if new is None:
+                item.reason = "not reached in the replay" + (f" ({note})" if note else "")
+                continue
+            if new.get("kernel") != e.get("kernel"):
+                item.reason = f"the replay ran {new.get('kernel')} at this launch"
+                continue
+            old_files, new_files = _launch_files(e), _launch_files(new)
+            parts = []
+            for arg, fname in old_files.items():
+                if not fname or not os.path.isfile(os.path.join(folder, fname)):
+                    parts.append((False, 0.0, 0.0, f"missing file {fname or arg}"))
+                    continue
+                if not new_files.get(arg):
+                    parts.append((False, 0.0, 0.0, f"{arg}: not written by the replay"))
+                    continue
+                try:
+                    expected = _load(os.path.join(folder, fname))
+                    got = _load(os.path.join(new_dirs[0], new_files[arg]))
+                except Exception as exc:
+                    parts.append((False, 0.0, 0.0, f"cannot load {fname} ({type(exc).__name__}: {exc})"))
+                    continue
+                parts.append(compare(expected, got, atol, rtol, arg))
+            item.ok, item.max_abs, item.max_rel, reason = _combine(parts)
+            if not item.ok and reason and "values differ" not in reason:
+                item.reason = reason
+    return items, note
+
+
+def replay(root: str, atol: float = 1e-6, rtol: float = 1e-5, package: Optional[str] = None
+           ) -> Tuple[List[Item], List[str]]:
+    """Every item of every dump folder under `root`, and notes for stderr."""
+    items: List[Item] = []
+    notes: List[str] = []
+    for folder in folders(root):
+        entries = read_manifest(folder)
+        if any(e.get("kind") == "call" for e in entries):
+            items += replay_calls(folder, entries, atol, rtol)
+        elif any(e.get("event") == "run" for e in entries):
+            got, note = replay_run(folder, entries, atol, rtol, package)
+            items += got
+            if note:
+                notes.append(f"{folder}: {note}")
+        first = next((i for i in items if not i.ok), None)
+        if first is not None and first.kind == "launch" and not any(n.startswith("first failing") for n in notes):
+            notes.append(f"first failing launch: {first.ident} {first.name}")
+    return items, notes
