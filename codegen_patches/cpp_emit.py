@@ -35,27 +35,49 @@ def c_string(text: str) -> str:
 
 def runtime_source(settings) -> str:
     """The runtime, inlined; the statistics core only when something can use it
-    (level 5 or a NaN check), since it is the costly part to compile."""
+    (level 5 or a NaN check) and the flight recorder only at level 10: they are
+    the costly parts to compile."""
     stats = settings.level >= 5 or settings.nan_check.enabled
-    return ("" if stats else "#define AOTI_DEBUG_ENABLE_STATS 0\n") + _runtime_text()
+    options = ("" if stats else "#define AOTI_DEBUG_ENABLE_STATS 0\n") + \
+        ("" if settings.level >= 10 else "#define AOTI_DEBUG_ENABLE_DUMPS 0\n")
+    return options + _runtime_text()
 
 
 @functools.lru_cache(maxsize=None)
 def _runtime_text() -> str:
-    """aoti.h and checks.h with every project include inlined once (no include path needed)."""
+    """aoti.h and checks.h with every project include inlined (no include path needed).
+
+    Each header keeps an include guard in place of `#pragma once`, and is
+    inlined once unless its include sits inside an #if, where a later
+    unconditional include must still see it."""
     from aoti_debug._native import include_dir
     root = include_dir()
-    seen: set = set()
+    done: set = set()
 
-    def expand(path: str) -> str:
+    def expand(path: str, conditional: bool = False) -> str:
         path = os.path.normpath(path)
-        if path in seen:
-            return ""
-        seen.add(path)
+        guard = "AOTID_INLINED_" + re.sub(r"\W", "_", os.path.relpath(path, root)).upper()
         with open(path) as f:
             text = _PRAGMA_ONCE.sub("", f.read())
-        here = os.path.dirname(path)
-        return _INCLUDE.sub(lambda m: expand(os.path.join(here, m.group(1))), text)
+        here, depth, out = os.path.dirname(path), 0, []
+        for line in text.splitlines(keepends=True):
+            stripped = line.lstrip()
+            if stripped.startswith(("#if", "#ifdef", "#ifndef")):
+                depth += 1
+            elif stripped.startswith("#endif"):
+                depth -= 1
+            m = _INCLUDE.match(line)
+            if m:
+                target = os.path.normpath(os.path.join(here, m.group(1)))
+                if target in done:
+                    continue
+                inside_if = conditional or depth > 0
+                if not inside_if:
+                    done.add(target)
+                out.append(expand(target, inside_if))
+            else:
+                out.append(line)
+        return f"#ifndef {guard}\n#define {guard}\n" + "".join(out) + f"\n#endif  // {guard}\n"
 
     body = expand(os.path.join(root, "aoti_debug", "aoti.h"))
     body += expand(os.path.join(root, "aoti_debug", "detail", "checks.h"))

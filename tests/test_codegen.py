@@ -74,7 +74,7 @@ def test_level_5_statistics_and_level_0_writes_nothing(tmp_path, mlp10):
     assert text5.count("      nan_count=0\n      inf_count=0\n") >= 8
     _, text0 = log_of(tmp_path, mlp10, "mlp", "zero.txt", AOTI_DEBUG_LOGLEVEL="0")
     assert text0 == ""
-    _, text_unset = log_of(tmp_path, mlp10, "mlp", "unset.txt")
+    _, text_unset = log_of(tmp_path, mlp10, "mlp", "unset.txt", AOTI_DEBUG_DUMP_DIR=str(tmp_path / "dumps"))
     # unset at run time: the compiled level (10) is used
     assert "      nan_count=0\n" in text_unset
 

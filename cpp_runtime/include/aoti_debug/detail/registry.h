@@ -149,7 +149,27 @@ inline int format_timestamp(char* buf) {
   return n;
 }
 
-inline int32_t current_tid() { return static_cast<int32_t>(syscall(SYS_gettid)); }
+// Bumped in a forked child (pthread_atfork): per-process caches start again.
+inline unsigned& fork_generation() {
+  static unsigned g = 0;
+  return g;
+}
+
+// The signal handler's version: a plain syscall, no thread-local storage.
+inline int32_t current_tid_raw() { return static_cast<int32_t>(syscall(SYS_gettid)); }
+
+// Every launch asks for it twice: a syscall each time is the largest part of
+// a level-1 record on some kernels, so it is kept per thread.
+inline int32_t current_tid() {
+  static thread_local unsigned gen = ~0u;
+  static thread_local int32_t tid = 0;
+  const unsigned g = __atomic_load_n(&fork_generation(), __ATOMIC_RELAXED);
+  if (AOTI_DEBUG_UNLIKELY(gen != g)) {
+    tid = current_tid_raw();
+    gen = g;
+  }
+  return tid;
+}
 
 // ---- finding or creating the registry ----
 
@@ -195,10 +215,31 @@ inline bool parse_registry_var(const char* v, long* pid, uintptr_t* addr, long* 
 }
 
 // This process's registry (created on first use); null only if mmap fails.
+inline Registry*& registry_fast() {  // this copy's attached registry; reset on fork
+  static Registry* r = nullptr;
+  return r;
+}
+
+inline void registry_after_fork_child() {
+  __atomic_store_n(&registry_fast(), nullptr, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&fork_generation(), 1, __ATOMIC_RELAXED);
+}
+
+inline Registry* registry_slow();
+
+// Every record asks for the registry: one load once attached (no getpid
+// syscall, no lock); a forked child starts over through pthread_atfork.
 inline Registry* registry() {
+  Registry* r = __atomic_load_n(&registry_fast(), __ATOMIC_ACQUIRE);
+  return AOTI_DEBUG_LIKELY(r != nullptr) ? r : registry_slow();
+}
+
+inline Registry* registry_slow() {
   static Registry* cached = nullptr;  // guarded by `mu` (per copy)
   static pid_t cached_pid = 0;
   static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  static const int atfork = pthread_atfork(nullptr, nullptr, registry_after_fork_child);
+  (void)atfork;
   const pid_t pid = getpid();
   pthread_mutex_lock(&mu);
   if (cached == nullptr || cached_pid != pid) {
@@ -229,6 +270,7 @@ inline Registry* registry() {
   }
   Registry* r = cached;
   pthread_mutex_unlock(&mu);
+  if (r != nullptr) __atomic_store_n(&registry_fast(), r, __ATOMIC_RELEASE);
   return r;
 }
 
@@ -499,7 +541,7 @@ inline const char* signal_name(int sig) {
 inline int build_trailer(Registry* r, int sig, char* buf, int cap) {
   const InflightSlot* pick = nullptr;
   if (r != nullptr) {
-    const int32_t tid = current_tid();
+    const int32_t tid = current_tid_raw();
     for (const auto& s : r->inflight)  // the crashing thread's launch first
       if (__atomic_load_n(&s.active, __ATOMIC_ACQUIRE) && s.tid == tid) pick = &s;
     if (pick == nullptr)  // e.g. abort() from another thread: the newest launch
