@@ -1,0 +1,441 @@
+"""Align two logs of the same model launch by launch and compare output statistics.
+
+Alignment first matches launches on their provenance (the FX nodes of the
+origin line, else the kernel name) in order; what is left in between is
+matched on the kernel stem (`fused_relu` for both `cpp_fused_relu_0` and
+`triton_poi_fused_relu_0`), and what is still left is paired by a similarity
+score (same name, same or overlapping nodes, same source line, same stem).
+So a kernel fused differently or present on one side only does not shift
+everything after it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import re
+from typing import List, Optional, Sequence, Tuple
+
+from .records import COUNT_KEYS, Event, Item, Log, Tensor, parse_number
+
+OK, DIFFERS, UNKNOWN, ONLY_A, ONLY_B = "ok", "DIFFERS", "not compared", "only in A", "only in B"
+VALUE_KEYS = ("min", "max", "mean", "abs_min", "abs_max", "abs_mean")
+_MAX_PAIRING_CELLS = 250_000       # larger unmatched stretches stay unpaired
+
+
+class DiffInputError(ValueError):
+    """The logs cannot be compared (no launches of the run asked for, no statistics)."""
+
+
+# -- choosing what to compare ----------------------------------------------------
+
+def select(log: Log, run: int, side: str) -> Tuple[List[Event], List[str]]:
+    """The launches of run `run` (first process that has it), or the calls if there are no launches."""
+    notes: List[str] = []
+    if not log.launches:
+        if not log.calls:
+            raise DiffInputError(f"{log.path}: has no launch or call records to compare")
+        return list(log.calls), notes
+    in_run = [l for l in log.launches if l.run == run]
+    if not in_run:
+        runs = sorted({l.run for l in log.launches if l.run is not None})
+        raise DiffInputError(f"{log.path}: has no launches of run {run} "
+                             f"(runs in this log: {', '.join(map(str, runs)) or 'none'})")
+    pids = list(dict.fromkeys(l.pid for l in in_run))
+    if len(pids) > 1:
+        notes.append(f"{side}: run {run} appears in {len(pids)} processes "
+                     f"(pids {', '.join(map(str, pids))}); using pid {pids[0]}")
+    chosen: List[Event] = []
+    for launch in (l for l in in_run if l.pid == pids[0]):
+        if chosen and launch.index is not None and chosen[-1].index is not None \
+                and launch.index <= chosen[-1].index:
+            notes.append(f"{side}: launch numbers of run {run} restart at {launch.title} "
+                         "(another model in the same process); using the first sequence")
+            break
+        chosen.append(launch)
+    return chosen, notes
+
+
+# -- alignment ----------------------------------------------------------------
+
+_KERNEL_PREFIX = re.compile(r"^(?:cpp|triton(?:_(?:poi|red|per|tem|for|spl))?)_")
+_KERNEL_SUFFIX = re.compile(r"_\d+$")
+
+
+def stem(name: str) -> str:
+    return _KERNEL_SUFFIX.sub("", _KERNEL_PREFIX.sub("", name))
+
+
+def _nodes(event: Event) -> Tuple[str, ...]:
+    return tuple(event.origin.nodes) if event.origin else ()
+
+
+def _source(event: Event) -> Optional[str]:
+    return event.origin.source if event.origin else None
+
+
+def key(event: Event) -> tuple:
+    nodes = _nodes(event)
+    return ("nodes", nodes) if nodes else ("name", event.name)
+
+
+def similarity(a: Event, b: Event) -> int:
+    na, nb = _nodes(a), _nodes(b)
+    score = 0
+    if na and na == nb:
+        score += 4
+    elif set(na) & set(nb):
+        score += 1
+    if a.name == b.name:
+        score += 2
+    elif stem(a.name) == stem(b.name):
+        score += 1 if na or nb else 2      # without provenance the stem is all there is
+    if _source(a) and _source(a) == _source(b):
+        score += 1
+    return score
+
+
+Pair = Tuple[Optional[Event], Optional[Event]]
+
+
+def weak_key(event: Event) -> str:
+    return stem(event.name)
+
+
+_WINDOW = 200      # how far ahead a resynchronisation point is looked for
+
+
+def align(a: Sequence[Event], b: Sequence[Event]) -> List[Pair]:
+    """Walk both runs in order; on a mismatch, resynchronise at the nearest launch the
+    two sides share (provenance key, else kernel stem) and pair the gap by similarity.
+
+    Linear in the length of the runs (times the window), since logs of one model
+    differ only locally: a kernel fused differently, a launch on one side only.
+    """
+    pairs: List[Pair] = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        if key(a[i]) == key(b[j]) or weak_key(a[i]) == weak_key(b[j]):
+            pairs.append((a[i], b[j]))
+            i, j = i + 1, j + 1
+            continue
+        di, dj = _resync(a, b, i, j)
+        pairs += _pair_by_similarity(a[i:i + di], b[j:j + dj])
+        i, j = i + di, j + dj
+    return pairs + [(e, None) for e in a[i:]] + [(None, e) for e in b[j:]]
+
+
+def _resync(a: Sequence[Event], b: Sequence[Event], i: int, j: int) -> Tuple[int, int]:
+    """Offsets (di, dj) > (0, 0) to the nearest pair with equal keys, or a window's worth."""
+    for key_of in (key, weak_key):
+        ahead: dict = {}
+        for dj, event in enumerate(b[j:j + _WINDOW]):
+            ahead.setdefault(key_of(event), dj)
+        best = None
+        for di, event in enumerate(a[i:i + _WINDOW]):
+            if best is not None and di >= best[0] + best[1]:
+                break
+            dj = ahead.get(key_of(event))
+            if dj is not None and (di, dj) != (0, 0) and (best is None or di + dj < sum(best)):
+                best = (di, dj)
+        if best is not None:
+            return best
+    return min(_WINDOW, len(a) - i), min(_WINDOW, len(b) - j)
+
+
+def _pair_by_similarity(a: Sequence[Event], b: Sequence[Event]) -> List[Pair]:
+    """Order-preserving pairing that maximises total similarity (scores below 2 never pair)."""
+    n, m = len(a), len(b)
+    if n == 0 or m == 0 or n * m > _MAX_PAIRING_CELLS:
+        return [(e, None) for e in a] + [(None, e) for e in b]
+    score = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(n - 1, -1, -1):
+        for j in range(m - 1, -1, -1):
+            s = similarity(a[i], b[j])
+            best = max(score[i + 1][j], score[i][j + 1])
+            if s >= 2:
+                best = max(best, s + score[i + 1][j + 1])
+            score[i][j] = best
+    pairs: List[Pair] = []
+    i = j = 0
+    while i < n and j < m:
+        s = similarity(a[i], b[j])
+        if s >= 2 and score[i][j] == s + score[i + 1][j + 1]:
+            pairs.append((a[i], b[j]))
+            i, j = i + 1, j + 1
+        elif score[i][j] == score[i + 1][j]:
+            pairs.append((a[i], None))
+            i += 1
+        else:
+            pairs.append((None, b[j]))
+            j += 1
+    return pairs + [(e, None) for e in a[i:]] + [(None, e) for e in b[j:]]
+
+
+# -- comparison ---------------------------------------------------------------
+
+@dataclasses.dataclass
+class Delta:
+    label: str                              # the output, e.g. `out buf1`
+    field: str                              # `mean`, `nan_count`, `shape`, `outputs`, ...
+    a: str
+    b: str
+    size: float                             # absolute difference (inf for a mismatch of kind)
+    allowed: float                          # what the tolerance allows (0 for exact fields)
+
+    @property
+    def violates(self) -> bool:
+        return self.size > self.allowed
+
+    @property
+    def badness(self) -> float:
+        return math.inf if self.allowed == 0 and self.size > 0 else self.size / self.allowed
+
+    def text(self) -> str:
+        if self.field in VALUE_KEYS and math.isfinite(self.size):
+            return f"{self.label} {self.field} {self.a} vs {self.b} (delta {self.size:.3g})"
+        return f"{self.label} {self.field} {self.a} vs {self.b}"
+
+
+@dataclasses.dataclass
+class Row:
+    a: Optional[Event]
+    b: Optional[Event]
+    status: str
+    deltas: List[Delta] = dataclasses.field(default_factory=list)
+    reason: str = ""
+    extra: str = ""                         # outputs present on one side only (not compared)
+
+    @property
+    def worst(self) -> Optional[Delta]:
+        """The delta furthest outside its tolerance, else the largest value delta."""
+        bad = [d for d in self.deltas if d.violates]
+        if bad:
+            return max(bad, key=lambda d: d.badness)
+        sized = [d for d in self.deltas if d.field in VALUE_KEYS + ("value",)
+                 and math.isfinite(d.size)]
+        return max(sized, key=lambda d: d.size) if sized else None
+
+    @property
+    def event(self) -> Event:
+        return self.a or self.b  # type: ignore[return-value]
+
+    def kernel(self) -> str:
+        if self.a and self.b and self.a.name != self.b.name:
+            return f"{self.a.name} / {self.b.name}"
+        return self.event.name
+
+    def largest(self) -> str:
+        text = self.reason or self._largest_delta()
+        return f"{text} ({self.extra})" if self.extra else text
+
+    def _largest_delta(self) -> str:
+        worst = self.worst
+        if worst is None:
+            return "-"
+        if worst.violates:
+            return worst.text()
+        return "0" if worst.size == 0 else f"{worst.label} {worst.field} delta {worst.size:.3g}"
+
+
+def _outputs(items: List[Item]) -> List[Tuple[str, object]]:
+    flat: List[Tuple[str, object]] = []
+    for item in items:
+        flat += list(item.tensors())
+        flat += list(item.inline_values())
+    return flat
+
+
+def compare(a: Event, b: Event, atol: float, rtol: float) -> Row:
+    out_a, out_b = _outputs(a.outputs), _outputs(b.outputs)
+    if not out_a or not out_b:
+        missing = " and ".join(s for s, o in (("A", out_a), ("B", out_b)) if not o)
+        return Row(a, b, UNKNOWN, reason=f"no outputs recorded in {missing}")
+    paired, extra = pair_outputs(out_a, out_b)
+    if not paired:
+        return Row(a, b, UNKNOWN, reason="no common outputs", extra=extra)
+    deltas: List[Delta] = []
+    unknown = False
+    for label, va, vb in paired:
+        if isinstance(va, Tensor) and isinstance(vb, Tensor):
+            found = compare_tensors(label, va, vb, atol, rtol)
+            if found is None:
+                unknown = True
+            else:
+                deltas += found
+        elif isinstance(va, str) and isinstance(vb, str):
+            deltas.append(_compare_value(label, "value", va, vb, atol, rtol))
+        else:
+            deltas.append(Delta(label, "kind", _kind(va), _kind(vb), math.inf, 0))
+    if any(d.violates for d in deltas):
+        return Row(a, b, DIFFERS, deltas, extra=extra)
+    if unknown:
+        return Row(a, b, UNKNOWN, deltas, reason="outputs without statistics", extra=extra)
+    return Row(a, b, OK, deltas, extra=extra)
+
+
+def pair_outputs(out_a, out_b):
+    """Pairs (label, value A, value B) in argument order, which both wrappers keep.
+
+    Buffer names are not compared: one extra buffer shifts every later number.
+    When one side has more outputs (e.g. AOTI fuses a copy of a constant into the
+    kernel, torch.compile does not), the lists are aligned on role, shape and dtype
+    and the outputs left over are named in the second result and not compared.
+    """
+    if len(out_a) == len(out_b):
+        return [(_pair_label(la, lb), va, vb) for (la, va), (lb, vb) in zip(out_a, out_b)], ""
+    matcher = difflib.SequenceMatcher(None, [_shape_key(o) for o in out_a],
+                                      [_shape_key(o) for o in out_b], autojunk=False)
+    paired, extra = [], []
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
+            paired += [(_pair_label(la, lb), va, vb)
+                       for (la, va), (lb, vb) in zip(out_a[i1:i2], out_b[j1:j2])]
+        else:
+            extra += [f"{l} only in A" for l, _ in out_a[i1:i2]]
+            extra += [f"{l} only in B" for l, _ in out_b[j1:j2]]
+    return paired, ", ".join(extra)
+
+
+def _shape_key(output) -> tuple:
+    label, value = output
+    role = label.split(" ", 1)[0]
+    if isinstance(value, Tensor):
+        return (role, value.shape, value.dtype)
+    return (role, "scalar")
+
+
+def _pair_label(la: str, lb: str) -> str:
+    """`out buf5`, or `out buf5/buf6` when B calls the same output by another name."""
+    if la == lb:
+        return la
+    return f"{la}/{lb.split(' ', 1)[-1]}"
+
+
+def _kind(value: object) -> str:
+    return "Tensor" if isinstance(value, Tensor) else "scalar"
+
+
+def compare_tensors(label: str, a: Tensor, b: Tensor, atol: float,
+                    rtol: float) -> Optional[List[Delta]]:
+    """Deltas of every statistic; None when either side has no statistics."""
+    for field in ("shape", "dtype"):
+        if a.fields.get(field) != b.fields.get(field):
+            return [Delta(label, field, a.fields.get(field, "?"), b.fields.get(field, "?"),
+                          math.inf, 0)]
+    if not a.has_stats or not b.has_stats:
+        return None
+    deltas = []
+    for field in COUNT_KEYS:
+        if field in a.fields or field in b.fields:
+            ca, cb = a.stats.get(field), b.stats.get(field)
+            size = abs(ca - cb) if ca is not None and cb is not None else math.inf
+            deltas.append(Delta(label, field, a.fields.get(field, "-"), b.fields.get(field, "-"),
+                                size, 0))
+    for field in VALUE_KEYS:
+        if field in a.fields or field in b.fields:
+            deltas.append(_compare_value(label, field, a.fields.get(field, "-"),
+                                         b.fields.get(field, "-"), atol, rtol))
+    return deltas
+
+
+def _compare_value(label: str, field: str, ta: str, tb: str, atol: float, rtol: float) -> Delta:
+    va, vb = parse_number(ta), parse_number(tb)
+    if va is None or vb is None:
+        return Delta(label, field, ta, tb, 0 if ta == tb else math.inf, 0)
+    if (math.isnan(va) and math.isnan(vb)) or va == vb:   # also equal infinities
+        return Delta(label, field, ta, tb, 0.0, atol + rtol * abs(vb) if math.isfinite(vb) else 0)
+    if not (math.isfinite(va) and math.isfinite(vb)):
+        return Delta(label, field, ta, tb, math.inf, 0)
+    return Delta(label, field, ta, tb, abs(va - vb), atol + rtol * abs(vb))
+
+
+# -- the whole diff -------------------------------------------------------------
+
+@dataclasses.dataclass
+class Result:
+    rows: List[Row]
+    notes: List[str]
+    atol: float
+    rtol: float
+
+    @property
+    def first_divergence(self) -> Optional[Row]:
+        return next((r for r in self.rows if r.status == DIFFERS), None)
+
+    @property
+    def compared(self) -> int:
+        return sum(1 for r in self.rows if r.status in (OK, DIFFERS))
+
+
+def diff(log_a: Log, log_b: Log, run: int = 1, atol: float = 1e-5, rtol: float = 1e-3) -> Result:
+    for log in (log_a, log_b):
+        if log.level_hint() < 5:
+            raise DiffInputError(f"{log.path}: has no tensor statistics (it looks like a "
+                                 f"level-{log.level_hint()} log); diff needs logs written at "
+                                 "level 5 (AOTI_DEBUG_LOGLEVEL=5)")
+    events_a, notes_a = select(log_a, run, "A")
+    events_b, notes_b = select(log_b, run, "B")
+    rows = []
+    for a, b in align(events_a, events_b):
+        if a is None:
+            rows.append(Row(None, b, ONLY_B))
+        elif b is None:
+            rows.append(Row(a, None, ONLY_A))
+        else:
+            rows.append(compare(a, b, atol, rtol))
+    return Result(rows, notes_a + notes_b, atol, rtol)
+
+
+def _index(event: Optional[Event]) -> str:
+    if event is None:
+        return "-"
+    return event.ident
+
+
+def table(result: Result) -> List[str]:
+    head = ("A", "B", "kernel", "status", "largest delta")
+    body = [(_index(r.a), _index(r.b), r.kernel(), r.status, r.largest()) for r in result.rows]
+    widths = [max(len(row[c]) for row in [head, *body]) for c in range(4)]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths)) + "  " + row[4]
+            for row in [head, *body]]
+
+
+def summary(result: Result) -> List[str]:
+    lines = list(result.notes)
+    only_a = sum(1 for r in result.rows if r.status == ONLY_A)
+    only_b = sum(1 for r in result.rows if r.status == ONLY_B)
+    unknown = sum(1 for r in result.rows if r.status == UNKNOWN)
+    if only_a or only_b:
+        lines.append(f"{only_a} launch(es) only in A, {only_b} only in B (not compared)")
+    if unknown:
+        lines.append(f"{unknown} aligned launch(es) could not be compared (no statistics or outputs)")
+    for r in result.rows:
+        for side, event in (("A", r.a), ("B", r.b)):
+            if event is not None and event.crash is not None:
+                why = "; ".join(event.crash.notes) or "no signal recorded"
+                lines.append(f"{side} crashed in {event.title} ({why})")
+    row = result.first_divergence
+    if row is None:
+        verdict = "no aligned launch diverges" if unknown else "the logs agree"
+        lines.append(f"{verdict}: {result.compared} aligned launch(es) compared "
+                     f"(atol={result.atol:g}, rtol={result.rtol:g}; counts exact)")
+        return lines
+    a, b = row.a, row.b
+    assert a is not None and b is not None
+    lines.append(f"first divergence: A {a.title} / B {b.title}")
+    origin = a.origin or b.origin
+    lines.append(f"  source: {origin.source if origin and origin.source else '-'}")
+    lines.append(f"  nodes:  {', '.join(origin.nodes) if origin and origin.nodes else '-'}")
+    for d in row.deltas:
+        if d.violates:
+            allowed = f", allowed {d.allowed:.3g}" if d.allowed and math.isfinite(d.size) else ""
+            lines.append(f"  {d.text()}{allowed}")
+    for side, event in (("A", a), ("B", b)):
+        for label, tensor in (t for item in event.outputs for t in item.tensors()):
+            lines.append(f"  {side} {label}: {tensor.summary()}")
+    later = sum(1 for r in result.rows if r.status == DIFFERS) - 1
+    if later:
+        lines.append(f"{later} later aligned launch(es) differ too")
+    return lines

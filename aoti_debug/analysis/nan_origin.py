@@ -1,0 +1,213 @@
+"""Find the first launch (or `log_api` call) that turned finite inputs into NaN/Inf.
+
+Works on a parsed level-5 `Log`.  The origin is the candidate whose NaN/Inf
+output was *written first*: a call that encloses other calls or launches
+returns after them, so the innermost event that produced the NaN wins, and
+its enclosing calls are reported as such, not as the origin.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, List, Optional
+
+from .records import Event, Item, Log, Tensor, inline_nonfinite
+
+FINITE, NONFINITE, UNKNOWN = "finite", "nonfinite", "unknown"
+
+
+@dataclasses.dataclass
+class Evidence:
+    """One tensor or scalar of an event, and what the log says about its finiteness."""
+    label: str
+    value: object                           # Tensor or the inline text
+    state: str                              # FINITE | NONFINITE | UNKNOWN
+
+    def line(self) -> str:
+        if isinstance(self.value, Tensor):
+            return f"{self.label}: {self.value.summary()}"
+        return f"{self.label}: {self.value}"
+
+
+def evidence(items: List[Item]) -> List[Evidence]:
+    out: List[Evidence] = []
+    for item in items:
+        for label, tensor in item.tensors():
+            nonfinite = tensor.nonfinite()
+            state = UNKNOWN if nonfinite is None else NONFINITE if nonfinite else FINITE
+            out.append(Evidence(label, tensor, state))
+        for label, text in item.inline_values():
+            out.append(Evidence(label, text, NONFINITE if inline_nonfinite(text) else FINITE))
+    return out
+
+
+def overall(evs: List[Evidence]) -> str:
+    states = {e.state for e in evs}
+    return NONFINITE if NONFINITE in states else UNKNOWN if UNKNOWN in states else FINITE
+
+
+@dataclasses.dataclass
+class Check:
+    event: Event
+    inputs: List[Evidence]
+    outputs: List[Evidence]
+    start: int                              # record positions, for order and nesting
+    end: int
+
+    @property
+    def inputs_state(self) -> str:
+        return overall(self.inputs)
+
+    @property
+    def outputs_bad(self) -> bool:
+        return any(e.state == NONFINITE for e in self.outputs)
+
+    def contains(self, other: "Check") -> bool:
+        return (self.event.pid == other.event.pid and self.start < other.start
+                and self.end > other.end)
+
+
+@dataclasses.dataclass
+class Finding:
+    origin: Optional[Check] = None
+    enclosing: List[Check] = dataclasses.field(default_factory=list)   # calls around the origin
+    victims: List[Check] = dataclasses.field(default_factory=list)     # NaN in, NaN out
+    other_origins: List[Check] = dataclasses.field(default_factory=list)
+    entered: Optional[Check] = None         # first event whose inputs already held NaN/Inf
+    unfinished: List[Event] = dataclasses.field(default_factory=list)  # never ended: outputs unknown
+    notes: List[str] = dataclasses.field(default_factory=list)  # the NaN checker's notes on the origin
+    all_events: List[Event] = dataclasses.field(default_factory=list)
+
+    @property
+    def found(self) -> bool:
+        return self.origin is not None or self.entered is not None
+
+
+def checks(log: Log) -> List[Check]:
+    position: Dict[int, int] = {id(r): n for n, r in enumerate(log.records)}
+    out = []
+    for event in log.events:
+        last = event.end or event.crash or event.first
+        out.append(Check(event, evidence(event.inputs), evidence(event.outputs),
+                         position[id(event.first)], position[id(last)]))
+    return out
+
+
+def find(log: Log) -> Finding:
+    all_checks = checks(log)
+    finding = Finding(all_events=[c.event for c in all_checks])
+    finding.unfinished = [c.event for c in all_checks if not c.event.finished]
+    by_output_time = sorted(all_checks, key=lambda c: c.end)
+    candidates = [c for c in by_output_time if c.outputs_bad and c.inputs_state != NONFINITE]
+    if candidates:
+        origin = finding.origin = candidates[0]
+        for c in by_output_time:
+            if c is origin or not c.outputs_bad or c.end < origin.end:
+                continue
+            if c.contains(origin):
+                finding.enclosing.append(c)
+            elif c.inputs_state == NONFINITE:
+                finding.victims.append(c)
+            else:
+                finding.other_origins.append(c)
+        finding.notes = checker_notes(log, origin.event)
+    first_bad_input = next((c for c in sorted(all_checks, key=lambda c: c.start)
+                            if c.inputs_state == NONFINITE), None)
+    if first_bad_input is not None and (finding.origin is None
+                                        or first_bad_input.start < finding.origin.start):
+        if finding.origin is None or not first_bad_input.contains(finding.origin):
+            finding.entered = first_bad_input
+    return finding
+
+
+def checker_notes(log: Log, event: Event) -> List[str]:
+    """What the compiled-in NaN checker (`note - nan-check`) said about this launch."""
+    prefix = f"launch {event.title} "
+    return [line for r in log.records if r.kind == "note" and r.name == "nan-check"
+            and r.pid == event.pid for line in r.notes if line.startswith(prefix)]
+
+
+# -- text ---------------------------------------------------------------------
+
+def _is_call(event: Event) -> bool:
+    return event.ident.startswith("call ")
+
+
+def _named(event: Event) -> str:
+    """`launch 1.3 cpp_fused_log_2` or `call 3 __main__.f` (a call's title says `call`)."""
+    return event.title if _is_call(event) else f"launch {event.title}"
+
+
+def _list(checks_: List[Check], limit: int = 10) -> str:
+    names = [c.event.title for c in checks_[:limit]]
+    more = len(checks_) - limit
+    return ", ".join(names) + (f", ... ({more} more)" if more > 0 else "")
+
+
+def _nouns(events: List[Event]) -> str:
+    kinds = {"call" if _is_call(e) else "launch" for e in events}
+    one = len(events) == 1
+    if kinds == {"call"}:
+        return "call" if one else "calls"
+    if kinds == {"launch"}:
+        return "launch" if one else "launches"
+    return "launches and calls"
+
+
+def _counted(checks_: List[Check], adjective: str) -> str:
+    """`3 later launches`, `1 enclosing call`."""
+    return f"{len(checks_)} {adjective} {_nouns([c.event for c in checks_])}"
+
+
+def describe(check: Check, heading: str) -> List[str]:
+    event = check.event
+    lines = [f"{heading}: {_named(event)} (pid {event.pid}, {event.first.where})"]
+    if not _is_call(event):
+        origin = event.origin
+        lines.append(f"  source: {origin.source if origin and origin.source else '-'}")
+        lines.append(f"  nodes:  {', '.join(origin.nodes) if origin and origin.nodes else '-'}")
+    state = check.inputs_state
+    caption = {FINITE: "all finite", UNKNOWN: "finite where known",
+               NONFINITE: "already holding NaN/Inf"}[state]
+    lines.append(f"  inputs ({caption}):" if check.inputs else "  inputs: none recorded")
+    lines += [f"    {e.line()}" for e in check.inputs]
+    lines.append("  outputs (NaN/Inf):" if check.outputs_bad else "  outputs:")
+    lines += [f"    {e.line()}" for e in check.outputs]
+    return lines
+
+
+def text(finding: Finding) -> List[str]:
+    lines: List[str] = []
+    if finding.origin is not None:
+        origin = finding.origin
+        lines += describe(origin, "NaN/Inf origin")
+        unknown = [e for e in origin.inputs if e.state == UNKNOWN]
+        if unknown:
+            lines.append(f"  note: {len(unknown)} input(s) have no statistics, so their "
+                         f"finiteness is unknown: {', '.join(e.label for e in unknown)}")
+        lines += [f"  runtime note: {n}" for n in finding.notes]
+        if finding.enclosing:
+            lines.append(f"{_counted(finding.enclosing, 'enclosing')} returned NaN/Inf because "
+                         f"of it: {_list(finding.enclosing)}")
+        if finding.victims:
+            verb = "shows" if len(finding.victims) == 1 else "show"
+            lines.append(f"{_counted(finding.victims, 'later')} {verb} NaN/Inf too (victims): "
+                         f"{_list(finding.victims)}")
+        if finding.other_origins:
+            lines.append(f"{_counted(finding.other_origins, 'later')} also turned finite inputs "
+                         f"into NaN/Inf: {_list(finding.other_origins)}")
+    if finding.entered is not None:
+        if finding.origin is None:
+            lines.append("no launch or call turned finite inputs into NaN/Inf: "
+                         "NaN/Inf were already in the inputs")
+        else:
+            lines.append("before that, NaN/Inf were already in the inputs")
+        lines += describe(finding.entered, "first inputs with NaN/Inf")
+    if not finding.found:
+        lines.append(f"no NaN/Inf in the {len(finding.all_events)} "
+                     f"{_nouns(finding.all_events) if finding.all_events else 'launches'} of the log")
+    for event in finding.unfinished:
+        crash = event.crash
+        why = f"crash: {crash.notes[0]}" if crash is not None and crash.notes else "no end record"
+        lines.append(f"note: {_named(event)} never finished ({why}); its outputs are unknown")
+    return lines

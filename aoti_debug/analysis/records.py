@@ -1,0 +1,615 @@
+"""Reading aoti-debug logs back into structured records (docs/log-format.md).
+
+`parse(text)` turns log text into a `Log`: banners, records, and the records
+grouped into `Launch`es (launch + launch-end + crash trailer) and `Call`s
+(call + return/raise).  It never raises on odd input: lines it does not
+understand are kept (`Log.unknown_lines`, `Record.unparsed`) and a record cut
+short by a crash is marked `truncated`.  Pure text processing: no torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import heapq
+import os
+import re
+from typing import Dict, Iterator, List, Optional, Tuple, Union
+
+RULE = "=" * 80
+_HEADER = re.compile(
+    r"^\[(?P<ts>[^\]]*)\] \[pid (?P<pid>\d+|PID)\] (?P<kind>\S+) (?P<id>\S+)(?: (?P<name>.*))?$")
+_LABELLED = re.compile(
+    r"^(?P<label>(?:in|out|inout|kwarg|default|arg\[\d+\]) [^:]+|output|\[[^\]]*\]):(?: (?P<value>.*))?$")
+_CONTAINER = re.compile(r"^(?P<kind>list|tuple|dict)\(len=(?P<len>\d+)\)$")
+_ORIGIN = re.compile(r"^origin: nodes=(?P<nodes>\S+) source=(?P<source>.+)$")
+
+FLOATING = {"float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e4m3fnuz",
+            "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu"}
+INTEGER = {"uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64"}
+COMPLEX = {"complex64", "complex128"}
+STAT_KEYS = ("min", "max", "mean", "abs_min", "abs_max", "abs_mean",
+             "nan_count", "inf_count", "true_count", "false_count")
+COUNT_KEYS = ("nan_count", "inf_count", "true_count", "false_count")
+ITEM_KINDS = {"call", "return", "run", "run-end", "launch", "launch-end"}
+
+
+class LogInputError(ValueError):
+    """A path that cannot be read as a log: missing, unreadable, or without records."""
+
+
+# -- values -------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Tensor:
+    fields: Dict[str, str]                  # every key=value line, raw text, in order
+    skipped: Optional[str] = None           # the reason of a `stats=skipped (...)` line
+    truncated: bool = False                 # the block never reached its `)`
+
+    @property
+    def dtype(self) -> str:
+        return self.fields.get("dtype", "?")
+
+    @property
+    def shape(self) -> str:
+        return self.fields.get("shape", "?")
+
+    @property
+    def dtype_class(self) -> str:
+        """float | complex | int | bool | unknown (section 3's classes)."""
+        short = self.dtype.replace("torch.", "")
+        if short in FLOATING:
+            return "float"
+        if short in COMPLEX:
+            return "complex"
+        if short in INTEGER:
+            return "int"
+        if short == "bool":
+            return "bool"
+        return "float" if "nan_count" in self.fields else "unknown"
+
+    @functools.cached_property
+    def stats(self) -> Dict[str, float]:
+        """The statistics lines as numbers; empty when none were written."""
+        out = {}
+        for key in STAT_KEYS:
+            if key in self.fields:
+                value = parse_number(self.fields[key])
+                if value is not None:
+                    out[key] = value
+        return out
+
+    @property
+    def has_stats(self) -> bool:
+        return bool(self.stats)
+
+    def nonfinite(self) -> Optional[bool]:
+        """True if it holds NaN/Inf, False if not, None if the log cannot say."""
+        if self.dtype_class in ("int", "bool"):
+            return False
+        stats = self.stats
+        if "nan_count" not in stats or "inf_count" not in stats:
+            return None
+        return stats["nan_count"] > 0 or stats["inf_count"] > 0
+
+    def stats_text(self) -> str:
+        if self.skipped is not None:
+            return f"stats=skipped ({self.skipped})"
+        parts = [f"{k}={self.fields[k]}" for k in STAT_KEYS if k in self.fields]
+        return " ".join(parts) if parts else "no statistics (log level < 5)"
+
+    def summary(self) -> str:
+        text = f"shape={self.shape} dtype={self.dtype} {self.stats_text()}"
+        return text + (" (truncated)" if self.truncated else "")
+
+
+@dataclasses.dataclass
+class Container:
+    kind: str                               # list | tuple | dict
+    length: int
+    items: List["Item"]
+
+
+Value = Union[str, Tensor, Container]       # str: the inline form, unparsed
+
+
+@dataclasses.dataclass
+class Item:
+    label: str                              # `in x`, `arg[0] x`, `output`, `[0]`, `["mask"]`
+    value: Value
+
+    @property
+    def role(self) -> str:
+        """in | out | inout | arg | kwarg | default | output | element."""
+        head = self.label.split(" ", 1)[0]
+        if head.startswith("arg["):
+            return "arg"
+        if head.startswith("["):
+            return "element"
+        return head
+
+    @property
+    def name(self) -> str:
+        parts = self.label.split(" ", 1)
+        return parts[1] if len(parts) == 2 else parts[0]
+
+    def tensors(self, prefix: Optional[str] = None) -> Iterator[Tuple[str, Tensor]]:
+        """(label path, tensor) for every tensor in this item, containers flattened."""
+        label = self.label if prefix is None else prefix + self.label
+        if isinstance(self.value, Tensor):
+            yield label, self.value
+        elif isinstance(self.value, Container):
+            for sub in self.value.items:
+                yield from sub.tensors(label)
+
+    def inline_values(self, prefix: Optional[str] = None) -> Iterator[Tuple[str, str]]:
+        label = self.label if prefix is None else prefix + self.label
+        if isinstance(self.value, str):
+            yield label, self.value
+        elif isinstance(self.value, Container):
+            for sub in self.value.items:
+                yield from sub.inline_values(label)
+
+
+def parse_number(text: str) -> Optional[float]:
+    try:
+        return float(text) if any(c in text for c in ".ein") else int(text)
+    except ValueError:
+        return None
+
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_NONFINITE_WORD = re.compile(r"(?<![\w.])-?(?:nan|inf)(?![\w.])")
+
+
+def inline_nonfinite(text: str) -> bool:
+    """Whether an inline value (scalar or scalar container) holds nan/inf."""
+    return bool(_NONFINITE_WORD.search(_STRING.sub('""', text)))
+
+
+# -- records ------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Origin:
+    nodes: List[str]                        # FX node names; empty when unknown (`-`)
+    source: Optional[str]                   # `file:line` as written; None when unknown
+
+    @property
+    def file_and_line(self) -> Tuple[Optional[str], Optional[int]]:
+        if not self.source:
+            return None, None
+        path, _, line = self.source.rpartition(":")
+        if path and line.isdigit():
+            return path, int(line)
+        return self.source, None
+
+    def text(self) -> str:
+        return f"nodes={','.join(self.nodes) or '-'} source={self.source or '-'}"
+
+
+@dataclasses.dataclass
+class Record:
+    kind: str
+    id: str
+    name: str
+    pid: int                                # -1 for a masked `[pid PID]`
+    timestamp: str
+    line: int                               # 1-based line of the header in its file
+    file: Optional[str] = None
+    origin: Optional[Origin] = None
+    items: List[Item] = dataclasses.field(default_factory=list)
+    notes: List[str] = dataclasses.field(default_factory=list)     # note / exception / signal lines
+    unparsed: List[str] = dataclasses.field(default_factory=list)  # body lines not understood
+    truncated: bool = False
+
+    @property
+    def where(self) -> str:
+        return f"{os.path.basename(self.file)}:{self.line}" if self.file else f"line {self.line}"
+
+
+@dataclasses.dataclass
+class Banner:
+    pid: int
+    timestamp: str
+    facts: Dict[str, str]
+    line: int
+
+
+def _split_id(ident: str) -> Tuple[Optional[int], Optional[int]]:
+    run, _, launch = ident.partition(".")
+    if run.isdigit() and launch.isdigit():
+        return int(run), int(launch)
+    return None, None
+
+
+@dataclasses.dataclass
+class Launch:
+    """One kernel launch: its `launch` record, `launch-end` and crash trailer when present."""
+    start: Optional[Record]
+    end: Optional[Record] = None
+    crash: Optional[Record] = None
+
+    @property
+    def first(self) -> Record:
+        return self.start or self.end or self.crash  # type: ignore[return-value]
+
+    @property
+    def pid(self) -> int:
+        return self.first.pid
+
+    @property
+    def ident(self) -> str:
+        return self.first.id
+
+    @property
+    def run(self) -> Optional[int]:
+        return _split_id(self.ident)[0]
+
+    @property
+    def index(self) -> Optional[int]:
+        return _split_id(self.ident)[1]
+
+    @property
+    def name(self) -> str:
+        return self.first.name
+
+    @property
+    def title(self) -> str:
+        return f"{self.ident} {self.name}"
+
+    @property
+    def origin(self) -> Optional[Origin]:
+        return self.start.origin if self.start else None
+
+    @property
+    def inputs(self) -> List[Item]:
+        return [i for i in (self.start.items if self.start else []) if i.role in ("in", "inout")]
+
+    @property
+    def outputs(self) -> List[Item]:
+        return [i for i in (self.end.items if self.end else []) if i.role in ("out", "inout")]
+
+    @property
+    def finished(self) -> bool:
+        return self.end is not None
+
+
+@dataclasses.dataclass
+class Call:
+    """One `log_api` call: `call` record and its `return` or `raise`."""
+    start: Optional[Record]
+    end: Optional[Record] = None
+
+    @property
+    def first(self) -> Record:
+        return self.start or self.end  # type: ignore[return-value]
+
+    @property
+    def pid(self) -> int:
+        return self.first.pid
+
+    @property
+    def ident(self) -> str:
+        return f"call {self.first.id}"
+
+    @property
+    def name(self) -> str:
+        return self.first.name
+
+    @property
+    def title(self) -> str:
+        return f"{self.ident} {self.name}"
+
+    @property
+    def origin(self) -> Optional[Origin]:
+        return None
+
+    @property
+    def inputs(self) -> List[Item]:
+        return self.start.items if self.start else []
+
+    @property
+    def outputs(self) -> List[Item]:
+        return self.end.items if self.end is not None and self.end.kind == "return" else []
+
+    @property
+    def finished(self) -> bool:
+        return self.end is not None
+
+    @property
+    def crash(self) -> Optional[Record]:
+        return None
+
+
+Event = Union[Launch, Call]
+
+
+@dataclasses.dataclass
+class Log:
+    path: Optional[str]
+    records: List[Record]
+    banners: List[Banner]
+    unknown_lines: List[Tuple[int, str]]
+    launches: List[Launch]
+    calls: List[Call]
+    crashes: List[Record]                   # every crash trailer, with or without a launch
+
+    @property
+    def events(self) -> List[Event]:
+        """Launches and calls in the order their first record was written."""
+        order = {id(r): n for n, r in enumerate(self.records)}
+        return sorted([*self.launches, *self.calls], key=lambda e: order[id(e.first)])
+
+    def level_hint(self) -> int:
+        """The least level that explains what the log holds: 0 (nothing), 1, 3 or 5."""
+        if not self.records:
+            return 0
+        tensors = [t for r in self.records for i in r.items for _, t in i.tensors()]
+        if any(t.has_stats or t.skipped is not None for t in tensors):
+            return 5
+        if any(r.items or r.origin for r in self.records):
+            return 3
+        return 1
+
+
+# -- parsing ------------------------------------------------------------------
+
+def parse(text: str, path: Optional[str] = None) -> Log:
+    lines = text.split("\n")
+    ends_cleanly = lines[-1] == ""
+    if ends_cleanly:
+        lines.pop()
+    records: List[Record] = []
+    banners: List[Banner] = []
+    unknown: List[Tuple[int, str]] = []
+    body: List[str] = []
+    current: Optional[Record] = None
+
+    def close() -> None:
+        nonlocal current, body
+        if current is not None:
+            _fill_body(current, body)
+            records.append(current)
+        current, body = None, []
+
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("  ") and current is not None:
+            body.append(line)
+            i += 1
+            continue
+        close()
+        if line == RULE:
+            banner, i = _banner(lines, i)
+            if banner is not None:
+                banners.append(banner)
+                continue
+            unknown.append((i + 1, line))
+            i += 1
+            continue
+        match = _HEADER.match(line)
+        if match:
+            current = Record(kind=match["kind"], id=match["id"], name=match["name"] or "",
+                             pid=int(match["pid"]) if match["pid"].isdigit() else -1,
+                             timestamp=match["ts"], line=i + 1, file=path)
+        elif line.strip():
+            unknown.append((i + 1, line))
+        i += 1
+    if current is not None and not ends_cleanly:
+        current.truncated = True
+    close()
+    return _group(path, records, banners, unknown)
+
+
+def _banner(lines: List[str], i: int) -> Tuple[Optional[Banner], int]:
+    match = _HEADER.match(lines[i + 1]) if i + 1 < len(lines) else None
+    if (not match or match["kind"] != "aoti-debug" or i + 2 >= len(lines)
+            or lines[i + 2] != RULE):
+        return None, i
+    facts: Dict[str, str] = {}
+    j = i + 3
+    while j < len(lines) and lines[j] != RULE:
+        key, _, value = lines[j].partition(": ")
+        facts[key] = value
+        j += 1
+    pid = int(match["pid"]) if match["pid"].isdigit() else -1
+    return Banner(pid=pid, timestamp=match["ts"], facts=facts, line=i + 2), j + 1
+
+
+def _fill_body(record: Record, body: List[str]) -> None:
+    if record.kind not in ITEM_KINDS:
+        for line in body:
+            record.notes.append(line[2:])
+        return
+    j = 0
+    if record.kind == "launch" and body and body[0].startswith("  origin:"):
+        match = _ORIGIN.match(body[0][2:])
+        if match:
+            nodes = [] if match["nodes"] == "-" else match["nodes"].split(",")
+            source = None if match["source"] == "-" else match["source"]
+            record.origin = Origin(nodes, source)
+        else:
+            record.unparsed.append(body[0])
+        j = 1
+    while j < len(body):
+        item, j2, truncated = _item(body, j, 1)
+        if item is None:
+            record.unparsed.append(body[j])
+            j += 1
+            continue
+        record.items.append(item)
+        record.truncated = record.truncated or truncated
+        j = j2
+
+
+def _depth(line: str) -> int:
+    return (len(line) - len(line.lstrip(" "))) // 2
+
+
+def _item(body: List[str], j: int, depth: int) -> Tuple[Optional[Item], int, bool]:
+    """Parse the item whose label line is body[j]; returns (item, next index, truncated)."""
+    line = body[j]
+    if _depth(line) != depth:
+        return None, j, False
+    labelled = _label(line[2 * depth:])
+    if labelled is None:
+        return None, j, False
+    label, value = labelled
+    if value is not None:
+        return Item(label, value), j + 1, False
+    block, j2, truncated = _block(body, j + 1, depth + 1)
+    if block is None:
+        return Item(label, ""), j + 1, j + 1 >= len(body)
+    return Item(label, block), j2, truncated
+
+
+def _label(text: str) -> Optional[Tuple[str, Optional[str]]]:
+    """(label, inline value or None) of an item line; dict keys may hold any character."""
+    if not text.startswith('["'):
+        m = _LABELLED.match(text)
+        return (m["label"], m["value"]) if m else None
+    key = _STRING.match(text, 1)
+    if not key or text[key.end():key.end() + 2] != "]:":
+        return None
+    rest = text[key.end() + 2:]
+    return text[:key.end() + 1], (rest[1:] if rest.startswith(" ") else None)
+
+
+def _block(body: List[str], j: int, depth: int) -> Tuple[Optional[Value], int, bool]:
+    if j >= len(body) or _depth(body[j]) != depth:
+        return None, j, False
+    head = body[j].strip(" ")
+    if head == "Tensor(":
+        fields: Dict[str, str] = {}
+        skipped = None
+        j += 1
+        while j < len(body) and _depth(body[j]) > depth:
+            key, sep, value = body[j].strip(" ").partition("=")
+            if sep and key == "stats" and value.startswith("skipped ("):
+                skipped = value[len("skipped ("):].rstrip(")")
+            elif sep:
+                fields[key] = value
+            j += 1
+        if j < len(body) and body[j].strip(" ") == ")" and _depth(body[j]) == depth:
+            return Tensor(fields, skipped), j + 1, False
+        return Tensor(fields, skipped, truncated=True), j, True
+    container = _CONTAINER.match(head)
+    if container:
+        items: List[Item] = []
+        j += 1
+        truncated = False
+        while j < len(body) and _depth(body[j]) > depth:
+            item, j2, cut = _item(body, j, depth + 1)
+            if item is None:
+                j += 1           # an element we cannot read; skip it, keep the rest
+                continue
+            items.append(item)
+            truncated = truncated or cut
+            j = j2
+        truncated = truncated or len(items) < int(container["len"])
+        return Container(container["kind"], int(container["len"]), items), j, truncated
+    return None, j, False
+
+
+def _group(path, records: List[Record], banners, unknown) -> Log:
+    launches: List[Launch] = []
+    calls: List[Call] = []
+    crashes: List[Record] = []
+    open_launches: Dict[Tuple[int, str, str], Launch] = {}
+    open_calls: Dict[Tuple[int, str], Call] = {}
+    for rec in records:
+        key = (rec.pid, rec.id, rec.name)
+        if rec.kind == "launch":
+            open_launches[key] = launch = Launch(rec)
+            launches.append(launch)
+        elif rec.kind == "launch-end":
+            launch = open_launches.pop(_open_key(open_launches, key, rec), None)
+            if launch is None:            # the log starts after the launch record
+                launches.append(Launch(None, end=rec))
+            else:
+                launch.end = rec
+        elif rec.kind == "crash":
+            crashes.append(rec)
+            key = _open_key(open_launches, key, rec)
+            if key in open_launches:
+                open_launches.pop(key).crash = rec
+        elif rec.kind == "call":
+            open_calls[(rec.pid, rec.id)] = call = Call(rec)
+            calls.append(call)
+        elif rec.kind in ("return", "raise"):
+            call = open_calls.pop((rec.pid, rec.id), None)
+            if call is None:
+                calls.append(Call(None, end=rec))
+            else:
+                call.end = rec
+    return Log(path, records, banners, unknown, launches, calls, crashes)
+
+
+def _open_key(open_launches, key, rec: Record):
+    """The key of the open launch `rec` closes; a header cut short may have lost part of its name."""
+    if key in open_launches or not rec.truncated:
+        return key
+    return next((k for k in open_launches if k[0] == rec.pid and k[1].startswith(rec.id)
+                 and k[2].startswith(rec.name)), key)
+
+
+# -- files and directories ------------------------------------------------------
+
+LOG_SUFFIXES = (".log",)
+
+
+def read(path: str) -> Log:
+    """Read a log file, or the logs inside a dump directory, into one `Log`.
+
+    Raises LogInputError (one line naming what was wrong) when nothing usable is there.
+    """
+    if os.path.isdir(path):
+        return _read_dir(path)
+    if not os.path.exists(path):
+        raise LogInputError(f"{path}: no such file or directory "
+                            "(expected a log file written by aoti-debug, or a dump directory)")
+    log = parse(_read_text(path), path)
+    if not log.records:
+        raise LogInputError(f"{path}: holds no aoti-debug records "
+                            "(expected a log written with AOTI_DEBUG_LOGLEVEL >= 1)")
+    return log
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise LogInputError(f"{path}: cannot be read ({exc.strerror})") from None
+
+
+def _walk(path: str, depth: int = 2):
+    """Files in `path` and its sub-folders down to `depth` levels (dumps live in <pid>-<label>/)."""
+    path = os.path.normpath(path)
+    for root, dirs, files in os.walk(path):
+        level = root[len(path):].count(os.sep)
+        if level >= depth:
+            dirs[:] = []
+        dirs.sort()
+        for name in sorted(files):
+            yield os.path.join(root, name)
+
+
+def _read_dir(path: str) -> Log:
+    files = list(_walk(path))
+    logs = [f for f in files if f.endswith(LOG_SUFFIXES)]
+    parsed = [log for log in (parse(_read_text(p), p) for p in logs) if log.records]
+    if not parsed:
+        manifests = sum(1 for f in files if os.path.basename(f) == "manifest.jsonl")
+        what = (f"{manifests} manifest.jsonl file(s) but no *.log file with records" if manifests
+                else "no *.log file with records and no manifest.jsonl")
+        raise LogInputError(f"{path}: the directory holds {what}; reading dumped tensors is "
+                            "not supported yet (expected *.log files written by aoti-debug, "
+                            "e.g. with AOTI_DEBUG_LOGDEST=<dir>/debug_%i.log)")
+    if len(parsed) == 1:
+        return parsed[0]
+    # each file is in write order; merge the files by timestamp
+    records = list(heapq.merge(*(log.records for log in parsed), key=lambda r: r.timestamp))
+    return _group(path, records, [b for log in parsed for b in log.banners],
+                  [u for log in parsed for u in log.unknown_lines])

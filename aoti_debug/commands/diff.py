@@ -1,0 +1,32 @@
+"""`aoti-debug diff A B`: align two logs of the same model and name the first diverging launch."""
+
+from __future__ import annotations
+
+from ..cli import FOUND, OK, UsageError
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("log_a", metavar="A", help="level-5 log of the reference run (e.g. torch.compile)")
+    parser.add_argument("log_b", metavar="B", help="level-5 log of the run to check (e.g. the AOTI artifact)")
+    parser.add_argument("--run", type=int, default=1, metavar="R",
+                        help="which run of the model to compare (default: 1)")
+    parser.add_argument("--atol", type=float, default=1e-5,
+                        help="absolute tolerance on min/max/mean (default: 1e-5)")
+    parser.add_argument("--rtol", type=float, default=1e-3,
+                        help="relative tolerance on min/max/mean (default: 1e-3); counts must match exactly")
+
+
+def run(args) -> int:
+    from ..analysis import diff, records
+    if args.atol < 0 or args.rtol < 0:
+        raise UsageError(f"--atol {args.atol:g} / --rtol {args.rtol:g}: tolerances must be >= 0")
+    try:
+        log_a, log_b = records.read(args.log_a), records.read(args.log_b)
+        result = diff.diff(log_a, log_b, run=args.run, atol=args.atol, rtol=args.rtol)
+    except (records.LogInputError, diff.DiffInputError) as exc:
+        raise UsageError(str(exc)) from None
+    print(f"A: {args.log_a}")
+    print(f"B: {args.log_b}")
+    print("\n".join(diff.table(result)))
+    print("\n".join(diff.summary(result)))
+    return FOUND if result.first_divergence is not None else OK

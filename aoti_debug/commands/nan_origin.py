@@ -1,0 +1,25 @@
+"""`aoti-debug nan-origin LOG_OR_DUMP_DIR`: name the launch or call where NaN/Inf first appeared."""
+
+from __future__ import annotations
+
+from ..cli import FOUND, OK, UsageError
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("path", metavar="LOG_OR_DUMP_DIR",
+                        help="a log written at AOTI_DEBUG_LOGLEVEL=5, or a dump directory holding *.log files")
+
+
+def run(args) -> int:
+    from ..analysis import nan_origin, records
+    try:
+        log = records.read(args.path)
+    except records.LogInputError as exc:
+        raise UsageError(str(exc)) from None
+    level = log.level_hint()
+    if level < 5:
+        raise UsageError(f"{args.path}: has no tensor statistics (it looks like a level-{level} log); "
+                         "nan-origin needs a log written at level 5 (AOTI_DEBUG_LOGLEVEL=5)")
+    finding = nan_origin.find(log)
+    print("\n".join(nan_origin.text(finding)))
+    return FOUND if finding.found else OK

@@ -1,0 +1,35 @@
+"""`aoti-debug report LOG -o report.html`: one self-contained HTML page about a log."""
+
+from __future__ import annotations
+
+import os
+
+from ..cli import OK, UsageError
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("log", metavar="LOG", help="a log written by aoti-debug (level 5 shows statistics)")
+    parser.add_argument("-o", "--output", default="report.html", metavar="HTML",
+                        help="where to write the page (default: report.html)")
+    parser.add_argument("--against", metavar="OTHER_LOG",
+                        help="a level-5 log of the same model: highlight the first divergence from it")
+    parser.add_argument("--run", type=int, default=1, metavar="R",
+                        help="with --against: which run to compare (default: 1)")
+
+
+def run(args) -> int:
+    from ..analysis import diff, records, report
+    try:
+        log = records.read(args.log)
+        other = records.read(args.against) if args.against else None
+        divergence = diff.diff(log, other, run=args.run) if other is not None else None
+    except (records.LogInputError, diff.DiffInputError) as exc:
+        raise UsageError(str(exc)) from None
+    page = report.render(log, against=other, divergence=divergence)
+    try:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(page.html)
+    except OSError as exc:
+        raise UsageError(f"{args.output}: cannot be written ({exc.strerror})") from None
+    print(f"wrote {os.path.abspath(args.output)}: {page.summary}")
+    return OK

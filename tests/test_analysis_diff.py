@@ -1,0 +1,223 @@
+"""`aoti-debug diff A B`: launch-by-launch alignment and comparison of two logs."""
+
+from aoti_debug.analysis import diff, records
+from aoti_debug.cli import main
+from test_analysis_logs import SRC, LogWriter, T, write_log
+
+# (kind of kernel, FX nodes, source line, output statistics (min, max, mean))
+KERNELS = [("add", "add", 11, (-2.0, 4.0, 1.0)),
+           ("mm", "mm,relu", 12, (0.0, 9.5, 2.25)),
+           ("mul", "mul", 13, (-3.0, 6.0, 1.5)),
+           ("sum", "sum_1", 14, (9.0, 9.0, 9.0))]
+
+
+def model_log(pid=1, *, change=None, prefix="cpp_fused", extra=None, nodes=True, runs=(1,),
+              level=5):
+    """One launch per kernel and run; `change` maps a kernel kind to other output statistics,
+    `extra` = (after kind, kernel kind) inserts a launch that only this side has."""
+    w = LogWriter(pid)
+    for run in runs:
+        w.run(run)
+        k = 0
+        x = T(-2.0, 3.0, 0.5) if level >= 5 else T()
+        for kind, node_names, line, stats in KERNELS:
+            plan = [(kind, node_names, line, stats)]
+            if extra and extra[0] == kind:
+                plan.append((extra[1], extra[1], 90, (0.0, 1.0, 0.5)))
+            for name, fx, src_line, (mn, mx, mean) in plan:
+                nan = 0
+                if change and name in change:
+                    mn, mx, mean, nan = change[name]
+                k += 1
+                shape = () if name == "sum" else (2, 3)
+                out = T(mn, mx, mean, nan=nan, shape=shape) if level >= 5 else T(shape=shape)
+                w.launch(f"{run}.{k}", f"{prefix}_{name}_{k - 1}",
+                         fx if nodes else "-", f"{SRC}:{src_line}" if nodes else "-",
+                         inputs=[("in x", x)], outputs=[(f"out buf{k - 1}", out)])
+        w.run_end(run)
+    return w
+
+
+def cli(capsys, *argv):
+    code = main(["diff", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def logs(tmp_path, a, b):
+    return write_log(tmp_path, "a.log", a), write_log(tmp_path, "b.log", b)
+
+
+def test_two_logs_that_agree_within_tolerance(tmp_path, capsys):
+    a, b = logs(tmp_path, model_log(1), model_log(2, change={"mm": (0.0, 9.5, 2.250001, 0)}))
+    assert cli(capsys, a, b) == (0, (
+        f"A: {a}\n"
+        f"B: {b}\n"
+        "A    B    kernel           status  largest delta\n"
+        "1.1  1.1  cpp_fused_add_0  ok      0\n"
+        "1.2  1.2  cpp_fused_mm_1   ok      out buf1 mean delta 1e-06\n"
+        "1.3  1.3  cpp_fused_mul_2  ok      0\n"
+        "1.4  1.4  cpp_fused_sum_3  ok      0\n"
+        "the logs agree: 4 aligned launch(es) compared (atol=1e-05, rtol=0.001; counts exact)\n"), "")
+
+
+def test_a_perturbed_op_is_named_with_its_source_line(tmp_path, capsys):
+    a, b = logs(tmp_path, model_log(1), model_log(2, change={"mm": (0.0, 9.5, 2.4, 0),
+                                                            "mul": (-3.0, 6.0, 1.6, 0)}))
+    code, out, err = cli(capsys, a, b)
+    assert (code, err) == (1, "")
+    assert out.splitlines()[2:] == [
+        "A    B    kernel           status   largest delta",
+        "1.1  1.1  cpp_fused_add_0  ok       0",
+        "1.2  1.2  cpp_fused_mm_1   DIFFERS  out buf1 mean 2.250000 vs 2.400000 (delta 0.15)",
+        "1.3  1.3  cpp_fused_mul_2  DIFFERS  out buf2 mean 1.500000 vs 1.600000 (delta 0.1)",
+        "1.4  1.4  cpp_fused_sum_3  ok       0",
+        "first divergence: A 1.2 cpp_fused_mm_1 / B 1.2 cpp_fused_mm_1",
+        f"  source: {SRC}:12",
+        "  nodes:  mm, relu",
+        "  out buf1 mean 2.250000 vs 2.400000 (delta 0.15), allowed 0.00241",
+        "  A out buf1: shape=(2, 3) dtype=torch.float32 min=0.000000 max=9.500000 mean=2.250000 "
+        "nan_count=0 inf_count=0",
+        "  B out buf1: shape=(2, 3) dtype=torch.float32 min=0.000000 max=9.500000 mean=2.400000 "
+        "nan_count=0 inf_count=0",
+        "1 later aligned launch(es) differ too",
+    ]
+
+
+def test_an_extra_launch_on_one_side_does_not_shift_the_rest(tmp_path, capsys):
+    a, b = logs(tmp_path, model_log(1), model_log(2, extra=("mm", "clone")))
+    code, out, _ = cli(capsys, a, b)
+    assert code == 0
+    assert out.splitlines()[2:] == [
+        "A    B    kernel                             status     largest delta",
+        "1.1  1.1  cpp_fused_add_0                    ok         0",
+        "1.2  1.2  cpp_fused_mm_1                     ok         0",
+        "-    1.3  cpp_fused_clone_2                  only in B  -",
+        "1.3  1.4  cpp_fused_mul_2 / cpp_fused_mul_3  ok         0",
+        "1.4  1.5  cpp_fused_sum_3 / cpp_fused_sum_4  ok         0",
+        "0 launch(es) only in A, 1 only in B (not compared)",
+        "the logs agree: 4 aligned launch(es) compared (atol=1e-05, rtol=0.001; counts exact)",
+    ]
+    # the other way round the extra launch is only in A
+    code, out, _ = cli(capsys, b, a)
+    assert code == 0 and "1.3  -    cpp_fused_clone_2                  only in A  -" in out
+
+
+def test_kernels_named_differently_on_another_device_align_by_their_nodes(tmp_path, capsys):
+    a, b = logs(tmp_path, model_log(1), model_log(2, prefix="triton_poi_fused",
+                                                  change={"mul": (-3.0, 6.0, 1.5, 1)}))
+    code, out, _ = cli(capsys, a, b)
+    assert code == 1
+    assert "1.3  1.3  cpp_fused_mul_2 / triton_poi_fused_mul_2  DIFFERS  out buf2 nan_count 0 vs 1" in out
+    assert "first divergence: A 1.3 cpp_fused_mul_2 / B 1.3 triton_poi_fused_mul_2" in out
+
+
+def test_without_provenance_kernels_align_by_name_stem(tmp_path):
+    a = records.parse(model_log(1, nodes=False).text())
+    b = records.parse(model_log(2, nodes=False, prefix="triton_poi_fused", extra=("add", "clone")).text())
+    result = diff.diff(a, b)
+    assert [(r.a and r.a.ident, r.b and r.b.ident, r.status) for r in result.rows] == [
+        ("1.1", "1.1", "ok"), (None, "1.2", "only in B"), ("1.2", "1.3", "ok"),
+        ("1.3", "1.4", "ok"), ("1.4", "1.5", "ok")]
+
+
+def test_counts_must_match_exactly_and_tolerances_are_options(tmp_path, capsys):
+    a, b = logs(tmp_path, model_log(1), model_log(2, change={"sum": (9.0, 9.0, 9.05, 0)}))
+    assert cli(capsys, a, b)[0] == 1
+    assert cli(capsys, a, b, "--atol", "0.1")[0] == 0
+    assert cli(capsys, a, b, "--rtol", "0.01")[0] == 0
+    assert cli(capsys, a, b, "--rtol", "-1") == (2, "", (
+        "aoti-debug diff: --atol 1e-05 / --rtol -1: tolerances must be >= 0\n"))
+
+
+def test_run_selection(tmp_path, capsys):
+    a, b = logs(tmp_path, model_log(1, runs=(1, 2)),
+                model_log(2, runs=(1, 2), change={"add": (-2.0, 4.5, 1.0, 0)}))
+    code, out, _ = cli(capsys, a, b)
+    assert code == 1 and "first divergence: A 1.1 cpp_fused_add_0 / B 1.1 cpp_fused_add_0" in out
+    code, out, _ = cli(capsys, a, b, "--run", "2")
+    assert code == 1 and "first divergence: A 2.1 cpp_fused_add_0 / B 2.1 cpp_fused_add_0" in out
+    assert cli(capsys, a, b, "--run", "3") == (2, "", (
+        f"aoti-debug diff: {a}: has no launches of run 3 (runs in this log: 1, 2)\n"))
+
+
+def test_bad_inputs(tmp_path, capsys):
+    a = write_log(tmp_path, "a.log", model_log(1))
+    low = write_log(tmp_path, "low.log", model_log(2, level=3))
+    assert cli(capsys, a, low) == (2, "", (
+        f"aoti-debug diff: {low}: has no tensor statistics (it looks like a level-3 log); "
+        "diff needs logs written at level 5 (AOTI_DEBUG_LOGLEVEL=5)\n"))
+    assert cli(capsys, a, str(tmp_path / "missing.log")) == (2, "", (
+        f"aoti-debug diff: {tmp_path}/missing.log: no such file or directory "
+        "(expected a log file written by aoti-debug, or a dump directory)\n"))
+    assert cli(capsys, a) == (2, "", cli_usage_error("the following arguments are required: B"))
+
+
+def cli_usage_error(message):
+    return ("usage: aoti-debug diff [-h] [--run R] [--atol ATOL] [--rtol RTOL] A B\n"
+            f"aoti-debug diff: error: {message}\n")
+
+
+def test_a_crashed_launch_cannot_be_compared_but_does_not_stop_the_diff(tmp_path, capsys):
+    w = model_log(2)
+    text = w.text()
+    cut = text.index("[2026-11-21 05:30:45.000260] [pid 2] launch-end 1.3")
+    crashed = text[:cut] + "[2026-11-21 05:30:45.000260] [pid 2] crash 1.3 cpp_fused_mul_2\n  signal: SIGSEGV\n"
+    a, b = logs(tmp_path, model_log(1), crashed)
+    code, out, _ = cli(capsys, a, b)
+    assert code == 0
+    assert out.splitlines()[2:] == [
+        "A    B    kernel           status        largest delta",
+        "1.1  1.1  cpp_fused_add_0  ok            0",
+        "1.2  1.2  cpp_fused_mm_1   ok            0",
+        "1.3  1.3  cpp_fused_mul_2  not compared  no outputs recorded in B",
+        "1.4  -    cpp_fused_sum_3  only in A     -",
+        "1 launch(es) only in A, 0 only in B (not compared)",
+        "1 aligned launch(es) could not be compared (no statistics or outputs)",
+        "B crashed in 1.3 cpp_fused_mul_2 (signal: SIGSEGV)",
+        "no aligned launch diverges: 2 aligned launch(es) compared (atol=1e-05, rtol=0.001; counts exact)",
+    ]
+
+
+def test_python_logger_calls_are_compared_when_there_are_no_launches(tmp_path):
+    def calls(pid, mean):
+        w = LogWriter(pid)
+        w.record("call", "1", "__main__.f", ["  arg[0] x:"] + [f"    {l}" for l in T(0.0, 1.0, 0.5).lines])
+        w.record("return", "1", "__main__.f", ["  output:"] + [f"    {l}" for l in T(0.0, 2.0, mean).lines])
+        return records.parse(w.text())
+    assert diff.diff(calls(1, 1.0), calls(2, 1.0)).first_divergence is None
+    row = diff.diff(calls(1, 1.0), calls(2, 1.5)).first_divergence
+    assert row.a.title == "call 1 __main__.f" and row.largest() == "output mean 1.000000 vs 1.500000 (delta 0.5)"
+
+
+def test_outputs_pair_in_argument_order_and_an_extra_output_is_named_not_compared(tmp_path, capsys):
+    # as AOTI against torch.compile: B fuses a copy of a constant into the kernel (an extra
+    # output that shifts the buffer numbers after it)
+    a, b = LogWriter(1), LogWriter(2)
+    a.launch("1.1", "cpp_fused__softmax_1", "amax,div", f"{SRC}:23", inputs=[("in buf4", T(0.0, 1.0, 0.5))],
+             outputs=[("out buf5", T(0.5, 1.0, 0.75)), ("out buf6", T(0.2, 0.3, 0.25))])
+    b.launch("1.1", "cpp_fused__softmax_2", "amax,div", f"{SRC}:23", inputs=[("in buf4", T(0.0, 1.0, 0.5))],
+             outputs=[("out buf4", T(1.0, 1.0, 1.0, shape=(4,))), ("out buf6", T(0.5, 1.0, 0.75)),
+                      ("out buf7", T(0.2, 0.3, 0.25))])
+    code, out, _ = cli(capsys, *logs(tmp_path, a, b))
+    assert code == 0
+    assert ("1.1  1.1  cpp_fused__softmax_1 / cpp_fused__softmax_2  ok      0 (out buf4 only in B)"
+            in out.splitlines())
+    b.parts[-1] = b.parts[-1].replace("min=0.200000", "min=0.100000")
+    code, out, _ = cli(capsys, *logs(tmp_path, a, b))
+    assert code == 1 and "  out buf6/buf7 min 0.200000 vs 0.100000 (delta 0.1), allowed 0.00011\n" in out
+
+
+def test_long_runs_with_local_differences_align_in_linear_time():
+    def run(pid, prefix, skip):
+        w = LogWriter(pid, with_banner=False)
+        for k in range(1, 3001):
+            if k % skip == 0:
+                continue
+            w.launch(f"1.{k}", f"{prefix}_op{k % 7}_{k}", f"n{k}", inputs=[("in x", T(0.0, 1.0, 0.5))],
+                     outputs=[("out y", T(0.0, 1.0, 0.5))])
+        return records.parse(w.text())
+    result = diff.diff(run(1, "cpp_fused", 10**6), run(2, "triton_poi_fused", 100))
+    statuses = [r.status for r in result.rows]
+    assert statuses.count("only in A") == 30 and statuses.count("ok") == 2970
+    assert all(r.a.origin.nodes == r.b.origin.nodes for r in result.rows if r.status == "ok")

@@ -1,0 +1,221 @@
+"""The log parser: records, items, tensor blocks, grouping, and tolerance of odd input."""
+
+import math
+
+import pytest
+
+from aoti_debug.analysis import records
+from aoti_debug.analysis.records import Container, LogInputError, Tensor, parse
+from conftest import clean_env, run_python
+from test_analysis_logs import PID, LogWriter, Seq, T, nan_model_log, write_log
+
+CHAIN = '''
+import torch
+from aoti_debug import log_api
+
+@log_api
+def pair(x, n=2, *, tag="t"):
+    return {"sum": x.sum(), "parts": [x, n]}
+
+pair(torch.tensor([[1.0, 2.0], [3.0, 4.0]]), tag="a")
+'''
+
+
+def logger_log(tmp_path, level, code=CHAIN):
+    log = tmp_path / f"level{level}.log"
+    run_python(code, env=clean_env(AOTI_DEBUG_LOGLEVEL=level, AOTI_DEBUG_LOGDEST=log))
+    return log
+
+
+def test_python_logger_log_parses_into_calls_with_nested_containers(tmp_path):
+    log = records.read(str(logger_log(tmp_path, 5)))
+    assert [(r.kind, r.id, r.name) for r in log.records] == [
+        ("call", "1", "__main__.pair"), ("return", "1", "__main__.pair")]
+    assert len(log.banners) == 1 and log.banners[0].facts["aoti-debug version"] == "0.1.0"
+    assert log.unknown_lines == [] and all(r.unparsed == [] for r in log.records)
+    (call,) = log.calls
+    assert call.title == "call 1 __main__.pair" and call.finished
+    assert [(i.label, i.role, i.name) for i in call.inputs] == [
+        ("arg[0] x", "arg", "x"), ('kwarg tag', "kwarg", "tag"), ("default n", "default", "n")]
+    x = call.inputs[0].value
+    assert isinstance(x, Tensor) and x.shape == "(2, 2)" and x.dtype == "torch.float32"
+    assert x.stats == {"min": 1.0, "max": 4.0, "mean": 2.5, "nan_count": 0, "inf_count": 0}
+    assert x.nonfinite() is False
+    assert call.inputs[1].value == '"a"' and call.inputs[2].value == "2"
+    (output,) = call.outputs
+    assert isinstance(output.value, Container) and output.value.kind == "dict"
+    assert [label for label, _ in output.tensors()] == ['output["sum"]', 'output["parts"][0]']
+    assert list(output.inline_values()) == [('output["parts"][1]', "2")]
+    assert log.level_hint() == 5
+
+
+@pytest.mark.parametrize("level", [1, 3, 5])
+def test_level_hint_says_what_the_log_holds(tmp_path, level):
+    assert records.read(str(logger_log(tmp_path, level))).level_hint() == level
+
+
+def test_launch_and_launch_end_are_grouped_with_origin_inputs_and_outputs():
+    log = parse(nan_model_log().text(), "model.log")
+    assert [l.ident for l in log.launches] == ["1.1", "1.2", "1.3", "1.4"]
+    launch = log.launches[2]
+    assert (launch.run, launch.index, launch.name, launch.pid) == (1, 3, "cpp_fused_mul_2", PID)
+    assert launch.origin.nodes == ["mul"] and launch.origin.source == "/srv/app/model.py:13"
+    assert launch.origin.file_and_line == ("/srv/app/model.py", 13)
+    assert [i.label for i in launch.inputs] == ["in buf1", "in scale"]
+    assert launch.inputs[1].value == "2.000000"
+    assert [i.label for i in launch.outputs] == ["out buf2"]
+    assert launch.outputs[0].value.stats["nan_count"] == 2
+    assert launch.start.timestamp == "2026-11-21 05:30:45.000220" and launch.end.line == 116
+    assert [e.ident for e in log.events] == ["1.1", "1.2", "1.3", "1.4"]
+    runs = [r for r in log.records if r.kind in ("run", "run-end")]
+    assert [(r.kind, r.id, [i.label for i in r.items]) for r in runs] == [
+        ("run", "1", ["in arg0_1"]), ("run-end", "1", ["out buf3"])]
+
+
+def test_inout_arguments_count_as_input_and_output_and_unknown_origin_parts_are_none():
+    w = LogWriter()
+    w.launch("1.1", "cpp_fused_add_0", inputs=[("inout buf0", T(0.0, 1.0, 0.5))],
+             outputs=[("inout buf0", T(1.0, 2.0, 1.5))])
+    (launch,) = parse(w.text()).launches
+    assert launch.origin.nodes == [] and launch.origin.source is None
+    assert [i.label for i in launch.inputs] == ["inout buf0"]
+    assert launch.outputs[0].value.stats["min"] == 1.0
+
+
+def test_records_of_several_processes_with_the_same_launch_number_stay_apart():
+    a, b = LogWriter(pid=1, with_banner=False), LogWriter(pid=2, with_banner=False)
+    a.record("launch", "1.1", "k", ["  origin: nodes=add source=-"])
+    b.record("launch", "1.1", "k", ["  origin: nodes=add source=-"])
+    a.record("launch-end", "1.1", "k", ["  out buf0: 1"], step=0)
+    b.record("launch-end", "1.1", "k", ["  out buf0: 2"], step=0)
+    text = a.parts[0] + b.parts[0] + a.parts[1] + b.parts[1]
+    log = parse(text)
+    assert [(l.pid, l.outputs[0].value) for l in log.launches] == [(1, "1"), (2, "2")]
+
+
+def test_statistics_of_every_dtype_class_and_skipped_statistics():
+    w = LogWriter(with_banner=False)
+    w.launch("1.1", "k", inputs=[
+        ("in f", T("-inf", "inf", "nan", nan=0, inf=2)),
+        ("in i", T(-7, 18446744073709551615, 3.5, shape=(2,), dtype="torch.uint64")),
+        ("in e", T(shape=(0,), skipped="empty tensor")),
+        ("in c", Seq("tuple", [("[0]", T(1.0, 2.0, 1.5, shape=(2,), dtype="torch.bfloat16"))]))])
+    f, i, e, c = parse(w.text()).launches[0].inputs
+    assert f.value.stats["min"] == -math.inf and math.isnan(f.value.stats["mean"])
+    assert f.value.nonfinite() is True
+    assert i.value.stats["max"] == 18446744073709551615 and i.value.dtype_class == "int"
+    assert i.value.nonfinite() is False
+    assert e.value.skipped == "empty tensor" and e.value.nonfinite() is None
+    assert e.value.summary() == "shape=(0,) dtype=torch.float32 stats=skipped (empty tensor)"
+    assert [label for label, _ in c.tensors()] == ["in c[0]"]
+
+
+def test_dict_keys_with_brackets_and_colons_are_read():
+    text = ("[2026-11-21 05:30:45.000001] [pid 1] call 1 f\n"
+            "  arg[0] d:\n    dict(len=2)\n"
+            '      ["a]: b"]:\n' + "".join("        " + l + "\n" for l in T(0.0, 1.0, 0.5).lines)
+            + '      [3]: {"x": nan}\n')
+    (call,) = parse(text).calls
+    assert [label for label, _ in call.inputs[0].tensors()] == ['arg[0] d["a]: b"]']
+    assert list(call.inputs[0].inline_values()) == [("arg[0] d[3]", '{"x": nan}')]
+    assert records.inline_nonfinite('{"x": nan}') and not records.inline_nonfinite('"nan"')
+    assert records.inline_nonfinite("-inf") and not records.inline_nonfinite("Mode.nan")
+
+
+def test_truncated_last_record_and_crash_trailer():
+    w = nan_model_log(nan_at=0)
+    w.record("launch", "1.5", "cpp_fused_relu_4", ["  origin: nodes=relu source=/srv/app/model.py:15"])
+    w.record("crash", "1.5", "cpp_fused_relu_4", ["  signal: SIGSEGV"])
+    w.record("launch", "2.1", "cpp_fused_add_0", ["  origin: nodes=add source=/srv/app/model.py:11",
+                                                  "  in arg0_1:", "    Tensor(", "      shape=(2, 3)",
+                                                  "      stride=(3, 1)", "      dtype=torch.flo"])
+    text = w.text()[:-1]                  # the last line lost its newline too
+    log = parse(text)
+    relu, cut = log.launches[-2], log.launches[-1]
+    assert not relu.finished and relu.crash.notes == ["signal: SIGSEGV"]
+    assert log.crashes == [relu.crash]
+    assert cut.start.truncated and cut.inputs[0].value.truncated
+    assert cut.inputs[0].value.fields == {"shape": "(2, 3)", "stride": "(3, 1)", "dtype": "torch.flo"}
+
+
+def test_crash_without_a_launch_in_flight():
+    log = parse("[2026-11-21 05:30:45.000001] [pid 1] crash - -\n  signal: SIGABRT\n")
+    assert log.launches == [] and log.crashes[0].notes == ["signal: SIGABRT"]
+
+
+def test_foreign_lines_are_kept_aside_and_bad_body_lines_are_kept_in_the_record():
+    w = nan_model_log()
+    text = ("program says hello\n" + w.text().replace(
+        "  origin: nodes=mul", "  something odd\n  origin: nodes=mul", 1)
+        + "[not a header]\n" + RULE_LINE + "\nTraceback (most recent call last):\n")
+    log = parse(text)
+    assert log.unknown_lines == [(1, "program says hello"), (179, "[not a header]"),
+                                 (180, "=" * 80), (181, "Traceback (most recent call last):")]
+    launch = log.launches[2]
+    assert launch.start.unparsed == ["  something odd", "  origin: nodes=mul source=/srv/app/model.py:13"]
+    assert len(log.launches) == 4 and len(log.banners) == 1
+
+
+RULE_LINE = "=" * 80
+
+
+def test_no_prefix_of_a_log_makes_the_parser_raise():
+    text = nan_model_log().text()
+    for cut in range(0, len(text), 7):
+        log = parse(text[:cut])
+        assert len(log.launches) <= 4
+
+
+def test_masked_logs_parse_too():
+    from aoti_debug.analysis.mask import mask
+    log = parse(mask(nan_model_log().text()))
+    assert log.launches[0].pid == -1 and log.launches[0].start.timestamp == "TIMESTAMP"
+    assert len(log.banners) == 1
+
+
+def test_read_errors_name_the_path_and_what_is_accepted(tmp_path):
+    with pytest.raises(LogInputError) as missing:
+        records.read(str(tmp_path / "nope.log"))
+    assert str(missing.value) == (f"{tmp_path}/nope.log: no such file or directory (expected a log "
+                                  "file written by aoti-debug, or a dump directory)")
+    empty = write_log(tmp_path, "empty.log", "hello\n")
+    with pytest.raises(LogInputError) as no_records:
+        records.read(empty)
+    assert str(no_records.value) == (f"{empty}: holds no aoti-debug records "
+                                     "(expected a log written with AOTI_DEBUG_LOGLEVEL >= 1)")
+
+
+def test_a_dump_directory_reads_its_logs_merged_by_time(tmp_path):
+    dump = tmp_path / "dumps"
+    (dump / "11-model").mkdir(parents=True)
+    (dump / "11-model" / "manifest.jsonl").write_text("{}\n")
+    first, second = LogWriter(pid=11), LogWriter(pid=12, start_us=105)
+    first.launch("1.1", "a").launch("1.2", "b")
+    second.launch("1.1", "c")
+    write_log(dump / "11-model", "debug_11.log", first)
+    write_log(dump, "debug_12.log", second)
+    log = records.read(str(dump))
+    assert [(l.pid, l.name) for l in log.launches] == [(11, "a"), (12, "c"), (11, "b")]
+    assert all(l.finished for l in log.launches) and len(log.banners) == 2
+
+
+def test_a_dump_directory_without_logs_says_so(tmp_path):
+    (tmp_path / "11-model").mkdir()
+    (tmp_path / "11-model" / "manifest.jsonl").write_text("{}\n")
+    with pytest.raises(LogInputError) as err:
+        records.read(str(tmp_path))
+    assert str(err.value) == (
+        f"{tmp_path}: the directory holds 1 manifest.jsonl file(s) but no *.log file with records; "
+        "reading dumped tensors is not supported yet (expected *.log files written by aoti-debug, "
+        "e.g. with AOTI_DEBUG_LOGDEST=<dir>/debug_%i.log)")
+
+
+def test_parsing_needs_no_torch():
+    proc = run_python("""
+        import sys
+        import aoti_debug.cli, aoti_debug.analysis.records, aoti_debug.analysis.nan_origin
+        import aoti_debug.analysis.diff, aoti_debug.analysis.report
+        from aoti_debug.commands import nan_origin, diff, report
+        print(sorted(m for m in ("torch", "numpy") if m in sys.modules))
+    """)
+    assert proc.stdout == "[]\n"
