@@ -75,10 +75,16 @@ def main() -> int:
     base["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(work, "cache")
     plain, inst = os.path.join(work, "plain.pt2"), os.path.join(work, "inst.pt2")
 
-    # compile each once to warm shared caches (precompiled headers), then time both
+    # compile each once to warm the shared caches (precompiled headers, kernel
+    # objects), then time each again, alternating
+    inst_env = dict(base, AOTI_DEBUG_LOGLEVEL="5")
     compile_package(plain, args.launches, base)
-    t_plain = compile_package(plain, args.launches, base)
-    t_inst = compile_package(inst, args.launches, dict(base, AOTI_DEBUG_LOGLEVEL="5"))
+    compile_package(inst, args.launches, inst_env)
+    plain_times, inst_times = [], []
+    for _ in range(2):
+        plain_times.append(compile_package(plain, args.launches, base))
+        inst_times.append(compile_package(inst, args.launches, inst_env))
+    t_plain, t_inst = min(plain_times), min(inst_times)
     print(f"compile  plain {t_plain:7.2f} s   instrumented (level 5) {t_inst:7.2f} s   "
           f"ratio {t_inst / t_plain:.3f}  (target <= 1.15)")
 

@@ -31,8 +31,25 @@ def check_version() -> None:
             f"aoti-debug supports torch 2.11 to 2.13; this is torch {torch.__version__}")
 
 
-# A plain base class in 2.11-2.13; this module is only imported when patching.
-from torch._inductor.codegen.wrapper import WrapperLine  # noqa: E402
+@functools.lru_cache(maxsize=None)
+def marker_line_class():
+    """A WrapperLine (a plain base class in 2.11-2.13) that writes nothing and
+    hands provenance to the call after it.  Built on first use so that
+    importing this module does not import Inductor (the start-up hook waits
+    for the program to do that)."""
+    from torch._inductor.codegen.wrapper import WrapperLine
+
+    class ProvenanceMarker(WrapperLine):
+        def __init__(self, wrapper, provenance) -> None:
+            self.wrapper = wrapper
+            self.provenance = provenance
+
+        def codegen(self, code) -> None:
+            st = getattr(self.wrapper, "_aotid_state", None)
+            if st is not None:
+                st.pending = self.provenance
+
+    return ProvenanceMarker
 
 
 def is_instrumentable(wrapper) -> bool:

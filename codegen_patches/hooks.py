@@ -59,19 +59,6 @@ def state(wrapper) -> Optional[WrapperState]:
     return st
 
 
-class ProvenanceMarker(adapter.WrapperLine):
-    """A wrapper line that writes nothing and passes provenance to the next call."""
-
-    def __init__(self, wrapper, provenance: Provenance) -> None:
-        self.wrapper = wrapper
-        self.provenance = provenance
-
-    def codegen(self, code) -> None:
-        st = getattr(self.wrapper, "_aotid_state", None)
-        if st is not None:
-            st.pending = self.provenance
-
-
 def note_provenance(provenance: Provenance) -> None:
     from torch._inductor.virtualized import V
     wrapper = V.graph.wrapper_code
@@ -79,7 +66,7 @@ def note_provenance(provenance: Provenance) -> None:
     if st is None:
         return
     st.last = provenance
-    wrapper.writeline(ProvenanceMarker(wrapper, provenance))
+    wrapper.writeline(adapter.marker_line_class()(wrapper, provenance))
 
 
 def take_provenance(st: WrapperState, kernel: str) -> Provenance:
@@ -293,7 +280,7 @@ def _py_note_provenance(make) -> None:
         return
     provenance = make()
     st.last = provenance
-    wrapper.writeline(ProvenanceMarker(wrapper, provenance))
+    wrapper.writeline(adapter.marker_line_class()(wrapper, provenance))
 
 
 def py_on_scheduled_kernel_comment(node_schedule) -> None:

@@ -1,27 +1,17 @@
 """Switching the codegen patches on and off.
 
-`from_environment()` is what the process-start hook calls; `activate()` is
-what `aoti_debug.instrument()` uses.  Patches are installed once and stay
+`activate()` is what the process-start hook (aoti_debug/_startup.py) and
+`aoti_debug.instrument()` call.  Patches are installed once and stay
 inert while nothing is active, so turning instrumentation off restores
 upstream's output exactly.
 """
 
 from __future__ import annotations
 
-from typing import Optional
 
 from aoti_debug import settings as settings_mod
 
 from . import hooks
-
-
-def from_environment() -> Optional[settings_mod.Settings]:
-    """Activate with the compile-time settings from the environment, if any are on."""
-    resolved = settings_mod.read()          # strict: a bad value is an error at compile time
-    if not resolved.anything_compiled_in:
-        return None
-    activate(resolved)
-    return resolved
 
 
 def activate(resolved: settings_mod.Settings):

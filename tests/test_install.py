@@ -28,13 +28,15 @@ def test_hook_does_nothing_without_variables():
 def test_hook_activates_with_a_variable_and_is_safe_twice():
     proc = run_python("""
         import sys
+        print("torch" in sys.modules, end=" ")           # the hook waits for Inductor
+        import torch._inductor                            # ... which installs the patches
         from aoti_debug import _startup
         from aoti_debug.codegen_patches import adapter, hooks
         before = len(adapter._originals)
         _startup.activate(); _startup._done = False; _startup.activate()
         print(hooks.active().level, hooks.active().kernels, before > 0, len(adapter._originals) == before)
     """, env=clean_env(AOTI_DEBUG_LOGLEVEL="3", AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT="cpp_*"))
-    assert proc.stdout == "3 ('cpp_*',) True True\n"
+    assert proc.stdout == "False 3 ('cpp_*',) True True\n"
 
 
 def test_hook_never_raises_it_says_why_in_one_line():
@@ -75,6 +77,7 @@ sys.path[:] = [p for p in sys.path if 'site-packages' not in p and p != '']
 sys.path.append({SITE!r})          # torch, without running that directory's .pth files
 site.addsitedir({str(target)!r})   # runs aoti_debug.pth
 import aoti_debug, aoti_debug._native as native
+import torch._inductor
 from aoti_debug.codegen_patches import hooks
 print(aoti_debug.__file__.startswith({str(target)!r}), native.include_dir().startswith({str(target)!r}))
 print(hooks.active().level)
