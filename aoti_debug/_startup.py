@@ -2,11 +2,13 @@
 
 The .pth line checks the variables itself before importing this module, so a
 process with none of them set imports nothing of ours.  With one set, the
-settings are validated now (cheap), but the codegen patches wait until the
-program imports torch._inductor: many processes inherit the variables and
-never compile anything (Inductor's own probe subprocesses, workers, the
-model server itself), and they must not pay for importing torch.  This
-function never raises and is safe to call twice.
+settings are validated now (cheap), but the codegen patches wait for the
+program's first call into an entry point (torch.export.export,
+aoti_compile_and_package, compile_fx): many processes inherit the variables
+and never compile anything (Inductor's own probe subprocesses, workers, the
+model server itself) and must not pay for importing torch, and installing
+while torch is still importing its own modules would meet half-initialised
+ones.  This function never raises and is safe to call twice.
 """
 
 import importlib.abc
@@ -26,10 +28,10 @@ def activate() -> None:
         resolved = read()
         if not resolved.anything_compiled_in:
             return
-        if "torch._inductor" in sys.modules:
-            _install(resolved)
-        else:
-            sys.meta_path.insert(0, _WhenInductorLoads(resolved))
+        sys.meta_path.insert(0, _EntryPoints(resolved))
+        for name in ENTRY_POINTS:
+            if name in sys.modules:
+                _EntryPoints.guard(sys.modules[name], ENTRY_POINTS[name], resolved)
     except Exception as exc:
         _say(exc)
 
@@ -51,24 +53,54 @@ def _say(exc: Exception) -> None:
         pass
 
 
-class _WhenInductorLoads(importlib.abc.MetaPathFinder):
-    """Installs the patches right after torch._inductor finishes importing."""
+# module -> the function whose first call installs the patches
+ENTRY_POINTS = {"torch.export": "export",
+                "torch._inductor": "aoti_compile_and_package",
+                "torch._inductor.compile_fx": "compile_fx"}
+_originals = []       # (module, name, function) put back before installing
+
+
+class _EntryPoints(importlib.abc.MetaPathFinder):
+    """When an entry-point module has loaded, its function is replaced by a
+    trampoline; the first call puts every original back, installs the
+    patches (all imports are done by then) and calls the patched function."""
 
     def __init__(self, resolved) -> None:
         self.resolved = resolved
 
     def find_spec(self, name, path=None, target=None):
-        if name != "torch._inductor":
+        if name not in ENTRY_POINTS:
             return None
         sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            sys.meta_path.insert(0, self)
         if spec is None or spec.loader is None:
             return spec
-        loader, resolved = spec.loader, self.resolved
+        loader, resolved, attr = spec.loader, self.resolved, ENTRY_POINTS[name]
         original = loader.exec_module
 
         def exec_module(module):
             original(module)
-            _install(resolved)
+            _EntryPoints.guard(module, attr, resolved)
         loader.exec_module = exec_module
         return spec
+
+    @staticmethod
+    def guard(module, attr, resolved) -> None:
+        function = getattr(module, attr, None)
+        if function is None:
+            return
+        _originals.append((module, attr, function))
+
+        def trampoline(*args, **kwargs):
+            while _originals:
+                owner, name, fn = _originals.pop()
+                setattr(owner, name, fn)
+            for finder in [f for f in sys.meta_path if isinstance(f, _EntryPoints)]:
+                sys.meta_path.remove(finder)
+            _install(resolved)
+            return getattr(module, attr)(*args, **kwargs)
+        trampoline.__wrapped__ = function
+        setattr(module, attr, trampoline)

@@ -25,18 +25,27 @@ def test_hook_does_nothing_without_variables():
     assert proc.stdout == "[]\n"
 
 
-def test_hook_activates_with_a_variable_and_is_safe_twice():
+def test_hook_activates_at_the_first_entry_point_and_is_safe_twice():
     proc = run_python("""
         import sys
-        print("torch" in sys.modules, end=" ")           # the hook waits for Inductor
-        import torch._inductor                            # ... which installs the patches
+        print("torch" in sys.modules, end=" ")            # nothing imported at start-up
+        import torch, torch._inductor
         from aoti_debug import _startup
         from aoti_debug.codegen_patches import adapter, hooks
+        print(hooks.active() is None, end=" ")            # still nothing: no entry point called
+        torch.export.export(torch.nn.ReLU(), (torch.ones(2),))
         before = len(adapter._originals)
-        _startup.activate(); _startup._done = False; _startup.activate()
+        _startup._done = False; _startup.activate()       # a second activation
+        torch.export.export(torch.nn.ReLU(), (torch.ones(2),))
         print(hooks.active().level, hooks.active().kernels, before > 0, len(adapter._originals) == before)
     """, env=clean_env(AOTI_DEBUG_LOGLEVEL="3", AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT="cpp_*"))
-    assert proc.stdout == "False 3 ('cpp_*',) True True\n"
+    assert proc.stdout == "False True 3 ('cpp_*',) True True\n", proc.stderr
+
+
+def test_a_child_process_with_the_variables_does_not_import_torch():
+    proc = run_python("import sys, ctypes; print(sorted(m for m in sys.modules if m.startswith('torch')))",
+                      env=clean_env(AOTI_DEBUG_LOGLEVEL="5"))
+    assert proc.stdout == "[]\n"
 
 
 def test_hook_never_raises_it_says_why_in_one_line():
@@ -77,7 +86,8 @@ sys.path[:] = [p for p in sys.path if 'site-packages' not in p and p != '']
 sys.path.append({SITE!r})          # torch, without running that directory's .pth files
 site.addsitedir({str(target)!r})   # runs aoti_debug.pth
 import aoti_debug, aoti_debug._native as native
-import torch._inductor
+import torch
+torch.export.export(torch.nn.ReLU(), (torch.ones(2),))   # the first entry point installs
 from aoti_debug.codegen_patches import hooks
 print(aoti_debug.__file__.startswith({str(target)!r}), native.include_dir().startswith({str(target)!r}))
 print(hooks.active().level)
