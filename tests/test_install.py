@@ -9,7 +9,8 @@ import pytest
 
 from conftest import REPO, clean_env, run_python
 
-SITE = next(p for p in sys.path if p.endswith("site-packages"))
+# the venv's and, with --system-site-packages, the interpreter's: torch and its dependencies
+SITES = [p for p in sys.path if p.endswith("site-packages")]
 
 
 def test_import_is_light():
@@ -83,7 +84,7 @@ def test_non_editable_install_works(tmp_path, wheel):
     code = f"""
 import sys, site
 sys.path[:] = [p for p in sys.path if 'site-packages' not in p and p != '']
-sys.path.append({SITE!r})          # torch, without running that directory's .pth files
+sys.path.extend({SITES!r})         # torch, without running those directories' .pth files
 site.addsitedir({str(target)!r})   # runs aoti_debug.pth
 import aoti_debug, aoti_debug._native as native
 import torch
