@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import functools
 import inspect
-import itertools
 import os
 from typing import Any, Callable, List, Optional
 
 from . import format as fmt
-from . import runtime
-
-_call_numbers = itertools.count(1)   # next() on a count is atomic under the GIL
+from . import runtime, sink
 
 
 def log_api(func: Optional[Callable] = None, *, name: Optional[str] = None):
@@ -38,7 +35,7 @@ def log_api(func: Optional[Callable] = None, *, name: Optional[str] = None):
         settings = runtime.settings()
         if not _selected(qualname, settings.kernels):
             return func(*args, **kwargs)
-        number = next(_call_numbers)
+        number = sink.next_call_number()
         _safely(_write_call, number, qualname, level, signature, args, kwargs)
         dump = _safely(_recorder().begin_call, number, qualname, func, args, kwargs) if level >= 10 else None
         try:

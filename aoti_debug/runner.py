@@ -213,13 +213,14 @@ def load_outputs(path: PathLike) -> List:
 
 def run_package(pt2: PathLike, inputs, env: Optional[Mapping[str, str]] = None, *,
                 outputs: Optional[PathLike] = None, model_name: Optional[str] = None,
-                repeat: Optional[int] = None, timeout: Optional[float] = None,
-                ) -> subprocess.CompletedProcess:
+                repeat: Optional[int] = None, libraries: Sequence[PathLike] = (),
+                timeout: Optional[float] = None) -> subprocess.CompletedProcess:
     """Run `pt2` with `aoti-debug-run` (built if needed) and return the
     CompletedProcess (text, stdout/stderr captured; a non-zero exit is not
     raised).  `inputs` is a file from `save_inputs` or a sequence of tensors;
     `env`, when given, is the runner's whole environment (the place for
-    AOTI_DEBUG_LOGLEVEL and friends)."""
+    AOTI_DEBUG_LOGLEVEL and friends); `libraries` are loaded into the runner
+    first (custom-op libraries the package calls through the proxy executor)."""
     exe = build_runner()
     with tempfile.TemporaryDirectory(prefix="aoti_debug_run-") as tmp:
         if isinstance(inputs, (str, os.PathLike)):
@@ -234,5 +235,7 @@ def run_package(pt2: PathLike, inputs, env: Optional[Mapping[str, str]] = None, 
             cmd += ["--model-name", model_name]
         if repeat is not None:
             cmd += ["--repeat", str(repeat)]
+        for lib in libraries:
+            cmd += ["--library", os.fspath(lib)]
         return subprocess.run(cmd, env=None if env is None else dict(env),
                               capture_output=True, text=True, timeout=timeout)

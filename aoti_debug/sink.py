@@ -8,6 +8,7 @@ built, a Python writer with the same rules takes over.
 
 from __future__ import annotations
 
+import itertools
 import os
 import platform as _platform
 import sys
@@ -42,6 +43,21 @@ def write(dest: str, text: str) -> None:
     except Exception:
         pass
     _fallback.write(dest, text)
+
+
+_local_calls = itertools.count(1)   # next() on a count is atomic under the GIL
+
+
+def next_call_number() -> int:
+    """The next call number N, from the registry's counter when the compiled
+    core is there: C++ ops (AOTI_DEBUG_SCOPE) in this process count with it."""
+    try:
+        from . import _native
+        if _native.lib() is not None:
+            return _native.next_call_number()
+    except Exception:
+        pass
+    return next(_local_calls)
 
 
 def resolve(dest: str, pid: int) -> str:

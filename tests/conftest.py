@@ -133,6 +133,18 @@ def dynamic(packages, dynamic_trace):
     return packages.get("dynamic", TORCH_TRACE=dynamic_trace, **DYNAMIC)
 
 
+@pytest.fixture(scope="session")
+def mylib_so(tmp_path_factory):
+    """examples/custom_op built once per session with torch.utils.cpp_extension."""
+    build = tmp_path_factory.mktemp("mylib")
+    proc = run_python(f"""
+        import sys; sys.path.insert(0, {os.path.join(REPO, 'examples', 'custom_op')!r})
+        import mylib
+        print(mylib.build({str(build)!r}))
+    """, timeout=600)
+    return proc.stdout.strip().splitlines()[-1]
+
+
 def raised(proc):
     """The exception text a run_package() run printed."""
     assert "RAISED: " in proc.stdout, proc.stdout + proc.stderr

@@ -5,9 +5,16 @@ each sees only the environment the test gives it).  Line numbers of the
 marked lines are looked up by tests through `line_of`.
 """
 
+import os
+
 import torch
 import torch.nn.functional as F
 from torch.export import Dim
+
+# The example custom-op library (examples/custom_op), built by the test
+# session; loading it registers torch.ops.mylib.gather_rows.
+if os.environ.get("MYLIB_SO"):
+    torch.ops.load_library(os.environ["MYLIB_SO"])
 
 
 class MLP(torch.nn.Module):
@@ -74,6 +81,25 @@ class Dynamic(torch.nn.Module):
         return x.sum(0) + y.reshape(2, -1, 4).sum(0).sum(0)  # LINE:dynamic.sum
 
 
+class Gather(torch.nn.Module):
+    """A C++ custom op (run through AOTI's proxy executor) between Inductor kernels."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x, idx):
+        h = torch.relu(self.fc(x))  # LINE:gather.fc
+        g = torch.ops.mylib.gather_rows(h, idx)  # LINE:gather.op
+        return (g * 2.0).sum(1)  # LINE:gather.sum
+
+
+def gather_inputs(crash=False):
+    """Rows 0, 2, 5 of six; or an index far outside x: the op reads unmapped memory."""
+    x = torch.randn(6, 8, generator=torch.Generator().manual_seed(0))
+    return x, torch.tensor([0, 1 << 44, 5] if crash else [0, 2, 5])
+
+
 def planted_inputs(bug=None):
     """Clean inputs, or inputs that trigger one planted bug."""
     a, b, c, d, e = torch.ones(6), torch.ones(5), torch.ones(4), torch.ones(4), torch.ones(3)
@@ -109,6 +135,8 @@ def example(name):
         return Block(), (torch.randn(2, 5, 16, generator=g), mask), None
     if name == "planted":
         return Planted(), planted_inputs(), None
+    if name == "gather":
+        return Gather(), gather_inputs(), None
     if name == "dynamic":
         batch = Dim("batch", min=2, max=64)
         return Dynamic(), (torch.randn(4, 4, generator=g), torch.randn(8, 4, generator=g)), \

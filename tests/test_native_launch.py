@@ -102,6 +102,10 @@ int main(int, char** argv) {
     AOTI_DEBUG_LAUNCH_END(run, s0, x, b0);
     AOTI_DEBUG_LAUNCH(run, s1, b0, b1, 4, 0.5);
     if (mode == "crash") *static_cast<volatile int*>(nullptr) = 1;
+    if (mode == "crash-after-scope") {  // an op run by the launch, then a crash in the launch
+      mylib_op(x, 3, false);
+      *static_cast<volatile int*>(nullptr) = 1;
+    }
     for (int i = 0; i < 4; ++i) buf1_data[i] += 1;
     AOTI_DEBUG_LAUNCH_END(run, s1, b0, b1, 4, 0.5);
     AOTI_DEBUG_LAUNCH(run, s2, nullptr, "fast\tpath", Value::int_list(s23, 2), true, nullptr);
@@ -279,6 +283,16 @@ def test_crash_in_a_launch_names_it(harness, tmp_path):
     assert proc.returncode == -signal.SIGSEGV
     assert masked(log) == (head("run", 1, "toy") + head("launch", "1.1", "cpp_fused_relu_0")
                            + head("launch", "1.2", "cpp_fused_add_mul_1")
+                           + head("crash", "1.2", "cpp_fused_add_mul_1") + "  signal: SIGSEGV\n")
+
+
+def test_crash_after_a_scope_inside_a_launch_names_the_launch_again(harness, tmp_path):
+    log = tmp_path / "log.txt"
+    proc = run(harness, ["crash-after-scope", "1", "", "1"], log, check=False, AOTI_DEBUG_LOGLEVEL="1")
+    assert proc.returncode == -signal.SIGSEGV
+    assert masked(log) == (head("run", 1, "toy") + head("launch", "1.1", "cpp_fused_relu_0")
+                           + head("launch", "1.2", "cpp_fused_add_mul_1")
+                           + head("call", 1, "mylib::op")
                            + head("crash", "1.2", "cpp_fused_add_mul_1") + "  signal: SIGSEGV\n")
 
 

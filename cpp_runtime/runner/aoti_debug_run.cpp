@@ -2,9 +2,13 @@
 // server does, on inputs saved from Python.
 //
 //   aoti-debug-run PACKAGE.pt2 --inputs FILE [--outputs FILE]
-//                  [--model-name NAME] [--repeat N]
+//                  [--model-name NAME] [--repeat N] [--library LIB.so ...]
 //
 // PACKAGE.pt2 may also be a directory the package was unzipped into.
+// --library loads a shared library (repeatable) before the package: the
+// custom ops the model calls through the proxy executor register themselves
+// in the dispatcher when their library is loaded, as in a server that links
+// or dlopens them.
 //
 // Files (docs/cpp.md): inputs are torch.save(list_of_tensors) — what
 // aoti_debug.runner.save_inputs writes; outputs are a tuple of tensors in the
@@ -20,6 +24,8 @@
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 #include <torch/serialize.h>
 #include <torch/torch.h>
+
+#include <dlfcn.h>
 
 #include <cerrno>
 #include <chrono>
@@ -43,7 +49,7 @@ constexpr int kUsage = 2;
 
 const char* const kUsageLine =
     "usage: aoti-debug-run PACKAGE.pt2 --inputs FILE [--outputs FILE] "
-    "[--model-name NAME] [--repeat N]";
+    "[--model-name NAME] [--repeat N] [--library LIB.so ...]";
 
 // Carries the exit status with the one-line message.
 struct Failure {
@@ -62,6 +68,7 @@ struct Options {
   std::string outputs;
   std::string model_name = "model";
   long repeat = 1;
+  std::vector<std::string> libraries;
 };
 
 // Accepts "--opt VALUE" and "--opt=VALUE", in any order around PACKAGE.
@@ -91,9 +98,10 @@ Options parse_args(int argc, char** argv) {
       inline_value = true;
     }
     if (name != "--inputs" && name != "--outputs" && name != "--model-name" &&
-        name != "--repeat") {
+        name != "--repeat" && name != "--library") {
       throw usage("unknown option '" + name +
-                  "' (accepted: --inputs FILE, --outputs FILE, --model-name NAME, --repeat N)");
+                  "' (accepted: --inputs FILE, --outputs FILE, --model-name NAME, --repeat N, "
+                  "--library LIB.so)");
     }
     if (!inline_value) {
       if (i + 1 >= argc) throw usage(name + " needs a value");
@@ -106,6 +114,8 @@ Options parse_args(int argc, char** argv) {
       opt.outputs = value;
     } else if (name == "--model-name") {
       opt.model_name = value;
+    } else if (name == "--library") {
+      opt.libraries.push_back(value);
     } else {
       char* end = nullptr;
       errno = 0;
@@ -243,6 +253,13 @@ int run(const Options& opt) {
     if (!why.empty()) throw Failure{kUsage, "cannot read package", why};
   }
   std::vector<at::Tensor> inputs = read_inputs(opt.inputs);
+  for (const std::string& lib : opt.libraries) {
+    // RTLD_GLOBAL: an op library may export symbols other libraries use.
+    if (dlopen(lib.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
+      const char* why = dlerror();
+      throw Failure{kUsage, "cannot load library", why ? why : ("'" + lib + "'")};
+    }
+  }
 
   std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader;
   std::string device_key;

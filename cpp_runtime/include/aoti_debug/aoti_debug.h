@@ -9,7 +9,8 @@
 //   }
 //
 // AOTI_DEBUG_SCOPE writes `call N name` before the body (level >= 3: the
-// arguments, labelled `arg[i] <expression>`); AOTI_DEBUG_SCOPE_RETURN writes
+// arguments, labelled `arg[i] <expression>`, without an aoti_debug::tensor()
+// or Value() around it); AOTI_DEBUG_SCOPE_RETURN writes
 // `return N name` with `output` (level >= 3).  A scope left without RETURN
 // logs `output: None`; one left by an exception writes `raise N name`.
 // Arguments are only evaluated when the scope is active.  The level is
@@ -43,6 +44,24 @@ inline const Settings& process_settings() {
   return s;
 }
 
+// "aoti_debug::tensor(x)" -> "x": the adapters (tensor, Value) are how the
+// argument is passed, not what it is; the user knows it by the inner name.
+inline std::string unwrap_adapter(const std::string& label) {
+  std::string s = label;
+  if (s.rfind("::", 0) == 0) s = s.substr(2);
+  if (s.rfind("aoti_debug::", 0) == 0) s = s.substr(12);
+  for (const char* adapter : {"tensor(", "Value("}) {
+    const size_t n = std::char_traits<char>::length(adapter);
+    if (s.size() <= n + 1 || s.compare(0, n, adapter) != 0 || s.back() != ')') continue;
+    int depth = 0;  // the adapter's ')' must be the last character
+    for (size_t i = n - 1; i < s.size(); ++i) {
+      if (s[i] == '(') ++depth;
+      if (s[i] == ')' && --depth == 0) return i == s.size() - 1 ? py_strip(s.substr(n, i - n)) : label;
+    }
+  }
+  return label;
+}
+
 // "x, f(a, b), y" -> {"x", "f(a, b)", "y"}: the labels of a scope's arguments.
 inline std::vector<std::string> split_arg_text(const char* text) {
   std::vector<std::string> out;
@@ -60,6 +79,7 @@ inline std::vector<std::string> split_arg_text(const char* text) {
     }
   }
   if (!py_strip(cur).empty() || !out.empty()) out.push_back(py_strip(cur));
+  for (std::string& label : out) label = unwrap_adapter(label);
   return out;
 }
 
@@ -107,6 +127,7 @@ class Scope {
       }
     }
     write(rec);
+    outer_ = detail::current_inflight();
     detail::set_inflight(-1, call_, site_.name);
     entered_ = true;
   }
@@ -115,7 +136,7 @@ class Scope {
   AOTI_DEBUG_NOINLINE void leave(std::initializer_list<Value> outputs) {
     if (!entered_ || left_) return;
     left_ = true;
-    detail::clear_inflight();
+    restore_inflight();
     if (level_ < 3) return;  // a return without body is not written at level 1
     std::string rec = detail::header_line("return", std::to_string(call_), site_.name);
     if (outputs.size() == 0) detail::append_item(rec, 2, "output", nullptr, Value(), level_);
@@ -129,7 +150,7 @@ class Scope {
     if (std::uncaught_exceptions() > exceptions_) {
       // The exception object is out of reach while unwinding.
       left_ = true;
-      detail::clear_inflight();
+      restore_inflight();
       std::string rec = detail::header_line("raise", std::to_string(call_), site_.name);
       rec += "  exception: C++ exception: left the scope while unwinding\n";
       write(rec);
@@ -139,6 +160,13 @@ class Scope {
   }
 
  private:
+  // A crash after the scope, still inside the launch that ran the op, names
+  // that launch again.
+  void restore_inflight() {
+    if (outer_.active) detail::set_inflight(outer_.run, outer_.launch, outer_.name.c_str());
+    else detail::clear_inflight();
+  }
+
   void write(const std::string& rec) const {
     detail::write_record(detail::process_settings().logdest, rec, AOTI_DEBUG_TORCH_VERSION);
   }
@@ -149,6 +177,7 @@ class Scope {
   int exceptions_ = 0;
   bool entered_ = false;
   bool left_ = false;
+  detail::InflightMark outer_;
 };
 
 AOTI_DEBUG_NAMESPACE_END

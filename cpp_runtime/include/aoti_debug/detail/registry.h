@@ -511,6 +511,25 @@ inline void set_inflight(int64_t run, int64_t launch, const char* name) {
   __atomic_store_n(&s->active, 1, __ATOMIC_RELEASE);
 }
 
+// What this thread has in flight (a launch, when a scope opens inside one),
+// so that the scope can hand the trailer back to it when it closes.
+struct InflightMark {
+  bool active = false;
+  int64_t run = 0;
+  int64_t launch = 0;
+  std::string name;
+};
+
+inline InflightMark current_inflight() {
+  InflightMark m;
+  Registry* r = registry();
+  InflightSlot* s = r ? own_slot(r, false) : nullptr;
+  if (s != nullptr && __atomic_load_n(&s->active, __ATOMIC_ACQUIRE)) {
+    m.active = true, m.run = s->run, m.launch = s->launch, m.name = s->name;
+  }
+  return m;
+}
+
 inline void clear_inflight() {
   Registry* r = registry();
   if (r == nullptr) return;

@@ -1,0 +1,144 @@
+"""A C++ custom op that logs through the public API (examples/custom_op),
+built with torch.utils.cpp_extension: its records join the model's log in
+eager runs and inside an AOTI package run by the proxy executor, from Python
+and from the C++ runner; a crash inside it leaves its inputs and the trailer."""
+
+import signal
+
+import pytest
+
+from aoti_debug import runner
+from aoti_debug.analysis.mask import mask
+from conftest import TESTS, clean_env, records, run_package, run_python
+
+
+def heads(text):
+    return [r.splitlines()[0] for r in records(mask(text))]
+
+
+def renumber(record, number):
+    """A record with its call number replaced, to compare two calls."""
+    first, _, body = record.partition("\n")
+    kind, ident, name = first.rsplit(" ", 2)
+    assert ident == str(number), first
+    return f"{kind} N {name}\n{body}"
+
+
+@pytest.fixture(scope="module")
+def gather(packages, mylib_so):
+    return packages.get("gather", MYLIB_SO=mylib_so, AOTI_DEBUG_LOGLEVEL="5")
+
+
+def saved(tmp_path, crash=False):
+    run_python(f"""
+        import sys; sys.path.insert(0, {TESTS!r})
+        import models
+        from aoti_debug import runner
+        runner.save_inputs({str(tmp_path / 'inputs.pt')!r}, list(models.gather_inputs({crash})))
+    """)
+    return tmp_path / "inputs.pt"
+
+
+@pytest.mark.parametrize("level", ["3", "5"])
+def test_eager_records_equal_the_python_loggers(tmp_path, mylib_so, level):
+    log = tmp_path / "log.txt"
+    run_python(f"""
+        import torch, aoti_debug
+        torch.ops.load_library({mylib_so!r})
+        x = torch.arange(12, dtype=torch.float32).reshape(4, 3) - 5
+        idx = torch.tensor([3, 0])
+
+        @aoti_debug.log_api(name="mylib::gather_rows")
+        def gather_rows(x, idx):
+            return x[idx]
+
+        assert torch.equal(torch.ops.mylib.gather_rows(x, idx), gather_rows(x, idx))
+    """, env=clean_env(AOTI_DEBUG_LOGLEVEL=level, AOTI_DEBUG_LOGDEST=log))
+    recs = records(mask(log.read_text()))
+    assert [r.splitlines()[0] for r in recs] == [
+        "[TIMESTAMP] [pid PID] call 1 mylib::gather_rows", "[TIMESTAMP] [pid PID] return 1 mylib::gather_rows",
+        "[TIMESTAMP] [pid PID] call 2 mylib::gather_rows", "[TIMESTAMP] [pid PID] return 2 mylib::gather_rows"]
+    # the C++ scope labels its arguments as the Python signature does
+    assert "\n  arg[0] x:\n" in recs[0] and "\n  arg[1] idx:\n" in recs[0]
+    assert ("      mean=0.500000\n" in recs[1]) == (level == "5")
+    assert [renumber(r, 1) for r in recs[:2]] == [renumber(r, 2) for r in recs[2:]]
+
+
+def test_eager_op_follows_level_and_filter(tmp_path, mylib_so):
+    code = f"""
+        import torch
+        torch.ops.load_library({mylib_so!r})
+        torch.ops.mylib.gather_rows(torch.ones(2, 2), torch.tensor([1]))
+    """
+    one, other = tmp_path / "one.txt", tmp_path / "other.txt"
+    run_python(code, env=clean_env(AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_LOGDEST=one))
+    run_python(code, env=clean_env(AOTI_DEBUG_LOGLEVEL="3", AOTI_DEBUG_LOGDEST=other,
+                                   AOTI_DEBUG_KERNELS="*softmax*"))
+    assert records(mask(one.read_text())) == ["[TIMESTAMP] [pid PID] call 1 mylib::gather_rows\n"]
+    assert not other.exists()
+
+
+def test_op_inside_a_package_logs_within_its_proxy_launch(gather, mylib_so):
+    import models
+    log = gather + ".py.log"
+    proc = run_package(gather, "gather", AOTI_DEBUG_LOGLEVEL="3", AOTI_DEBUG_LOGDEST=log, MYLIB_SO=mylib_so)
+    assert proc.stdout.startswith("OUTPUT (3,)"), proc.stdout + proc.stderr
+    recs = records(mask(open(log).read()))
+    names = [r.splitlines()[0].split("] ", 2)[2] for r in recs]
+    k = names.index("launch 1.4 mylib.gather_rows.default")
+    assert names[k:k + 4] == ["launch 1.4 mylib.gather_rows.default", "call 1 mylib::gather_rows",
+                              "return 1 mylib::gather_rows", "launch-end 1.4 mylib.gather_rows.default"]
+    assert recs[k].splitlines()[1] == f"  origin: nodes=gather_rows,relu source={models.line_of('gather.op')}"
+    # what the launch passed in is what the op received, what it returned is the launch's output
+    launch_in = recs[k].split("  in ")[1:]
+    assert [b.split(":", 1)[1] for b in launch_in] == [b.split(":", 1)[1] for b in recs[k + 1].split("  arg[")[1:]]
+    assert recs[k + 2].split("  output:", 1)[1] == recs[k + 3].split("  out buf4:", 1)[1]
+
+
+@pytest.mark.parametrize("level", ["1", "3", "5"])
+def test_python_and_cpp_runner_write_the_same_log(tmp_path, gather, mylib_so, level):
+    inputs = saved(tmp_path)
+    py_log, cpp_log = tmp_path / "py.log", tmp_path / "cpp.log"
+    py = run_package(gather, "gather", inputs=f"torch.load({str(inputs)!r})", MYLIB_SO=mylib_so,
+                     AOTI_DEBUG_LOGLEVEL=level, AOTI_DEBUG_LOGDEST=py_log)
+    cpp = runner.run_package(gather, inputs, libraries=[mylib_so],
+                             env=clean_env(AOTI_DEBUG_LOGLEVEL=level, AOTI_DEBUG_LOGDEST=cpp_log))
+    assert cpp.returncode == 0, cpp.stderr
+    assert py.stdout.startswith("OUTPUT (3,)")
+    assert "call 1 mylib::gather_rows" in cpp_log.read_text()
+    assert mask(py_log.read_text()) == mask(cpp_log.read_text())
+
+
+def test_crash_in_the_op_ends_the_log_with_its_inputs_and_the_trailer(tmp_path, gather, mylib_so):
+    inputs = saved(tmp_path, crash=True)
+    logs = {}
+    for side in ("python", "cpp"):
+        log = tmp_path / f"{side}.log"
+        env = dict(AOTI_DEBUG_LOGLEVEL="3", AOTI_DEBUG_LOGDEST=log)
+        if side == "python":
+            proc = run_package(gather, "gather", inputs=f"torch.load({str(inputs)!r})", check=False,
+                               MYLIB_SO=mylib_so, **env)
+        else:
+            proc = runner.run_package(gather, inputs, libraries=[mylib_so], env=clean_env(**env))
+        assert proc.returncode == -signal.SIGSEGV, (side, proc.stdout, proc.stderr)
+        logs[side] = mask(log.read_text())
+    assert logs["python"] == logs["cpp"]
+    recs = records(logs["cpp"])
+    assert recs[-1] == "[TIMESTAMP] [pid PID] crash 1 mylib::gather_rows\n  signal: SIGSEGV\n"
+    call = recs[-2].splitlines()
+    assert call[0] == "[TIMESTAMP] [pid PID] call 1 mylib::gather_rows"
+    assert call[1] == "  arg[0] x:" and "  arg[1] idx:" in call
+    assert recs[-3].splitlines()[0] == "[TIMESTAMP] [pid PID] launch 1.4 mylib.gather_rows.default"
+
+
+def test_runner_names_a_library_it_cannot_load(tmp_path, gather, mylib_so):
+    inputs = saved(tmp_path)
+    missing = tmp_path / "nowhere.so"
+    proc = runner.run_package(gather, inputs, libraries=[missing], env=clean_env())
+    assert proc.returncode == 2
+    assert proc.stderr == (f"aoti-debug-run: cannot load library: {missing}: "
+                           "cannot open shared object file: No such file or directory\n")
+    proc = runner.run_package(gather, inputs, env=clean_env())   # the op's library not loaded
+    assert proc.returncode == 1
+    assert proc.stderr == (f"aoti-debug-run: cannot load package '{gather}': "
+                           "Could not find schema for mylib::gather_rows.\n")
