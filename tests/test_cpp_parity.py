@@ -50,6 +50,55 @@ def test_python_and_cpp_write_identical_records(tmp_path, exe, mlp10, level):
     assert py_log == cpp_log
 
 
+def dump_tree(root):
+    """{relative path with pids masked: content} of a dump directory: manifests
+    with their per-process fields masked, tensors loaded, the .so copy by size."""
+    import json
+    import pathlib
+    import torch
+    out = {}
+    for path in sorted(pathlib.Path(root).rglob("*")):
+        if path.is_dir():
+            continue
+        rel = re.sub(r"\b\d+-", "PID-", str(path.relative_to(root)))
+        if path.suffix == ".pt":
+            t = torch.load(path, weights_only=True)
+            ts = t if isinstance(t, (list, tuple)) else [t]
+            out[rel] = [(x.dtype, tuple(x.shape), x.stride(), x.tolist()) for x in ts]
+        elif path.name == "manifest.jsonl":
+            lines = []
+            for line in path.read_text().splitlines():
+                rec = json.loads(line)
+                for key in ("time", "pid", "so"):
+                    rec.pop(key, None)
+                if "so_copy" in rec:
+                    rec["so_copy"] = re.sub(r"\b\d+-", "PID-", rec["so_copy"])
+                lines.append(rec)
+            out[rel] = lines
+        else:
+            out[rel] = path.stat().st_size
+    return out
+
+
+def test_level_10_logs_and_dump_folders_are_the_same(tmp_path, exe, mlp10):
+    dumps = {side: tmp_path / f"dumps-{side}" for side in ("python", "cpp")}
+    inputs = saved_inputs(tmp_path, "models.example('mlp')[1]")
+    py_log, cpp_log = tmp_path / "python.log", tmp_path / "cpp.log"
+    run_package(mlp10, "mlp", inputs=f"torch.load({inputs!r})", AOTI_DEBUG_LOGLEVEL="10",
+                AOTI_DEBUG_LOGDEST=str(py_log), AOTI_DEBUG_DUMP_DIR=str(dumps["python"]))
+    cpp = runner.run_package(mlp10, inputs, env=clean_env(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_LOGDEST=str(cpp_log),
+                                                          AOTI_DEBUG_DUMP_DIR=str(dumps["cpp"])))
+    assert cpp.returncode == 0, cpp.stderr
+    assert mask(py_log.read_text()) == mask(cpp_log.read_text())
+    py_tree, cpp_tree = dump_tree(dumps["python"]), dump_tree(dumps["cpp"])
+    assert "PID-model-run1/inputs.pt" in py_tree
+    assert "PID-model-run1/launch000001_out_buf0.pt" in py_tree
+    assert len([k for k in py_tree if k.endswith(".pt")]) >= 8
+    events = [r["event"] for r in py_tree["PID-model-run1/manifest.jsonl"]]
+    assert events[:3] == ["run", "before", "after"] and events[-1] == "run-end"
+    assert py_tree == cpp_tree
+
+
 def test_cpp_process_honours_run_time_variables(tmp_path, exe, mlp10):
     inputs = saved_inputs(tmp_path, "models.example('mlp')[1]")
     dest = tmp_path / "logs" / "server_%i.log"
