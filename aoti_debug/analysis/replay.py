@@ -18,7 +18,6 @@ Files are read with ``torch.load(..., weights_only=True)`` only.
 from __future__ import annotations
 
 import importlib
-import json
 import math
 import os
 import subprocess
@@ -27,7 +26,8 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
-MANIFEST = "manifest.jsonl"
+from . import closeness
+from .dumps import MANIFEST, load, read_manifest
 
 
 class ReplayInputError(Exception):
@@ -66,25 +66,6 @@ def folders(root: str) -> List[str]:
     return found
 
 
-def read_manifest(folder: str) -> List[Dict[str, Any]]:
-    """Manifest lines; a torn last line (the process died while writing) is skipped."""
-    out = []
-    with open(os.path.join(folder, MANIFEST), encoding="utf-8") as f:
-        for line in f:
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(entry, dict):
-                out.append(entry)
-    return out
-
-
-def _load(path: str):
-    import torch
-    return torch.load(path, weights_only=True, map_location="cpu")
-
-
 # ---------------------------------------------------------------- comparison
 
 def compare(expected: Any, got: Any, atol: float, rtol: float, where: str = "output"
@@ -94,30 +75,9 @@ def compare(expected: Any, got: Any, atol: float, rtol: float, where: str = "out
     if isinstance(expected, torch.Tensor):
         if not isinstance(got, torch.Tensor):
             return False, 0.0, 0.0, f"{where}: expected a tensor, got {type(got).__name__}"
-        if expected.shape != got.shape:
-            return False, 0.0, 0.0, f"{where}: shape mismatch {tuple(expected.shape)} vs {tuple(got.shape)}"
-        if expected.dtype != got.dtype:
-            return False, 0.0, 0.0, f"{where}: dtype mismatch {expected.dtype} vs {got.dtype}"
-        if expected.numel() == 0:
-            return True, 0.0, 0.0, ""
-        e, g = expected.detach().cpu(), got.detach().cpu()
-        if e.dtype == torch.bool:
-            e, g = e.to(torch.int8), g.to(torch.int8)
-        if e.is_complex():
-            e, g = torch.view_as_real(e), torch.view_as_real(g)
-        e, g = e.double(), g.double()
-        same_nan = torch.isnan(e) == torch.isnan(g)
-        both = ~torch.isnan(e) & ~torch.isnan(g)
-        equal = (e == g) & both   # equal infinities give no difference
-        diff = torch.where(both & ~equal, (e - g).abs(), torch.zeros_like(e))
-        rel = diff / e.abs().clamp_min(torch.finfo(torch.float64).tiny)
-        max_abs = float(diff.max())
-        max_rel = float(torch.where(diff > 0, rel, torch.zeros_like(rel)).max())
-        close = (diff <= atol + rtol * e.abs()) | equal | ~both
-        ok = bool(same_nan.all()) and bool(close.all())
-        if math.isnan(max_abs):
-            ok = False
-        return ok, max_abs, max_rel, "" if ok else f"{where}: values differ"
+        c = closeness.tensors(expected, got, atol, rtol)
+        reason = c.reason or ("" if c.ok else "values differ")
+        return c.ok, c.max_abs, c.max_rel, f"{where}: {reason}" if reason else ""
     if isinstance(expected, (list, tuple)):
         if not isinstance(got, (list, tuple)) or len(got) != len(expected):
             return False, 0.0, 0.0, f"{where}: expected a sequence of {len(expected)}"
@@ -164,8 +124,8 @@ def replay_calls(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: 
         items.append(item)
         files = {f.get("file", "").rsplit("_", 1)[-1]: f.get("file") for f in e.get("files", []) if f.get("file")}
         try:
-            inputs = _load(os.path.join(folder, files["inputs.pt"]))
-            expected = _load(os.path.join(folder, files["outputs.pt"]))
+            inputs = load(os.path.join(folder, files["inputs.pt"]))
+            expected = load(os.path.join(folder, files["outputs.pt"]))
         except KeyError:
             item.reason = "missing file"
             continue
@@ -267,8 +227,8 @@ def replay_run(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: fl
                     parts.append((False, 0.0, 0.0, f"{arg}: not written by the replay"))
                     continue
                 try:
-                    expected = _load(os.path.join(folder, fname))
-                    got = _load(os.path.join(new_dirs[0], new_files[arg]))
+                    expected = load(os.path.join(folder, fname))
+                    got = load(os.path.join(new_dirs[0], new_files[arg]))
                 except Exception as exc:
                     parts.append((False, 0.0, 0.0, f"cannot load {fname} ({type(exc).__name__}: {exc})"))
                     continue
