@@ -180,12 +180,13 @@ def test_a_dump_directory_with_logs(tmp_path, capsys):
     assert code == 1 and out.startswith("NaN/Inf origin: launch 1.2 cpp_fused_log_1 (pid 4242, debug_4242.log:68)")
 
 
-def test_a_dump_directory_with_only_a_manifest(tmp_path, capsys):
+def test_a_dump_directory_with_an_unusable_manifest(tmp_path, capsys):
     (tmp_path / "manifest.jsonl").write_text("{}\n")
     assert cli(capsys, str(tmp_path)) == (2, "", (
-        f"aoti-debug nan-origin: {tmp_path}: the directory holds 1 manifest.jsonl file(s) but no *.log "
-        "file with records; reading dumped tensors is not supported yet (expected *.log files written "
-        "by aoti-debug, e.g. with AOTI_DEBUG_LOGDEST=<dir>/debug_%i.log)\n"))
+        f"aoti-debug nan-origin: {tmp_path}: the directory holds no *.log file with records and "
+        "1 manifest.jsonl file(s) with no dumped launch or call (expected *.log files written by "
+        "aoti-debug, e.g. with AOTI_DEBUG_LOGDEST=<dir>/debug_%i.log, or the dump directory of a run "
+        "at AOTI_DEBUG_LOGLEVEL=10)\n"))
 
 
 @pytest.mark.parametrize("level", [1, 3])

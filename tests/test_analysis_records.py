@@ -199,15 +199,20 @@ def test_a_dump_directory_reads_its_logs_merged_by_time(tmp_path):
     assert all(l.finished for l in log.launches) and len(log.banners) == 2
 
 
-def test_a_dump_directory_without_logs_says_so(tmp_path):
+def test_a_directory_without_logs_or_usable_dumps_says_so(tmp_path):
     (tmp_path / "11-model").mkdir()
     (tmp_path / "11-model" / "manifest.jsonl").write_text("{}\n")
     with pytest.raises(LogInputError) as err:
         records.read(str(tmp_path))
     assert str(err.value) == (
-        f"{tmp_path}: the directory holds 1 manifest.jsonl file(s) but no *.log file with records; "
-        "reading dumped tensors is not supported yet (expected *.log files written by aoti-debug, "
-        "e.g. with AOTI_DEBUG_LOGDEST=<dir>/debug_%i.log)")
+        f"{tmp_path}: the directory holds no *.log file with records and 1 manifest.jsonl file(s) "
+        "with no dumped launch or call (expected *.log files written by aoti-debug, e.g. with "
+        "AOTI_DEBUG_LOGDEST=<dir>/debug_%i.log, or the dump directory of a run at AOTI_DEBUG_LOGLEVEL=10)")
+    (tmp_path / "11-model" / "manifest.jsonl").unlink()
+    with pytest.raises(LogInputError) as err:
+        records.read(str(tmp_path))
+    assert str(err.value).startswith(f"{tmp_path}: the directory holds no *.log file with records and "
+                                     "no dump folder (manifest.jsonl) (expected ")
 
 
 def test_parsing_needs_no_torch():

@@ -7,6 +7,9 @@ matched on the kernel stem (`fused_relu` for both `cpp_fused_relu_0` and
 score (same name, same or overlapping nodes, same source line, same stem).
 So a kernel fused differently or present on one side only does not shift
 everything after it.
+
+Outputs are compared on their statistics; when both sides were read from
+level-10 dumps (dumps.py), on their values, element by element.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ import math
 import re
 from typing import List, Optional, Sequence, Tuple
 
+from ..format import number
+
+from . import closeness
 from .records import COUNT_KEYS, Event, Item, Log, Tensor, parse_number
 
 OK, DIFFERS, UNKNOWN, ONLY_A, ONLY_B = "ok", "DIFFERS", "not compared", "only in A", "only in B"
@@ -183,17 +189,22 @@ class Delta:
     b: str
     size: float                             # absolute difference (inf for a mismatch of kind)
     allowed: float                          # what the tolerance allows (0 for exact fields)
+    values: Optional[closeness.Closeness] = None    # dumped tensors compared element by element
 
     @property
     def violates(self) -> bool:
+        if self.values is not None:
+            return not self.values.ok
         return self.size > self.allowed
 
     @property
     def badness(self) -> float:
-        return math.inf if self.allowed == 0 and self.size > 0 else self.size / self.allowed
+        if self.allowed == 0:
+            return math.inf if self.size > 0 else 0.0
+        return self.size / self.allowed
 
     def text(self) -> str:
-        if self.field in VALUE_KEYS and math.isfinite(self.size):
+        if (self.field in VALUE_KEYS or self.values is not None) and math.isfinite(self.size):
             return f"{self.label} {self.field} {self.a} vs {self.b} (delta {self.size:.3g})"
         return f"{self.label} {self.field} {self.a} vs {self.b}"
 
@@ -213,13 +224,27 @@ class Row:
         bad = [d for d in self.deltas if d.violates]
         if bad:
             return max(bad, key=lambda d: d.badness)
-        sized = [d for d in self.deltas if d.field in VALUE_KEYS + ("value",)
+        sized = [d for d in self.deltas if (d.field in VALUE_KEYS + ("value",) or d.values is not None)
                  and math.isfinite(d.size)]
         return max(sized, key=lambda d: d.size) if sized else None
 
     @property
     def event(self) -> Event:
         return self.a or self.b  # type: ignore[return-value]
+
+    def _values(self) -> List[closeness.Closeness]:
+        return [d.values for d in self.deltas if d.values is not None]
+
+    @property
+    def max_abs(self) -> Optional[float]:
+        """Over the outputs compared element by element; None when none was."""
+        values = self._values()
+        return max(v.max_abs for v in values) if values else None
+
+    @property
+    def max_rel(self) -> Optional[float]:
+        values = self._values()
+        return max(v.max_rel for v in values) if values else None
 
     def kernel(self) -> str:
         if self.a and self.b and self.a.name != self.b.name:
@@ -324,6 +349,8 @@ def compare_tensors(label: str, a: Tensor, b: Tensor, atol: float,
         if a.fields.get(field) != b.fields.get(field):
             return [Delta(label, field, a.fields.get(field, "?"), b.fields.get(field, "?"),
                           math.inf, 0)]
+    if a.dump is not None and b.dump is not None:
+        return [compare_values(label, a, b, atol, rtol)]
     if not a.has_stats or not b.has_stats:
         return None
     deltas = []
@@ -338,6 +365,24 @@ def compare_tensors(label: str, a: Tensor, b: Tensor, atol: float,
             deltas.append(_compare_value(label, field, a.fields.get(field, "-"),
                                          b.fields.get(field, "-"), atol, rtol))
     return deltas
+
+
+def compare_values(label: str, a: Tensor, b: Tensor, atol: float, rtol: float) -> Delta:
+    """The dumped values of A against B's, element by element (B's magnitude scales rtol,
+    as for the statistics); the delta names the element furthest outside the tolerance."""
+    from .dumps import load_ref
+    c = closeness.tensors(load_ref(b.dump), load_ref(a.dump), atol, rtol)
+    if c.worst is None:                     # empty tensors
+        return Delta(label, "values", "-", "-", 0.0, 0.0, values=c)
+    index, vb, va, allowed = c.worst
+    if va == vb or (math.isnan(va) and math.isnan(vb)):
+        size = 0.0
+    elif math.isfinite(va) and math.isfinite(vb):
+        size = abs(va - vb)
+    else:
+        size, allowed = math.inf, 0.0
+    where = "[" + ", ".join(map(str, index)) + "]"
+    return Delta(label, where, number(va), number(vb), size, allowed, values=c)
 
 
 def _compare_value(label: str, field: str, ta: str, tb: str, atol: float, rtol: float) -> Delta:
@@ -368,6 +413,11 @@ class Result:
     def compared(self) -> int:
         return sum(1 for r in self.rows if r.status in (OK, DIFFERS))
 
+    @property
+    def by_value(self) -> bool:
+        """Whether outputs were compared element by element (both sides read from dumps)."""
+        return any(r.max_abs is not None for r in self.rows)
+
 
 def diff(log_a: Log, log_b: Log, run: int = 1, atol: float = 1e-5, rtol: float = 1e-3) -> Result:
     for log in (log_a, log_b):
@@ -394,11 +444,19 @@ def _index(event: Optional[Event]) -> str:
     return event.ident
 
 
+def _measure(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:.6g}"
+
+
 def table(result: Result) -> List[str]:
-    head = ("A", "B", "kernel", "status", "largest delta")
-    body = [(_index(r.a), _index(r.b), r.kernel(), r.status, r.largest()) for r in result.rows]
-    widths = [max(len(row[c]) for row in [head, *body]) for c in range(4)]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths)) + "  " + row[4]
+    """One line per aligned pair; `max abs` / `max rel` columns when values were compared."""
+    values = result.by_value
+    head = ("A", "B", "kernel", "status") + (("max abs", "max rel") if values else ()) + ("largest delta",)
+    body = [(_index(r.a), _index(r.b), r.kernel(), r.status)
+            + ((_measure(r.max_abs), _measure(r.max_rel)) if values else ()) + (r.largest(),)
+            for r in result.rows]
+    widths = [max(len(row[c]) for row in [head, *body]) for c in range(len(head) - 1)]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths)) + "  " + row[-1]
             for row in [head, *body]]
 
 
@@ -418,9 +476,11 @@ def summary(result: Result) -> List[str]:
                 lines.append(f"{side} crashed in {event.title} ({why})")
     row = result.first_divergence
     if row is None:
-        verdict = "no aligned launch diverges" if unknown else "the logs agree"
+        verdict = ("no aligned launch diverges" if unknown
+                   else "the dumps agree" if result.by_value else "the logs agree")
+        how = "element by element" if result.by_value else "counts exact"
         lines.append(f"{verdict}: {result.compared} aligned launch(es) compared "
-                     f"(atol={result.atol:g}, rtol={result.rtol:g}; counts exact)")
+                     f"(atol={result.atol:g}, rtol={result.rtol:g}; {how})")
         return lines
     a, b = row.a, row.b
     assert a is not None and b is not None
@@ -431,7 +491,10 @@ def summary(result: Result) -> List[str]:
     for d in row.deltas:
         if d.violates:
             allowed = f", allowed {d.allowed:.3g}" if d.allowed and math.isfinite(d.size) else ""
-            lines.append(f"  {d.text()}{allowed}")
+            v = d.values
+            measured = (f"; {v.outside} of {v.numel} element(s) outside the tolerance, "
+                        f"max abs {v.max_abs:.6g}, max rel {v.max_rel:.6g}") if v is not None else ""
+            lines.append(f"  {d.text()}{allowed}{measured}")
     for side, event in (("A", a), ("B", b)):
         for label, tensor in (t for item in event.outputs for t in item.tensors()):
             lines.append(f"  {side} {label}: {tensor.summary()}")

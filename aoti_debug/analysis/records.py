@@ -5,6 +5,8 @@ grouped into `Launch`es (launch + launch-end + crash trailer) and `Call`s
 (call + return/raise).  It never raises on odd input: lines it does not
 understand are kept (`Log.unknown_lines`, `Record.unparsed`) and a record cut
 short by a crash is marked `truncated`.  Pure text processing: no torch.
+A directory whose logs hold no statistics is read from its level-10 dumps
+instead (dumps.py, which imports torch).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class Tensor:
     fields: Dict[str, str]                  # every key=value line, raw text, in order
     skipped: Optional[str] = None           # the reason of a `stats=skipped (...)` line
     truncated: bool = False                 # the block never reached its `)`
+    dump: Optional[tuple] = None            # read from a level-10 dump: where its values are (dumps.py)
 
     @property
     def dtype(self) -> str:
@@ -204,7 +207,12 @@ class Record:
 
     @property
     def where(self) -> str:
-        return f"{os.path.basename(self.file)}:{self.line}" if self.file else f"line {self.line}"
+        if not self.file:
+            return f"line {self.line}"
+        name = os.path.basename(self.file)
+        if name == "manifest.jsonl":      # read from a dump: its folder names the run
+            name = os.path.join(os.path.basename(os.path.dirname(self.file)), name)
+        return f"{name}:{self.line}"
 
 
 @dataclasses.dataclass
@@ -600,16 +608,27 @@ def _read_dir(path: str) -> Log:
     files = list(_walk(path))
     logs = [f for f in files if f.endswith(LOG_SUFFIXES)]
     parsed = [log for log in (parse(_read_text(p), p) for p in logs) if log.records]
+    folders = sorted({os.path.dirname(f) for f in files if os.path.basename(f) == "manifest.jsonl"})
+    if folders and not any(log.level_hint() >= 5 for log in parsed):
+        # the logs have no statistics (or there are none): the dumped tensors give them
+        from . import dumps
+        dumped = dumps.read(path, folders)
+        if dumped.records:
+            return dumped
     if not parsed:
-        manifests = sum(1 for f in files if os.path.basename(f) == "manifest.jsonl")
-        what = (f"{manifests} manifest.jsonl file(s) but no *.log file with records" if manifests
-                else "no *.log file with records and no manifest.jsonl")
-        raise LogInputError(f"{path}: the directory holds {what}; reading dumped tensors is "
-                            "not supported yet (expected *.log files written by aoti-debug, "
-                            "e.g. with AOTI_DEBUG_LOGDEST=<dir>/debug_%i.log)")
-    if len(parsed) == 1:
-        return parsed[0]
-    # each file is in write order; merge the files by timestamp
-    records = list(heapq.merge(*(log.records for log in parsed), key=lambda r: r.timestamp))
-    return _group(path, records, [b for log in parsed for b in log.banners],
-                  [u for log in parsed for u in log.unknown_lines])
+        what = (f"{len(folders)} manifest.jsonl file(s) with no dumped launch or call" if folders
+                else "no dump folder (manifest.jsonl)")
+        raise LogInputError(f"{path}: the directory holds no *.log file with records and {what} "
+                            "(expected *.log files written by aoti-debug, e.g. with "
+                            "AOTI_DEBUG_LOGDEST=<dir>/debug_%i.log, or the dump directory of a "
+                            "run at AOTI_DEBUG_LOGLEVEL=10)")
+    return merge(path, parsed)
+
+
+def merge(path: Optional[str], logs: List[Log]) -> Log:
+    """One Log of several files (or dump folders), each in write order, merged by timestamp."""
+    if len(logs) == 1:
+        return logs[0]
+    records = list(heapq.merge(*(log.records for log in logs), key=lambda r: r.timestamp))
+    return _group(path, records, [b for log in logs for b in log.banners],
+                  [u for log in logs for u in log.unknown_lines])

@@ -1,4 +1,5 @@
-"""`aoti-debug diff A B`: align two logs of the same model and name the first diverging launch."""
+"""`aoti-debug diff A B`: align two logs (or dump directories) of the same model and name the
+first diverging launch."""
 
 from __future__ import annotations
 
@@ -6,14 +7,17 @@ from ..cli import FOUND, OK, UsageError
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("log_a", metavar="A", help="level-5 log of the reference run (e.g. torch.compile)")
-    parser.add_argument("log_b", metavar="B", help="level-5 log of the run to check (e.g. the AOTI artifact)")
+    parser.add_argument("log_a", metavar="A", help="level-5 log or level-10 dump directory of the "
+                        "reference run (e.g. torch.compile)")
+    parser.add_argument("log_b", metavar="B", help="level-5 log or level-10 dump directory of the run "
+                        "to check (e.g. the AOTI artifact)")
     parser.add_argument("--run", type=int, default=1, metavar="R",
                         help="which run of the model to compare (default: 1)")
     parser.add_argument("--atol", type=float, default=1e-5,
-                        help="absolute tolerance on min/max/mean (default: 1e-5)")
+                        help="absolute tolerance on min/max/mean, or on every element when both sides "
+                        "are dumps (default: 1e-5)")
     parser.add_argument("--rtol", type=float, default=1e-3,
-                        help="relative tolerance on min/max/mean (default: 1e-3); counts must match exactly")
+                        help="relative tolerance, as --atol (default: 1e-3); counts must match exactly")
 
 
 def run(args) -> int:

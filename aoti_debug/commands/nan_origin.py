@@ -7,7 +7,8 @@ from ..cli import FOUND, OK, UsageError
 
 def add_arguments(parser) -> None:
     parser.add_argument("path", metavar="LOG_OR_DUMP_DIR",
-                        help="a log written at AOTI_DEBUG_LOGLEVEL=5, or a dump directory holding *.log files")
+                        help="a log written at AOTI_DEBUG_LOGLEVEL=5, or a directory: its *.log files, "
+                             "else its level-10 dumps (AOTI_DEBUG_DUMP_DIR)")
 
 
 def run(args) -> int:
