@@ -3,6 +3,7 @@ built with torch.utils.cpp_extension: its records join the model's log in
 eager runs and inside an AOTI package run by the proxy executor, from Python
 and from the C++ runner; a crash inside it leaves its inputs and the trailer."""
 
+import re
 import signal
 
 import pytest
@@ -142,3 +143,31 @@ def test_runner_names_a_library_it_cannot_load(tmp_path, gather, mylib_so):
     assert proc.returncode == 1
     assert proc.stderr == (f"aoti-debug-run: cannot load package '{gather}': "
                            "Could not find schema for mylib::gather_rows.\n")
+
+
+def op_records(text):
+    """The op's launch and its own records, with buffer names and launch ids
+    (which depend on how many kernels came before) normalised."""
+    recs = records(mask(text))
+    k = next(i for i, r in enumerate(recs) if " launch 1." in r and "mylib.gather_rows.default" in r)
+    return [re.sub(r"\bbuf\d+\b", "bufN", re.sub(r"(launch(?:-end)?) 1\.\d+ ", r"\1 1.K ", r))
+            for r in recs[k:k + 4]]
+
+
+def test_torch_compile_logs_the_op_as_the_aoti_package_does(tmp_path, gather, mylib_so):
+    py_log, aoti_log = tmp_path / "compile.log", tmp_path / "aoti.log"
+    run_python(f"""
+        import sys; sys.path.insert(0, {TESTS!r})
+        import torch, models
+        model, args, _ = models.seeded("gather")
+        model.requires_grad_(False)
+        with torch.no_grad():
+            torch.compile(model)(*args)
+    """, env=clean_env(MYLIB_SO=mylib_so, AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_LOGDEST=py_log))
+    run_package(gather, "gather", MYLIB_SO=mylib_so, AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_LOGDEST=aoti_log)
+    compiled, aoti = op_records(py_log.read_text()), op_records(aoti_log.read_text())
+    assert [r.splitlines()[0] for r in compiled] == [
+        "[TIMESTAMP] [pid PID] launch 1.K mylib.gather_rows.default", "[TIMESTAMP] [pid PID] call 1 mylib::gather_rows",
+        "[TIMESTAMP] [pid PID] return 1 mylib::gather_rows", "[TIMESTAMP] [pid PID] launch-end 1.K mylib.gather_rows.default"]
+    assert "      nan_count=0\n" in compiled[1]
+    assert compiled == aoti
