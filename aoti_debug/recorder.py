@@ -1,15 +1,17 @@
 """Level-10 flight recorder for the Python runtime (docs/dumps.md).
 
-Tensors are saved with torch.save (loadable with weights_only=True); every
-dump is announced in manifest.jsonl before its files are written and settled
-after, so a crash leaves a line saying what was in flight.  The limits are
-hard: a file that would cross one is not written, one warning is logged, and
-recording stops (logging goes on at level 5).  Disk errors never reach the
-user's program.
+Tensors are saved with torch.save (loadable with weights_only=True); a call
+is announced in manifest.jsonl after its inputs are saved and before it runs,
+and settled after, so a crash leaves its inputs and a line saying what was in
+flight.  The limits are hard (manifest lines count): a file that would cross
+one is not written, one warning is logged, and recording stops (logging goes
+on at level 5).  So does a write that fails (a full disk, no permission).
+Disk errors never reach the user's program.
 """
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -55,7 +57,7 @@ class Recorder:
             self._stopped = True
             runtime.note("flight-recorder", f"{why}; no more dumps, logging goes on at level 5")
 
-    def begin(self, entry: Dict[str, Any]) -> bool:
+    def begin(self) -> bool:
         """Claim one dump slot; False when recording has stopped or the count limit is reached."""
         with self._lock:
             if self.folder() is None:
@@ -66,13 +68,14 @@ class Recorder:
                 return False
             _ledger.count += 1
             self._count += 1
-            self._manifest(dict(entry, event="before", status="running"))
             return True
 
-    def end(self, entry: Dict[str, Any]) -> None:
+    def line(self, entry: Dict[str, Any]) -> None:
+        """One manifest line (nothing once recording has stopped)."""
+        entry.setdefault("time", time.time())
         with self._lock:
             if self._folder is not None:
-                self._manifest(dict(entry, event="after"))
+                self._write(MANIFEST, (json.dumps(entry, sort_keys=True) + "\n").encode(), append=True)
 
     def save(self, name: str, value: Any) -> Optional[Dict[str, Any]]:
         """Write one .pt file within the limits; returns its manifest entry or None."""
@@ -84,38 +87,42 @@ class Recorder:
             return {"file": None, "error": f"not serialisable: {type(exc).__name__}: {exc}"}
         data = buffer.getvalue()
         with self._lock:
-            folder = self.folder()
-            if folder is None:
+            if self.folder() is None or not self._write(name, data, append=False):
                 return None
-            dump_dir, max_bytes, _ = self._limits()
-            if _ledger.bytes_used(dump_dir) + len(data) > max_bytes:
-                self._stop(f"AOTI_DEBUG_DUMP_MAX_SIZE_GB={max_bytes / 2**30:g} would be exceeded")
-                return None
-            path = os.path.join(folder, name)
+            return {"file": name, "bytes": len(data)}
+
+    def _write(self, name: str, data: bytes, append: bool) -> bool:
+        """Write (or append) `data` to a file of the folder within the size limit, under the
+        lock; a file that cannot be written whole stops the recorder (a partial one is removed)."""
+        if self._stopped:
+            return False
+        dump_dir, max_bytes, _ = self._limits()
+        if _ledger.bytes_used(dump_dir) + len(data) > max_bytes:
+            self._stop(f"AOTI_DEBUG_DUMP_MAX_SIZE_GB={max_bytes / 2**30:g} would be exceeded")
+            return False
+        path = os.path.join(self._folder, name)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_APPEND if append else os.O_TRUNC)
+        try:
+            fd = os.open(path, flags, 0o644)
             try:
-                with open(path, "wb") as f:
-                    f.write(data)
-            except OSError as exc:
-                self._stop(f"cannot write {path!r} ({exc.strerror or exc})")
+                done = 0
+                while done < len(data):   # a short write is followed by the error that caused it
+                    written = os.write(fd, data[done:])
+                    if written <= 0:
+                        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                    done += written
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            self._stop(f"cannot write {path!r} ({exc.strerror or exc})")
+            if not append:
                 try:
                     os.unlink(path)
                 except OSError:
                     pass
-                return None
-            _ledger.used += len(data)
-            return {"file": name, "bytes": len(data)}
-
-    def _manifest(self, entry: Dict[str, Any]) -> None:
-        entry.setdefault("time", time.time())
-        line = json.dumps(entry, sort_keys=True) + "\n"
-        try:
-            fd = os.open(os.path.join(self._folder, MANIFEST), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, line.encode())
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            self._stop(f"cannot write the manifest ({exc.strerror or exc})")
+            return False
+        _ledger.used += len(data)
+        return True
 
 
 class _Ledger:
@@ -137,22 +144,23 @@ _calls = Recorder("calls")
 
 
 def begin_call(number: int, qualname: str, func, args, kwargs) -> Optional[Dict[str, Any]]:
-    """Announce a log_api call and dump its inputs before it runs (a crash keeps them)."""
+    """Dump a log_api call's inputs before it runs, then announce it (a crash keeps both)."""
+    if not _calls.begin():
+        return None
     entry = {"kind": "call", "index": number, "name": qualname,
              "module": getattr(func, "__module__", None),
              "qualname": getattr(func, "__qualname__", None)}
-    if not _calls.begin(entry):
-        return None
     saved = _calls.save(f"call{number:06d}_inputs.pt", {"args": list(args), "kwargs": dict(kwargs)})
     entry["files"] = [saved] if saved else []
+    _calls.line(dict(entry, event="before", status="running"))
     return entry
 
 
 def end_call(entry: Dict[str, Any], result: Any = None, error: Optional[BaseException] = None) -> None:
     if error is not None:
-        _calls.end(dict(entry, status="raised", error=f"{type(error).__name__}: {error}"))
+        _calls.line(dict(entry, event="after", status="raised", error=f"{type(error).__name__}: {error}"))
         return
     saved = _calls.save(f"call{entry['index']:06d}_outputs.pt", result)
     files = entry["files"] + ([saved] if saved else [])
     complete = len(files) == 2 and all(f.get("file") for f in files)
-    _calls.end(dict(entry, status="ok" if complete else "incomplete", files=files))
+    _calls.line(dict(entry, event="after", status="ok" if complete else "incomplete", files=files))

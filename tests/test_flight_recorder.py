@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import textwrap
 
 import pytest
@@ -211,6 +212,82 @@ def test_unwritable_dump_dir_gives_one_note_and_same_outputs(mlp10, recorded, tm
     (note,) = notes(log.read_text())
     assert f"cannot create dump folder '{blocker}/" in note and "(Not a directory)" + NOTE_TAIL in note
     assert blocker.read_text() == "a file where the dump directory should be"
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 256 KiB tmpfs: the first file that does not fit fails with ENOSPC."""
+    mnt = tmp_path / "tmpfs"
+    mnt.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mnt)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs to fill (needs root): {proc.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+
+
+@pytest.fixture(scope="module")
+def plain_output(mlp10, tmp_path_factory):
+    """The model's output hash with the instrumentation off at run time."""
+    root = tmp_path_factory.mktemp("plain")
+    return run_model(mlp10, root / "dumps", root / "log.txt", runs=2, AOTI_DEBUG_LOGLEVEL="0").stdout
+
+
+def test_full_disk_gives_one_note_and_same_outputs(mlp10, plain_output, full_disk, tmp_path):
+    dump_dir, log = full_disk / "dumps", tmp_path / "log.txt"
+    proc = run_model(mlp10, dump_dir, log, runs=2)
+    assert proc.stdout == plain_output
+    (folder,) = os.listdir(dump_dir)
+    pid = folder.split("-")[0]
+    # inputs.pt fits; the 2 MB copy of the model's .so does not, and its partial file is removed
+    assert folder == f"{pid}-model-run1" and os.listdir(dump_dir / folder) == ["inputs.pt"]
+    text = log.read_text()
+    (note,) = notes(text)
+    assert note.endswith("] note - flight-recorder\n"
+                         f"  cannot write '{dump_dir}/{pid}-model-artifact.so' (No space left on device)"
+                         + NOTE_TAIL + "\n")
+    # logging goes on at level 5: every launch of both runs, with statistics
+    after = [r for r in records(text.split(note)[1]) if " launch-end " in r.splitlines()[0]]
+    assert len(after) == 12 and all("      mean=" in r for r in after)
+
+
+def test_python_recorder_on_a_full_disk(full_disk, tmp_path):
+    dump_dir, log = full_disk / "dumps", tmp_path / "log.txt"
+    (tmp_path / "fullmod.py").write_text(textwrap.dedent("""
+        from aoti_debug import log_api
+
+        @log_api
+        def scale(x, factor=2.0):
+            return x * factor
+    """))
+    # each dump of x is 66 KiB (17 pages): call 1's two files and call 2's inputs fit, its output does not
+    proc = run_python(f"""
+        import sys; sys.path.insert(0, {str(tmp_path)!r})
+        import torch, fullmod
+        x = torch.arange(16384, dtype=torch.float32) / 7
+        for k in range(3):
+            print(torch.equal(fullmod.scale(x + k), fullmod.scale.__aoti_debug_wrapped__(x + k)))
+    """, env=clean_env(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=str(dump_dir), AOTI_DEBUG_LOGDEST=str(log)))
+    assert proc.stdout == "True\nTrue\nTrue\n"
+    (name,) = os.listdir(dump_dir)
+    folder = dump_dir / name
+    assert sorted(os.listdir(folder)) == ["call000001_inputs.pt", "call000001_outputs.pt",
+                                          "call000002_inputs.pt", "manifest.jsonl"]
+    assert [(e["event"], e["index"], e["status"]) for e in manifest(folder)] == [
+        ("before", 1, "running"), ("after", 1, "ok"), ("before", 2, "running")]
+    text = log.read_text()
+    (note,) = notes(text)
+    assert note.endswith("] note - flight-recorder\n"
+                         f"  cannot write '{folder}/call000002_outputs.pt' (No space left on device)"
+                         + NOTE_TAIL + "\n")
+    # (call 2's return record was written before its output was dumped); logging goes on at
+    # level 5: call 3 is logged with statistics
+    later = [r.splitlines()[0].split("] ", 2)[2] for r in records(text.split(note)[1])]
+    assert later == ["call 3 fullmod.scale", "return 3 fullmod.scale"]
+    assert text.split(note)[1].count("      mean=") == 2
 
 
 def replay(capsys, *argv):
