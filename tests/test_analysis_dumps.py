@@ -1,0 +1,252 @@
+"""nan-origin, diff and report on level-10 dump folders (aoti_debug/analysis/dumps.py).
+
+The dumps are real: level-10 AOTI packages (mlp shared with test_flight_recorder,
+planted compiled once) and log_api calls, each run in a fresh process with its
+log written beside, so that what is read from a dump can be held against the log.
+"""
+
+import os
+import re
+import shutil
+
+import pytest
+
+from aoti_debug.analysis import dumps, records
+from aoti_debug.cli import main
+from aoti_debug.format import number
+from conftest import clean_env, run_package, run_python
+from test_analysis_diff import model_log
+from test_analysis_logs import write_log
+from test_analysis_nan_origin import CHAIN
+from test_flight_recorder import manifest, run_model
+
+torch = pytest.importorskip("torch")
+models = pytest.importorskip("models")     # tests/models.py
+
+LEVEL10 = dict(AOTI_DEBUG_LOGLEVEL="10")
+MLP_KERNELS = ["aoti_torch_cpu_addmm_out", "cpp_fused_relu_0", "aoti_torch_cpu_addmm_out",
+               "cpp_fused_relu_1", "aoti_torch_cpu_addmm_out", "cpp_fused__softmax_2"]
+
+
+def cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def only_folder(dump_dir):
+    (name,) = [d for d in os.listdir(dump_dir) if os.path.isdir(os.path.join(dump_dir, d))]
+    return os.path.join(dump_dir, name)
+
+
+@pytest.fixture(scope="module")
+def planted_dumps(packages, tmp_path_factory):
+    """Dump directories (and the logs beside them) of the level-10 planted model: sqrt and log bugs."""
+    pt2 = packages.get("planted", **LEVEL10)
+    root = tmp_path_factory.mktemp("planted-dumps")
+    out = {}
+    for bug in ("sqrt", "log"):
+        dump_dir, log = root / bug, root / f"{bug}.log"
+        run_package(pt2, "planted", inputs=f"models.planted_inputs({bug!r})", AOTI_DEBUG_LOGLEVEL="10",
+                    AOTI_DEBUG_DUMP_DIR=str(dump_dir), AOTI_DEBUG_LOGDEST=str(log))
+        out[bug] = (str(dump_dir), str(log))
+    return out
+
+
+@pytest.fixture(scope="module")
+def mlp_dumps(packages, tmp_path_factory):
+    """Two processes running the level-10 mlp on the same input: dump directories and logs."""
+    pt2 = packages.get("mlp", **LEVEL10)
+    root = tmp_path_factory.mktemp("mlp-dumps")
+    out = []
+    for side in ("a", "b"):
+        run_model(pt2, root / side, root / f"{side}.log")
+        out.append((str(root / side), str(root / f"{side}.log")))
+    return out
+
+
+def without_location(text):
+    """nan-origin's text with the `(pid N, file:line)` of each heading removed."""
+    return re.sub(r" \(pid \d+, [^)]*\)", "", text)
+
+
+def test_nan_origin_on_dumps_names_the_planted_kernel(planted_dumps, capsys):
+    dump_dir, log = planted_dumps["sqrt"]
+    folder = only_folder(dump_dir)
+    pid = os.path.basename(folder).split("-")[0]
+    launches = [e for e in manifest(folder) if e["event"] == "after"]
+    sqrt, cumsum = launches[0]["kernel"], launches[1]["kernel"]
+    assert re.fullmatch(r"cpp_fused_\w*sqrt\w*", sqrt) and cumsum == "aoti_torch_cpu_cumsum"
+    code, out, err = cli(capsys, "nan-origin", dump_dir)
+    assert (code, err) == (1, "")
+    assert out.splitlines() == [
+        f"NaN/Inf origin: launch 1.1 {sqrt} (pid {pid}, {pid}-model-run1/manifest.jsonl:2)",
+        f"  source: {models.line_of('planted.sqrt')}",
+        "  nodes:  sqrt, add",
+        "  inputs (all finite):",
+        "    in b: shape=(5,) dtype=torch.float32 min=-4.000000 max=1.000000 mean=0.000000 "
+        "nan_count=0 inf_count=0",
+        "  outputs (NaN/Inf):",
+        "    out buf2: shape=(5,) dtype=torch.float32 min=2.000000 max=2.000000 mean=2.000000 "
+        "nan_count=1 inf_count=0",
+        f"1 later launch shows NaN/Inf too (victims): 1.2 {cumsum}",
+    ]
+    # a dump reads as the log the same run wrote
+    assert without_location(cli(capsys, "nan-origin", log)[1]) == without_location(out)
+
+
+def test_nan_origin_on_dumps_skips_clean_launches(planted_dumps, capsys):
+    dump_dir, log = planted_dumps["log"]
+    code, out, _ = cli(capsys, "nan-origin", only_folder(dump_dir))    # one run folder will do too
+    lines = out.splitlines()
+    assert code == 1
+    assert re.fullmatch(r"NaN/Inf origin: launch 1\.3 cpp_fused_\w*log\w* \(pid \d+, "
+                        r"\d+-model-run1/manifest\.jsonl:6\)", lines[0])
+    assert lines[1] == f"  source: {models.line_of('planted.log')}"
+    assert "    in a: shape=(6,) dtype=torch.float32 min=-1.000000 max=1.000000 mean=0.666667 " \
+           "nan_count=0 inf_count=0" in lines
+    assert without_location(out) == without_location(cli(capsys, "nan-origin", log)[1])
+
+
+def test_logs_with_statistics_are_preferred_to_dumps(planted_dumps, tmp_path, capsys):
+    dump_dir, log = planted_dumps["sqrt"]
+    both = tmp_path / "both"
+    shutil.copytree(dump_dir, both)
+    shutil.copy(log, both / "debug.log")
+    code, out, _ = cli(capsys, "nan-origin", str(both))
+    assert code == 1 and re.match(r"NaN/Inf origin: launch 1\.1 \S+ \(pid \d+, debug\.log:\d+\)\n", out)
+    # a log without statistics is not: the dumps have them
+    write_log(both, "debug.log", model_log(level=3))
+    code, out, _ = cli(capsys, "nan-origin", str(both))
+    assert code == 1 and re.match(r"NaN/Inf origin: launch 1\.1 \S+ \(pid \d+, \d+-model-run1/manifest", out)
+
+
+def test_diff_of_two_dumps_of_the_same_run_agrees_value_by_value(mlp_dumps, capsys):
+    (a, _), (b, _) = mlp_dumps
+    assert [e["kernel"] for e in manifest(only_folder(a)) if e["event"] == "after"] == MLP_KERNELS
+    assert cli(capsys, "diff", a, b) == (0, (
+        f"A: {a}\n"
+        f"B: {b}\n"
+        "A    B    kernel                    status  max abs  max rel  largest delta\n"
+        "1.1  1.1  aoti_torch_cpu_addmm_out  ok      0        0        0\n"
+        "1.2  1.2  cpp_fused_relu_0          ok      0        0        0\n"
+        "1.3  1.3  aoti_torch_cpu_addmm_out  ok      0        0        0\n"
+        "1.4  1.4  cpp_fused_relu_1          ok      0        0        0\n"
+        "1.5  1.5  aoti_torch_cpu_addmm_out  ok      0        0        0\n"
+        "1.6  1.6  cpp_fused__softmax_2      ok      0        0        0\n"
+        "the dumps agree: 6 aligned launch(es) compared (atol=1e-05, rtol=0.001; element by element)\n"),
+        "")
+
+
+def perturb(folder, index, element, delta):
+    """Add `delta` to one element of launch `index`'s first output file; (before, after) values."""
+    after = next(e for e in manifest(folder) if e["event"] == "after" and e["index"] == index)
+    path = os.path.join(folder, after["files"][0]["file"])
+    t = torch.load(path, weights_only=True)
+    before = t[element].item()
+    t[element] += delta
+    torch.save(t, path)
+    return before, t[element].item()
+
+
+def test_diff_names_the_perturbed_launch_with_its_measured_error(mlp_dumps, tmp_path, capsys):
+    (a, _), (b, _) = mlp_dumps
+    shutil.copytree(b, tmp_path / "b")
+    b = str(tmp_path / "b")
+    va, vb = perturb(only_folder(b), 3, (1, 5), 0.25)
+    err, allowed = abs(vb - va), 1e-5 + 1e-3 * abs(vb)
+    code, out, stderr = cli(capsys, "diff", a, b)
+    assert (code, stderr) == (1, "")
+    lines = out.splitlines()
+    stats = [line for line in lines if line.startswith(("  A out buf2:", "  B out buf2:"))]
+    assert lines[2:] == [
+        "A    B    kernel                    status   max abs  max rel  largest delta",
+        "1.1  1.1  aoti_torch_cpu_addmm_out  ok       0        0        0",
+        "1.2  1.2  cpp_fused_relu_0          ok       0        0        0",
+        f"1.3  1.3  aoti_torch_cpu_addmm_out  DIFFERS  {err:<7.6g}  {err / abs(vb):<7.6g}  "
+        f"out buf2 [1, 5] {number(va)} vs {number(vb)} (delta {err:.3g})",
+        "1.4  1.4  cpp_fused_relu_1          ok       0        0        0",
+        "1.5  1.5  aoti_torch_cpu_addmm_out  ok       0        0        0",
+        "1.6  1.6  cpp_fused__softmax_2      ok       0        0        0",
+        "first divergence: A 1.3 aoti_torch_cpu_addmm_out / B 1.3 aoti_torch_cpu_addmm_out",
+        f"  source: {models.line_of('mlp.fc2')}",
+        "  nodes:  addmm_1, relu, permute_1",
+        f"  out buf2 [1, 5] {number(va)} vs {number(vb)} (delta {err:.3g}), allowed {allowed:.3g}; "
+        f"1 of 64 element(s) outside the tolerance, max abs {err:.6g}, max rel {err / abs(vb):.6g}",
+        *stats,
+    ]
+    assert f"{err:.6g}" == "0.25"
+    assert re.fullmatch(r"  A out buf2: shape=\(4, 16\) dtype=torch\.float32 min=\S+ max=\S+ mean=\S+ "
+                        r"nan_count=0 inf_count=0", stats[0])
+    # a tolerance that covers the perturbation: they agree
+    assert cli(capsys, "diff", a, b, "--atol", "0.3")[0] == 0
+
+
+def test_a_log_against_a_dump_compares_statistics(mlp_dumps, capsys):
+    (_, log_a), (b, _) = mlp_dumps
+    code, out, _ = cli(capsys, "diff", log_a, b)
+    assert code == 0
+    assert out.splitlines()[2:] == [
+        "A    B    kernel                    status  largest delta",
+        *[f"1.{k}  1.{k}  {name:<24}  ok      0" for k, name in enumerate(MLP_KERNELS, 1)],
+        "the logs agree: 6 aligned launch(es) compared (atol=1e-05, rtol=0.001; counts exact)",
+    ]
+
+
+def test_a_dumped_launch_reads_as_its_log_records(mlp_dumps):
+    dump_dir, log = mlp_dumps[0]
+    dumped, logged = records.read(dump_dir), records.read(log)
+    assert [l.title for l in dumped.launches] == [l.title for l in logged.launches]
+    for d, g in zip(dumped.launches, logged.launches):
+        assert d.origin == g.origin
+        for side in ("inputs", "outputs"):
+            assert [(i.label, i.value.fields) for i in getattr(d, side)] == \
+                   [(i.label, i.value.fields) for i in getattr(g, side)]
+            assert all(i.value.dump is not None for i in getattr(d, side))
+    first = dumped.launches[0].outputs[0].value
+    assert torch.equal(dumps.load_ref(first.dump),
+                       torch.load(os.path.join(only_folder(dump_dir), "launch000001_out_buf0.pt")))
+
+
+def test_python_calls_dump(tmp_path, capsys):
+    dump_dir = tmp_path / "dumps"
+    run_python(CHAIN.replace("CALL", "total(double(take_log(scale(shift(x), 2.0))))"),
+               env=clean_env(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=str(dump_dir),
+                             AOTI_DEBUG_LOGDEST=str(tmp_path / "log.txt")))
+    folder = only_folder(dump_dir)
+    pid = os.path.basename(folder).split("-")[0]
+    code, out, _ = cli(capsys, "nan-origin", str(dump_dir))
+    assert code == 1
+    assert out.splitlines() == [
+        f"NaN/Inf origin: call 3 __main__.take_log (pid {pid}, {pid}-calls/manifest.jsonl:5)",
+        "  inputs (all finite):",        # a dump keeps the arguments, not the parameter names
+        "    arg[0] arg0: shape=(2, 3) dtype=torch.float32 min=-1.500000 max=8.000000 "
+        "mean=3.083333 nan_count=0 inf_count=0",
+        "  outputs (NaN/Inf):",
+        "    output: shape=(2, 3) dtype=torch.float32 min=-inf max=2.079442 mean=-inf "
+        "nan_count=1 inf_count=1",
+        "2 later calls show NaN/Inf too (victims): call 4 __main__.double, call 5 __main__.total",
+    ]
+
+
+def test_report_of_a_dump_directory(planted_dumps, tmp_path, capsys):
+    page = tmp_path / "r.html"
+    code, out, _ = cli(capsys, "report", planted_dumps["sqrt"][0], "-o", str(page))
+    assert code == 0 and "NaN/Inf origin: 1.1" in out
+    path, line = models.line_of("planted.sqrt").rsplit(":", 1)
+    assert f'href="file://{path}#L{line}">{path}:{line}</a>' in page.read_text()
+
+
+TORCH_LOADED = """
+import sys
+from aoti_debug.cli import main
+code = main(["nan-origin", {path!r}])
+print("exit", code, "torch" in sys.modules)
+"""
+
+
+def test_torch_is_imported_only_to_read_dumped_tensors(planted_dumps):
+    dump_dir, log = planted_dumps["sqrt"]
+    for path, loaded in ((log, False), (dump_dir, True)):
+        proc = run_python(TORCH_LOADED.format(path=path))
+        assert proc.stdout.splitlines()[-1] == f"exit 1 {loaded}"
