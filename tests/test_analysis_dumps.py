@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from aoti_debug.analysis import dumps, records
+from aoti_debug.analysis import closeness, dumps, records
 from aoti_debug.cli import main
 from aoti_debug.format import number
 from conftest import clean_env, run_package, run_python
@@ -180,6 +180,34 @@ def test_diff_names_the_perturbed_launch_with_its_measured_error(mlp_dumps, tmp_
                         r"nan_count=0 inf_count=0", stats[0])
     # a tolerance that covers the perturbation: they agree
     assert cli(capsys, "diff", a, b, "--atol", "0.3")[0] == 0
+
+
+def test_bad_input_is_exit_2(mlp_dumps, tmp_path, capsys):
+    (a, _), (b, _) = mlp_dumps
+    assert cli(capsys, "diff", a, b, "--run", "2") == (2, "", (
+        f"aoti-debug diff: {only_folder(a)}: has no launches of run 2 (runs in this log: 1)\n"))
+    assert cli(capsys, "diff", a, str(tmp_path)) == (2, "", (
+        f"aoti-debug diff: {tmp_path}: the directory holds no *.log file with records and no dump "
+        "folder (manifest.jsonl) (expected *.log files written by aoti-debug, e.g. with "
+        "AOTI_DEBUG_LOGDEST=<dir>/debug_%i.log, or the dump directory of a run at AOTI_DEBUG_LOGLEVEL=10)\n"))
+
+
+def test_element_by_element_rule():
+    nan, inf = float("nan"), float("inf")
+    def t(values, dtype=torch.float64):
+        return torch.tensor(values, dtype=dtype)
+    same = closeness.tensors(t([1.0, inf, -inf, nan]), t([1.0, inf, -inf, nan]), 0, 0)
+    assert (same.ok, same.max_abs, same.max_rel, same.outside) == (True, 0, 0, 0)
+    # the element furthest outside the tolerance is named, not the largest difference
+    c = closeness.tensors(t([100.0, 0.001]), t([100.05, 0.002]), 1e-5, 1e-3)
+    assert (c.ok, c.outside, c.worst[0], c.worst[1:3]) == (False, 1, (1,), (0.001, 0.002))
+    assert (c.max_abs, c.max_rel) == pytest.approx((0.05, 1.0))
+    for expected, got in (([1.0, nan], [1.0, 2.0]), ([1.0, inf], [1.0, 5.0]), ([inf], [-inf])):
+        c = closeness.tensors(t(expected), t(got), 1e-5, 1e-3)
+        assert (c.ok, c.outside, c.worst[3]) == (False, 1, 0.0), (expected, got)
+    assert closeness.tensors(t([0.0]), t([1e-9]), 0, 0).max_rel == inf
+    assert closeness.tensors(t([1.0]), t([1], torch.int64), 1, 1).reason == \
+        "dtype mismatch torch.float64 vs torch.int64"
 
 
 def test_a_log_against_a_dump_compares_statistics(mlp_dumps, capsys):

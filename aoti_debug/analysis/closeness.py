@@ -15,7 +15,7 @@ from typing import Optional, Tuple
 class Closeness:
     ok: bool
     max_abs: float = 0.0                    # over the elements where neither side is NaN
-    max_rel: float = 0.0                    # max_abs relative to |expected|
+    max_rel: float = 0.0                    # the largest difference relative to |expected|
     outside: int = 0                        # elements outside the tolerance (NaN mismatches included)
     numel: int = 0
     # the element furthest outside the tolerance (else the largest difference):
@@ -49,8 +49,9 @@ def tensors(expected, got, atol: float, rtol: float) -> Closeness:
     excess = torch.where(diff > allowed, diff / allowed, torch.zeros_like(e))
     infinite = (nan_e != nan_g) | (both & ~equal & (torch.isinf(e) | torch.isinf(g)))
     excess = torch.where(infinite, torch.full_like(e, math.inf), excess)
-    rel = torch.where(diff > 0, diff / e.abs().clamp_min(torch.finfo(torch.float64).tiny),
-                      torch.zeros_like(e))
+    # relative to |expected|: infinite against 0 or against an infinity
+    rel = torch.nan_to_num(torch.where(diff > 0, diff / e.abs(), torch.zeros_like(e)),
+                          nan=math.inf, posinf=math.inf)
     if complex_:   # one verdict per complex element: the worse of its two parts
         excess, diff = excess.amax(-1), diff.amax(-1)
     bad = excess > 0
