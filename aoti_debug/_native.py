@@ -19,18 +19,15 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-import hashlib
 import math
 import os
-import platform
-import shutil
-import subprocess
 import sys
-import tempfile
 import threading
 import warnings
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
+
+from . import _build
 
 __all__ = [
     "NativeUnavailable", "Stats", "lib", "include_dir", "runtime_dir", "compute_stats",
@@ -39,8 +36,6 @@ __all__ = [
     "glob_match", "dtype_code", "vector_width",
 ]
 
-CXX_STD = "-std=c++17"
-BASE_FLAGS = ("-O3", CXX_STD, "-shared", "-fPIC", "-fvisibility=hidden")
 
 # c10::ScalarType codes by torch dtype name (torch/headeronly/core/ScalarType.h)
 DTYPE_CODES: Dict[str, int] = {
@@ -121,112 +116,21 @@ class Stats:
 
 # ---------------------------------------------------------------- locating
 
-def runtime_dir() -> Path:
-    """The cpp_runtime folder: installed package data or the source checkout."""
-    here = Path(__file__).resolve().parent
-    for cand in (here / "_cpp_runtime", here.parent / "cpp_runtime"):
-        if (cand / "include" / "aoti_debug" / "config.h").is_file():
-            return cand
-    raise FileNotFoundError(
-        f"aoti-debug C++ runtime not found in {here / '_cpp_runtime'} or {here.parent / 'cpp_runtime'}")
-
-
-def include_dir() -> str:
-    """Folder to pass as -I when compiling code that includes <aoti_debug/...>."""
-    return str(runtime_dir() / "include")
+runtime_dir = _build.runtime_dir
+include_dir = _build.include_dir
 
 
 # ---------------------------------------------------------------- building
 
-def _cache_dir() -> Path:
-    env = os.environ.get("AOTI_DEBUG_CACHE_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "aoti_debug"
-
-
-def _compiler() -> Optional[str]:
-    env = os.environ.get("CXX")
-    if env:
-        return shutil.which(env) or env
-    for name in ("c++", "g++", "clang++"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
-def _cpu_flags() -> str:
-    # -march=native code is only valid on CPUs with the same features
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith(("flags", "Features", "isa")):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
-def _sources(root: Path) -> List[Path]:
-    files = sorted((root / "include").rglob("*.h"))
-    return files + [root / "src" / "pycore.cpp"]
-
-
-def _compiler_version(cxx: str) -> str:
-    try:
-        return subprocess.run([cxx, "--version"], capture_output=True, text=True,
-                              timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
-        return ""
-
-
-def _build_key(root: Path, cxx: str, flags: Tuple[str, ...]) -> str:
-    h = hashlib.sha256()
-    for path in _sources(root):
-        h.update(path.relative_to(root).as_posix().encode() + b"\0")
-        h.update(path.read_bytes() + b"\0")
-    for part in (cxx, _compiler_version(cxx), " ".join(flags), platform.machine(), sys.platform,
-                 _cpu_flags() if "-march=native" in flags else ""):
-        h.update(part.encode() + b"\0")
-    return h.hexdigest()[:20]
-
-
-def _compile(cxx: str, flags: Tuple[str, ...], root: Path, out: Path) -> Optional[str]:
-    """Builds into `out` atomically; returns None or the compiler's complaint."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=out.name + ".", suffix=".tmp", dir=str(out.parent))
-    os.close(fd)
-    cmd = [cxx, *flags, "-I", str(root / "include"), str(root / "src" / "pycore.cpp"), "-o", tmp]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        if proc.returncode != 0:
-            return f"{' '.join(cmd)}\n{proc.stderr[-4000:]}"
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, out)  # atomic: readers see the old file, none, or the whole new one
-        return None
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"{' '.join(cmd)}\n{exc}"
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+BASE_FLAGS = ("-O3", _build.CXX_STD, "-shared", "-fPIC", "-fvisibility=hidden")
 
 
 def build(force: bool = False) -> Path:
     """Builds (or finds in the cache) the library; raises NativeUnavailable."""
-    root = runtime_dir()
-    cxx = _compiler()
-    if cxx is None:
-        raise NativeUnavailable("no C++ compiler found (set CXX, or install c++/g++/clang++)")
-    problems = []
-    for arch in (("-march=native",), ()):  # some compilers reject -march=native
-        flags = BASE_FLAGS + arch
-        out = _cache_dir() / f"libaotid_{_build_key(root, cxx, flags)}.so"
-        if out.is_file() and not force:
-            return out
-        err = _compile(cxx, flags, root, out)
-        if err is None:
-            return out
-        problems.append(err)
-    raise NativeUnavailable("building the aoti-debug C++ runtime failed:\n" + "\n".join(problems))
+    try:
+        return _build.build(Path("src") / "pycore.cpp", BASE_FLAGS, "libaotid_{key}.so", force=force)
+    except _build.BuildError as exc:
+        raise NativeUnavailable(str(exc)) from None
 
 
 # ---------------------------------------------------------------- loading

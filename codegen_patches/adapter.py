@@ -132,6 +132,53 @@ def model_name() -> str:
     return getattr(V.graph, "name", None) or "model"
 
 
+# -- the linked core ----------------------------------------------------------------
+
+def linked_core(stats: bool, dumps: bool):
+    """Path of the core object (config.h: AOTI_DEBUG_LINKED_CORE) to link into the
+    AOTI artifact being generated, or None to compile the runtime header-only.
+
+    Only for AOTI builds that Inductor links here (not package_cpp_only, not
+    cross-compiled) on torch 2.13, whose AotCodeCompiler links the wrapper
+    object through CppBuilder (the hook below); elsewhere the header-only
+    runtime costs compile time but needs nothing at link time."""
+    import os
+    import torch
+    from torch._inductor import config
+    from torch._inductor.virtualized import V
+    from aoti_debug import _build
+    aot = config.aot_inductor
+    if (torch_version() < (2, 13) or not getattr(V.graph, "aot_mode", False)
+            or getattr(aot, "package_cpp_only", False)
+            or getattr(aot, "cross_target_platform", None) not in (None, "", "linux")):
+        return None
+    flags = _build.core_flags(stats, dumps, os.path.join(os.path.dirname(torch.__file__), "include"),
+                              bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)), torch.__version__)
+    try:
+        return str(_build.core_object(flags))
+    except (_build.BuildError, OSError):
+        return None
+
+
+def _link_core_objects(hooks) -> None:
+    """A link of an instrumented wrapper gets the core object it names."""
+    from torch._inductor import codecache
+
+    def builder(orig):
+        class CppBuilderWithCore(orig):
+            def __init__(self, name, sources, BuildOption, output_dir=""):
+                links = not (BuildOption.get_compile_only() or BuildOption.get_precompiling()
+                             or BuildOption.get_preprocessing())
+                if links:
+                    listed = [sources] if isinstance(sources, str) else list(sources)
+                    extra = [o for o in hooks.cpp_emit.core_objects_for(listed) if o not in listed]
+                    if extra:
+                        sources = listed + extra
+                super().__init__(name, sources, BuildOption, output_dir)
+        return CppBuilderWithCore
+    patch(codecache, "CppBuilder", builder)
+
+
 # -- patching -----------------------------------------------------------------------
 
 _originals: List[tuple] = []
@@ -145,7 +192,8 @@ def patch(owner, name: str, make: Callable[[Callable], Callable]) -> None:
     else:
         inherited = False
     replacement = make(original)
-    functools.update_wrapper(replacement, original)
+    if not isinstance(replacement, type):  # a class (a subclass of the original) keeps its own
+        functools.update_wrapper(replacement, original)
     replacement.__aoti_debug_patch__ = True
     _originals.append((owner, name, original, inherited))
     setattr(owner, name, replacement)
@@ -274,6 +322,7 @@ def install_patches(hooks) -> None:
         return patched
     patch(inductor, "aoti_compile_and_package", compile_and_package)
 
+    _link_core_objects(hooks)
     install_python_wrapper_patches(hooks)
 
 

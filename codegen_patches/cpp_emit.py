@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from typing import Iterable, List, Sequence
+from typing import Iterable, List, Optional, Sequence, Tuple
 
 from .plan import IN, INOUT, OUT, Arg, Site
 
@@ -33,14 +33,48 @@ def c_string(text: str) -> str:
     return "".join(out)
 
 
-def runtime_source(settings) -> str:
-    """The runtime, inlined; the statistics core only when something can use it
-    (level 5 or a NaN check) and the flight recorder only at level 10: they are
-    the costly parts to compile."""
-    stats = settings.level >= 5 or settings.nan_check.enabled
+def runtime_options(settings) -> Tuple[bool, bool]:
+    """(statistics, flight recorder): the costly parts to compile, left out
+    unless something can use them (level 5 or a NaN check; level 10)."""
+    return settings.level >= 5 or settings.nan_check.enabled, settings.level >= 10
+
+
+# The wrapper names the core object it needs; the link step (adapter.py) reads it.
+CORE_MARKER = "// aoti-debug: link with "
+
+
+def runtime_source(settings, core: Optional[str] = None) -> str:
+    """The runtime, inlined; with `core` (the path of a core object built with
+    the same options) only the declarations of its out-of-line functions are
+    compiled here, and the core is linked in."""
+    stats, dumps = runtime_options(settings)
     options = ("" if stats else "#define AOTI_DEBUG_ENABLE_STATS 0\n") + \
-        ("" if settings.level >= 10 else "#define AOTI_DEBUG_ENABLE_DUMPS 0\n")
+        ("" if dumps else "#define AOTI_DEBUG_ENABLE_DUMPS 0\n")
+    if core:
+        options += f"#define AOTI_DEBUG_LINKED_CORE 1\n{CORE_MARKER}{core}\n"
     return options + _runtime_text()
+
+
+def core_objects_for(sources: Iterable[str]) -> List[str]:
+    """The core objects named by the instrumented wrappers among a build's
+    sources (a wrapper's .cpp, or its .o beside the .cpp)."""
+    found: List[str] = []
+    for src in sources:
+        src = str(src)
+        if not src.endswith((".wrapper.o", ".wrapper.cpp")):
+            continue
+        cpp = src[:-2] + ".cpp" if src.endswith(".o") else src
+        try:
+            with open(cpp, encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    if line.startswith(CORE_MARKER):
+                        found.append(line[len(CORE_MARKER):].strip())
+                        break
+                    if line.startswith("// ---- aoti-debug runtime"):
+                        break  # the marker comes before the runtime
+        except OSError:
+            continue
+    return found
 
 
 @functools.lru_cache(maxsize=None)

@@ -213,7 +213,8 @@ def on_header(wrapper) -> None:
     st = state(wrapper)
     if st is not None and not st.header_written:   # the GPU wrapper calls the CPU one's too
         st.header_written = True
-        wrapper.header.splice(cpp_emit.runtime_source(_active))
+        core = adapter.linked_core(*cpp_emit.runtime_options(_active))
+        wrapper.header.splice(cpp_emit.runtime_source(_active, core))
 
 
 def on_wrapper_decl(wrapper) -> None:

@@ -21,7 +21,10 @@ inline bool (*&capture_query())() {
 
 // Statistics of a device tensor: a blocking copy into a contiguous CPU
 // tensor through the shim, then the CPU core.
-inline bool aoti_device_stats(const Value& v, Stats* out, const char** reason) {
+#if !AOTI_DEBUG_CORE_BODIES
+AOTI_DEBUG_CORE_FN bool aoti_device_stats(const Value& v, Stats* out, const char** reason);
+#else
+AOTI_DEBUG_CORE_FN bool aoti_device_stats(const Value& v, Stats* out, const char** reason) {
   if (capture_query() != nullptr && capture_query()()) {
     *reason = "CUDA graph capture in progress";
     return false;
@@ -51,6 +54,7 @@ inline bool aoti_device_stats(const Value& v, Stats* out, const char** reason) {
   aoti_torch_delete_tensor_object(host);
   return ok;
 }
+#endif  // AOTI_DEBUG_CORE_BODIES
 #endif
 
 }  // namespace detail

@@ -70,6 +70,27 @@
 #define AOTI_DEBUG_ALWAYS_INLINE inline
 #endif
 
+// Where the runtime's out-of-line functions (the work of writing a record,
+// not the cost of a launch) are compiled.  Header-only by default: each one is
+// an inline function.  With AOTI_DEBUG_LINKED_CORE=1 a translation unit sees
+// their declarations only and is linked with the core object built from
+// cpp_runtime/src/core.cpp (which defines AOTI_DEBUG_CORE_IMPL) with the same
+// AOTI_DEBUG_ENABLE_* options: the codegen does this for AOTI wrappers, whose
+// compile time would otherwise carry the whole runtime.
+#ifndef AOTI_DEBUG_LINKED_CORE
+#define AOTI_DEBUG_LINKED_CORE 0
+#endif
+#if defined(AOTI_DEBUG_CORE_IMPL)
+#define AOTI_DEBUG_CORE_BODIES 1
+#define AOTI_DEBUG_CORE_FN AOTI_DEBUG_NOINLINE
+#elif AOTI_DEBUG_LINKED_CORE
+#define AOTI_DEBUG_CORE_BODIES 0
+#define AOTI_DEBUG_CORE_FN AOTI_DEBUG_NOINLINE
+#else
+#define AOTI_DEBUG_CORE_BODIES 1
+#define AOTI_DEBUG_CORE_FN AOTI_DEBUG_NOINLINE inline
+#endif
+
 // Open/close the runtime's namespace: hidden, ABI-versioned.
 #define AOTI_DEBUG_NAMESPACE_BEGIN \
   namespace aoti_debug AOTI_DEBUG_HIDDEN { inline namespace AOTI_DEBUG_ABI_NS {

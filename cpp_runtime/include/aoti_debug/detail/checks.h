@@ -31,128 +31,40 @@ class InputGuard {
 
   explicit InputGuard(const Model& m) : model_(m) {}
 
-  bool rank(const char* label, const Value& v, int64_t expected) {
-    if (v.kind != Value::kTensor) {
-      fail(std::string(label) + " is not a tensor");
-      return false;
-    }
-    if (v.t.ndim == expected) return true;
-    fail(std::string(label) + ".dim() is " + std::to_string(v.t.ndim) + ", expected " +
-         std::to_string(expected));
-    return false;
-  }
+  bool rank(const char* label, const Value& v, int64_t expected);
 
-  void dtype(const char* label, const Value& v, int32_t expected) {
-    if (v.t.dtype != expected)
-      fail(std::string(label) + ".dtype is " + dtype_text(v.t.dtype) + ", expected " +
-           dtype_text(expected));
-  }
+  void dtype(const char* label, const Value& v, int32_t expected);
 
   // index -1: any index of that device type.
-  void device(const char* label, const Value& v, int32_t type, int32_t index) {
-    if (v.t.device_type == type && (index < 0 || v.t.device_index == index)) return;
-    std::string got, want;
-    detail::append_device(got, v.t.device_type, v.t.device_index);
-    detail::append_device(want, type, index < 0 ? 0 : index);
-    if (index < 0 && type != 0) want = want.substr(0, want.find(':'));
-    if (v.t.device_type == kMetaDevice) got = got.substr(0, got.find(':'));  // meta has no index
-    fail(std::string(label) + ".device is " + got + ", expected " + want);
-  }
+  void device(const char* label, const Value& v, int32_t type, int32_t index);
 
   int64_t size(const Value& v, int d) const { return v.t.sizes[d]; }
 
-  void static_dim(const char* label, const Value& v, int d, int64_t expected) {
-    if (v.t.sizes[d] != expected)
-      fail(dim_text(label, d) + " is " + std::to_string(v.t.sizes[d]) + ", expected " +
-           std::to_string(expected));
-  }
+  void static_dim(const char* label, const Value& v, int d, int64_t expected);
 
   // A dynamic dimension bound to a symbol: its compiled range.
-  void range(const char* label, const Value& v, int d, int64_t lo, int64_t hi, const char* symbol) {
-    const int64_t got = v.t.sizes[d];
-    if (got >= lo && got <= hi) return;
-    fail(dim_text(label, d) + " is " + std::to_string(got) +
-         ", but this artifact was compiled for " + std::to_string(lo) + " <= " + symbol +
-         " <= " + (hi == INT64_MAX ? std::string("inf") : std::to_string(hi)));
-  }
+  void range(const char* label, const Value& v, int d, int64_t lo, int64_t hi, const char* symbol);
 
   // A dimension that must equal an expression of symbols bound earlier.
-  void equals(const char* label, const Value& v, int d, int64_t expected, const char* expr) {
-    const int64_t got = v.t.sizes[d];
-    if (got == expected) return;
-    fail(dim_text(label, d) + " is " + std::to_string(got) +
-         ", but this artifact was compiled for " + dim_text(label, d) + " == " + expr + " (= " +
-         std::to_string(expected) + " here)");
-  }
+  void equals(const char* label, const Value& v, int d, int64_t expected, const char* expr);
 
   // A relation between symbols recorded by export (e.g. Eq(Mod(s0, 8), 0)).
-  void relation(bool holds, const char* text, const std::string& values) {
-    if (!holds)
-      fail(std::string("the inputs break the relation ") + text + " this artifact was compiled for (" +
-           values + ")");
-  }
+  void relation(bool holds, const char* text, const std::string& values);
 
   // A stride the compiled kernels index with (only dimensions of size > 1).
-  void stride(const char* label, const Value& v, int d, int64_t expected) {
-    if (v.t.sizes[d] <= 1 || v.t.strides[d] == expected) return;
-    std::string got, want;
-    detail::append_tuple(got, v.t.strides, v.t.ndim);
-    fail(std::string(label) + ".stride(" + std::to_string(d) + ") is " +
-         std::to_string(v.t.strides[d]) + ", but the compiled kernels index it with stride " +
-         std::to_string(expected) + " (strides are " + got + ")");
-  }
+  void stride(const char* label, const Value& v, int d, int64_t expected);
 
   // Kernels compiled for aligned inputs (Triton's 16-byte specialisation).
-  void aligned(const char* label, const Value& v, int64_t bytes) {
-    const uintptr_t p = reinterpret_cast<uintptr_t>(v.t.data);
-    if (p % static_cast<uintptr_t>(bytes) == 0) return;
-    fail(std::string(label) + ".data_ptr() is " + std::to_string(p % bytes) + " bytes past a " +
-         std::to_string(bytes) + "-byte boundary, but the compiled kernels assume " +
-         std::to_string(bytes) + "-byte aligned data (pass a contiguous copy: " + label +
-         ".clone())");
-  }
+  void aligned(const char* label, const Value& v, int64_t bytes);
 
-  void finite(const char* label, const Value& v, bool count_inf) {
-#if AOTI_DEBUG_ENABLE_STATS
-    if (v.t.device_type != 0) return;  // device tensors: the launch checks cover them
-    const Stats s = compute_stats(v.t);
-    if (s.nan_count > 0 || (count_inf && s.inf_count > 0))
-      fail(std::string(label) + " holds " + counts(s, count_inf) + " (first at flat index " +
-           std::to_string(first_bad(s, count_inf)) + ")");
-#else
-    (void)label, (void)v, (void)count_inf;
-#endif
-  }
+  void finite(const char* label, const Value& v, bool count_inf);
 
   bool ok() const { return problems_.empty(); }
   // Strides are only worth checking while an input's shape and dtype are right.
   size_t count() const { return problems_.size(); }
 
   // Writes the offending inputs at level >= 1 and throws with every violation.
-  void finish(const Run& run, const char* const* labels, std::initializer_list<Value> inputs) {
-    if (problems_.empty()) return;
-    std::string text = "aoti-debug: the inputs of model '" + model_.name() +
-                       "' do not match what it was compiled for:";
-    std::string lines;
-    for (const std::string& p : problems_) {
-      text += "\n  " + p;
-      lines += (lines.empty() ? "" : "\n") + p;
-    }
-    if (run.level >= 1) {
-      std::string rec = detail::note_record("input-check", lines);
-      int k = 0;
-      for (const Value& v : inputs) {
-        const char* label = labels ? labels[k] : "-";
-        ++k;
-        bool named = false;
-        for (const std::string& p : problems_)
-          named = named || p.compare(0, std::strlen(label), label) == 0;
-        if (named) detail::append_item(rec, 2, "in", label, v, run.level < 3 ? 3 : run.level);
-      }
-      model_.write(rec);
-    }
-    throw std::runtime_error(text);
-  }
+  void finish(const Run& run, const char* const* labels, std::initializer_list<Value> inputs);
 
 #if AOTI_DEBUG_ENABLE_STATS
   static std::string counts(const Stats& s, bool count_inf) {
@@ -194,67 +106,15 @@ class NanChecks {
   const bool on;
 
   // Model inputs: their finiteness is what the first launches read.
-  void inputs(const char* const* labels, std::initializer_list<Value> vals) {
-    int k = 0;
-    for (const Value& v : vals) {
-      const char* label = labels ? labels[k] : "-";
-      ++k;
-      if (v.kind == Value::kTensor) known_[label] = is_finite(v);
-    }
-  }
+  void inputs(const char* const* labels, std::initializer_list<Value> vals);
 
   // After a launch: `args` holds every site argument in Site::args order;
   // `sources[k]` is the user's line that produced output k ("" = the site's).
-  void after(const Site& site, const char* const* sources, std::initializer_list<Value> args) {
-    std::vector<std::string> tainted;  // inputs that already held NaN/Inf
-    int k = 0;
-    const Value* arg = args.begin();
-    for (; k < site.nargs && arg != args.end(); ++k, ++arg) {
-      const ArgSpec& a = site.args[k];
-      if (a.role == Role::Out) continue;
-      auto it = known_.find(a.name);
-      const bool finite = it != known_.end() ? it->second
-                          : a.role == Role::In ? is_finite(*arg) : true;
-      if (!finite) tainted.push_back(a.name);
-    }
-    k = 0;
-    arg = args.begin();
-    for (; k < site.nargs && arg != args.end(); ++k, ++arg) {
-      const ArgSpec& a = site.args[k];
-      if (a.role == Role::In || arg->kind != Value::kTensor) continue;
-#if AOTI_DEBUG_ENABLE_STATS
-      if (arg->t.device_type != 0 && arg->device_stats == nullptr) continue;
-      Stats s{};
-      const char* reason = nullptr;
-      if (arg->t.device_type == 0) {
-        s = compute_stats(arg->t);
-      } else if (!arg->device_stats(*arg, &s, &reason)) {
-        continue;  // e.g. CUDA graph capture: never sync there
-      }
-      const bool bad = s.nan_count > 0 || (count_inf_ && s.inf_count > 0);
-      known_[a.name] = !bad;
-      if (bad) report(site, a.name, sources && *sources[k] ? sources[k] : site.source, s, tainted);
-#endif
-    }
-  }
+  void after(const Site& site, const char* const* sources, std::initializer_list<Value> args);
 
   // End of run: the summary line, and the deferred error when every failing
   // launch only propagated NaN/Inf it was given.
-  void finish() {
-    if (failures_.empty()) return;
-    std::string summary = "run " + std::to_string(run_.run) + ": NaN/Inf in " +
-                          std::to_string(failures_.size()) + " launch" +
-                          (failures_.size() == 1 ? "" : "es") + ":";
-    std::map<std::string, int> per_kernel;
-    std::vector<std::string> order;
-    for (const std::string& k : kernels_) {
-      if (per_kernel[k]++ == 0) order.push_back(k);
-    }
-    for (size_t i = 0; i < order.size(); ++i)
-      summary += (i ? ", " : " ") + order[i] + " x" + std::to_string(per_kernel[order[i]]);
-    model_.write(detail::note_record("nan-check", summary));
-    if (raise_) throw std::runtime_error("aoti-debug NaN check: " + failures_.front());
-  }
+  void finish();
 
  private:
   bool is_finite(const Value& v) const {
@@ -298,5 +158,177 @@ class NanChecks {
   std::vector<std::string> failures_;
   std::vector<std::string> kernels_;
 };
+
+// ---- out of line (config.h: AOTI_DEBUG_CORE_BODIES) ----------------------
+
+#if AOTI_DEBUG_CORE_BODIES
+AOTI_DEBUG_CORE_FN bool InputGuard::rank(const char* label, const Value& v, int64_t expected) {
+  if (v.kind != Value::kTensor) {
+    fail(std::string(label) + " is not a tensor");
+    return false;
+  }
+  if (v.t.ndim == expected) return true;
+  fail(std::string(label) + ".dim() is " + std::to_string(v.t.ndim) + ", expected " +
+       std::to_string(expected));
+  return false;
+}
+
+AOTI_DEBUG_CORE_FN void InputGuard::dtype(const char* label, const Value& v, int32_t expected) {
+  if (v.t.dtype != expected)
+    fail(std::string(label) + ".dtype is " + dtype_text(v.t.dtype) + ", expected " +
+         dtype_text(expected));
+}
+
+AOTI_DEBUG_CORE_FN void InputGuard::device(const char* label, const Value& v, int32_t type, int32_t index) {
+  if (v.t.device_type == type && (index < 0 || v.t.device_index == index)) return;
+  std::string got, want;
+  detail::append_device(got, v.t.device_type, v.t.device_index);
+  detail::append_device(want, type, index < 0 ? 0 : index);
+  if (index < 0 && type != 0) want = want.substr(0, want.find(':'));
+  if (v.t.device_type == kMetaDevice) got = got.substr(0, got.find(':'));  // meta has no index
+  fail(std::string(label) + ".device is " + got + ", expected " + want);
+}
+
+AOTI_DEBUG_CORE_FN void InputGuard::static_dim(const char* label, const Value& v, int d, int64_t expected) {
+  if (v.t.sizes[d] != expected)
+    fail(dim_text(label, d) + " is " + std::to_string(v.t.sizes[d]) + ", expected " +
+         std::to_string(expected));
+}
+
+AOTI_DEBUG_CORE_FN void InputGuard::range(const char* label, const Value& v, int d, int64_t lo, int64_t hi, const char* symbol) {
+  const int64_t got = v.t.sizes[d];
+  if (got >= lo && got <= hi) return;
+  fail(dim_text(label, d) + " is " + std::to_string(got) +
+       ", but this artifact was compiled for " + std::to_string(lo) + " <= " + symbol +
+       " <= " + (hi == INT64_MAX ? std::string("inf") : std::to_string(hi)));
+}
+
+AOTI_DEBUG_CORE_FN void InputGuard::equals(const char* label, const Value& v, int d, int64_t expected, const char* expr) {
+  const int64_t got = v.t.sizes[d];
+  if (got == expected) return;
+  fail(dim_text(label, d) + " is " + std::to_string(got) +
+       ", but this artifact was compiled for " + dim_text(label, d) + " == " + expr + " (= " +
+       std::to_string(expected) + " here)");
+}
+
+AOTI_DEBUG_CORE_FN void InputGuard::relation(bool holds, const char* text, const std::string& values) {
+  if (!holds)
+    fail(std::string("the inputs break the relation ") + text + " this artifact was compiled for (" +
+         values + ")");
+}
+
+AOTI_DEBUG_CORE_FN void InputGuard::stride(const char* label, const Value& v, int d, int64_t expected) {
+  if (v.t.sizes[d] <= 1 || v.t.strides[d] == expected) return;
+  std::string got, want;
+  detail::append_tuple(got, v.t.strides, v.t.ndim);
+  fail(std::string(label) + ".stride(" + std::to_string(d) + ") is " +
+       std::to_string(v.t.strides[d]) + ", but the compiled kernels index it with stride " +
+       std::to_string(expected) + " (strides are " + got + ")");
+}
+
+AOTI_DEBUG_CORE_FN void InputGuard::aligned(const char* label, const Value& v, int64_t bytes) {
+  const uintptr_t p = reinterpret_cast<uintptr_t>(v.t.data);
+  if (p % static_cast<uintptr_t>(bytes) == 0) return;
+  fail(std::string(label) + ".data_ptr() is " + std::to_string(p % bytes) + " bytes past a " +
+       std::to_string(bytes) + "-byte boundary, but the compiled kernels assume " +
+       std::to_string(bytes) + "-byte aligned data (pass a contiguous copy: " + label +
+       ".clone())");
+}
+
+AOTI_DEBUG_CORE_FN void InputGuard::finite(const char* label, const Value& v, bool count_inf) {
+#if AOTI_DEBUG_ENABLE_STATS
+  if (v.t.device_type != 0) return;  // device tensors: the launch checks cover them
+  const Stats s = compute_stats(v.t);
+  if (s.nan_count > 0 || (count_inf && s.inf_count > 0))
+    fail(std::string(label) + " holds " + counts(s, count_inf) + " (first at flat index " +
+         std::to_string(first_bad(s, count_inf)) + ")");
+#else
+  (void)label, (void)v, (void)count_inf;
+#endif
+}
+
+AOTI_DEBUG_CORE_FN void InputGuard::finish(const Run& run, const char* const* labels, std::initializer_list<Value> inputs) {
+  if (problems_.empty()) return;
+  std::string text = "aoti-debug: the inputs of model '" + model_.name() +
+                     "' do not match what it was compiled for:";
+  std::string lines;
+  for (const std::string& p : problems_) {
+    text += "\n  " + p;
+    lines += (lines.empty() ? "" : "\n") + p;
+  }
+  if (run.level >= 1) {
+    std::string rec = detail::note_record("input-check", lines);
+    int k = 0;
+    for (const Value& v : inputs) {
+      const char* label = labels ? labels[k] : "-";
+      ++k;
+      bool named = false;
+      for (const std::string& p : problems_)
+        named = named || p.compare(0, std::strlen(label), label) == 0;
+      if (named) detail::append_item(rec, 2, "in", label, v, run.level < 3 ? 3 : run.level);
+    }
+    model_.write(rec);
+  }
+  throw std::runtime_error(text);
+}
+
+AOTI_DEBUG_CORE_FN void NanChecks::inputs(const char* const* labels, std::initializer_list<Value> vals) {
+  int k = 0;
+  for (const Value& v : vals) {
+    const char* label = labels ? labels[k] : "-";
+    ++k;
+    if (v.kind == Value::kTensor) known_[label] = is_finite(v);
+  }
+}
+
+AOTI_DEBUG_CORE_FN void NanChecks::after(const Site& site, const char* const* sources, std::initializer_list<Value> args) {
+  std::vector<std::string> tainted;  // inputs that already held NaN/Inf
+  int k = 0;
+  const Value* arg = args.begin();
+  for (; k < site.nargs && arg != args.end(); ++k, ++arg) {
+    const ArgSpec& a = site.args[k];
+    if (a.role == Role::Out) continue;
+    auto it = known_.find(a.name);
+    const bool finite = it != known_.end() ? it->second
+                        : a.role == Role::In ? is_finite(*arg) : true;
+    if (!finite) tainted.push_back(a.name);
+  }
+  k = 0;
+  arg = args.begin();
+  for (; k < site.nargs && arg != args.end(); ++k, ++arg) {
+    const ArgSpec& a = site.args[k];
+    if (a.role == Role::In || arg->kind != Value::kTensor) continue;
+#if AOTI_DEBUG_ENABLE_STATS
+    if (arg->t.device_type != 0 && arg->device_stats == nullptr) continue;
+    Stats s{};
+    const char* reason = nullptr;
+    if (arg->t.device_type == 0) {
+      s = compute_stats(arg->t);
+    } else if (!arg->device_stats(*arg, &s, &reason)) {
+      continue;  // e.g. CUDA graph capture: never sync there
+    }
+    const bool bad = s.nan_count > 0 || (count_inf_ && s.inf_count > 0);
+    known_[a.name] = !bad;
+    if (bad) report(site, a.name, sources && *sources[k] ? sources[k] : site.source, s, tainted);
+#endif
+  }
+}
+
+AOTI_DEBUG_CORE_FN void NanChecks::finish() {
+  if (failures_.empty()) return;
+  std::string summary = "run " + std::to_string(run_.run) + ": NaN/Inf in " +
+                        std::to_string(failures_.size()) + " launch" +
+                        (failures_.size() == 1 ? "" : "es") + ":";
+  std::map<std::string, int> per_kernel;
+  std::vector<std::string> order;
+  for (const std::string& k : kernels_) {
+    if (per_kernel[k]++ == 0) order.push_back(k);
+  }
+  for (size_t i = 0; i < order.size(); ++i)
+    summary += (i ? ", " : " ") + order[i] + " x" + std::to_string(per_kernel[order[i]]);
+  model_.write(detail::note_record("nan-check", summary));
+  if (raise_) throw std::runtime_error("aoti-debug NaN check: " + failures_.front());
+}
+#endif  // AOTI_DEBUG_CORE_BODIES
 
 AOTI_DEBUG_NAMESPACE_END

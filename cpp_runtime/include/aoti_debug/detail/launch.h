@@ -125,16 +125,7 @@ struct Run {
 
 class Model {
  public:
-  explicit Model(const ModelConfig& c)
-      : name_(c.name ? c.name : "model"),
-        compiled_level_(c.level),
-        compiled_kernels_(detail::parse_kernels(c.kernels ? c.kernels : "")),
-        check_inputs_(c.check_inputs),
-        torch_version_(c.torch_version ? c.torch_version : "unknown") {
-    std::string err;
-    if (!detail::parse_nan(c.nan_check ? c.nan_check : "off", &nan_check_, &err)) nan_check_ = {};
-    pthread_mutex_init(&mu_, nullptr);
-  }
+  explicit Model(const ModelConfig& c);
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
@@ -190,52 +181,8 @@ class Model {
     return false;
   }
 
-  AOTI_DEBUG_NOINLINE void init() {
-    pthread_mutex_lock(&mu_);
-    if (!ready_) {
-      detail::Settings fallback;
-      fallback.level = compiled_level_;
-      fallback.kernels = compiled_kernels_;
-      fallback.nan_check = nan_check_;
-      fallback.check_inputs = check_inputs_;
-      std::vector<std::string> problems;
-      settings_ = detail::read_settings(detail::Env{}, fallback, &problems);
-      std::string lines;
-      for (const std::string& p : problems) lines += p + "\n";
-      // Run time may lower what was compiled in, never raise it.
-      const std::string model = detail::py_repr(name_);
-      auto more = [&](const std::string& from, const std::string& compiled, const char* var,
-                      const std::string& wanted) {
-        lines += from + " asks for more than model " + model + " was compiled with (" + compiled +
-                 "); using " + compiled + ". Recompile with " + var + "=" + wanted + " to get it.\n";
-      };
-      level_ = settings_.level < compiled_level_ ? settings_.level : compiled_level_;
-      if (settings_.level_set && settings_.level > compiled_level_)
-        more(settings_.level_from, std::to_string(compiled_level_), "AOTI_DEBUG_LOGLEVEL",
-             std::to_string(settings_.level));
-      const detail::NanCheck c = nan_check_, r = settings_.nan_check;
-      detail::NanCheck eff;
-      eff.action = r.action < c.action ? r.action : c.action;
-      eff.count_inf = eff.action != detail::kNanOff && c.count_inf && r.count_inf;
-      if (settings_.nan_check_set && (r.action > c.action || (r.count_inf && !c.count_inf)))
-        more(settings_.nan_check_from, c.str(), "AOTI_DEBUG_NAN_CHECK", r.str());
-      nan_check_ = eff;
-      if (settings_.check_inputs_set && settings_.check_inputs && !check_inputs_)
-        more(settings_.check_inputs_from, "0", "AOTI_DEBUG_CHECK_INPUTS", "1");
-      check_inputs_ = check_inputs_ && settings_.check_inputs;
-      if (!lines.empty()) {
-        lines.pop_back();
-        detail::note_once(settings_.logdest, "settings", lines, torch_version_.c_str());
-      }
-      if (level_ >= 1) detail::install_crash_handler();
-#if AOTI_DEBUG_ENABLE_DUMPS
-      if (level_ >= 10)
-        recorder_ = new detail::Recorder(settings_, name_, settings_.logdest, torch_version_.c_str());
-#endif
-      __atomic_store_n(&ready_, 1, __ATOMIC_RELEASE);
-    }
-    pthread_mutex_unlock(&mu_);
-  }
+  // Reads the settings once (under mu_) and fixes what the runs may do.
+  void init();
 
   std::string name_;
   int compiled_level_;
@@ -252,6 +199,66 @@ class Model {
 #endif
   pthread_mutex_t mu_;
 };
+
+#if AOTI_DEBUG_CORE_BODIES
+AOTI_DEBUG_CORE_FN Model::Model(const ModelConfig& c)
+    : name_(c.name ? c.name : "model"),
+      compiled_level_(c.level),
+      compiled_kernels_(detail::parse_kernels(c.kernels ? c.kernels : "")),
+      check_inputs_(c.check_inputs),
+      torch_version_(c.torch_version ? c.torch_version : "unknown") {
+  std::string err;
+  if (!detail::parse_nan(c.nan_check ? c.nan_check : "off", &nan_check_, &err)) nan_check_ = {};
+  pthread_mutex_init(&mu_, nullptr);
+}
+
+AOTI_DEBUG_CORE_FN void Model::init() {
+  pthread_mutex_lock(&mu_);
+  if (!ready_) {
+    detail::Settings fallback;
+    fallback.level = compiled_level_;
+    fallback.kernels = compiled_kernels_;
+    fallback.nan_check = nan_check_;
+    fallback.check_inputs = check_inputs_;
+    std::vector<std::string> problems;
+    settings_ = detail::read_settings(detail::Env{}, fallback, &problems);
+    std::string lines;
+    for (const std::string& p : problems) lines += p + "\n";
+    // Run time may lower what was compiled in, never raise it.
+    const std::string model = detail::py_repr(name_);
+    auto more = [&](const std::string& from, const std::string& compiled, const char* var,
+                    const std::string& wanted) {
+      lines += from + " asks for more than model " + model + " was compiled with (" + compiled +
+               "); using " + compiled + ". Recompile with " + var + "=" + wanted + " to get it.\n";
+    };
+    level_ = settings_.level < compiled_level_ ? settings_.level : compiled_level_;
+    if (settings_.level_set && settings_.level > compiled_level_)
+      more(settings_.level_from, std::to_string(compiled_level_), "AOTI_DEBUG_LOGLEVEL",
+           std::to_string(settings_.level));
+    const detail::NanCheck c = nan_check_, r = settings_.nan_check;
+    detail::NanCheck eff;
+    eff.action = r.action < c.action ? r.action : c.action;
+    eff.count_inf = eff.action != detail::kNanOff && c.count_inf && r.count_inf;
+    if (settings_.nan_check_set && (r.action > c.action || (r.count_inf && !c.count_inf)))
+      more(settings_.nan_check_from, c.str(), "AOTI_DEBUG_NAN_CHECK", r.str());
+    nan_check_ = eff;
+    if (settings_.check_inputs_set && settings_.check_inputs && !check_inputs_)
+      more(settings_.check_inputs_from, "0", "AOTI_DEBUG_CHECK_INPUTS", "1");
+    check_inputs_ = check_inputs_ && settings_.check_inputs;
+    if (!lines.empty()) {
+      lines.pop_back();
+      detail::note_once(settings_.logdest, "settings", lines, torch_version_.c_str());
+    }
+    if (level_ >= 1) detail::install_crash_handler();
+#if AOTI_DEBUG_ENABLE_DUMPS
+    if (level_ >= 10)
+      recorder_ = new detail::Recorder(settings_, name_, settings_.logdest, torch_version_.c_str());
+#endif
+    __atomic_store_n(&ready_, 1, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&mu_);
+}
+#endif  // AOTI_DEBUG_CORE_BODIES
 
 namespace detail {
 
@@ -418,8 +425,15 @@ inline void dump_run_end(Run&) {}
 
 }  // namespace detail
 
+// The entry points of the generated code's macros (below).
+#if !AOTI_DEBUG_CORE_BODIES
+AOTI_DEBUG_CORE_FN void run_begin(Run& run, const char* const* input_names, std::initializer_list<Value> inputs);
+AOTI_DEBUG_CORE_FN void before_launch(Run& run, const Site& site, std::initializer_list<Value> args);
+AOTI_DEBUG_CORE_FN void after_launch(Run& run, const Site& site, std::initializer_list<Value> args);
+AOTI_DEBUG_CORE_FN void end_run(Run& run, const char* const* output_names, std::initializer_list<Value> outputs);
+#else
 // `run R model` (level >= 1; model inputs at level >= 3).
-AOTI_DEBUG_NOINLINE inline void run_begin(Run& run, const char* const* input_names,
+AOTI_DEBUG_CORE_FN void run_begin(Run& run, const char* const* input_names,
                                           std::initializer_list<Value> inputs) {
   const Model& m = *run.model;
   std::string rec = detail::header_line("run", std::to_string(run.run), m.name().c_str());
@@ -429,7 +443,7 @@ AOTI_DEBUG_NOINLINE inline void run_begin(Run& run, const char* const* input_nam
 }
 
 // `launch R.K kernel`, before the launch.
-AOTI_DEBUG_NOINLINE inline void before_launch(Run& run, const Site& site,
+AOTI_DEBUG_CORE_FN void before_launch(Run& run, const Site& site,
                                               std::initializer_list<Value> args) {
   const Model& m = *run.model;
   if (m.selected(site)) {
@@ -450,7 +464,7 @@ AOTI_DEBUG_NOINLINE inline void before_launch(Run& run, const Site& site,
 }
 
 // `launch-end R.K kernel` (level >= 3), after the launch.
-AOTI_DEBUG_NOINLINE inline void after_launch(Run& run, const Site& site,
+AOTI_DEBUG_CORE_FN void after_launch(Run& run, const Site& site,
                                              std::initializer_list<Value> args) {
   detail::clear_inflight();
   const Model& m = *run.model;
@@ -463,7 +477,7 @@ AOTI_DEBUG_NOINLINE inline void after_launch(Run& run, const Site& site,
 }
 
 // `run-end R model` with the outputs (level >= 3).
-AOTI_DEBUG_NOINLINE inline void end_run(Run& run, const char* const* output_names,
+AOTI_DEBUG_CORE_FN void end_run(Run& run, const char* const* output_names,
                                         std::initializer_list<Value> outputs) {
   if (run.level < 3) return;
   const Model& m = *run.model;
@@ -472,6 +486,8 @@ AOTI_DEBUG_NOINLINE inline void end_run(Run& run, const char* const* output_name
   m.write(rec);
   if (run.level >= 10) detail::dump_run_end(run);
 }
+
+#endif  // AOTI_DEBUG_CORE_BODIES
 
 AOTI_DEBUG_NAMESPACE_END
 
