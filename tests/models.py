@@ -94,6 +94,24 @@ class Gather(torch.nn.Module):
         return (g * 2.0).sum(1)  # LINE:gather.sum
 
 
+class Ranked(torch.nn.Module):
+    """-inf from log(sigmoid) underflow, carried by cumsum and sort (extern
+    kernels), turned into NaN by the last kernel, which reuses sort's buffer."""
+
+    def forward(self, s):
+        logp = torch.log(torch.sigmoid(s))  # LINE:ranked.log
+        total = torch.cumsum(logp, dim=1)
+        ranked = torch.sort(total, dim=0, descending=True).values
+        return ranked - ranked.mean(0, keepdim=True)  # LINE:ranked.sub
+
+
+def ranked_inputs(underflow=False):
+    s = torch.randn(4, 6, generator=torch.Generator().manual_seed(0))
+    if underflow:
+        s[2, 3] = -130.0   # sigmoid underflows to 0 in float32
+    return (s,)
+
+
 def gather_inputs(crash=False):
     """Rows 0, 2, 5 of six; or an index far outside x: the op reads unmapped memory."""
     x = torch.randn(6, 8, generator=torch.Generator().manual_seed(0))
@@ -135,6 +153,8 @@ def example(name):
         return Block(), (torch.randn(2, 5, 16, generator=g), mask), None
     if name == "planted":
         return Planted(), planted_inputs(), None
+    if name == "ranked":
+        return Ranked(), ranked_inputs(), None
     if name == "gather":
         return Gather(), gather_inputs(), None
     if name == "dynamic":

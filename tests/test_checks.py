@@ -147,3 +147,34 @@ def test_a_valid_layout_the_code_handles_is_accepted(dynamic):
     proc = run_package(dynamic, "dynamic", inputs=f"({X}.double(), {Y})", AOTI_DEBUG_CHECK_INPUTS="0",
                        check=False)
     assert "do not match" not in proc.stdout
+
+
+@pytest.fixture(scope="module")
+def ranked(packages):
+    return packages.get("ranked", AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_NAN_CHECK="raise:naninf")
+
+
+def test_a_reused_buffer_keeps_what_its_writer_found(tmp_path, ranked):
+    """The last kernel reads sort's output under another name (buffer reuse):
+    it is a victim of the -inf, not an origin; a launch counts once."""
+    log = tmp_path / "log.txt"
+    proc = run_package(ranked, "ranked", inputs="models.ranked_inputs(True)",
+                       AOTI_DEBUG_NAN_CHECK="warn:naninf", AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_LOGDEST=str(log))
+    assert proc.stdout.startswith("OUTPUT (4, 6)")
+    notes = [r.split("\n", 1)[1].strip() for r in records(mask(log.read_text())) if "note - nan-check" in r]
+    origins = [n for n in notes if "its inputs were finite" in n]
+    assert len(origins) == 1 and re.match(r"launch 1\.\d+ cpp_fused_\w*log\w* \(source " + re.escape(line_of("ranked.log")),
+                                          origins[0]), notes
+    last = [n for n in notes if f"(source {line_of('ranked.sub')})" in n]
+    assert last and all(re.search(r"its input buf\d+ already held NaN/Inf \(look earlier\)$", n) for n in last), last
+    assert re.fullmatch(r"run 1: NaN/Inf in 4 launches: \w+ x1, aoti_torch_cpu_cumsum x1, "
+                        r"aoti_torch_cpu_sort_stable x1, \w+ x1", notes[-1]), notes[-1]
+
+
+def test_nan_only_names_the_launch_that_turns_inf_into_nan(ranked):
+    proc = run_package(ranked, "ranked", inputs="models.ranked_inputs(True)",
+                       AOTI_DEBUG_NAN_CHECK="raise:nan", AOTI_DEBUG_LOGLEVEL="0")
+    text = raised(proc)
+    assert re.fullmatch(r"aoti-debug NaN check: launch 1\.\d+ \w+ \(source " + re.escape(line_of("ranked.sub"))
+                        + r"\) wrote 3 NaN into buf\d+ \(first at flat index \d+\); its inputs held no NaN, "
+                        r"so this launch is where NaN first appears", text), text

@@ -135,18 +135,23 @@ class NanChecks {
                       " (source " + detail::or_dash(source) + ") wrote " +
                       InputGuard::counts(s, count_inf_) + " into " + buffer + " (first at flat index " +
                       std::to_string(InputGuard::first_bad(s, count_inf_)) + "); ";
+    // checking NaN only, an Inf input is fine: the message says what was checked
     if (tainted.empty()) {
-      msg += "its inputs were finite, so this launch is where they first appear";
+      msg += count_inf_ ? "its inputs were finite, so this launch is where they first appear"
+                        : "its inputs held no NaN, so this launch is where NaN first appears";
     } else {
       msg += "its input";
       msg += tainted.size() == 1 ? " " : "s ";
       for (size_t i = 0; i < tainted.size(); ++i) msg += (i ? ", " : "") + tainted[i];
-      msg += " already held NaN/Inf (look earlier)";
+      msg += count_inf_ ? " already held NaN/Inf (look earlier)" : " already held NaN (look earlier)";
     }
     model_.write(detail::note_record("nan-check", msg));
     if (raise_ && tainted.empty()) throw std::runtime_error("aoti-debug NaN check: " + msg);
     failures_.push_back(msg);
-    kernels_.push_back(site.kernel);
+    if (failed_launch_ != run_.launch) {  // a launch with several bad outputs counts once
+      failed_launch_ = run_.launch;
+      kernels_.push_back(site.kernel);
+    }
   }
 #endif
 
@@ -154,9 +159,12 @@ class NanChecks {
   const Run& run_;
   const bool raise_;
   const bool count_inf_;
-  std::map<std::string, bool> known_;  // buffer name -> held only finite values
-  std::vector<std::string> failures_;
-  std::vector<std::string> kernels_;
+  // Keyed by data pointer, not name: the wrapper reuses a buffer under a new
+  // name (`auto buf10 = std::move(buf7);`), and model inputs have user labels.
+  std::map<const void*, bool> known_;  // data -> held only finite values
+  std::vector<std::string> failures_;  // one per bad output
+  std::vector<std::string> kernels_;   // one per bad launch
+  int64_t failed_launch_ = -1;
 };
 
 // ---- out of line (config.h: AOTI_DEBUG_CORE_BODIES) ----------------------
@@ -273,12 +281,9 @@ AOTI_DEBUG_CORE_FN void InputGuard::finish(const Run& run, const char* const* la
 }
 
 AOTI_DEBUG_CORE_FN void NanChecks::inputs(const char* const* labels, std::initializer_list<Value> vals) {
-  int k = 0;
-  for (const Value& v : vals) {
-    const char* label = labels ? labels[k] : "-";
-    ++k;
-    if (v.kind == Value::kTensor) known_[label] = is_finite(v);
-  }
+  (void)labels;
+  for (const Value& v : vals)
+    if (v.kind == Value::kTensor && v.t.data != nullptr) known_[v.t.data] = is_finite(v);
 }
 
 AOTI_DEBUG_CORE_FN void NanChecks::after(const Site& site, const char* const* sources, std::initializer_list<Value> args) {
@@ -288,7 +293,7 @@ AOTI_DEBUG_CORE_FN void NanChecks::after(const Site& site, const char* const* so
   for (; k < site.nargs && arg != args.end(); ++k, ++arg) {
     const ArgSpec& a = site.args[k];
     if (a.role == Role::Out) continue;
-    auto it = known_.find(a.name);
+    auto it = arg->kind == Value::kTensor && arg->t.data != nullptr ? known_.find(arg->t.data) : known_.end();
     const bool finite = it != known_.end() ? it->second
                         : a.role == Role::In ? is_finite(*arg) : true;
     if (!finite) tainted.push_back(a.name);
@@ -308,7 +313,7 @@ AOTI_DEBUG_CORE_FN void NanChecks::after(const Site& site, const char* const* so
       continue;  // e.g. CUDA graph capture: never sync there
     }
     const bool bad = s.nan_count > 0 || (count_inf_ && s.inf_count > 0);
-    known_[a.name] = !bad;
+    if (arg->t.data != nullptr) known_[arg->t.data] = !bad;
     if (bad) report(site, a.name, sources && *sources[k] ? sources[k] : site.source, s, tainted);
 #endif
   }
@@ -317,8 +322,8 @@ AOTI_DEBUG_CORE_FN void NanChecks::after(const Site& site, const char* const* so
 AOTI_DEBUG_CORE_FN void NanChecks::finish() {
   if (failures_.empty()) return;
   std::string summary = "run " + std::to_string(run_.run) + ": NaN/Inf in " +
-                        std::to_string(failures_.size()) + " launch" +
-                        (failures_.size() == 1 ? "" : "es") + ":";
+                        std::to_string(kernels_.size()) + " launch" +
+                        (kernels_.size() == 1 ? "" : "es") + ":";
   std::map<std::string, int> per_kernel;
   std::vector<std::string> order;
   for (const std::string& k : kernels_) {
