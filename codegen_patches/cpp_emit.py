@@ -177,13 +177,20 @@ def nan_after(site: Site) -> List[str]:
 
     Each output carries its own source line: a fused kernel writes buffers
     that come from different lines of the model."""
-    from . import adapter
     n = site.index
     values = ", ".join(_value(a) for a in site.args)
-    sources = ", ".join(c_string(adapter.buffer_source(a.name, site.provenance.nodes) if a.role != IN else "")
-                        for a in site.args) or "nullptr"
+    sources = ", ".join(c_string(_output_source(site, a) if a.role != IN else "") for a in site.args) or "nullptr"
     return [f"static const char* const aotid_sources_{n}[] = {{{sources}}};",
             f"if (AOTI_DEBUG_UNLIKELY(aotid_nan.on)) aotid_nan.after(aotid_site_{n}, aotid_sources_{n}, {{{values}}});"]
+
+
+def _output_source(site: Site, a: Arg) -> str:
+    """An extern kernel or custom op computes its own op only: its line.  A
+    fused kernel's output has the line of the op feeding it (adapter)."""
+    from . import adapter
+    if site.kind in ("extern", "proxy"):
+        return site.provenance.source
+    return adapter.buffer_source(a.name, site.provenance.nodes)
 
 
 def skipped_launch(site: Site, nan_check: bool) -> List[str]:

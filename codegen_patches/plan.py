@@ -85,13 +85,15 @@ def op_name(node) -> str:
     return name.split(".")[0]
 
 
-def provenance_of_fx_nodes(fx_nodes: Iterable) -> Provenance:
+def provenance_of_fx_nodes(fx_nodes: Iterable, own_op_first: bool = False) -> Provenance:
     """Names, modules and source lines of FX nodes (in the order given).
 
     A fused kernel spans several lines and one must be named: the first line
     with an op that can make NaN/Inf from finite values (a log, a division),
     else the first line; that is where a numeric bug most likely sits.  Every
-    line is kept for the kernel filter."""
+    line is kept for the kernel filter.  `own_op_first`: the first node is
+    what the launch computes (an extern kernel's op; its other origins were
+    computed by the kernels that produced its inputs), so its line is named."""
     names: List[str] = []
     modules: List[str] = []
     lines: List[str] = []
@@ -105,7 +107,7 @@ def provenance_of_fx_nodes(fx_nodes: Iterable) -> Provenance:
         line = user_frame(meta.get("stack_trace"))
         if line and line not in lines:
             lines.append(line)
-        if line and preferred is None and op_name(node) in NAN_CAPABLE:
+        if line and preferred is None and (op_name(node) in NAN_CAPABLE or (own_op_first and not names[:-1])):
             preferred = line
         for path, _ in (meta.get("nn_module_stack") or {}).values():
             if path and path not in modules:
@@ -128,7 +130,7 @@ def provenance_of_ir_node(ir_node) -> Provenance:
     origins = _sorted_origins(getattr(ir_node, "origins", ()) or ())
     if origin is not None:
         origins = [origin] + [o for o in origins if o is not origin]
-    return provenance_of_fx_nodes(origins)
+    return provenance_of_fx_nodes(origins, own_op_first=origin is not None)
 
 
 def _ir_nodes(snode) -> List:

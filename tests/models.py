@@ -100,7 +100,7 @@ class Ranked(torch.nn.Module):
 
     def forward(self, s):
         logp = torch.log(torch.sigmoid(s))  # LINE:ranked.log
-        total = torch.cumsum(logp, dim=1)
+        total = torch.cumsum(logp, dim=1)  # LINE:ranked.cumsum
         ranked = torch.sort(total, dim=0, descending=True).values
         return ranked - ranked.mean(0, keepdim=True)  # LINE:ranked.sub
 
