@@ -18,8 +18,6 @@ Importing this module imports neither torch nor the compiler.
 from __future__ import annotations
 
 import ctypes
-import dataclasses
-import math
 import os
 import sys
 import threading
@@ -28,6 +26,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from . import _build
+from .stats import Stats
 
 __all__ = [
     "NativeUnavailable", "Stats", "lib", "include_dir", "runtime_dir", "compute_stats",
@@ -72,46 +71,6 @@ class _StatsC(ctypes.Structure):
         ("true_count", ctypes.c_int64), ("false_count", ctypes.c_int64),
         ("first_nan", ctypes.c_int64), ("first_inf", ctypes.c_int64),
     ]
-
-
-@dataclasses.dataclass(frozen=True)
-class Stats:
-    """Section-3 statistics of one tensor (same fields as aoti_debug.stats.Stats).
-
-    ``kind``: ``float``, ``int`` (signed or unsigned), ``bool``, ``complex`` or
-    ``none``.  ``min``/``max``/``mean``: floats (complex: of ``abs``; integer
-    kinds: ``mean`` only, exact ``imin``/``imax`` as ints).  ``skipped``: the
-    reason a block writes ``stats=skipped (...)`` instead, else None.
-    """
-
-    kind: str = "none"
-    numel: int = 0
-    min: float = math.nan
-    max: float = math.nan
-    mean: float = math.nan
-    imin: int = 0
-    imax: int = 0
-    nan_count: int = 0
-    inf_count: int = 0
-    true_count: int = 0
-    false_count: int = 0
-    first_nan: int = -1
-    first_inf: int = -1
-    skipped: Optional[str] = None
-    unsigned: bool = False
-
-    def lines(self) -> List[str]:
-        """The statistics lines of a Tensor block, without indentation."""
-        if self.skipped:
-            return [f"stats=skipped ({self.skipped})"]
-        if self.kind == "bool":
-            return [f"true_count={self.true_count}", f"false_count={self.false_count}"]
-        if self.kind == "int":
-            return [f"min={self.imin}", f"max={self.imax}", f"mean={format_number(self.mean)}"]
-        prefix = "abs_" if self.kind == "complex" else ""
-        return [f"{prefix}min={format_number(self.min)}", f"{prefix}max={format_number(self.max)}",
-                f"{prefix}mean={format_number(self.mean)}", f"nan_count={self.nan_count}",
-                f"inf_count={self.inf_count}"]
 
 
 # ---------------------------------------------------------------- locating

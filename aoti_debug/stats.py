@@ -18,6 +18,9 @@ SKIP_DEVICE = "device not supported"
 
 @dataclasses.dataclass
 class Stats:
+    """One tensor's statistics (format.stats_lines writes them); from the
+    compiled core (CPU) or from torch ops (compute_with_torch)."""
+
     kind: str = "none"                # float | int | bool | complex | none
     min: float = float("nan")         # complex: abs_min
     max: float = float("nan")         # complex: abs_max
@@ -31,6 +34,8 @@ class Stats:
     first_nan: int = -1
     first_inf: int = -1
     skipped: Optional[str] = None
+    numel: int = 0
+    unsigned: bool = False            # int kind of an unsigned dtype
 
 
 def kind_of(dtype) -> str:

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from aoti_debug import _native
+from aoti_debug.format import stats_lines
 
 BLOCK = 65536
 
@@ -221,7 +222,7 @@ def test_stats_empty_and_unsupported(native):
               torch.ones(3, dtype=torch.complex32)):
         s = native.compute_stats(t)
         assert (s.kind, s.numel, s.skipped) == ("none", t.numel(), "dtype not supported")
-        assert s.lines() == ["stats=skipped (dtype not supported)"]
+        assert stats_lines(s) == ["stats=skipped (dtype not supported)"]
 
 
 def test_stats_neg_view_is_resolved(native):
@@ -317,5 +318,5 @@ def test_stats_lines_match_cpp_block(native):
     t = torch.tensor([[1.0, -2.0, math.nan], [math.inf, 0.5, -0.0]])
     block = native.render_tensor_block(t, 5, 4)
     lines = [line.strip() for line in block.splitlines()[7:-1]]
-    assert lines == native.compute_stats(t).lines() == [
+    assert lines == stats_lines(native.compute_stats(t)) == [
         "min=-2.000000", "max=inf", "mean=inf", "nan_count=1", "inf_count=1"]
