@@ -208,6 +208,27 @@ def unpatch_all() -> None:
             setattr(owner, name, original)
 
 
+def _after(hook):
+    """A method that calls `hook(self)` once the original has written its part."""
+    def make(orig):
+        def patched(self, *args, **kwargs):
+            result = orig(self, *args, **kwargs)
+            hook(self)
+            return result
+        return patched
+    return make
+
+
+def _before_return(hook):
+    """generate_return(output_refs), with `hook(self, output_refs)` before it."""
+    def make(orig):
+        def patched(self, output_refs):
+            hook(self, output_refs)
+            return orig(self, output_refs)
+        return patched
+    return make
+
+
 def install_patches(hooks) -> None:
     """Wrap the wrapper-codegen methods with the hooks (idempotent)."""
     if _originals:
@@ -218,9 +239,11 @@ def install_patches(hooks) -> None:
     from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
     from torch._inductor.codegen.cpp_wrapper_gpu import CppWrapperGpu
 
-    # phase 1: provenance and kernel signatures
+    # phase 1: provenance and kernel signatures, for either wrapper (each
+    # hook returns at once when its wrapper is not the one being generated)
     def comment(orig):
         def codegen_comment(self, node_schedule, kernel_name=None):
+            hooks.py_on_scheduled_kernel_comment(node_schedule)
             hooks.on_scheduled_kernel_comment(node_schedule, kernel_name)
             return orig(self, node_schedule, kernel_name)
         return codegen_comment
@@ -229,6 +252,7 @@ def install_patches(hooks) -> None:
 
     def extern_comment(orig):
         def codegen_comment(self, wrapper_code, kernel_name=None):
+            hooks.py_on_extern_kernel_comment(self)
             hooks.on_extern_kernel_comment(self)
             return orig(self, wrapper_code, kernel_name)
         return codegen_comment
@@ -236,6 +260,7 @@ def install_patches(hooks) -> None:
 
     def define_kernel(orig):
         def patched(self, kernel_name, kernel_body, *args, **kwargs):
+            hooks.py_on_define_kernel(self, kernel_name, kernel_body)
             hooks.on_define_kernel(self, kernel_name, kernel_body, kwargs.get("cpp_definition"))
             return orig(self, kernel_name, kernel_body, *args, **kwargs)
         return patched
@@ -276,24 +301,10 @@ def install_patches(hooks) -> None:
     patch(CppWrapperCpu, "generate_fallback_kernel_with_runtime_lookup_aot", proxy_call)
 
     # model entry and exit
-    def after(hook):
-        def make(orig):
-            def patched(self, *args, **kwargs):
-                result = orig(self, *args, **kwargs)
-                hook(self)
-                return result
-            return patched
-        return make
-    patch(CppWrapperCpu, "write_header", after(hooks.on_header))
-    patch(CppWrapperGpu, "write_header", after(hooks.on_header))
-    patch(CppWrapperCpu, "write_wrapper_decl", after(hooks.on_wrapper_decl))
-
-    def generate_return(orig):
-        def patched(self, output_refs):
-            hooks.on_return(self, output_refs)
-            return orig(self, output_refs)
-        return patched
-    patch(CppWrapperCpu, "generate_return", generate_return)
+    patch(CppWrapperCpu, "write_header", _after(hooks.on_header))
+    patch(CppWrapperGpu, "write_header", _after(hooks.on_header))
+    patch(CppWrapperCpu, "write_wrapper_decl", _after(hooks.on_wrapper_decl))
+    patch(CppWrapperCpu, "generate_return", _before_return(hooks.on_return))
 
     # the user's names for inputs and dimensions, which Inductor does not keep
     import torch
@@ -459,32 +470,10 @@ def settings_pass(settings, user_pass):
 def install_python_wrapper_patches(hooks) -> None:
     """The torch.compile (PythonWrapperCodegen) patches; called from install_patches."""
     from torch._inductor import compile_fx as compile_fx_mod
-    from torch._inductor import config, ir
-    from torch._inductor.codegen import cpp, simd, wrapper
+    from torch._inductor import config
+    from torch._inductor.codegen import wrapper
 
     py = wrapper.PythonWrapperCodegen
-
-    def comment(orig):
-        def codegen_comment(self, node_schedule, kernel_name=None):
-            hooks.py_on_scheduled_kernel_comment(node_schedule)
-            return orig(self, node_schedule, kernel_name)
-        return codegen_comment
-    patch(cpp.CppScheduling, "codegen_comment", comment)
-    patch(simd.SIMDScheduling, "codegen_comment", comment)
-
-    def extern_comment(orig):
-        def codegen_comment(self, wrapper_code, kernel_name=None):
-            hooks.py_on_extern_kernel_comment(self)
-            return orig(self, wrapper_code, kernel_name)
-        return codegen_comment
-    patch(ir.ExternKernel, "codegen_comment", extern_comment)
-
-    def define_kernel(orig):
-        def patched(self, kernel_name, kernel_body, *args, **kwargs):
-            hooks.py_on_define_kernel(self, kernel_name, kernel_body)
-            return orig(self, kernel_name, kernel_body, *args, **kwargs)
-        return patched
-    patch(py, "define_kernel", define_kernel)
 
     def kernel_call(orig):
         def patched(self, kernel_name, call_args, **kwargs):
@@ -515,23 +504,9 @@ def install_python_wrapper_patches(hooks) -> None:
         return patched
     patch(py, "_generate_extern_kernel_alloc_helper", extern_alloc)
 
-    def after(hook):
-        def make(orig):
-            def patched(self, *args, **kwargs):
-                result = orig(self, *args, **kwargs)
-                hook(self)
-                return result
-            return patched
-        return make
-    patch(py, "write_header", after(hooks.py_on_header))
-    patch(py, "codegen_inputs", after(hooks.py_on_inputs))
-
-    def generate_return(orig):
-        def patched(self, output_refs):
-            hooks.py_on_return(self, output_refs)
-            return orig(self, output_refs)
-        return patched
-    patch(py, "generate_return", generate_return)
+    patch(py, "write_header", _after(hooks.py_on_header))
+    patch(py, "codegen_inputs", _after(hooks.py_on_inputs))
+    patch(py, "generate_return", _before_return(hooks.py_on_return))
 
     # torch.compile's entry: the user's input names, and the settings in the cache key
     depth = [0]

@@ -48,15 +48,18 @@ class WrapperState:
     header_written: bool = False
 
 
-def state(wrapper) -> Optional[WrapperState]:
-    """The wrapper's state when it is instrumented, else None."""
-    if _active is None or not adapter.is_instrumentable(wrapper):
+def _state_of(wrapper, instrumentable, kind):
+    if _active is None or not instrumentable(wrapper):
         return None
     st = getattr(wrapper, "_aotid_state", None)
     if st is None:
-        st = WrapperState()
-        wrapper._aotid_state = st
+        st = wrapper._aotid_state = kind()
     return st
+
+
+def state(wrapper) -> Optional[WrapperState]:
+    """An AOTI wrapper's state when it is instrumented, else None."""
+    return _state_of(wrapper, adapter.is_instrumentable, WrapperState)
 
 
 def note_provenance(provenance: Provenance) -> None:
@@ -264,13 +267,7 @@ class PyWrapperState(WrapperState):
 
 def py_state(wrapper) -> Optional[PyWrapperState]:
     """A Python wrapper's state when it is instrumented, else None."""
-    if _active is None or not adapter.is_python_instrumentable(wrapper):
-        return None
-    st = getattr(wrapper, "_aotid_state", None)
-    if st is None:
-        st = PyWrapperState()
-        wrapper._aotid_state = st
-    return st
+    return _state_of(wrapper, adapter.is_python_instrumentable, PyWrapperState)
 
 
 def _py_note_provenance(make) -> None:

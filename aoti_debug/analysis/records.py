@@ -231,19 +231,40 @@ def _split_id(ident: str) -> Tuple[Optional[int], Optional[int]]:
 
 
 @dataclasses.dataclass
-class Launch:
-    """One kernel launch: its `launch` record, `launch-end` and crash trailer when present."""
+class _Span:
+    """What a launch and a call share: the record that opens it and the one that closes it."""
     start: Optional[Record]
     end: Optional[Record] = None
+
+    @property
+    def first(self) -> Record:
+        return self.start or self.end  # type: ignore[return-value]
+
+    @property
+    def pid(self) -> int:
+        return self.first.pid
+
+    @property
+    def name(self) -> str:
+        return self.first.name
+
+    @property
+    def title(self) -> str:
+        return f"{self.ident} {self.name}"  # type: ignore[attr-defined]
+
+    @property
+    def finished(self) -> bool:
+        return self.end is not None
+
+
+@dataclasses.dataclass
+class Launch(_Span):
+    """One kernel launch: its `launch` record, `launch-end` and crash trailer when present."""
     crash: Optional[Record] = None
 
     @property
     def first(self) -> Record:
         return self.start or self.end or self.crash  # type: ignore[return-value]
-
-    @property
-    def pid(self) -> int:
-        return self.first.pid
 
     @property
     def ident(self) -> str:
@@ -258,14 +279,6 @@ class Launch:
         return _split_id(self.ident)[1]
 
     @property
-    def name(self) -> str:
-        return self.first.name
-
-    @property
-    def title(self) -> str:
-        return f"{self.ident} {self.name}"
-
-    @property
     def origin(self) -> Optional[Origin]:
         return self.start.origin if self.start else None
 
@@ -277,36 +290,14 @@ class Launch:
     def outputs(self) -> List[Item]:
         return [i for i in (self.end.items if self.end else []) if i.role in ("out", "inout")]
 
-    @property
-    def finished(self) -> bool:
-        return self.end is not None
-
 
 @dataclasses.dataclass
-class Call:
+class Call(_Span):
     """One `log_api` call: `call` record and its `return` or `raise`."""
-    start: Optional[Record]
-    end: Optional[Record] = None
-
-    @property
-    def first(self) -> Record:
-        return self.start or self.end  # type: ignore[return-value]
-
-    @property
-    def pid(self) -> int:
-        return self.first.pid
 
     @property
     def ident(self) -> str:
         return f"call {self.first.id}"
-
-    @property
-    def name(self) -> str:
-        return self.first.name
-
-    @property
-    def title(self) -> str:
-        return f"{self.ident} {self.name}"
 
     @property
     def origin(self) -> Optional[Origin]:
@@ -319,10 +310,6 @@ class Call:
     @property
     def outputs(self) -> List[Item]:
         return self.end.items if self.end is not None and self.end.kind == "return" else []
-
-    @property
-    def finished(self) -> bool:
-        return self.end is not None
 
     @property
     def crash(self) -> Optional[Record]:
