@@ -24,8 +24,8 @@ from conftest import REPO, clean_env, run_python
 slow = pytest.mark.slow
 
 USAGE_LINE = ("usage: aoti-debug-run PACKAGE.pt2 --inputs FILE [--outputs FILE] "
-              "[--model-name NAME] [--repeat N]")
-ACCEPTED = "(accepted: --inputs FILE, --outputs FILE, --model-name NAME, --repeat N)"
+              "[--model-name NAME] [--repeat N] [--library LIB.so ...]")
+ACCEPTED = "(accepted: --inputs FILE, --outputs FILE, --model-name NAME, --repeat N, --library LIB.so)"
 
 BUILD = """
     from aoti_debug import runner
