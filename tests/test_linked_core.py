@@ -64,3 +64,22 @@ def test_linked_and_header_only_artifacts_write_the_same_records(tmp_path, linke
         logs.append((proc.stdout, mask(log.read_text())))
     assert logs[0] == logs[1]
     assert logs[0][1].count("] launch 1.") == 6
+
+
+def test_an_unbuildable_core_falls_back_to_header_only(tmp_path, aoti_cache):
+    """No writable cache folder for the core object: the wrapper compiles the
+    runtime itself, and the artifact logs as usual."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    out = str(tmp_path / "mlp.pt2")
+    env = dict(TORCHINDUCTOR_CACHE_DIR=aoti_cache, AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_CACHE_DIR=blocker)
+    run_python(f"""
+        import sys; sys.path.insert(0, {TESTS!r})
+        import torch, models
+        torch._inductor.aoti_compile_and_package(models.export("mlp"), package_path={out!r})
+    """, env=clean_env(**env), timeout=600)
+    assert cpp_emit.CORE_MARKER not in member(out, ".wrapper.cpp").decode()
+    log = tmp_path / "log.txt"
+    proc = run_package(out, "mlp", AOTI_DEBUG_LOGDEST=str(log), AOTI_DEBUG_CACHE_DIR=blocker)
+    assert proc.stdout.startswith("OUTPUT"), proc.stderr
+    assert mask(log.read_text()).count("] launch 1.") == 6
