@@ -37,6 +37,7 @@ from typing import Any, Optional, Sequence, Tuple
 
 from . import filters
 from . import format as fmt
+from . import nan_checks
 from . import runtime
 from . import settings as settings_mod
 
@@ -75,7 +76,8 @@ class Model:
         self.name = name or "model"
         self.compiled_level = int(level)
         self.compiled_kernels = settings_mod._parse_kernels(kernels or "")
-        self.compiled_nan_check = nan_check
+        self.compiled_nan_check = settings_mod._parse_nan(nan_check or "off")
+        self.nan_check = self.compiled_nan_check
         self.compiled_check_inputs = bool(check_inputs)
         self.torch_version = torch_version
         self.level = 0
@@ -103,6 +105,15 @@ class Model:
                         f"with ({self.compiled_level}); using {self.compiled_level}. "
                         f"Recompile with AOTI_DEBUG_LOGLEVEL={s.level} to get it.")
                 level = min(level, s.level)
+            nan_from = s.sources.get("nan_check", "default")
+            if "=" in nan_from and not nan_from.startswith("default"):
+                c, r = self.compiled_nan_check, s.nan_check
+                if nan_checks.asks_for_more(c, r):
+                    name, _, text = nan_from.partition("=")
+                    lines.append(
+                        f"{name}={text!r} asks for more than model {self.name!r} was compiled "
+                        f"with ({c}); using {c}. Recompile with AOTI_DEBUG_NAN_CHECK={r} to get it.")
+                self.nan_check = nan_checks.effective(c, r)
             kernels_from = s.sources.get("kernels", "default")
             if "=" in kernels_from and not kernels_from.startswith("default"):
                 self._runtime_kernels = tuple(s.kernels)
@@ -119,6 +130,9 @@ class Model:
         run = Run(self, next(self._runs), self.level)
         if run.level:
             _safely(run._write_begin, input_names, inputs)
+        if self.nan_check.enabled:
+            run.nan = nan_checks.NanChecks(self.nan_check, run.run)
+            _safely(run.nan.inputs, inputs)
         return run
 
     def selected(self, site: Site) -> bool:
@@ -134,10 +148,11 @@ class Model:
 class Run:
     """One call of the compiled graph: run number R, launch counter K, level."""
 
-    __slots__ = ("model", "run", "level", "launch")
+    __slots__ = ("model", "run", "level", "launch", "nan")
 
     def __init__(self, model: Model, run: int, level: int) -> None:
         self.model, self.run, self.level, self.launch = model, run, level, 0
+        self.nan: Optional[nan_checks.NanChecks] = None   # set when NaN checks are on
 
     def _id(self) -> str:
         return f"{self.run}.{self.launch}"
@@ -180,6 +195,24 @@ class Run:
     def _write_end(self, names, values) -> None:
         body = _named("out", names, values, self.level)
         runtime.emit(fmt.record(fmt.header("run-end", str(self.run), self.model.name, os.getpid()), body))
+
+
+    def nan_after(self, site: Site, sources: Sequence[str], values: Sequence[Any]) -> None:
+        """The NaN/Inf check of the launch's outputs (whatever the level)."""
+        _checked(self.nan.after, self.launch, site, sources, values)
+
+    def nan_finish(self) -> None:
+        _checked(self.nan.finish)
+
+
+def _checked(check, *args) -> None:
+    """A check's own failure is the only exception that reaches the model's caller."""
+    try:
+        check(*args)
+    except nan_checks.NanCheckError:
+        raise
+    except Exception as exc:
+        _safely(runtime.note, "logger", f"NaN check failed: {type(exc).__name__}: {exc}")
 
 
 def _args(site: Site, values, out_side: bool, level: int):

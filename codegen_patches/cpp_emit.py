@@ -179,12 +179,12 @@ def nan_after(site: Site) -> List[str]:
     that come from different lines of the model."""
     n = site.index
     values = ", ".join(_value(a) for a in site.args)
-    sources = ", ".join(c_string(_output_source(site, a) if a.role != IN else "") for a in site.args) or "nullptr"
+    sources = ", ".join(c_string(output_source(site, a) if a.role != IN else "") for a in site.args) or "nullptr"
     return [f"static const char* const aotid_sources_{n}[] = {{{sources}}};",
             f"if (AOTI_DEBUG_UNLIKELY(aotid_nan.on)) aotid_nan.after(aotid_site_{n}, aotid_sources_{n}, {{{values}}});"]
 
 
-def _output_source(site: Site, a: Arg) -> str:
+def output_source(site: Site, a: Arg) -> str:
     """An extern kernel or custom op computes its own op only: its line.  A
     fused kernel's output has the line of the op feeding it (adapter)."""
     from . import adapter

@@ -317,16 +317,15 @@ def _py_around(wrapper, st: PyWrapperState, kernel: str, prov: Provenance, args:
                kind: str, emit_call) -> None:
     prov = dataclasses.replace(prov, modules=tuple(_module_path(m) for m in prov.modules))
     site = new_site(st, kernel, prov, _py_display(st, args), kind)   # numbered even when filtered out
-    if not selected(kernel, prov):
-        for line in python_emit.skipped_launch(site):
-            wrapper.writeline(line)
-        emit_call()
-        return
-    wrapper.header.writeline(python_emit.site_definition(site))
-    for line in python_emit.before_launch(site):
+    nan = _active.nan_check.enabled and site.args
+    shown = selected(kernel, prov)
+    if shown or nan:
+        wrapper.header.writeline(python_emit.site_definition(site))
+    for line in python_emit.before_launch(site) if shown else python_emit.skipped_launch(site):
         wrapper.writeline(line)
     emit_call()
-    for line in python_emit.after_launch(site):
+    # the filter narrows logging only: every launch is checked
+    for line in (python_emit.after_launch(site) if shown else []) + (python_emit.nan_after(site) if nan else []):
         wrapper.writeline(line)
 
 

@@ -60,10 +60,20 @@ def skipped_launch(site: Site) -> List[str]:
     return [f"{RUN}.launch += 1"]
 
 
+def nan_after(site: Site) -> List[str]:
+    """The NaN/Inf check of a launch's outputs, each with its own source line:
+    one branch when switched off at run time."""
+    from .cpp_emit import output_source
+    sources = _tuple([repr(output_source(site, a) if a.role != IN else "") for a in site.args])
+    return [f"if {RUN}.nan: {RUN}.nan_after({site_name(site)}, {sources}, "
+            f"{_tuple([a.expr for a in site.args])})"]
+
+
 def run_begin(inputs: Sequence[str], labels: Sequence[str]) -> List[str]:
     return [f"{RUN} = {MODEL}.begin_run({_tuple([repr(l) for l in labels])}, {_tuple(list(inputs))})"]
 
 
 def run_end(outputs: Sequence[str]) -> List[str]:
     return [f"if {RUN}.level >= 3: {RUN}.end({_tuple([repr(o) for o in outputs])}, "
-            f"{_tuple(list(outputs))})"]
+            f"{_tuple(list(outputs))})",
+            f"if {RUN}.nan: {RUN}.nan_finish()"]

@@ -250,3 +250,58 @@ def test_run_time_level_and_filter(tmp_path, fx_cache_dir):
         H + "launch 1.1 aoti_torch_cpu_addmm_out", H + "launch 1.3 aoti_torch_cpu_addmm_out",
         H + "launch 1.5 aoti_torch_cpu_addmm_out"]
     assert "stats" not in text and "nan_count" not in text
+
+
+# torch.compile of models.py's Ranked model on an input that underflows
+RANKED = r"""
+import sys; sys.path.insert(0, {tests!r})
+import contextlib, torch, models, aoti_debug
+model, _, _ = models.seeded("ranked")
+try:
+    with torch.no_grad(), {ctx}:
+        y = torch.compile(model)(*models.ranked_inputs(True))
+    print("NaN", int(y.isnan().sum()))
+except RuntimeError as exc:
+    print("RAISED: " + str(exc))
+"""
+
+
+def ranked(tmp_path, ctx="contextlib.nullcontext()", **env):
+    log = tmp_path / "log.txt"
+    proc = run_python(RANKED.format(tests=TESTS, ctx=ctx), timeout=600,
+                      env=clean_env(AOTI_DEBUG_LOGDEST=log, TORCHINDUCTOR_FX_GRAPH_CACHE="0", **env))
+    notes = [r.split("\n", 1)[1].strip() for r in records(mask(log.read_text())) if "note - nan-check" in r] \
+        if log.exists() else []
+    return proc.stdout.strip().splitlines()[-1], notes
+
+
+def test_nan_checks_name_the_origin_as_the_aoti_artifact_does(tmp_path):
+    from models import line_of
+    out, notes = ranked(tmp_path, AOTI_DEBUG_NAN_CHECK="raise:naninf")
+    assert re.fullmatch(r"RAISED: aoti-debug NaN check: launch 1\.1 cpp_fused_log_sigmoid_0 \(source "
+                        + re.escape(line_of("ranked.log")) + r"\) wrote 0 NaN and 1 Inf into buf0 \(first at "
+                        r"flat index 15\); its inputs were finite, so this launch is where they first appear",
+                        out), out
+    assert notes == [out[len("RAISED: aoti-debug NaN check: "):]]
+    # NaN only: -inf passes; the launch that computes -inf - -inf is the origin
+    out, _ = ranked(tmp_path, AOTI_DEBUG_NAN_CHECK="raise:nan")
+    assert out.startswith("RAISED: aoti-debug NaN check: launch 1.4 cpp_fused_mean_sub_1 (source "
+                          f"{line_of('ranked.sub')}) wrote 3 NaN into buf6 (first at flat index 21); "
+                          "its inputs held no NaN, so this launch is where NaN first appears"), out
+
+
+def test_nan_warn_notes_every_launch_and_the_run_goes_on(tmp_path):
+    out, notes = ranked(tmp_path / "warn", AOTI_DEBUG_NAN_CHECK="warn:naninf")
+    assert out == "NaN 3"
+    assert len(notes) == 5 and "its inputs were finite" in notes[0]
+    assert all("already held NaN/Inf (look earlier)" in n for n in notes[1:4])
+    assert "into buf3[0]" in notes[2]      # sort's values, one of the tuple it returns
+    assert notes[4] == ("run 1: NaN/Inf in 4 launches: cpp_fused_log_sigmoid_0 x1, torch.ops.aten.cumsum.default x1, "
+                        "torch.ops.aten.sort.stable x1, cpp_fused_mean_sub_1 x1")
+    # compiled in, switched off at run time: nothing checked, nothing written
+    out, notes = ranked(tmp_path / "off", ctx='aoti_debug.instrument(nan_check="raise:naninf")',
+                        AOTI_DEBUG_NAN_CHECK="off")
+    assert (out, notes) == ("NaN 3", [])
+    # compiled in, run-time variable unset: the compiled check runs
+    out, _ = ranked(tmp_path / "on", ctx='aoti_debug.instrument(nan_check="raise:naninf")')
+    assert out.startswith("RAISED: aoti-debug NaN check: launch 1.1 cpp_fused_log_sigmoid_0 ")

@@ -1,0 +1,137 @@
+"""NaN/Inf checks for torch.compile's instrumented wrapper.
+
+The Python twin of NanChecks in cpp_runtime/include/aoti_debug/detail/
+checks.h, with the same messages (docs/checks.md): after every launch each
+output it wrote is checked; a launch whose inputs were finite and whose
+output is not is the origin, later ones that read non-finite data are
+victims.  `warn` writes a `note - nan-check` per failing output and a summary
+at the end of the run; `raise` raises at the origin (or, when every failing
+launch only propagated what it was given, at the end of the run).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+from . import runtime
+from . import stats as stats_mod
+from .settings import NanCheck
+
+_ORDER = {"off": 0, "warn": 1, "raise": 2}
+
+
+def effective(compiled: NanCheck, requested: Optional[NanCheck]) -> NanCheck:
+    """What a run may do: at most what was compiled in (None: nothing requested)."""
+    if requested is None:
+        return compiled
+    action = min(compiled.action, requested.action, key=_ORDER.__getitem__)
+    return NanCheck(action, action != "off" and compiled.count_inf and requested.count_inf)
+
+
+def asks_for_more(compiled: NanCheck, requested: NanCheck) -> bool:
+    return (_ORDER[requested.action] > _ORDER[compiled.action]
+            or (requested.count_inf and not compiled.count_inf))
+
+
+class NanCheckError(RuntimeError):
+    """Raised into the model's caller by `raise` (a RuntimeError, as from AOTI)."""
+
+
+def _tensor(value: Any) -> bool:
+    return hasattr(value, "data_ptr") and hasattr(value, "dtype")
+
+
+class NanChecks:
+    """One per run; `Run.nan` is None when the check is off."""
+
+    def __init__(self, check: NanCheck, run: int) -> None:
+        self.raise_ = check.action == "raise"
+        self.count_inf = check.count_inf
+        self.run = run
+        # by data pointer, not name: a reused buffer keeps what its writer found
+        self.known: Dict[int, bool] = {}
+        self.failures: List[str] = []
+        self.kernels: List[str] = []
+        self.failed_launch = -1
+
+    def _stats(self, t) -> Optional[stats_mod.Stats]:
+        if not _tensor(t) or t.device.type not in ("cpu", "cuda") or t.numel() == 0:
+            return None
+        s = stats_mod.compute(t)
+        return None if s.skipped else s
+
+    def _bad(self, s: stats_mod.Stats) -> bool:
+        return s.nan_count > 0 or (self.count_inf and s.inf_count > 0)
+
+    def _finite(self, t) -> bool:
+        s = self._stats(t)
+        return s is None or not self._bad(s)
+
+    def inputs(self, values: Sequence[Any]) -> None:
+        for v in values:
+            if _tensor(v) and v.numel():
+                self.known[v.data_ptr()] = self._finite(v)
+
+    def after(self, launch: int, site, sources: Sequence[str], values: Sequence[Any]) -> None:
+        """`values`: every site argument after the launch; `sources[k]`: the user's
+        line that produced output k ("" = the site's)."""
+        tainted = []
+        for (name, role), v in zip(site.args, values):
+            if role == "out":
+                continue
+            known = self.known.get(v.data_ptr()) if _tensor(v) and v.numel() else None
+            finite = known if known is not None else (self._finite(v) if role == "in" else True)
+            if not finite:
+                tainted.append(name)
+        for k, ((name, role), v) in enumerate(zip(site.args, values)):
+            if role == "in":
+                continue
+            # an extern kernel returning several tensors (sort: values, indices) is one tuple here
+            parts = [(f"{name}[{i}]", t) for i, t in enumerate(v)] if isinstance(v, (tuple, list)) else [(name, v)]
+            for label, t in parts:
+                s = self._stats(t)
+                if s is None:
+                    continue
+                bad = self._bad(s)
+                self.known[t.data_ptr()] = not bad
+                if bad:
+                    self._report(launch, site, label, sources[k] or site.source, s, tainted)
+
+    def _counts(self, s: stats_mod.Stats) -> str:
+        return f"{s.nan_count} NaN" + (f" and {s.inf_count} Inf" if self.count_inf else "")
+
+    def _first_bad(self, s: stats_mod.Stats) -> int:
+        first = s.first_nan
+        if self.count_inf and s.first_inf >= 0 and (first < 0 or s.first_inf < first):
+            first = s.first_inf
+        return first
+
+    def _report(self, launch: int, site, buffer: str, source: str, s, tainted: List[str]) -> None:
+        msg = (f"launch {self.run}.{launch} {site.kernel} (source {source or '-'}) wrote "
+               f"{self._counts(s)} into {buffer} (first at flat index {self._first_bad(s)}); ")
+        if not tainted:
+            msg += ("its inputs were finite, so this launch is where they first appear" if self.count_inf
+                    else "its inputs held no NaN, so this launch is where NaN first appears")
+        else:
+            msg += ("its input " if len(tainted) == 1 else "its inputs ") + ", ".join(tainted)
+            msg += " already held NaN/Inf (look earlier)" if self.count_inf else " already held NaN (look earlier)"
+        runtime.note("nan-check", msg)
+        if self.raise_ and not tainted:
+            raise NanCheckError("aoti-debug NaN check: " + msg)
+        self.failures.append(msg)
+        if self.failed_launch != launch:   # a launch with several bad outputs counts once
+            self.failed_launch = launch
+            self.kernels.append(site.kernel)
+
+    def finish(self) -> None:
+        if not self.failures:
+            return
+        n = len(self.kernels)
+        per_kernel: Dict[str, int] = {}
+        for k in self.kernels:
+            per_kernel[k] = per_kernel.get(k, 0) + 1
+        summary = f"run {self.run}: NaN/Inf in {n} launch{'' if n == 1 else 'es'}:" + ",".join(
+            f" {k} x{c}" for k, c in per_kernel.items())
+        runtime.note("nan-check", summary)
+        if self.raise_:
+            raise NanCheckError("aoti-debug NaN check: " + self.failures[0])
