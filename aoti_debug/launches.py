@@ -148,11 +148,12 @@ class Model:
 class Run:
     """One call of the compiled graph: run number R, launch counter K, level."""
 
-    __slots__ = ("model", "run", "level", "launch", "nan")
+    __slots__ = ("model", "run", "level", "launch", "nan", "dumps")
 
     def __init__(self, model: Model, run: int, level: int) -> None:
         self.model, self.run, self.level, self.launch = model, run, level, 0
         self.nan: Optional[nan_checks.NanChecks] = None   # set when NaN checks are on
+        self.dumps: Optional[RunDumps] = None              # level 10: the run's dump folder
 
     def _id(self) -> str:
         return f"{self.run}.{self.launch}"
@@ -162,11 +163,16 @@ class Run:
         if self.level >= 3:
             body = _named("in", names, values, self.level)
         runtime.emit(fmt.record(fmt.header("run", str(self.run), self.model.name, os.getpid()), body))
+        if self.level >= 10:
+            self.dumps = RunDumps(self.model.name, self.run)
+            self.dumps.begin(names, values)
 
     def before(self, site: Site, values: Sequence[Any]) -> None:
         """`launch R.K kernel` (written before the kernel runs)."""
         if self.model.selected(site):
             _safely(self._write_launch, site, values)
+            if self.dumps is not None:   # the inputs, before the kernel runs
+                _safely(self.dumps.launch, self.launch, site, values, False)
         _inflight(self.run, self.launch, site.kernel)
 
     def _write_launch(self, site: Site, values) -> None:
@@ -185,6 +191,8 @@ class Run:
     def _write_launch_end(self, site: Site, values) -> None:
         body = _args(site, values, True, self.level)
         runtime.emit(fmt.record(fmt.header("launch-end", self._id(), site.kernel, os.getpid()), body))
+        if self.dumps is not None:
+            self.dumps.launch(self.launch, site, values, True)
 
     def end(self, names: Sequence[str], values: Sequence[Any]) -> None:
         """`run-end R model` with the outputs (level >= 3)."""
@@ -195,6 +203,8 @@ class Run:
     def _write_end(self, names, values) -> None:
         body = _named("out", names, values, self.level)
         runtime.emit(fmt.record(fmt.header("run-end", str(self.run), self.model.name, os.getpid()), body))
+        if self.dumps is not None:
+            self.dumps.end(self.launch)
 
 
     def nan_after(self, site: Site, sources: Sequence[str], values: Sequence[Any]) -> None:
@@ -203,6 +213,68 @@ class Run:
 
     def nan_finish(self) -> None:
         _checked(self.nan.finish)
+
+
+class RunDumps:
+    """Level 10: one run's folder `<pid>-<model>-run<R>` in the layout the C++
+    shim writes (docs/dumps.md), so nan-origin, diff and report read both.
+    There is no .so to replay: the `run` line has no `so`."""
+
+    def __init__(self, model: str, run: int) -> None:
+        from . import recorder
+        self.model, self.run = model, run
+        self.rec = recorder.Recorder(f"{model}-run{run}")
+        self.dumped = 0   # K of the launch whose inputs were recorded
+
+    def _line(self, event: str, status: str, kind: str, files, **fields) -> None:
+        self.rec.line(dict(event=event, status=status, kind=kind, run=self.run, files=files,
+                           bytes=sum(f.get("bytes", 0) for f in files), **fields))
+
+    def begin(self, names, values) -> None:
+        if self.rec.folder() is None:
+            return
+        saved = self.rec.save("inputs.pt", [_host(v) for v in values])
+        files = [dict(saved, name="inputs", role="in")] if saved and saved.get("file") else []
+        self._line("run", "ok" if files else "incomplete", "run", files, model=self.model, pid=os.getpid(),
+                   inputs=[n or "-" for n in names])
+
+    def launch(self, k: int, site: Site, values, out_side: bool) -> None:
+        if not out_side:
+            if not self.rec.begin():   # the count limit is per launch, as in C++
+                return
+            self.dumped = k
+        elif self.dumped != k:
+            return
+        files, wanted = [], 0
+        for (name, role), value in zip(site.args, values):
+            if not (role == INOUT or (role == OUT) == out_side) or not hasattr(value, "data_ptr"):
+                continue
+            wanted += 1
+            file = f"launch{k:06d}_{'out' if out_side else 'in'}_{_safe(name)}.pt"
+            saved = self.rec.save(file, _host(value)) or {"file": None, "error": "not written"}
+            files.append(dict(saved, name=name or "-", role=role))
+        if self.rec.folder() is None:
+            return
+        ok = all(f.get("file") for f in files)
+        self._line("after" if out_side else "before", ("ok" if ok else "incomplete") if out_side else "running",
+                   "launch", files, index=k, id=f"{self.run}.{k}", kernel=site.kernel, nodes=site.nodes,
+                   source=site.source)
+
+    def end(self, launches: int) -> None:
+        if self.rec.folder() is not None:
+            self._line("run-end", "ok", "run-end", [], model=self.model, launches=launches)
+
+
+def _host(value):
+    """What a dump holds: the tensor on the CPU with its strides (anything else as it is)."""
+    if hasattr(value, "detach") and hasattr(value, "device"):
+        value = value.detach()
+        return value if value.device.type == "cpu" else value.cpu()
+    return value
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "_." else "_" for c in (name or "arg"))
 
 
 def _checked(check, *args) -> None:

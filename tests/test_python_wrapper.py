@@ -305,3 +305,51 @@ def test_nan_warn_notes_every_launch_and_the_run_goes_on(tmp_path):
     # compiled in, run-time variable unset: the compiled check runs
     out, _ = ranked(tmp_path / "on", ctx='aoti_debug.instrument(nan_check="raise:naninf")')
     assert out.startswith("RAISED: aoti-debug NaN check: launch 1.1 cpp_fused_log_sigmoid_0 ")
+
+
+# torch.compile of models.py's MLP at level 10 into a dump directory
+DUMPED = r"""
+import sys; sys.path.insert(0, {tests!r})
+import torch, models
+model, args, _ = models.seeded("mlp")
+model.requires_grad_(False)
+with torch.no_grad():
+    torch.compile(model)(*args)
+"""
+
+
+def test_level_10_dumps_in_the_aoti_layout_and_diff_against_aoti_dumps(tmp_path, packages, capsys):
+    import json
+    import torch
+    from aoti_debug.cli import main
+    compiled = tmp_path / "compiled"
+    run_python(DUMPED.format(tests=TESTS), timeout=600,
+               env=clean_env(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=compiled,
+                             AOTI_DEBUG_LOGDEST=tmp_path / "compiled.log", TORCHINDUCTOR_FX_GRAPH_CACHE="0"))
+    [folder] = list(compiled.iterdir())
+    assert re.fullmatch(r"\d+-model-run1", folder.name)
+    lines = [json.loads(line) for line in (folder / "manifest.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in lines] == ["run"] + ["before", "after"] * 6 + ["run-end"]
+    # torch.compile passes the weights as inputs too
+    x_at = lines[0]["inputs"].index("x")
+    assert len(lines[0]["inputs"]) == 7 and lines[-1]["launches"] == 6
+    for e in lines[1:-1]:
+        assert e["status"] == ("running" if e["event"] == "before" else "ok") and e["files"]
+        for f in e["files"]:
+            t = torch.load(folder / f["file"], weights_only=True)
+            assert isinstance(t, torch.Tensor) and f["bytes"] == (folder / f["file"]).stat().st_size
+    inputs = torch.load(folder / "inputs.pt", weights_only=True)
+    assert torch.equal(inputs[x_at], __import__("models").example("mlp")[1][0])
+    # the AOTI artifact's dumps of the same model and input agree, element by element
+    aoti = tmp_path / "aoti"
+    run_package(packages.get("mlp", AOTI_DEBUG_LOGLEVEL="10"), "mlp", AOTI_DEBUG_LOGLEVEL="10",
+                AOTI_DEBUG_DUMP_DIR=str(aoti), AOTI_DEBUG_LOGDEST=str(tmp_path / "aoti.log"))
+    code = main(["diff", str(compiled), str(aoti)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "the dumps agree: 6 aligned launch(es) compared" in out and "element by element" in out
+    # nothing to replay without an artifact: said, with what to do instead
+    assert main(["replay", "--dir", str(folder)]) == 2
+    assert capsys.readouterr().err == (
+        f"aoti-debug replay: {folder}: this run was recorded from torch.compile, which leaves no artifact "
+        "to run again; compare it with another run's dumps with `aoti-debug diff`\n")

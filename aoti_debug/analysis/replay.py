@@ -181,6 +181,9 @@ def replay_run(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: fl
     so = run.get("so") or ""
     if not os.path.isfile(so) and run.get("so_copy"):
         so = os.path.normpath(os.path.join(folder, run["so_copy"]))  # the copy in the dump directory
+    if package is None and not run.get("so"):
+        raise ReplayInputError(f"{folder}: this run was recorded from torch.compile, which leaves no artifact "
+                               "to run again; compare it with another run's dumps with `aoti-debug diff`")
     if package is None and not os.path.isfile(so):
         raise ReplayInputError(f"{folder}: the artifact {run.get('so')!r} no longer exists and no copy "
                                "was kept; pass --package P.pt2")
