@@ -135,8 +135,9 @@ def model_name() -> str:
 # -- the linked core ----------------------------------------------------------------
 
 def linked_core(stats: bool, dumps: bool):
-    """Path of the core object (config.h: AOTI_DEBUG_LINKED_CORE) to link into the
-    AOTI artifact being generated, or None to compile the runtime header-only.
+    """(path, compiler flags) of the core object (config.h: AOTI_DEBUG_LINKED_CORE)
+    to link into the AOTI artifact being generated, or None to compile the
+    runtime header-only.
 
     Only for AOTI builds that Inductor links here (not package_cpp_only, not
     cross-compiled) on torch 2.13, whose AotCodeCompiler links the wrapper
@@ -155,7 +156,7 @@ def linked_core(stats: bool, dumps: bool):
     flags = _build.core_flags(stats, dumps, os.path.join(os.path.dirname(torch.__file__), "include"),
                               bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)), torch.__version__)
     try:
-        return str(_build.core_object(flags))
+        return str(_build.core_object(flags)), flags
     except (_build.BuildError, OSError):
         return None
 

@@ -8,6 +8,7 @@ the run's level, cached when the run begins.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 from typing import Iterable, List, Optional, Sequence, Tuple
@@ -39,41 +40,55 @@ def runtime_options(settings) -> Tuple[bool, bool]:
     return settings.level >= 5 or settings.nan_check.enabled, settings.level >= 10
 
 
-# The wrapper names the core object it needs; the link step (adapter.py) reads it.
+# The wrapper names the core object it needs and how it is built; the link
+# step (adapter.py) reads both, and rebuilds an object that has gone missing.
 CORE_MARKER = "// aoti-debug: link with "
+CORE_FLAGS_MARKER = "// aoti-debug: core built with "
 
 
-def runtime_source(settings, core: Optional[str] = None) -> str:
+def runtime_source(settings, core: Optional[Tuple[str, Sequence[str]]] = None) -> str:
     """The runtime, inlined; with `core` (the path of a core object built with
-    the same options) only the declarations of its out-of-line functions are
-    compiled here, and the core is linked in."""
+    the same options, and its compiler flags) only the declarations of its
+    out-of-line functions are compiled here, and the core is linked in."""
     stats, dumps = runtime_options(settings)
     options = ("" if stats else "#define AOTI_DEBUG_ENABLE_STATS 0\n") + \
         ("" if dumps else "#define AOTI_DEBUG_ENABLE_DUMPS 0\n")
     if core:
-        options += f"#define AOTI_DEBUG_LINKED_CORE 1\n{CORE_MARKER}{core}\n"
+        path, flags = core
+        options += (f"#define AOTI_DEBUG_LINKED_CORE 1\n{CORE_MARKER}{path}\n"
+                    f"{CORE_FLAGS_MARKER}{json.dumps(list(flags))}\n")
     return options + _runtime_text()
 
 
 def core_objects_for(sources: Iterable[str]) -> List[str]:
     """The core objects named by the instrumented wrappers among a build's
-    sources (a wrapper's .cpp, or its .o beside the .cpp)."""
+    sources (a wrapper's .cpp, or its .o beside the .cpp), rebuilt if missing."""
     found: List[str] = []
     for src in sources:
         src = str(src)
         if not src.endswith((".wrapper.o", ".wrapper.cpp")):
             continue
         cpp = src[:-2] + ".cpp" if src.endswith(".o") else src
+        path, flags = None, None
         try:
             with open(cpp, encoding="utf-8", errors="replace") as f:
                 for line in f:
                     if line.startswith(CORE_MARKER):
-                        found.append(line[len(CORE_MARKER):].strip())
-                        break
-                    if line.startswith("// ---- aoti-debug runtime"):
-                        break  # the marker comes before the runtime
-        except OSError:
+                        path = line[len(CORE_MARKER):].strip()
+                    elif line.startswith(CORE_FLAGS_MARKER):
+                        flags = json.loads(line[len(CORE_FLAGS_MARKER):])
+                    elif line.startswith("// ---- aoti-debug runtime"):
+                        break  # the markers come before the runtime
+        except (OSError, ValueError):
             continue
+        if path and not os.path.isfile(path) and flags:
+            from aoti_debug import _build
+            try:
+                path = str(_build.core_object(flags))
+            except (_build.BuildError, OSError):
+                pass  # the link then fails on the missing object, loudly
+        if path:
+            found.append(path)
     return found
 
 

@@ -83,3 +83,27 @@ def test_an_unbuildable_core_falls_back_to_header_only(tmp_path, aoti_cache):
     proc = run_package(out, "mlp", AOTI_DEBUG_LOGDEST=str(log), AOTI_DEBUG_CACHE_DIR=blocker)
     assert proc.stdout.startswith("OUTPUT"), proc.stderr
     assert mask(log.read_text()).count("] launch 1.") == 6
+
+
+def test_a_core_object_gone_before_the_link_is_built_again(tmp_path, aoti_cache):
+    out = str(tmp_path / "mlp.pt2")
+    cache = tmp_path / "cache"
+    run_python(f"""
+        import os, sys; sys.path.insert(0, {TESTS!r})
+        import torch, models
+        from aoti_debug.codegen_patches import adapter
+        found = adapter.linked_core
+        def vanishing(stats, dumps):       # the cache is cleaned between codegen and link
+            core = found(stats, dumps)
+            os.unlink(core[0])
+            return core
+        adapter.linked_core = vanishing
+        torch._inductor.aoti_compile_and_package(models.export("mlp"), package_path={out!r})
+    """, env=clean_env(TORCHINDUCTOR_CACHE_DIR=aoti_cache, AOTI_DEBUG_LOGLEVEL="3", AOTI_DEBUG_CACHE_DIR=cache),
+        timeout=600)
+    assert cpp_emit.CORE_MARKER in member(out, ".wrapper.cpp").decode()
+    assert len(list(cache.glob("aotid_core_*.o"))) == 1       # built again for the link
+    log = tmp_path / "log.txt"
+    proc = run_package(out, "mlp", AOTI_DEBUG_LOGDEST=str(log))
+    assert proc.stdout.startswith("OUTPUT"), proc.stderr
+    assert mask(log.read_text()).count("] launch-end 1.") == 6
