@@ -230,6 +230,16 @@ def _before_return(hook):
     return make
 
 
+def _kernel_call(hook):
+    """_generate_kernel_call_helper handed to `hook(self, name, args, arg_types, emit_call)`."""
+    def make(orig):
+        def patched(self, kernel_name, call_args, **kwargs):
+            hook(self, kernel_name, call_args, kwargs.get("arg_types"),
+                 lambda: orig(self, kernel_name, call_args, **kwargs))
+        return patched
+    return make
+
+
 def install_patches(hooks) -> None:
     """Wrap the wrapper-codegen methods with the hooks (idempotent)."""
     if _originals:
@@ -268,13 +278,8 @@ def install_patches(hooks) -> None:
     patch(wrapper.PythonWrapperCodegen, "define_kernel", define_kernel)
 
     # phase 2: launches
-    def kernel_call(orig):
-        def patched(self, kernel_name, call_args, **kwargs):
-            hooks.around_kernel_call(self, kernel_name, call_args, kwargs.get("arg_types"),
-                                     lambda: orig(self, kernel_name, call_args, **kwargs))
-        return patched
-    patch(CppWrapperCpu, "_generate_kernel_call_helper", kernel_call)
-    patch(CppWrapperGpu, "_generate_kernel_call_helper", kernel_call)
+    patch(CppWrapperCpu, "_generate_kernel_call_helper", _kernel_call(hooks.around_kernel_call))
+    patch(CppWrapperGpu, "_generate_kernel_call_helper", _kernel_call(hooks.around_kernel_call))
 
     def extern_out(orig):
         def patched(self, kernel, out, out_view, args, device, *rest, **kwargs):
@@ -476,12 +481,7 @@ def install_python_wrapper_patches(hooks) -> None:
 
     py = wrapper.PythonWrapperCodegen
 
-    def kernel_call(orig):
-        def patched(self, kernel_name, call_args, **kwargs):
-            hooks.py_around_kernel_call(self, kernel_name, call_args, kwargs.get("arg_types"),
-                                        lambda: orig(self, kernel_name, call_args, **kwargs))
-        return patched
-    patch(py, "_generate_kernel_call_helper", kernel_call)
+    patch(py, "_generate_kernel_call_helper", _kernel_call(hooks.py_around_kernel_call))
 
     def out_line(orig):
         def patched(self, code):

@@ -16,7 +16,7 @@ import functools
 import heapq
 import os
 import re
-from typing import Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 RULE = "=" * 80
 _HEADER = re.compile(
@@ -136,22 +136,21 @@ class Item:
         parts = self.label.split(" ", 1)
         return parts[1] if len(parts) == 2 else parts[0]
 
-    def tensors(self, prefix: Optional[str] = None) -> Iterator[Tuple[str, Tensor]]:
+    def tensors(self) -> Iterator[Tuple[str, Tensor]]:
         """(label path, tensor) for every tensor in this item, containers flattened."""
-        label = self.label if prefix is None else prefix + self.label
-        if isinstance(self.value, Tensor):
-            yield label, self.value
-        elif isinstance(self.value, Container):
-            for sub in self.value.items:
-                yield from sub.tensors(label)
+        return self._leaves(Tensor, None)
 
-    def inline_values(self, prefix: Optional[str] = None) -> Iterator[Tuple[str, str]]:
+    def inline_values(self) -> Iterator[Tuple[str, str]]:
+        """(label path, text) for every inline value in this item, containers flattened."""
+        return self._leaves(str, None)
+
+    def _leaves(self, kind, prefix: Optional[str]) -> Iterator[Tuple[str, Any]]:
         label = self.label if prefix is None else prefix + self.label
-        if isinstance(self.value, str):
+        if isinstance(self.value, kind):
             yield label, self.value
         elif isinstance(self.value, Container):
             for sub in self.value.items:
-                yield from sub.inline_values(label)
+                yield from sub._leaves(kind, label)
 
 
 def parse_number(text: str) -> Optional[float]:
