@@ -38,7 +38,7 @@ from typing import Any, Optional, Sequence, Tuple
 from . import filters
 from . import format as fmt
 from . import nan_checks
-from . import runtime
+from . import runtime, sink
 from . import settings as settings_mod
 
 IN, OUT, INOUT = "in", "out", "inout"
@@ -318,28 +318,20 @@ _noted: set = set()
 
 def _note_once(dest: str, topic: str, lines) -> None:
     text = "\n".join(lines)
-    try:
-        from . import _native
-        if _native.lib() is not None:
-            _native.write_note(dest, topic, text, once=True)
+    core = sink.native()
+    if core is not None:
+        try:
+            core.write_note(dest, topic, text, once=True)
             return
-    except Exception:
-        pass
+        except Exception:
+            pass
     if (topic, text) not in _noted:
         _noted.add((topic, text))
         runtime.note(topic, *lines)
 
 
-def _native_lib():
-    try:
-        from . import _native
-        return _native if _native.lib() is not None else None
-    except Exception:
-        return None
-
-
 def _crash_handler() -> None:
-    native = _native_lib()
+    native = sink.native()
     if native is not None:
         try:
             native.install_crash_handler()
@@ -348,7 +340,7 @@ def _crash_handler() -> None:
 
 
 def _inflight(run: Optional[int], launch: int = 0, kernel: str = "") -> None:
-    native = _native_lib()
+    native = sink.native()
     if native is None:
         return
     try:

@@ -33,15 +33,24 @@ def platform_name() -> str:
     return f"{_platform.system()} {_platform.machine()}"
 
 
-def write(dest: str, text: str) -> None:
-    """Write one whole record; never raises."""
+def native():
+    """The compiled core's binding (aoti_debug._native) when it is usable, else None."""
     try:
         from . import _native
-        if _native.lib() is not None:
-            _native.sink_write(dest, text, torch_version())
-            return
+        return _native if _native.lib() is not None else None
     except Exception:
-        pass
+        return None
+
+
+def write(dest: str, text: str) -> None:
+    """Write one whole record; never raises."""
+    core = native()
+    if core is not None:
+        try:
+            core.sink_write(dest, text, torch_version())
+            return
+        except Exception:
+            pass
     _fallback.write(dest, text)
 
 
@@ -51,12 +60,12 @@ _local_calls = itertools.count(1)   # next() on a count is atomic under the GIL
 def next_call_number() -> int:
     """The next call number N, from the registry's counter when the compiled
     core is there: C++ ops (AOTI_DEBUG_SCOPE) in this process count with it."""
-    try:
-        from . import _native
-        if _native.lib() is not None:
-            return _native.next_call_number()
-    except Exception:
-        pass
+    core = native()
+    if core is not None:
+        try:
+            return core.next_call_number()
+        except Exception:
+            pass
     return next(_local_calls)
 
 

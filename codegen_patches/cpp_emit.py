@@ -240,7 +240,7 @@ def run_begin(settings, model: str, inputs: Sequence[str], labels: Sequence[str]
              _call("AOTI_DEBUG_BEGIN_RUN", "aotid_run", "aotid_model", "aotid_inputs", *values)]
     if settings.nan_check.enabled:
         lines += ["aoti_debug::NanChecks aotid_nan(aotid_model, aotid_run);",
-                  f"if (AOTI_DEBUG_UNLIKELY(aotid_nan.on)) aotid_nan.inputs(aotid_inputs, {{{', '.join(values)}}});"]
+                  f"if (AOTI_DEBUG_UNLIKELY(aotid_nan.on)) aotid_nan.inputs({{{', '.join(values)}}});"]
     return lines
 
 

@@ -106,7 +106,7 @@ class NanChecks {
   const bool on;
 
   // Model inputs: their finiteness is what the first launches read.
-  void inputs(const char* const* labels, std::initializer_list<Value> vals);
+  void inputs(std::initializer_list<Value> vals);
 
   // After a launch: `args` holds every site argument in Site::args order;
   // `sources[k]` is the user's line that produced output k ("" = the site's).
@@ -280,8 +280,7 @@ AOTI_DEBUG_CORE_FN void InputGuard::finish(const Run& run, const char* const* la
   throw std::runtime_error(text);
 }
 
-AOTI_DEBUG_CORE_FN void NanChecks::inputs(const char* const* labels, std::initializer_list<Value> vals) {
-  (void)labels;
+AOTI_DEBUG_CORE_FN void NanChecks::inputs(std::initializer_list<Value> vals) {
   for (const Value& v : vals)
     if (v.kind == Value::kTensor && v.t.data != nullptr) known_[v.t.data] = is_finite(v);
 }
