@@ -12,6 +12,7 @@ Importing this module imports neither torch nor the compiler.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import platform
@@ -72,7 +73,8 @@ def _cpu_flags() -> str:
     return platform.processor()
 
 
-def _compiler_version(cxx: str) -> str:
+@functools.lru_cache(maxsize=None)
+def _compiler_version(cxx: str) -> str:   # asked at every instrumented AOTI compile
     try:
         return subprocess.run([cxx, "--version"], capture_output=True, text=True,
                               timeout=60).stdout

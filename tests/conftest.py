@@ -116,6 +116,18 @@ def run_package(pt2, model, inputs="models.example({model!r})[1]", check=True, *
     return run_python(code, env=clean_env(**env), check=check)
 
 
+def saved_inputs(tmp_path, expr):
+    """Inputs for the C++ runner: tests/models.py's `expr` (e.g. "models.example('mlp')[1]"),
+    saved with aoti_debug.runner.save_inputs; returns the file's path."""
+    import torch
+    from aoti_debug import runner
+    sys.path.insert(0, TESTS)
+    import models
+    path = tmp_path / "inputs.pt"
+    runner.save_inputs(path, list(eval(expr, {"models": models, "torch": torch})))
+    return str(path)
+
+
 # What the shared artifacts are compiled with.
 FULL = dict(AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_NAN_CHECK="warn:nan", AOTI_DEBUG_CHECK_INPUTS="1")
 PLANTED = dict(AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_CHECK_INPUTS="1", AOTI_DEBUG_NAN_CHECK="raise:naninf")

@@ -1,14 +1,13 @@
 """The same package run from Python and from the C++ runner: the same records,
 the same errors.  A C++ server gets exactly what a Python user gets."""
 
-import os
 import re
 
 import pytest
 
 from aoti_debug import runner
 from aoti_debug.analysis.mask import mask
-from conftest import PLANTED, TESTS, clean_env, raised, records, run_package
+from conftest import PLANTED, clean_env, raised, records, run_package, saved_inputs
 
 
 @pytest.fixture(scope="module")
@@ -19,16 +18,6 @@ def exe():
 @pytest.fixture(scope="module")
 def mlp10(packages):
     return packages.get("mlp", AOTI_DEBUG_LOGLEVEL="10")
-
-
-def saved_inputs(tmp_path, expr):
-    import sys
-    sys.path.insert(0, TESTS)
-    import torch  # noqa: F401
-    import models
-    path = tmp_path / "inputs.pt"
-    runner.save_inputs(path, list(eval(expr, {"models": models, "torch": torch})))
-    return str(path)
 
 
 def both(tmp_path, pt2, model, expr, **env):

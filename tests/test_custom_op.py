@@ -10,7 +10,7 @@ import pytest
 
 from aoti_debug import runner
 from aoti_debug.analysis.mask import mask
-from conftest import TESTS, clean_env, records, run_package, run_python
+from conftest import TESTS, clean_env, records, run_package, run_python, saved_inputs
 
 
 def heads(text):
@@ -31,13 +31,7 @@ def gather(packages, mylib_so):
 
 
 def saved(tmp_path, crash=False):
-    run_python(f"""
-        import sys; sys.path.insert(0, {TESTS!r})
-        import models
-        from aoti_debug import runner
-        runner.save_inputs({str(tmp_path / 'inputs.pt')!r}, list(models.gather_inputs({crash})))
-    """)
-    return tmp_path / "inputs.pt"
+    return saved_inputs(tmp_path, f"models.gather_inputs({crash})")
 
 
 @pytest.mark.parametrize("level", ["3", "5"])
