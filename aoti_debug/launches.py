@@ -11,7 +11,7 @@ What the codegen (codegen_patches/python_emit.py) emits:
     from aoti_debug.launches import Model as _aotid_Model, Site as _aotid_Site
     _aotid_model = _aotid_Model("model", 5, "", "off", False, "2.13.0+cpu")
     _aotid_site_3 = _aotid_Site("cpp_fused_relu_0", "relu", "m.py:12", "fc1",
-                                (("buf1", "inout"),))
+                                (("buf1", "inout"),), "  source-line: m.py:12 nodes=relu\n")
     def call(args):
         arg0_1, arg1_1 = args
         args.clear()
@@ -47,15 +47,16 @@ IN, OUT, INOUT = "in", "out", "inout"
 class Site:
     """One launch point of a generated wrapper, described once."""
 
-    __slots__ = ("kernel", "nodes", "source", "modules", "args", "_selected")
+    __slots__ = ("kernel", "nodes", "source", "modules", "args", "lines", "_selected")
 
     def __init__(self, kernel: str, nodes: str, source: str, modules: str,
-                 args: Sequence[Tuple[str, str]] = ()) -> None:
+                 args: Sequence[Tuple[str, str]] = (), lines: str = "") -> None:
         self.kernel = kernel
         self.nodes = nodes          # comma-separated FX node names, "" = unknown
         self.source = source        # "file:line", "" = unknown
         self.modules = modules      # comma-separated module paths (filter only)
         self.args = tuple(args)     # (name, role)
+        self.lines = lines          # "  source-line: file:line nodes=a,b\n" per user line
         self._selected: Optional[bool] = None
 
     def filter_names(self) -> Tuple[str, ...]:
@@ -178,7 +179,7 @@ class Run:
     def _write_launch(self, site: Site, values) -> None:
         body = []
         if self.level >= 3:
-            body = [site.origin_line()] + _args(site, values, False, self.level)
+            body = [site.origin_line()] + site.lines.splitlines() + _args(site, values, False, self.level)
         runtime.emit(fmt.record(fmt.header("launch", self._id(), site.kernel, os.getpid()), body))
 
     def after(self, site: Site, values: Sequence[Any]) -> None:
@@ -258,7 +259,7 @@ class RunDumps:
         ok = all(f.get("file") for f in files)
         self._line("after" if out_side else "before", ("ok" if ok else "incomplete") if out_side else "running",
                    "launch", files, index=k, id=f"{self.run}.{k}", kernel=site.kernel, nodes=site.nodes,
-                   source=site.source)
+                   source=site.source, lines=site.lines)
 
     def end(self, launches: int) -> None:
         if self.rec.folder() is not None:

@@ -277,6 +277,10 @@ def install_patches(hooks) -> None:
         return patched
     patch(wrapper.PythonWrapperCodegen, "define_kernel", define_kernel)
 
+    # phase 2: which buffers hold values (both wrappers replay the same line classes)
+    patch(wrapper.AllocateLine, "codegen", _after(hooks.on_allocate))
+    patch(wrapper.ReuseLine, "codegen", _after(hooks.on_reuse))
+
     # phase 2: launches
     patch(CppWrapperCpu, "_generate_kernel_call_helper", _kernel_call(hooks.around_kernel_call))
     patch(CppWrapperGpu, "_generate_kernel_call_helper", _kernel_call(hooks.around_kernel_call))

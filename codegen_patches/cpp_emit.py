@@ -172,7 +172,8 @@ def site_definition(site: Site) -> List[str]:
         f"static aoti_debug::Site aotid_site_{n}{{{c_string(site.kernel)}, "
         f"{c_string(','.join(prov.nodes))}, {c_string('' if prov.source == '-' else prov.source)}, "
         f"{c_string(','.join(prov.modules))}, "
-        f"{'aotid_args_%d' % n if site.args else 'nullptr'}, {len(site.args)}}};")
+        f"{'aotid_args_%d' % n if site.args else 'nullptr'}, {len(site.args)}, "
+        f"{c_string(prov.source_lines())}}};")
     return lines
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Set
 
 from aoti_debug import filters
 
@@ -46,6 +46,8 @@ class WrapperState:
     launches: int = 0
     in_call: bool = False
     header_written: bool = False
+    # buffers allocated in this run that no launch has written yet (roles_by_data_flow)
+    fresh: Set[str] = dataclasses.field(default_factory=set)
 
 
 def _state_of(wrapper, instrumentable, kind):
@@ -111,6 +113,46 @@ def on_define_kernel(wrapper, kernel_name: str, kernel_body: str, cpp_definition
 
 
 # -- phase 2: launches ----------------------------------------------------------
+
+def _any_state(wrapper):
+    return state(wrapper) or py_state(wrapper)
+
+
+def on_allocate(line) -> None:
+    """An AllocateLine replayed: its buffer holds nothing yet."""
+    st = _any_state(line.wrapper)
+    if st is not None:
+        st.fresh.add(line.node.get_name())
+
+
+def on_reuse(line) -> None:
+    """A ReuseLine replayed.  An in-place reuse (the kernel updates its input's
+    buffer, Inductor's `reuses`) hands the old buffer's value on, written or
+    not; memory planning's reuse of a dead buffer holds nothing meaningful."""
+    st = _any_state(line.wrapper)
+    if st is None:
+        return
+    old, new = line.node.get_name(), line.reused_as.get_name()
+    in_place = getattr(line.wrapper, "reuses", {}).get(new) == old
+    if in_place and old not in st.fresh:
+        st.fresh.discard(new)
+    else:
+        st.fresh.add(new)
+
+
+def roles_by_data_flow(st: WrapperState, args: List[Arg]) -> List[Arg]:
+    """A buffer is an input of a launch only if a model input, a constant or an
+    earlier launch wrote it.  Inductor's in_out_ptr also marks a buffer a
+    kernel stores into and reads back (layer norm keeps its row statistics so),
+    and reading that one before the launch would read uninitialised memory."""
+    return [dataclasses.replace(a, role=OUT) if a.name in st.fresh and a.role != OUT else a for a in args]
+
+
+def mark_written(st: WrapperState, args: List[Arg]) -> None:
+    for a in args:
+        if a.role in (OUT, INOUT):
+            st.fresh.discard(a.name)
+
 
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
 # a view Inductor builds inline for an extern call: reinterpret_tensor_wrapper(NAME, ...)
@@ -186,10 +228,12 @@ def _display(args: List[Arg]) -> List[Arg]:
 
 
 def _around(wrapper, st, kernel, prov, args, kind, emit_call) -> None:
-    args = _display(args)
     if st.in_call:
         emit_call()
         return
+    args = roles_by_data_flow(st, args)
+    mark_written(st, args)
+    args = _display(args)
     site = new_site(st, kernel, prov, args, kind)   # numbered even when filtered out
     nan = _active.nan_check.enabled
     if not selected(kernel, prov):
@@ -316,6 +360,8 @@ def _module_path(path: str) -> str:
 def _py_around(wrapper, st: PyWrapperState, kernel: str, prov: Provenance, args: List[Arg],
                kind: str, emit_call) -> None:
     prov = dataclasses.replace(prov, modules=tuple(_module_path(m) for m in prov.modules))
+    args = roles_by_data_flow(st, args)
+    mark_written(st, args)
     site = new_site(st, kernel, prov, _py_display(st, args), kind)   # numbered even when filtered out
     nan = _active.nan_check.enabled and site.args
     shown = selected(kernel, prov)

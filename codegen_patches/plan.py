@@ -14,12 +14,18 @@ IN, OUT, INOUT = "in", "out", "inout"
 
 @dataclasses.dataclass(frozen=True)
 class Provenance:
-    nodes: Tuple[str, ...] = ()      # FX node names fused into the kernel
+    nodes: Tuple[str, ...] = ()      # FX node names the launch computes
     source: str = "-"                # the user's line named for the kernel, "file:line"
     modules: Tuple[str, ...] = ()    # nn.Module paths and every fused line, for the kernel filter
+    lines: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()   # ("file:line", its nodes), in source order
 
     def origin_line(self) -> str:
         return f"origin: nodes={','.join(self.nodes) or '-'} source={self.source}"
+
+    def source_lines(self) -> str:
+        """The record's `source-line:` body lines (docs/log-format.md 1.1), as both
+        runtimes append them after the origin line."""
+        return "".join(f"  source-line: {line} nodes={','.join(nodes)}\n" for line, nodes in self.lines)
 
     def filter_names(self) -> Tuple[str, ...]:
         return self.nodes + self.modules + ((self.source,) if self.source != "-" else ())
@@ -50,6 +56,7 @@ class Site:
     def to_json(self) -> dict:
         return {"index": self.index, "kernel": self.kernel, "kind": self.kind,
                 "nodes": list(self.provenance.nodes), "source": self.provenance.source,
+                "lines": [[line, list(nodes)] for line, nodes in self.provenance.lines],
                 "modules": list(self.provenance.modules),
                 "args": [{"name": a.name, "role": a.role} for a in self.args]}
 
@@ -73,10 +80,15 @@ def user_frame(stack_trace: Optional[str]) -> Optional[str]:
     return f"{frames[-1][0]}:{frames[-1][1]}" if frames else None
 
 
-# ops that can turn finite inputs into NaN/Inf (domain errors, 0/0, overflow)
-NAN_CAPABLE = {"log", "log2", "log10", "log1p", "sqrt", "rsqrt", "div", "reciprocal", "pow", "exp",
+# Ops that can turn finite inputs into NaN/Inf, most telling first: a domain
+# error or a division (log of a negative, 0/0, sqrt, pow, exp overflow), then
+# what overflows only at the edges of a dtype (a product, a narrowing cast).
+NAN_CAPABLE_TIERS = (
+    frozenset({"log", "log2", "log10", "log1p", "sqrt", "rsqrt", "div", "reciprocal", "pow", "exp",
                "exp2", "expm1", "acos", "asin", "acosh", "atanh", "tan", "fmod", "remainder", "erfinv",
-               "lgamma", "digamma", "polygamma", "mul", "convert_element_type", "_to_copy", "var", "std"}
+               "lgamma", "digamma", "polygamma", "var", "std", "var_mean", "std_mean"}),
+    frozenset({"mul", "convert_element_type", "_to_copy"}),
+)
 
 
 def op_name(node) -> str:
@@ -85,19 +97,29 @@ def op_name(node) -> str:
     return name.split(".")[0]
 
 
-def provenance_of_fx_nodes(fx_nodes: Iterable, own_op_first: bool = False) -> Provenance:
-    """Names, modules and source lines of FX nodes (in the order given).
+def nan_tier(node) -> Optional[int]:
+    """0 for the most telling NaN-capable ops, 1 for the others, None if it cannot make NaN/Inf."""
+    op = op_name(node)
+    return next((i for i, ops in enumerate(NAN_CAPABLE_TIERS) if op in ops), None)
 
-    A fused kernel spans several lines and one must be named: the first line
-    with an op that can make NaN/Inf from finite values (a log, a division),
-    else the first line; that is where a numeric bug most likely sits.  Every
-    line is kept for the kernel filter.  `own_op_first`: the first node is
-    what the launch computes (an extern kernel's op; its other origins were
-    computed by the kernels that produced its inputs), so its line is named."""
+
+def _line_key(line: str, files: List[str]):
+    path, _, number = line.rpartition(":")
+    return files.index(path), int(number) if number.isdigit() else 0
+
+
+def provenance_of_fx_nodes(fx_nodes: Iterable) -> Provenance:
+    """Names, modules and source lines of FX nodes (in execution order).
+
+    A fused kernel spans several lines and one must be named: the line of the
+    first op (in execution order) of the most telling NaN-capable tier (a log,
+    a division before a product), else the first line; that is where a numeric
+    bug most likely sits.  Every line is listed with its nodes."""
     names: List[str] = []
     modules: List[str] = []
-    lines: List[str] = []
-    preferred = None
+    by_line: dict = {}
+    files: List[str] = []
+    best = None                      # (tier, position, line)
     for node in fx_nodes:
         name = getattr(node, "name", None)
         if not name or name in names:
@@ -105,15 +127,22 @@ def provenance_of_fx_nodes(fx_nodes: Iterable, own_op_first: bool = False) -> Pr
         names.append(name)
         meta = getattr(node, "meta", {}) or {}
         line = user_frame(meta.get("stack_trace"))
-        if line and line not in lines:
-            lines.append(line)
-        if line and preferred is None and (op_name(node) in NAN_CAPABLE or (own_op_first and not names[:-1])):
-            preferred = line
+        if line:
+            by_line.setdefault(line, []).append(name)
+            path = line.rpartition(":")[0]
+            if path not in files:
+                files.append(path)
+            tier = nan_tier(node)
+            if tier is not None and (best is None or tier < best[0]):
+                best = (tier, len(names), line)
         for path, _ in (meta.get("nn_module_stack") or {}).values():
             if path and path not in modules:
                 modules.append(str(path))
-    source = preferred or (lines[0] if lines else "-")
-    return Provenance(tuple(names), source, tuple(modules) + tuple(l for l in lines if l != source))
+    first = next(iter(by_line), None)
+    source = best[2] if best else (first or "-")
+    ordered = sorted(by_line, key=lambda line: _line_key(line, files))
+    return Provenance(tuple(names), source, tuple(modules) + tuple(l for l in ordered if l != source),
+                      tuple((line, tuple(by_line[line])) for line in ordered))
 
 
 def provenance_of_schedule(node_schedule: Sequence) -> Provenance:
@@ -126,11 +155,15 @@ def provenance_of_schedule(node_schedule: Sequence) -> Provenance:
 
 
 def provenance_of_ir_node(ir_node) -> Provenance:
+    """An extern kernel or custom op computes its own op only; its IR node's
+    other origins are the ops that produced its inputs (other launches)."""
     origin = getattr(ir_node, "origin_node", None)
-    origins = _sorted_origins(getattr(ir_node, "origins", ()) or ())
     if origin is not None:
-        origins = [origin] + [o for o in origins if o is not origin]
-    return provenance_of_fx_nodes(origins, own_op_first=origin is not None)
+        return provenance_of_fx_nodes([origin])
+    origins = _sorted_origins(getattr(ir_node, "origins", ()) or ())
+    op = getattr(ir_node, "op_overload", None)      # a fallback kernel (SDPA, sort) knows its op
+    own = [n for n in origins if op is not None and getattr(n, "target", None) == op]
+    return provenance_of_fx_nodes(own or origins)
 
 
 def _ir_nodes(snode) -> List:

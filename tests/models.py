@@ -105,6 +105,21 @@ class Ranked(torch.nn.Module):
         return ranked - ranked.mean(0, keepdim=True)  # LINE:ranked.sub
 
 
+class MulLog(torch.nn.Module):
+    """An MLP whose mul/sub and log sit on two lines and fuse into one kernel."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(8, 16)
+        self.b = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        h = torch.relu(self.a(x))  # LINE:mullog.a
+        h = self.b(h) * 3.0 - 2.5  # LINE:mullog.mulsub
+        h = torch.log(h)  # LINE:mullog.log
+        return h
+
+
 def ranked_inputs(underflow=False):
     s = torch.randn(4, 6, generator=torch.Generator().manual_seed(0))
     if underflow:
@@ -155,6 +170,8 @@ def example(name):
         return Planted(), planted_inputs(), None
     if name == "ranked":
         return Ranked(), ranked_inputs(), None
+    if name == "mullog":
+        return MulLog(), (torch.randn(4, 8, generator=g),), None
     if name == "gather":
         return Gather(), gather_inputs(), None
     if name == "dynamic":

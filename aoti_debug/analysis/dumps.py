@@ -179,6 +179,8 @@ def _run(w: _Writer, line: int, e: Dict[str, Any]) -> None:
         body = []
         if event == "before":
             body.append(f"  origin: nodes={e.get('nodes') or '-'} source={e.get('source') or '-'}")
+            lines = e.get("lines")
+            body += lines.splitlines() if isinstance(lines, str) else []
         refs = []
         for f in _files(e):
             lines, r = w.item(f"{f.get('role')} {f.get('name')}", f.get("file"), error=f.get("error", ""))

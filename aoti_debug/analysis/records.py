@@ -25,6 +25,7 @@ _LABELLED = re.compile(
     r"^(?P<label>(?:in|out|inout|kwarg|default|arg\[\d+\]) [^:]+|output|\[[^\]]*\]):(?: (?P<value>.*))?$")
 _CONTAINER = re.compile(r"^(?P<kind>list|tuple|dict)\(len=(?P<len>\d+)\)$")
 _ORIGIN = re.compile(r"^origin: nodes=(?P<nodes>\S+) source=(?P<source>.+)$")
+_SOURCE_LINE = re.compile(r"^source-line: (?P<source>.+) nodes=(?P<nodes>\S+)$")
 
 FLOATING = {"float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e4m3fnuz",
             "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu"}
@@ -175,6 +176,7 @@ def inline_nonfinite(text: str) -> bool:
 class Origin:
     nodes: List[str]                        # FX node names; empty when unknown (`-`)
     source: Optional[str]                   # `file:line` as written; None when unknown
+    lines: List[Tuple[str, List[str]]] = dataclasses.field(default_factory=list)   # every user line, its nodes
 
     @property
     def file_and_line(self) -> Tuple[Optional[str], Optional[int]]:
@@ -426,6 +428,13 @@ def _fill_body(record: Record, body: List[str]) -> None:
         else:
             record.unparsed.append(body[0])
         j = 1
+        while j < len(body) and body[j].startswith("  source-line: "):
+            match = _SOURCE_LINE.match(body[j][2:])
+            if match and record.origin is not None:
+                record.origin.lines.append((match["source"], match["nodes"].split(",")))
+            else:
+                record.unparsed.append(body[j])
+            j += 1
     while j < len(body):
         item, j2, truncated = _item(body, j, 1)
         if item is None:

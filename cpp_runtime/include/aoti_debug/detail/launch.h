@@ -99,6 +99,7 @@ struct Site {
   const char* module;  // comma-separated module paths (filter only), "" = unknown
   const ArgSpec* args;
   int32_t nargs;
+  const char* lines = "";  // "  source-line: file:line nodes=a,b\n" per user line, in source order
   mutable int32_t match_cache = -1;  // filter decision of the owning model (-1: not yet)
 };
 
@@ -403,6 +404,8 @@ AOTI_DEBUG_NOINLINE inline void dump_launch(Run& run, const Site& site, std::ini
   json_str(l, site.nodes);
   l += ", \"source\": ";
   json_str(l, site.source);
+  l += ", \"lines\": ";
+  json_str(l, site.lines != nullptr ? site.lines : "");
   dump_line_end(l, files, bytes);
   rec->manifest(dir, l);
 }
@@ -455,6 +458,7 @@ AOTI_DEBUG_CORE_FN void before_launch(Run& run, const Site& site,
       rec += " source=";
       rec += detail::or_dash(site.source);
       rec += '\n';
+      if (site.lines != nullptr) rec += site.lines;
       detail::append_args(rec, site, args, false, run.level);
     }
     m.write(rec);  // flushed (one write(2)) before the kernel runs
