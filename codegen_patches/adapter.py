@@ -127,6 +127,17 @@ def buffer_source(name: str, kernel_nodes=()) -> str:
     return provenance_of_fx_nodes(_sorted_origins(seen.values())).source
 
 
+def buffer_value(name: str) -> str:
+    """The FX node whose result buffer `name` holds, or '' when Inductor does not
+    say (a kernel's scratch output, a tuple of a fallback kernel)."""
+    from torch._inductor.virtualized import V
+    try:
+        node = V.graph.get_buffer(name).get_origin_node()
+    except Exception:
+        return ""
+    return getattr(node, "name", "") or ""
+
+
 def model_name() -> str:
     from torch._inductor.virtualized import V
     return getattr(V.graph, "name", None) or "model"

@@ -173,7 +173,7 @@ def site_definition(site: Site) -> List[str]:
         f"{c_string(','.join(prov.nodes))}, {c_string('' if prov.source == '-' else prov.source)}, "
         f"{c_string(','.join(prov.modules))}, "
         f"{'aotid_args_%d' % n if site.args else 'nullptr'}, {len(site.args)}, "
-        f"{c_string(prov.source_lines())}}};")
+        f"{c_string(site.record_lines())}}};")
     return lines
 
 

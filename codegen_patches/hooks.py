@@ -144,8 +144,14 @@ def roles_by_data_flow(st: WrapperState, args: List[Arg]) -> List[Arg]:
     """A buffer is an input of a launch only if a model input, a constant or an
     earlier launch wrote it.  Inductor's in_out_ptr also marks a buffer a
     kernel stores into and reads back (layer norm keeps its row statistics so),
-    and reading that one before the launch would read uninitialised memory."""
-    return [dataclasses.replace(a, role=OUT) if a.name in st.fresh and a.role != OUT else a for a in args]
+    and reading that one before the launch would read uninitialised memory.
+    Each output also gets the FX node whose value it holds (diff pairs by it)."""
+    out = []
+    for a in args:
+        role = OUT if a.name in st.fresh and a.role != OUT else a.role
+        value = adapter.buffer_value(a.name) if role != IN else ""
+        out.append(dataclasses.replace(a, role=role, value=value))
+    return out
 
 
 def mark_written(st: WrapperState, args: List[Arg]) -> None:

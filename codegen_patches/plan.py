@@ -23,8 +23,6 @@ class Provenance:
         return f"origin: nodes={','.join(self.nodes) or '-'} source={self.source}"
 
     def source_lines(self) -> str:
-        """The record's `source-line:` body lines (docs/log-format.md 1.1), as both
-        runtimes append them after the origin line."""
         return "".join(f"  source-line: {line} nodes={','.join(nodes)}\n" for line, nodes in self.lines)
 
     def filter_names(self) -> Tuple[str, ...]:
@@ -36,6 +34,7 @@ class Arg:
     name: str        # as the record shows it (buffer / input name)
     expr: str        # the wrapper expression that yields the tensor
     role: str        # in | out | inout
+    value: str = ""  # the FX node whose result the buffer holds ("" = not known)
 
 
 @dataclasses.dataclass
@@ -53,12 +52,18 @@ class Site:
     def outputs(self) -> List[Arg]:
         return [a for a in self.args if a.role in (OUT, INOUT)]
 
+    def record_lines(self) -> str:
+        """The `source-line:` and `holds:` body lines (docs/log-format.md 1.1) that
+        both runtimes append after the origin line, formatted once here."""
+        held = " ".join(f"{a.name}={a.value}" for a in self.outputs() if a.value)
+        return self.provenance.source_lines() + (f"  holds: {held}\n" if held else "")
+
     def to_json(self) -> dict:
         return {"index": self.index, "kernel": self.kernel, "kind": self.kind,
                 "nodes": list(self.provenance.nodes), "source": self.provenance.source,
                 "lines": [[line, list(nodes)] for line, nodes in self.provenance.lines],
                 "modules": list(self.provenance.modules),
-                "args": [{"name": a.name, "role": a.role} for a in self.args]}
+                "args": [{"name": a.name, "role": a.role, "value": a.value} for a in self.args]}
 
 
 # -- provenance -------------------------------------------------------------

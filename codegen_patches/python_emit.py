@@ -39,7 +39,7 @@ def site_definition(site: Site) -> str:
     args = _tuple([f"({a.name!r}, {a.role!r})" for a in site.args])
     return (f"{site_name(site)} = _aotid_Site({site.kernel!r}, {','.join(prov.nodes)!r}, "
             f"{'' if prov.source == '-' else prov.source!r}, {','.join(prov.modules)!r}, {args}, "
-            f"{prov.source_lines()!r})")
+            f"{site.record_lines()!r})")
 
 
 def _values(site: Site, out_side: bool) -> str:

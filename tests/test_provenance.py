@@ -165,3 +165,57 @@ def test_kernel_filter_follows_the_nodes_a_launch_computes(tmp_path, packages):
     text = log_of(tmp_path, packages.get("ranked", **FULL), "ranked", "log.txt",
                   AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_KERNELS="sigmoid")
     assert [kernel for _, kernel, _ in launches(text)] == ["cpp_fused_log_sigmoid_0"]
+
+
+# -- diff compares like with like ------------------------------------------------------
+
+TORCH_COMPILE_LOG = """
+import sys; sys.path.insert(0, {tests!r})
+import torch, models
+model, args, _ = models.seeded({model!r})
+torch.compile(model)(*args)     # with autograd on, as in training: the graph keeps what backward needs
+"""
+
+
+def torch_compile_log(tmp_path, model):
+    from conftest import TESTS, run_python
+    log = tmp_path / f"{model}-compile.log"
+    run_python(TORCH_COMPILE_LOG.format(tests=TESTS, model=model), timeout=600,
+               env=clean_env(AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_LOGDEST=log, TORCHINDUCTOR_FX_GRAPH_CACHE="0"))
+    return log
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "aoti_debug", *map(str, args)],
+                          capture_output=True, text=True, env=clean_env())
+
+
+def test_diff_of_torch_compile_and_aoti_pairs_buffers_by_value(tmp_path, block):
+    """One build keeps the layer norm's variance in a scratch buffer, the other its
+    reciprocal square root: they are not compared with each other."""
+    aoti = tmp_path / "aoti.log"
+    run_package(block, "block", AOTI_DEBUG_LOGDEST=str(aoti), AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_NAN_CHECK="off")
+    compiled = torch_compile_log(tmp_path, "block")
+    proc = cli("diff", compiled, aoti)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = proc.stdout.splitlines()
+    norm = [r for r in rows if "native_layer_norm" in r]
+    assert len(norm) == 2 and all(re.search(r"\bok\b", r) and "not comparable: " in r for r in norm), rows
+    assert re.match(r"^run-end\s+run-end\s+model\s+ok\b", next(r for r in rows if r.startswith("run-end"))), rows
+    assert re.match(r"^(the logs agree|no aligned launch diverges): \d+ aligned launch\(es\) compared", rows[-1]), rows
+
+
+def test_diff_names_a_perturbed_launch_as_the_first_divergence(tmp_path, block):
+    aoti = tmp_path / "aoti.log"
+    run_package(block, "block", AOTI_DEBUG_LOGDEST=str(aoti), AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_NAN_CHECK="off")
+    text = aoti.read_text()
+    heads = [i for i, line in enumerate(text.splitlines()) if " launch-end 1.4 " in line]
+    assert len(heads) == 1
+    lines = text.splitlines()
+    k = next(i for i in range(heads[0], len(lines)) if lines[i].strip().startswith("mean="))
+    lines[k] = lines[k].split("=")[0] + "=123.000000"
+    bad = tmp_path / "bad.log"
+    bad.write_text("\n".join(lines) + "\n")
+    proc = cli("diff", aoti, bad)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert re.search(r"^first divergence: A 1\.4 aoti_torch_cpu_addmm_out / B 1\.4 ", proc.stdout, re.M), proc.stdout

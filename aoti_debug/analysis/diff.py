@@ -8,6 +8,12 @@ score (same name, same or overlapping nodes, same source line, same stem).
 So a kernel fused differently or present on one side only does not shift
 everything after it.
 
+Within a pair, outputs are paired by the value they hold: the FX node a
+buffer stores (the `holds:` line), else the buffer's name, so a scratch
+buffer one build materialises and the other does not is shown as not
+comparable instead of being compared with something else.  The model's
+outputs (the `run-end` record) are always compared, in order.
+
 Outputs are compared on their statistics; when both sides were read from
 level-10 dumps (dumps.py), on their values, element by element.
 """
@@ -23,7 +29,7 @@ from typing import List, Optional, Sequence, Tuple
 from ..format import number
 
 from . import closeness
-from .records import COUNT_KEYS, Event, Item, Log, Tensor, parse_number
+from .records import COUNT_KEYS, Event, Item, Launch, Log, Record, Tensor, parse_number
 
 OK, DIFFERS, UNKNOWN, ONLY_A, ONLY_B = "ok", "DIFFERS", "not compared", "only in A", "only in B"
 VALUE_KEYS = ("min", "max", "mean", "abs_min", "abs_max", "abs_mean")
@@ -272,12 +278,20 @@ def _outputs(items: List[Item]) -> List[Tuple[str, object]]:
     return flat
 
 
+def _holds(event: Event) -> Optional[dict]:
+    return event.origin.holds if event.origin else None
+
+
 def compare(a: Event, b: Event, atol: float, rtol: float) -> Row:
     out_a, out_b = _outputs(a.outputs), _outputs(b.outputs)
     if not out_a or not out_b:
         missing = " and ".join(s for s, o in (("A", out_a), ("B", out_b)) if not o)
         return Row(a, b, UNKNOWN, reason=f"no outputs recorded in {missing}")
-    paired, extra = pair_outputs(out_a, out_b)
+    holds_a, holds_b = _holds(a), _holds(b)
+    if holds_a is None and holds_b is None:
+        paired, extra = pair_outputs(out_a, out_b)
+    else:
+        paired, extra = pair_by_value(out_a, out_b, holds_a or {}, holds_b or {})
     if not paired:
         return Row(a, b, UNKNOWN, reason="no common outputs", extra=extra)
     deltas: List[Delta] = []
@@ -321,6 +335,32 @@ def pair_outputs(out_a, out_b):
             extra += [f"{l} only in A" for l, _ in out_a[i1:i2]]
             extra += [f"{l} only in B" for l, _ in out_b[j1:j2]]
     return paired, ", ".join(extra)
+
+
+def _identity(label: str, holds: dict) -> tuple:
+    name = label.split(" ", 1)[-1]
+    value = holds.get(name)
+    return ("value", value) if value else ("name", name)
+
+
+def pair_by_value(out_a, out_b, holds_a: dict, holds_b: dict):
+    """Pairs (label, value A, value B) of outputs holding the same FX node's value
+    (or, where neither log says, of the same name), in A's order; the rest are
+    named in the second result as not comparable."""
+    in_b = {}
+    for label, value in out_b:
+        in_b.setdefault(_identity(label, holds_b), (label, value))
+    paired, extra, used = [], [], set()
+    for la, va in out_a:
+        ident = _identity(la, holds_a)
+        if ident in in_b and ident not in used:
+            lb, vb = in_b[ident]
+            paired.append((_pair_label(la, lb), va, vb))
+            used.add(ident)
+        else:
+            extra.append(f"{la} of A")
+    extra += [f"{lb} of B" for lb, _ in out_b if _identity(lb, holds_b) not in used]
+    return paired, ("not comparable: " + ", ".join(extra)) if extra else ""
 
 
 def _shape_key(output) -> tuple:
@@ -435,7 +475,29 @@ def diff(log_a: Log, log_b: Log, run: int = 1, atol: float = 1e-5, rtol: float =
             rows.append(Row(a, None, ONLY_A))
         else:
             rows.append(compare(a, b, atol, rtol))
+    ends = [model_outputs(log, events) for log, events in ((log_a, events_a), (log_b, events_b))]
+    if all(ends):
+        rows.append(compare(ends[0], ends[1], atol, rtol))
     return Result(rows, notes_a + notes_b, atol, rtol)
+
+
+@dataclasses.dataclass
+class ModelOutputs(Launch):
+    """The `run-end` record of a run: the model's outputs, compared in order."""
+
+    @property
+    def ident(self) -> str:
+        return "run-end"
+
+
+def model_outputs(log: Log, events: Sequence[Event]) -> Optional[ModelOutputs]:
+    launches = [e for e in events if isinstance(e, Launch)]
+    if not launches or launches[0].run is None:
+        return None
+    run, pid = launches[0].run, launches[0].pid
+    end: Optional[Record] = next((r for r in log.records if r.kind == "run-end" and r.id == str(run)
+                                  and r.pid == pid and r.items), None)
+    return ModelOutputs(None, end) if end is not None else None
 
 
 def _index(event: Optional[Event]) -> str:

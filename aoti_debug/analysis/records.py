@@ -177,6 +177,7 @@ class Origin:
     nodes: List[str]                        # FX node names; empty when unknown (`-`)
     source: Optional[str]                   # `file:line` as written; None when unknown
     lines: List[Tuple[str, List[str]]] = dataclasses.field(default_factory=list)   # every user line, its nodes
+    holds: Optional[Dict[str, str]] = None  # output name -> FX node whose value it holds; None: not written
 
     @property
     def file_and_line(self) -> Tuple[Optional[str], Optional[int]]:
@@ -434,6 +435,10 @@ def _fill_body(record: Record, body: List[str]) -> None:
                 record.origin.lines.append((match["source"], match["nodes"].split(",")))
             else:
                 record.unparsed.append(body[j])
+            j += 1
+        if j < len(body) and body[j].startswith("  holds: ") and record.origin is not None:
+            pairs = [p.rpartition("=") for p in body[j][len("  holds: "):].split(" ")]
+            record.origin.holds = {name: node for name, eq, node in pairs if eq and name and node}
             j += 1
     while j < len(body):
         item, j2, truncated = _item(body, j, 1)
