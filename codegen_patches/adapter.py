@@ -127,6 +127,31 @@ def buffer_source(name: str, kernel_nodes=()) -> str:
     return provenance_of_fx_nodes(_sorted_origins(seen.values())).source
 
 
+def tensor_shape_specs(mod, args, kwargs, dynamic_shapes) -> List[tuple]:
+    """(input tensor, its own dynamic-shapes spec) pairs, matched up by
+    torch.export's own helpers: a tuple/list spec follows the inputs in the
+    order of forward's parameters, a dict spec is keyed by parameter name
+    (whether the value was given by position or by keyword), and pytree
+    classes are matched through their flattened form; a ShapesCollection
+    is first turned into that structure."""
+    import torch
+    from torch.export import dynamic_shapes as ds
+    if isinstance(dynamic_shapes, torch.export.ShapesCollection):
+        dynamic_shapes = dynamic_shapes.dynamic_shapes(mod, args, kwargs)
+    if not isinstance(dynamic_shapes, (dict, list, tuple)) or not dynamic_shapes:
+        return []
+    combined = ds._combine_args(mod, args, kwargs)
+    if isinstance(dynamic_shapes, (list, tuple)):
+        combined = type(dynamic_shapes)(combined.values())
+    pairs: List[tuple] = []
+
+    def visit(path, value, spec):
+        if isinstance(value, torch.Tensor):
+            pairs.append((value, spec))
+    ds._tree_map_with_path(visit, combined, dynamic_shapes)
+    return pairs
+
+
 def model_name() -> str:
     from torch._inductor.virtualized import V
     return getattr(V.graph, "name", None) or "model"
@@ -320,7 +345,7 @@ def install_patches(hooks) -> None:
         def patched(mod, args, kwargs=None, *rest, dynamic_shapes=None, **kw):
             ep = orig(mod, args, kwargs, *rest, dynamic_shapes=dynamic_shapes, **kw)
             try:
-                ep._aoti_debug_dim_names = hooks.guards.dim_names_of(args, kwargs, dynamic_shapes)
+                ep._aoti_debug_dim_names = hooks.guards.dim_names_of(mod, args, kwargs, dynamic_shapes)
             except Exception:
                 pass
             return ep
