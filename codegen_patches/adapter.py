@@ -127,6 +127,31 @@ def buffer_source(name: str, kernel_nodes=()) -> str:
     return provenance_of_fx_nodes(_sorted_origins(seen.values())).source
 
 
+def model_outputs(refs: List[str]) -> List[tuple]:
+    """(buffer name, reference) of each tensor among the graph's outputs, whose
+    generated references are `refs`.  A view is named by the buffer it views
+    (ReinterpretView.get_name); None and symbolic-size outputs are left out."""
+    from torch._inductor.virtualized import V
+    found = []
+    for ref, node in zip(refs, V.graph.graph_outputs):
+        try:
+            if not node.has_tensor_output():
+                continue
+            name = node.get_name()
+        except Exception:
+            continue
+        found.append((name, ref))
+    return found
+
+
+def bound_output_refs(wrapper, refs: List[str]) -> List[str]:
+    """The C++ wrapper's output references with each rvalue (a view:
+    wrap_with_raii_handle_if_needed(reinterpret_tensor_wrapper(...))) bound to
+    a variable, exactly as generate_return binds it first thing; given back to
+    generate_return, which then finds nothing left to bind."""
+    return [wrapper.create_tmp_raii_handle_var_if_needed(r, wrapper.wrapper_call) for r in refs]
+
+
 def tensor_shape_specs(mod, args, kwargs, dynamic_shapes) -> List[tuple]:
     """(input tensor, its own dynamic-shapes spec) pairs, matched up by
     torch.export's own helpers: a tuple/list spec follows the inputs in the
@@ -246,11 +271,12 @@ def _after(hook):
 
 
 def _before_return(hook):
-    """generate_return(output_refs), with `hook(self, output_refs)` before it."""
+    """generate_return(output_refs), with `hook(self, output_refs)` before it;
+    the hook may hand back the references the original is to use."""
     def make(orig):
         def patched(self, output_refs):
-            hook(self, output_refs)
-            return orig(self, output_refs)
+            refs = hook(self, output_refs)
+            return orig(self, output_refs if refs is None else refs)
         return patched
     return make
 
