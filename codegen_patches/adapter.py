@@ -138,6 +138,56 @@ def buffer_value(name: str) -> str:
     return getattr(node, "name", "") or ""
 
 
+def model_outputs(refs: List[str]) -> List[tuple]:
+    """(buffer name, reference) of each tensor among the graph's outputs, whose
+    generated references are `refs`.  A view is named by the buffer it views
+    (ReinterpretView.get_name); None and symbolic-size outputs are left out."""
+    from torch._inductor.virtualized import V
+    found = []
+    for ref, node in zip(refs, V.graph.graph_outputs):
+        try:
+            if not node.has_tensor_output():
+                continue
+            name = node.get_name()
+        except Exception:
+            continue
+        found.append((name, ref))
+    return found
+
+
+def bound_output_refs(wrapper, refs: List[str]) -> List[str]:
+    """The C++ wrapper's output references with each rvalue (a view:
+    wrap_with_raii_handle_if_needed(reinterpret_tensor_wrapper(...))) bound to
+    a variable, exactly as generate_return binds it first thing; given back to
+    generate_return, which then finds nothing left to bind."""
+    return [wrapper.create_tmp_raii_handle_var_if_needed(r, wrapper.wrapper_call) for r in refs]
+
+
+def tensor_shape_specs(mod, args, kwargs, dynamic_shapes) -> List[tuple]:
+    """(input tensor, its own dynamic-shapes spec) pairs, matched up by
+    torch.export's own helpers: a tuple/list spec follows the inputs in the
+    order of forward's parameters, a dict spec is keyed by parameter name
+    (whether the value was given by position or by keyword), and pytree
+    classes are matched through their flattened form; a ShapesCollection
+    is first turned into that structure."""
+    import torch
+    from torch.export import dynamic_shapes as ds
+    if isinstance(dynamic_shapes, torch.export.ShapesCollection):
+        dynamic_shapes = dynamic_shapes.dynamic_shapes(mod, args, kwargs)
+    if not isinstance(dynamic_shapes, (dict, list, tuple)) or not dynamic_shapes:
+        return []
+    combined = ds._combine_args(mod, args, kwargs)
+    if isinstance(dynamic_shapes, (list, tuple)):
+        combined = type(dynamic_shapes)(combined.values())
+    pairs: List[tuple] = []
+
+    def visit(path, value, spec):
+        if isinstance(value, torch.Tensor):
+            pairs.append((value, spec))
+    ds._tree_map_with_path(visit, combined, dynamic_shapes)
+    return pairs
+
+
 def model_name() -> str:
     from torch._inductor.virtualized import V
     return getattr(V.graph, "name", None) or "model"
@@ -232,11 +282,12 @@ def _after(hook):
 
 
 def _before_return(hook):
-    """generate_return(output_refs), with `hook(self, output_refs)` before it."""
+    """generate_return(output_refs), with `hook(self, output_refs)` before it;
+    the hook may hand back the references the original is to use."""
     def make(orig):
         def patched(self, output_refs):
-            hook(self, output_refs)
-            return orig(self, output_refs)
+            refs = hook(self, output_refs)
+            return orig(self, output_refs if refs is None else refs)
         return patched
     return make
 
@@ -335,7 +386,7 @@ def install_patches(hooks) -> None:
         def patched(mod, args, kwargs=None, *rest, dynamic_shapes=None, **kw):
             ep = orig(mod, args, kwargs, *rest, dynamic_shapes=dynamic_shapes, **kw)
             try:
-                ep._aoti_debug_dim_names = hooks.guards.dim_names_of(args, kwargs, dynamic_shapes)
+                ep._aoti_debug_dim_names = hooks.guards.dim_names_of(mod, args, kwargs, dynamic_shapes)
             except Exception:
                 pass
             return ep

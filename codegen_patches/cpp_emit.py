@@ -245,10 +245,9 @@ def run_begin(settings, model: str, inputs: Sequence[str], labels: Sequence[str]
     return lines
 
 
-def run_end(settings, outputs: Sequence[str]) -> List[str]:
-    lines = [_names("aotid_outputs", outputs),
-             _call("AOTI_DEBUG_END_RUN", "aotid_run", "aotid_outputs",
-                   *[_value(Arg(n, n, OUT)) for n in outputs])]
+def run_end(settings, outputs: Sequence[Arg]) -> List[str]:
+    lines = [_names("aotid_outputs", [a.name for a in outputs]),
+             _call("AOTI_DEBUG_END_RUN", "aotid_run", "aotid_outputs", *[_value(a) for a in outputs])]
     if settings.nan_check.enabled:
         lines.append("if (AOTI_DEBUG_UNLIKELY(aotid_nan.on)) aotid_nan.finish();")
     return lines

@@ -28,8 +28,8 @@ DEVICE_TYPE = {"cpu": 0, "cuda": 1}
 @dataclasses.dataclass
 class CompileContext:
     """What the export knew and Inductor forgets: the user's names."""
-    labels: List[str]                       # per flattened user input: x, batch["mask"]
-    dim_names: Dict[tuple, str]             # (input index, dim) -> Dim name
+    labels: List[str]                       # per tensor among the flattened user inputs: x, batch["mask"]
+    dim_names: Dict[tuple, str]             # (index in labels, dim) -> Dim name
 
 
 _context: Optional[CompileContext] = None
@@ -195,15 +195,24 @@ def _is_range_only(expr) -> bool:
 
 # -- the user's names, taken from the exported program -------------------------
 
+def _tensor_leaves(args, kwargs) -> list:
+    """(path, tensor) of every tensor among the user's inputs, in the order
+    export makes them graph inputs (other leaves, such as ints, are constants)."""
+    import torch
+    import torch.utils._pytree as pytree
+    leaves = pytree.tree_flatten_with_path((tuple(args), dict(kwargs or {})))[0]
+    return [(path, leaf) for path, leaf in leaves if isinstance(leaf, torch.Tensor)]
+
+
 def context_from_exported_program(ep) -> Optional[CompileContext]:
-    """Labels (`x`, `batch["mask"]`) for the flattened user inputs, and Dim names."""
+    """Labels (`x`, `batch["mask"]`) for the tensor inputs, and Dim names."""
     import torch.utils._pytree as pytree
     try:
         args, kwargs = ep.example_inputs
         params = list(ep.module().graph._codegen.pytree_info.orig_args)
     except Exception:
         return None
-    leaves = pytree.tree_flatten_with_path((args, kwargs))[0]
+    leaves = _tensor_leaves(args, kwargs)
     labels: List[str] = []
     for path, _ in leaves:
         head, rest = path[0], path[1:]
@@ -222,37 +231,25 @@ def context_from_exported_program(ep) -> Optional[CompileContext]:
     return CompileContext(labels, dim_names)
 
 
-def dim_names_of(args, kwargs, dynamic_shapes) -> Dict[tuple, str]:
-    """(leaf keystr, dim) -> Dim name, walking dynamic_shapes alongside the inputs."""
-    import torch
+def dim_names_of(mod, args, kwargs, dynamic_shapes) -> Dict[tuple, str]:
+    """(input path, dim) -> the user's Dim name, for every form of dynamic_shapes
+    torch.export accepts: paired with the inputs exactly as export pairs them
+    (adapter.tensor_shape_specs); the path is the tensor's keystr in (args, kwargs)."""
     import torch.utils._pytree as pytree
+    from . import adapter
+    where: Dict[int, str] = {}
+    for path, tensor in reversed(_tensor_leaves(args, kwargs)):   # a tensor given twice: its first place
+        where[id(tensor)] = pytree.keystr(path)
     found: Dict[tuple, str] = {}
-
-    def walk(value, spec, path):
-        if spec is None:
-            return
-        if isinstance(value, torch.Tensor):
-            items = spec.items() if isinstance(spec, dict) else enumerate(spec)
-            for d, dim in items:
-                name = getattr(dim, "__name__", None)
-                if name and name.isidentifier():
-                    found[(pytree.keystr(path), d)] = name
-        elif isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)):
-            for i, (v, s) in enumerate(zip(value, spec)):
-                walk(v, s, path + (pytree.SequenceKey(i),))
-        elif isinstance(value, dict) and isinstance(spec, dict):
-            for k, v in value.items():
-                walk(v, spec.get(k), path + (pytree.MappingKey(k),))
-
-    if dynamic_shapes is None:
-        return found
-    if isinstance(dynamic_shapes, dict) and kwargs is not None:
-        # keyed by parameter name: positional names are unknown here, keywords are not
-        for k, v in kwargs.items():
-            walk(v, dynamic_shapes.get(k), (pytree.SequenceKey(1), pytree.MappingKey(k)))
-        positional = list(dynamic_shapes.values())[:len(args)]
-    else:
-        positional = list(dynamic_shapes)
-    for i, (v, s) in enumerate(zip(args, positional)):
-        walk(v, s, (pytree.SequenceKey(0), pytree.SequenceKey(i)))
+    for tensor, spec in adapter.tensor_shape_specs(mod, args, kwargs, dynamic_shapes):
+        if isinstance(spec, dict):
+            items = spec.items()
+        elif isinstance(spec, (list, tuple)):
+            items = enumerate(spec)
+        else:
+            continue
+        for d, dim in items:
+            name = getattr(dim, "__name__", None)   # Dim("seq"); not a derived 2*seq, not Dim.AUTO
+            if isinstance(name, str) and name.isidentifier() and id(tensor) in where:
+                found[(where[id(tensor)], d)] = name
     return found

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import List, Sequence
 
-from .plan import IN, INOUT, OUT, Site
+from .plan import IN, INOUT, OUT, Arg, Site
 
 RUN = "_aotid_run"
 MODEL = "_aotid_model"
@@ -74,7 +74,7 @@ def run_begin(inputs: Sequence[str], labels: Sequence[str]) -> List[str]:
     return [f"{RUN} = {MODEL}.begin_run({_tuple([repr(l) for l in labels])}, {_tuple(list(inputs))})"]
 
 
-def run_end(outputs: Sequence[str]) -> List[str]:
-    return [f"if {RUN}.level >= 3: {RUN}.end({_tuple([repr(o) for o in outputs])}, "
-            f"{_tuple(list(outputs))})",
+def run_end(outputs: Sequence[Arg]) -> List[str]:
+    return [f"if {RUN}.level >= 3: {RUN}.end({_tuple([repr(a.name) for a in outputs])}, "
+            f"{_tuple([a.expr for a in outputs])})",
             f"if {RUN}.nan: {RUN}.nan_finish()"]

@@ -120,6 +120,36 @@ class MulLog(torch.nn.Module):
         return h
 
 
+class Viewed(torch.nn.Module):
+    """Outputs that are views of one buffer (a transpose, a column), as
+    transformers models return logits and caches, and the buffer itself."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 6)
+
+    def forward(self, x):
+        h = torch.tanh(self.fc(x))  # LINE:viewed.fc
+        return h.t(), h[:, 2], h
+
+
+class Named(torch.nn.Module):
+    """Inputs named as transformers names them, exported by position with
+    their Dims given by argument name (see example)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(16, 4)
+
+    def forward(self, input_ids, attention_mask):
+        return (self.emb(input_ids) * attention_mask[..., None]).sum(1)
+
+
+def named_inputs(seq=8, mask_seq=None):
+    g = torch.Generator().manual_seed(0)
+    return torch.randint(0, 16, (2, seq), generator=g), torch.ones(2, seq if mask_seq is None else mask_seq)
+
+
 def ranked_inputs(underflow=False):
     s = torch.randn(4, 6, generator=torch.Generator().manual_seed(0))
     if underflow:
@@ -174,6 +204,11 @@ def example(name):
         return MulLog(), (torch.randn(4, 8, generator=g),), None
     if name == "gather":
         return Gather(), gather_inputs(), None
+    if name == "named":
+        seq = Dim("seq", min=2, max=32)
+        return Named(), named_inputs(), {"input_ids": {1: seq}, "attention_mask": {1: seq}}
+    if name == "viewed":
+        return Viewed(), (torch.randn(4, 8, generator=g),), None
     if name == "dynamic":
         batch = Dim("batch", min=2, max=64)
         return Dynamic(), (torch.randn(4, 4, generator=g), torch.randn(8, 4, generator=g)), \

@@ -7,6 +7,7 @@ the same errors is in test_runner_checks.py.
 import re
 
 import pytest
+import torch
 
 from aoti_debug.analysis.mask import mask
 from conftest import FULL, PLANTED, raised, records, run_package
@@ -86,8 +87,8 @@ def test_attention_mask_inf_is_accepted_in_nan_mode(packages):
 
 # -- input guards ----------------------------------------------------------------
 
-def guard_error(pt2, inputs, **env):
-    text = raised(run_package(pt2, "dynamic", inputs=inputs, **env))
+def guard_error(pt2, inputs, model="dynamic", **env):
+    text = raised(run_package(pt2, model, inputs=inputs, **env))
     head = "aoti-debug: the inputs of model 'model' do not match what it was compiled for:\n"
     assert text.startswith(head), text
     return text[len(head):].split("\n")
@@ -181,3 +182,80 @@ def test_nan_only_names_the_launch_that_turns_inf_into_nan(ranked):
     assert re.fullmatch(r"aoti-debug NaN check: launch 1\.\d+ \w+ \(source " + re.escape(line_of("ranked.sub"))
                         + r"\) wrote 3 NaN into buf\d+ \(first at flat index \d+\); its inputs held no NaN, "
                         r"so this launch is where NaN first appears", text), text
+
+
+# -- the user's Dim names, whatever form dynamic_shapes takes ---------------------
+
+def test_guard_names_dims_given_by_argument_name_for_positional_inputs(packages):
+    """models.Named: exported as (input_ids, attention_mask) by position, its
+    dynamic_shapes a dict keyed by argument name: the messages say `seq`."""
+    pt2 = packages.get("named", AOTI_DEBUG_CHECK_INPUTS="1")
+    assert guard_error(pt2, "models.named_inputs(40)", "named") == [
+        "  input_ids.shape[1] is 40, but this artifact was compiled for 2 <= seq <= 32"]
+    assert guard_error(pt2, "models.named_inputs(8, 9)", "named") == [
+        "  attention_mask.shape[1] is 9, but this artifact was compiled for attention_mask.shape[1] == seq "
+        "(= 8 here)"]
+    assert run_package(pt2, "named").stdout.startswith("OUTPUT (2, 4)")
+
+
+class _Pair(torch.nn.Module):
+    def forward(self, input_ids, mask):
+        return input_ids * mask
+
+
+class _Batch(torch.nn.Module):
+    def forward(self, batch, scale):
+        return batch["x"] * batch["mask"] * scale
+
+
+class _Scaled(torch.nn.Module):
+    def forward(self, x, k: int):
+        return x * k
+
+
+def _forms():
+    """(module, args, kwargs, dynamic_shapes, labels, (input index, dim) -> name) per form."""
+    from torch.export import Dim, ShapesCollection
+    b, seq = Dim("b", max=16), Dim("seq", min=2, max=32)
+    ids, mask, scale = torch.randn(2, 8), torch.randn(2, 8), torch.randn(2, 1)
+    both = {(0, 0): "b", (0, 1): "seq", (1, 0): "b", (1, 1): "seq"}
+    pair = ["input_ids", "mask"]
+    batch = ['batch["x"]', 'batch["mask"]', "scale"]
+    collection = ShapesCollection()
+    collection[ids], collection[mask] = {0: b, 1: seq}, (b, seq)
+    return {
+        "tuple": (_Pair(), (ids, mask), None, ({0: b, 1: seq}, {0: b, 1: seq}), pair, both),
+        "list of lists with None": (_Pair(), (ids, mask), None, [[None, seq], (None, seq)], pair,
+                                    {(0, 1): "seq", (1, 1): "seq"}),
+        "dict by name, positional": (_Pair(), (ids, mask), None,
+                                     {"mask": {1: seq, 0: b}, "input_ids": (b, seq)}, pair, both),
+        "dict by name, keyword": (_Pair(), (ids,), {"mask": mask},
+                                  {"mask": {0: b, 1: seq}, "input_ids": [b, seq]}, pair, both),
+        "tuple, keyword": (_Pair(), (ids,), {"mask": mask}, ({0: b, 1: seq}, [b, seq]), pair, both),
+        "nested dict": (_Batch(), ({"x": ids, "mask": mask}, scale), None,
+                        {"batch": {"x": {0: b, 1: seq}, "mask": [b, seq]}, "scale": {0: b}}, batch,
+                        {**both, (2, 0): "b"}),
+        "nested tuple": (_Batch(), ({"x": ids, "mask": mask}, scale), None,
+                         ({"x": (b, seq), "mask": {1: seq, 0: b}}, [b, None]), batch,
+                         {**both, (2, 0): "b"}),
+        "nested, keyword": (_Batch(), (), {"scale": scale, "batch": {"x": ids, "mask": mask}},
+                            {"scale": {0: b}, "batch": {"x": {0: b, 1: seq}, "mask": [b, seq]}},
+                            ["scale", 'batch["x"]', 'batch["mask"]'],
+                            {(0, 0): "b", (1, 0): "b", (1, 1): "seq", (2, 0): "b", (2, 1): "seq"}),
+        "ShapesCollection": (_Pair(), (ids, mask), None, collection, pair, both),
+        # an int input is a constant of the graph: the tensors keep their places
+        "an int among the inputs": (_Scaled(), (ids, 3), None, {"x": {1: seq}, "k": None}, ["x"],
+                                    {(0, 1): "seq"}),
+    }
+
+
+@pytest.mark.parametrize("form", list(_forms()))
+def test_dim_names_for_every_form_of_dynamic_shapes(form):
+    """What the guards are built from: each input's label, and the Dim name of
+    each of its dynamic dimensions (input index in the graph's order, dim)."""
+    from aoti_debug.codegen_patches import guards
+    module, args, kwargs, dynamic_shapes, labels, dims = _forms()[form]
+    ep = torch.export.export(module, args, kwargs, dynamic_shapes=dynamic_shapes)
+    ep._aoti_debug_dim_names = guards.dim_names_of(module, args, kwargs, dynamic_shapes)
+    ctx = guards.context_from_exported_program(ep)
+    assert (ctx.labels, ctx.dim_names) == (labels, dims)

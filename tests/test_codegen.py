@@ -8,7 +8,7 @@ import re
 import pytest
 
 from aoti_debug.analysis.mask import mask
-from conftest import FULL, TESTS, clean_env, records, run_package, run_python
+from conftest import FULL, TESTS, clean_env, raised, records, run_package, run_python
 
 LEVEL10 = dict(AOTI_DEBUG_LOGLEVEL="10")
 
@@ -77,6 +77,51 @@ def test_level_5_statistics_and_level_0_writes_nothing(tmp_path, mlp10):
     _, text_unset = log_of(tmp_path, mlp10, "mlp", "unset.txt", AOTI_DEBUG_DUMP_DIR=str(tmp_path / "dumps"))
     # unset at run time: the compiled level (10) is used
     assert "      nan_count=0\n" in text_unset
+
+
+# -- model outputs that are views ---------------------------------------------------
+
+VIEWED = dict(AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_NAN_CHECK="raise:nan")
+
+
+@pytest.fixture(scope="module")
+def viewed(packages):
+    return packages.get("viewed", **VIEWED)
+
+
+@pytest.mark.parametrize("level", [3, 5])
+def test_run_end_holds_every_output_views_included(tmp_path, viewed, level):
+    """(h.t(), h[:, 2], h): two outputs are views the wrapper makes only as it
+    returns; each is written with its own shape, stride and values."""
+    log = tmp_path / "log.txt"
+    # the record expected, rendered by the Python logger from what the model returned
+    proc = run_python(f"""
+        import sys; sys.path.insert(0, {TESTS!r})
+        import torch, models
+        from aoti_debug import format as fmt
+        outs = torch._inductor.aoti_load_package({viewed!r})(*models.example("viewed")[1])
+        print("".join(l + "\\n" for o in outs for l in fmt.item("out buf2", o, {level})), end="")
+    """, env=clean_env(AOTI_DEBUG_LOGLEVEL=str(level), AOTI_DEBUG_LOGDEST=str(log)))
+    run_end = records(mask(log.read_text()))[-1]
+    assert run_end == "[TIMESTAMP] [pid PID] run-end 1 model\n" + proc.stdout
+    layouts = re.findall(r"shape=(.*)\n      stride=(.*)\n", run_end)
+    assert layouts == [("(6, 4)", "(1, 6)"), ("(4,)", "(6,)"), ("(4, 6)", "(6, 1)")]
+
+
+def test_run_end_with_views_comes_before_the_nan_check_raises(tmp_path, viewed):
+    log = tmp_path / "log.txt"
+    proc = run_package(viewed, "viewed", inputs="[models.example('viewed')[1][0].index_fill(1, torch.tensor([3]), "
+                       "float('nan'))]", AOTI_DEBUG_LOGDEST=str(log))
+    assert re.fullmatch(r"aoti-debug NaN check: launch 1\.2 aoti_torch_cpu_addmm_out \(source \S+\) wrote 24 NaN "
+                        r"into buf1 \(first at flat index 0\); its input x already held NaN \(look earlier\)",
+                        raised(proc)), raised(proc)
+    recs = records(mask(log.read_text()))
+    run_end, summary = recs[-2], recs[-1]
+    assert run_end.startswith("[TIMESTAMP] [pid PID] run-end 1 model\n  out buf2:\n")
+    assert re.findall(r"shape=(.*)\n", run_end) == ["(6, 4)", "(4,)", "(4, 6)"]
+    assert re.findall(r"nan_count=(\d+)\n", run_end) == ["24", "4", "24"]
+    assert summary == ("[TIMESTAMP] [pid PID] note - nan-check\n"
+                       "  run 1: NaN/Inf in 2 launches: aoti_torch_cpu_addmm_out x1, cpp_fused_tanh_1 x1\n")
 
 
 def test_asking_for_more_than_compiled_gives_one_note(tmp_path, packages):
@@ -157,10 +202,10 @@ def test_generated_code_is_upstreams_when_nothing_is_on(tmp_path):
     assert capture_wrapper(tmp_path, "on-5", AOTI_DEBUG_LOGLEVEL="5") != on
 
 
-@pytest.mark.parametrize("model", ["mlp", "block"])
+@pytest.mark.parametrize("model", ["mlp", "block", "viewed"])
 def test_outputs_are_bit_identical_with_and_without_instrumentation(tmp_path, packages, model):
     plain = packages.get(model)
-    instrumented = packages.get(model, **(LEVEL10 if model == "mlp" else FULL))
+    instrumented = packages.get(model, **{"mlp": LEVEL10, "block": FULL, "viewed": VIEWED}[model])
     expected = run_package(plain, model).stdout
     assert expected.startswith("OUTPUT")
     for level in ("0", "1", "3", "5"):

@@ -353,3 +353,59 @@ def test_level_10_dumps_in_the_aoti_layout_and_diff_against_aoti_dumps(tmp_path,
     assert capsys.readouterr().err == (
         f"aoti-debug replay: {folder}: this run was recorded from torch.compile, which leaves no artifact "
         "to run again; compare it with another run's dumps with `aoti-debug diff`\n")
+
+
+# torch.compile of models.py's Viewed model, whose outputs are (h.t(), h[:, 2], h):
+# at levels 3 and 5, then at 5 again on an input with a NaN column
+VIEWED = r"""
+import os, sys; sys.path.insert(0, {tests!r})
+import torch, models, aoti_debug
+from aoti_debug import format as fmt, runtime
+model, (x,), _ = models.seeded("viewed")
+model.requires_grad_(False)
+for level in (3, 5):
+    torch._dynamo.reset()
+    os.environ["AOTI_DEBUG_LOGDEST"] = os.path.join({out!r}, "level%d.log" % level)
+    runtime.reset()
+    with torch.no_grad(), aoti_debug.instrument(level=level, nan_check="raise:nan"):
+        compiled = torch.compile(model)
+        outs = compiled(x)
+        # the record expected, rendered from what the model returned
+        with open(os.path.join({out!r}, "expected%d.txt" % level), "w") as f:
+            f.write("".join(l + "\n" for o in outs for l in fmt.item("out buf1", o, level)))
+        if level == 5:
+            try:
+                compiled(x.index_fill(1, torch.tensor([3]), float("nan")))
+            except RuntimeError as exc:
+                print("RAISED: " + str(exc))
+"""
+
+
+@pytest.fixture(scope="module")
+def viewed(tmp_path_factory):
+    out = tmp_path_factory.mktemp("viewed")
+    proc = run_python(VIEWED.format(tests=TESTS, out=str(out)), timeout=600,
+                      env=clean_env(TORCHINDUCTOR_FX_GRAPH_CACHE="0"))
+    return out, proc.stdout
+
+
+@pytest.mark.parametrize("level", [3, 5])
+def test_run_end_holds_every_output_views_included(viewed, level):
+    out, _ = viewed
+    [run_end] = [r for r in records(log(out, level)) if r.startswith(H + "run-end 1 ")]
+    assert run_end == H + "run-end 1 model\n" + (out / f"expected{level}.txt").read_text()
+    layouts = re.findall(r"shape=(.*)\n      stride=(.*)\n", run_end)
+    assert layouts == [("(6, 4)", "(1, 6)"), ("(4,)", "(6,)"), ("(4, 6)", "(6, 1)")]
+
+
+def test_run_end_with_views_comes_before_the_nan_check_raises(viewed):
+    out, stdout = viewed
+    assert re.fullmatch(r"RAISED: aoti-debug NaN check: launch 2\.1 aoti_torch_cpu_addmm_out \(source \S+\) "
+                        r"wrote 24 NaN into buf0 \(first at flat index 0\); its input x already held NaN "
+                        r"\(look earlier\)\n", stdout), stdout
+    run_end, summary = records(log(out, 5))[-2:]
+    assert run_end.startswith(H + "run-end 2 model\n  out buf1:\n")
+    assert re.findall(r"shape=(.*)\n", run_end) == ["(6, 4)", "(4,)", "(4, 6)"]
+    assert re.findall(r"nan_count=(\d+)\n", run_end) == ["24", "4", "24"]
+    assert summary == (H + "note - nan-check\n"
+                       "  run 2: NaN/Inf in 2 launches: aoti_torch_cpu_addmm_out x1, cpp_fused_tanh_0 x1\n")
