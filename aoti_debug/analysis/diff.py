@@ -24,7 +24,7 @@ from ..format import number
 
 from . import closeness
 from .records import COUNT_KEYS, Event, Item, Log, Tensor, parse_number
-from .untrusted import InputError
+from .untrusted import InputError, printable
 
 OK, DIFFERS, UNKNOWN, ONLY_A, ONLY_B = "ok", "DIFFERS", "not compared", "only in A", "only in B"
 VALUE_KEYS = ("min", "max", "mean", "abs_min", "abs_max", "abs_mean")
@@ -478,9 +478,9 @@ def table(result: Result) -> List[str]:
     """One line per aligned pair; `max abs` / `max rel` columns when values were compared."""
     values = result.by_value
     head = ("A", "B", "kernel", "status") + (("max abs", "max rel") if values else ()) + ("largest delta",)
-    body = [(_index(r.a), _index(r.b), r.kernel(), r.status)
-            + ((_measure(r.max_abs), _measure(r.max_rel)) if values else ()) + (r.largest(),)
-            for r in result.rows]
+    body = [tuple(map(printable, (_index(r.a), _index(r.b), r.kernel(), r.status)
+                      + ((_measure(r.max_abs), _measure(r.max_rel)) if values else ()) + (r.largest(),)))
+            for r in result.rows]       # escaped before the columns are measured
     widths = [max(len(row[c]) for row in [head, *body]) for c in range(len(head) - 1)]
     return ["  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths)) + "  " + row[-1]
             for row in [head, *body]]

@@ -21,6 +21,7 @@ only when a tensor file is read.
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from . import manifest, records
@@ -48,7 +49,8 @@ def load(path: str) -> Any:
         import torch
     except ImportError:
         raise records.LogInputError(f"{path}: reading dumped tensors needs torch") from None
-    with open_regular(path) as f:
+    with open_regular(path) as f, warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # torch's advice on a damaged file: the error says it
         try:
             value = torch.load(f, weights_only=True, map_location="cpu")
         except Exception as exc:        # torch.load raises whatever its parts raise on bad bytes

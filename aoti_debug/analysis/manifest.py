@@ -81,9 +81,11 @@ FILE_OPTIONAL = {"bytes": COUNT, "error": FREE_TEXT}
 
 
 # (kind, event) -> (required fields, optional fields); `files` is checked element by element
-_RUN_LINE = {"run": COUNT, "bytes": COUNT, "time": TIME}
+FILES: Check = (lambda v: isinstance(v, list), "a list of objects")
+_RUN_LINE = {"run": COUNT, "files": FILES, "bytes": COUNT, "time": TIME}
 _LAUNCH = {**_RUN_LINE, "index": COUNT, "id": TEXT, "kernel": TEXT, "nodes": WORD, "source": TEXT}
-_CALL = {"index": COUNT, "name": TEXT, "module": TEXT_OR_NULL, "qualname": TEXT_OR_NULL, "time": TIME}
+_CALL = {"index": COUNT, "name": TEXT, "module": TEXT_OR_NULL, "qualname": TEXT_OR_NULL,
+         "files": FILES, "time": TIME}
 LINES: Dict[Tuple[str, str], Tuple[Dict[str, Check], Dict[str, Check]]] = {
     ("run", "run"): ({**_RUN_LINE, "status": one_of("ok", "incomplete"), "model": TEXT, "pid": COUNT,
                       "inputs": NAMES}, {"so": TEXT, "so_copy": TEXT, "error": FREE_TEXT}),
@@ -133,10 +135,7 @@ def check(entry: Any, path: str, number: int) -> None:
     required, optional = fields
     _fields(entry, required, optional, here, "")
     each = CALL_FILE if kind == "call" else RUN_FILE
-    files = entry.get("files")
-    if not isinstance(files, list):
-        raise InputError(f"{here}: field 'files' is {_shown(files)} (expected a list of objects)")
-    for i, f in enumerate(files):
+    for i, f in enumerate(entry["files"]):
         if not isinstance(f, dict):
             raise InputError(f"{here}: field 'files[{i}]' is {_shown(f)} (expected an object)")
         _fields(f, each, FILE_OPTIONAL, here, f"files[{i}].")

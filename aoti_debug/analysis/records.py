@@ -2,14 +2,15 @@
 
 `parse(text)` turns log text into a `Log`: banners, records, and the records
 grouped into `Launch`es (launch + launch-end + crash trailer) and `Call`s
-(call + return/raise).  It never raises on odd input: lines it does not
-understand are kept (`Log.unknown_lines`, `Record.unparsed`, and counted in
-`Log.left_out` so that the commands can say so) and a record cut short by a
-crash is marked `truncated`.  It raises `InputError` (one line, naming the
-line) only for a line that claims to be a record header but is not one: a
-damaged header would regroup every record after it.  Numbers are read only as
-ASCII decimals of at most 20 digits.  Files are read through untrusted.py
-(regular files only, bounded lines).  Pure text processing: no torch.
+(call + return/raise).  What it does not understand is kept and said: lines
+outside records in `Log.unknown_lines` (counted in `Log.left_out`), body lines
+in `Record.unparsed`, the first of which makes the record `damage`d (what it
+said is unknown; `Log.unreadable()` names it).  A record cut short by a crash
+is marked `truncated`.  It raises `InputError` (one line, naming the line) only
+for a line that claims to be a record header but is not one: a damaged header
+would regroup every record after it.  Numbers are read only as the format
+writes them, in ASCII, integers of at most 20 digits.  Files are read through
+untrusted.py (regular files only, bounded lines).  Pure text processing: no torch.
 A directory whose logs hold no statistics is read from its level-10 dumps
 instead (dumps.py, which imports torch).
 """
@@ -118,6 +119,8 @@ class Tensor:
     def stats_text(self) -> str:
         if self.skipped is not None:
             return f"stats=skipped ({self.skipped})"
+        if not self.fields and not self.truncated:
+            return "no value that can be read"         # a label without its block: a damaged record
         parts = [f"{k}={self.fields[k]}" for k in STAT_KEYS if k in self.fields]
         return " ".join(parts) if parts else "no statistics (log level < 5)"
 
@@ -174,7 +177,7 @@ class Item:
 
 
 _INTEGER = re.compile(r"-?[0-9]{1,20}", re.A)
-_FLOAT = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|nan|inf)", re.A)
+_FLOAT = re.compile(r"-?(?:[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+|nan|inf)", re.A)
 
 
 def parse_number(text: str) -> Optional[float]:
