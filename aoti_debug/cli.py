@@ -75,7 +75,7 @@ def undecided(reasons: List[str], question: str) -> UsageError:
     everything: `reasons` says why each file could not be read."""
     more = len(reasons) - 1
     return UsageError(f"{reasons[0]}; without it, {question} cannot be told"
-                      + (f" ({more} more file(s) cannot be read)" if more else ""))
+                      + (f" ({more} more file(s) or record(s) cannot be read)" if more else ""))
 
 
 def check_tolerances(atol: float, rtol: float) -> None:

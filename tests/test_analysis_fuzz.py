@@ -141,9 +141,31 @@ def mutate_manifest(path, how):
         f.write(text)
 
 
-def tensor_damage(kinds=("garbage", "truncate", "flip", "delete")):
-    return st.one_of(st.none(), st.tuples(st.sampled_from(kinds), st.integers(0, 2**31),
-                                          st.binary(max_size=16)))
+DTYPES = ["float32", "float16", "bfloat16", "float64", "int64", "uint8", "bool", "complex64"]
+
+
+@st.composite
+def small_tensor(draw):
+    import torch
+    shape = draw(st.lists(st.integers(0, 3), max_size=3))
+    values = torch.tensor(draw(st.lists(st.sampled_from([0.0, -1.5, 2.0, float("nan"), float("inf")]),
+                                        min_size=1, max_size=1))[0])
+    t = values.expand(shape).to(getattr(torch, draw(st.sampled_from(DTYPES))))
+    return t.clone() if draw(st.booleans()) else t        # an expanded view keeps its zero strides
+
+
+# a well-formed file holding what a recorder never writes: odd containers, keys, values
+odd_value = st.recursive(
+    st.one_of(small_tensor(), st.none(), st.integers(-2**70, 2**70), st.floats(), piece),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.tuples(inner, inner),
+                            st.dictionaries(st.one_of(piece, st.integers(), st.tuples(piece)), inner,
+                                            max_size=3)),
+    max_leaves=6)
+
+
+def tensor_damage(kinds=("garbage", "truncate", "flip", "delete", "value")):
+    data = st.one_of(st.binary(max_size=16), odd_value) if "value" in kinds else st.binary(max_size=16)
+    return st.one_of(st.none(), st.tuples(st.sampled_from(kinds), st.integers(0, 2**31), data))
 
 
 def damage_tensor(folder, how):
@@ -157,9 +179,14 @@ def damage_tensor(folder, how):
     if kind == "delete":
         os.unlink(path)
         return
+    if kind == "value":
+        import torch
+        torch.save(data, path)
+        return
     with open(path, "rb") as f:
         content = f.read()
     i = at % max(len(content), 1)
+    data = data if isinstance(data, bytes) else b""
     if kind == "garbage":
         content = data
     elif kind == "truncate":

@@ -21,26 +21,12 @@ from aoti_debug.analysis import dumps, records, report, untrusted
 from aoti_debug.cli import main
 from conftest import clean_env, run_python
 from test_analysis_logs import LogWriter, T, nan_model_log, write_log
+from test_analysis_nan_origin import CHAIN
 
 torch = pytest.importorskip("torch")
 
 CALLS_MODULE = "untrusted_calls"
-CALLS_SOURCE = '''
-import torch
-from aoti_debug import log_api
-
-@log_api
-def shift(x):
-    return x - 1.0
-
-@log_api
-def scale(x, factor):
-    return x * factor
-
-@log_api
-def take_log(x):
-    return torch.log(x)          # log of a negative number: NaN from finite inputs
-'''
+CALLS_SOURCE = CHAIN.replace("CALL", "")       # shift, scale, take_log (NaN from finite inputs), ...
 
 # one run of a three-kernel model, as the generated wrapper drives aoti_debug.launches
 RUN_DRIVER = '''
@@ -144,7 +130,8 @@ def test_a_5000_digit_source_line_is_shown_as_text(tmp_path, capsys):
     code, out, _ = cli(capsys, "nan-origin", log)
     assert code == 1 and out.splitlines()[1] == f"  source: {source}"
     code, out, _ = cli(capsys, "report", log, "-o", str(tmp_path / "r.html"))
-    assert (code, out) == (0, f"wrote {tmp_path}/r.html: 4 launches/calls; NaN/Inf origin: 1.2 cpp_fused_log_1\n")
+    assert (code, out) == (
+        0, f"wrote {tmp_path}/r.html: 4 launches/calls; NaN/Inf origin: 1.2 cpp_fused_log_1\n")
     page = (tmp_path / "r.html").read_text()
     assert f'<td class="mono">{source}</td>' in page and "#L7777" not in page
 
@@ -306,6 +293,11 @@ def garble(folder, name, content=b"garbage\n"):
 
 
 GARBAGE = "cannot be read as a torch.save file (UnpicklingError: Unsupported operand 103)"
+# nan-origin when launch 1.2's outputs (the NaN) cannot be read, and launch 1.3 sees NaN in its inputs
+HIDDEN_ORIGIN = ("no launch or call whose outputs can be read turned finite inputs into NaN/Inf: "
+                 "NaN/Inf were already in the inputs")
+MAYBE_EARLIER = ("note: the outputs of 1 earlier launch cannot be read, so NaN/Inf may have appeared "
+                 "earlier: 1.2 cpp_fused_log_1")
 
 
 def test_replay_of_a_run_with_garbage_inputs_names_the_file(made, tmp_path, capsys):
@@ -324,7 +316,7 @@ def test_nan_origin_never_says_no_nan_when_a_tensor_file_cannot_be_read(made, tm
     os.unlink(os.path.join(folder, "launch000003_out_buf2.pt"))
     assert cli(capsys, "nan-origin", folder)[2] == (
         f"aoti-debug nan-origin: {path}: {GARBAGE}; without it, whether NaN/Inf appear cannot be told "
-        "(1 more file(s) cannot be read)\n")
+        "(1 more file(s) or record(s) cannot be read)\n")
 
 
 def test_nan_origin_names_the_files_it_could_not_read(made, tmp_path, capsys):
@@ -337,13 +329,9 @@ def test_nan_origin_names_the_files_it_could_not_read(made, tmp_path, capsys):
     # the origin's output cannot be read: the next launch sees NaN in its inputs, and that is all
     path = garble(folder, "launch000002_out_buf1.pt")
     code, out, _ = cli(capsys, "nan-origin", folder)
-    assert code == 1
-    assert out.splitlines()[0] == ("no launch or call whose outputs can be read turned finite inputs into "
-                                   "NaN/Inf: NaN/Inf were already in the inputs")
+    assert (code, out.splitlines()[0]) == (1, HIDDEN_ORIGIN)
     assert out.splitlines()[-3:] == [
-        "note: the outputs of 1 earlier launch cannot be read, so NaN/Inf may have appeared earlier: "
-        "1.2 cpp_fused_log_1",
-        f"note: {inputs}: {GARBAGE}; its tensors are unknown",
+        MAYBE_EARLIER, f"note: {inputs}: {GARBAGE}; its tensors are unknown",
         f"note: {path}: {GARBAGE}; its tensors are unknown"]
 
 
@@ -359,7 +347,8 @@ def test_diff_shows_a_file_it_cannot_read_as_unknown_not_as_a_divergence(made, t
         f"1.2  1.2  cpp_fused_log_1  not compared  -        -        unknown: {path}: {GARBAGE}",
         "1.3  1.3  cpp_fused_mul_2  ok            0        0        0",
         "1 aligned launch(es) could not be compared (no statistics or outputs)",
-        f"cannot tell whether A and B agree: 1 dumped file(s) cannot be read (first: {path}: {GARBAGE})"]
+        "cannot tell whether A and B agree: 1 file(s) or record(s) cannot be read "
+        f"(first: {path}: {GARBAGE})"]
     assert err == (f"aoti-debug diff: {path}: {GARBAGE}; without it, whether A and B agree "
                    "cannot be told\n")
     os.unlink(path)
@@ -377,7 +366,8 @@ def test_diff_of_a_tensor_that_was_not_dumped_is_not_compared(made, tmp_path, ca
     rewrite(b, entries)
     code, out, _ = cli(capsys, "diff", a, b)
     assert code == 0 and "DIFFERS" not in out
-    assert out.splitlines()[4] == "1.2  1.2  cpp_fused_log_1  not compared  -        -        outputs without statistics"
+    assert out.splitlines()[4] == ("1.2  1.2  cpp_fused_log_1  not compared  -        -        "
+                                   "outputs without statistics")
 
 
 def test_replay_of_calls_marks_an_unreadable_recording_unknown(made, tmp_path, capsys, monkeypatch):
@@ -417,6 +407,14 @@ def test_dumped_files_that_would_take_hours_are_refused(made, tmp_path, capsys):
     assert cli(capsys, "nan-origin", folder)[2].startswith(
         f"aoti-debug nan-origin: {path}: holds a torch.sparse_coo tensor (only strided tensors are "
         "dumped); without it")
+
+
+def test_a_dumped_value_that_no_record_can_hold_is_unknown(made, tmp_path, capsys):
+    folder = copy(made["clean"][2], tmp_path)
+    torch.save({("a]",): torch.ones(2)}, os.path.join(folder, "launch000003_out_buf2.pt"))
+    assert cli(capsys, "nan-origin", folder) == (2, "", (
+        f"aoti-debug nan-origin: {folder}/manifest.jsonl:7: a dumped value cannot be written as a log "
+        "record; without it, whether NaN/Inf appear cannot be told\n"))
 
 
 # -- 13. what a fuzzer found in the parser and the report ----------------------------------
@@ -504,13 +502,9 @@ def test_a_damaged_record_is_unknown_and_named(tmp_path, capsys):
     lines[n] = "      nan_cXunt=2"
     log = write_log(tmp_path, "x.log", "\n".join(lines) + "\n")
     code, out, _ = cli(capsys, "nan-origin", log)
-    assert code == 1
-    assert out.splitlines()[0] == ("no launch or call whose outputs can be read turned finite inputs into "
-                                   "NaN/Inf: NaN/Inf were already in the inputs")
+    assert (code, out.splitlines()[0]) == (1, HIDDEN_ORIGIN)
     assert out.splitlines()[-2:] == [
-        "note: the outputs of 1 earlier launch cannot be read, so NaN/Inf may have appeared earlier: "
-        "1.2 cpp_fused_log_1",
-        f"note: {log}:{n + 1}: line 'nan_cXunt=2' cannot be read; its tensors are unknown"]
+        MAYBE_EARLIER, f"note: {log}:{n + 1}: line 'nan_cXunt=2' cannot be read; its tensors are unknown"]
     code, out, err = cli(capsys, "diff", write_log(tmp_path, "y.log", text), log)
     assert code == 2 and "1.2  1.2  cpp_fused_log_1  not compared  unknown: " in out
     assert err == (f"aoti-debug diff: {log}:{n + 1}: line 'nan_cXunt=2' cannot be read; without it, "

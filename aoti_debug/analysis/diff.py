@@ -502,7 +502,7 @@ def summary(result: Result) -> List[str]:
                 lines.append(f"{side} crashed in {event.title} ({why})")
     row = result.first_divergence
     if row is None and result.unreadable:
-        lines.append(f"cannot tell whether A and B agree: {len(result.unreadable)} dumped file(s) "
+        lines.append(f"cannot tell whether A and B agree: {len(result.unreadable)} file(s) or record(s) "
                      f"cannot be read (first: {result.unreadable[0]})")
         return lines
     if row is None:

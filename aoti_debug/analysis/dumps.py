@@ -154,7 +154,10 @@ class _Writer:
         for record, line, sources in zip(log.records, self.lines, self.sources):
             record.file, record.line = os.path.join(self.folder, MANIFEST), line
             tensors = [t for item in record.items for _, t in item.tensors()]
-            assert len(tensors) == len(sources), f"{record.file}:{line}: tensors and files disagree"
+            if record.damage or len(tensors) != len(sources):
+                # a crafted value (a dict key with `]`, ...) that the record format cannot hold
+                record.damage = f"{record.file}:{line}: a dumped value cannot be written as a log record"
+                continue
             for tensor, source in zip(tensors, sources):
                 if isinstance(source, str):
                     tensor.unreadable = source

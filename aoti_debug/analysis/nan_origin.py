@@ -233,7 +233,7 @@ def text(finding: Finding) -> List[str]:
         lines.append(f"note: the outputs of {_counted(finding.earlier_unknown, 'earlier')} cannot be "
                      f"read, so NaN/Inf may have appeared earlier: {_list(finding.earlier_unknown)}")
     if not finding.found and finding.unreadable:
-        lines.append(f"cannot tell whether NaN/Inf appear: {len(finding.unreadable)} dumped file(s) "
+        lines.append(f"cannot tell whether NaN/Inf appear: {len(finding.unreadable)} file(s) or record(s) "
                      f"cannot be read")
     elif not finding.found:
         lines.append(f"no NaN/Inf in the {len(finding.all_events)} "

@@ -130,7 +130,7 @@ def render(log: Log, against: Optional[Log] = None,
         summary += f"; first divergence: {first_div.a.title}"
     unreadable = log.unreadable()
     if unreadable:
-        summary += f"; {len(unreadable)} dumped file(s) cannot be read (first: {unreadable[0]})"
+        summary += f"; {len(unreadable)} file(s) or record(s) cannot be read (first: {unreadable[0]})"
     return Page("\n".join(p for p in parts if p) + "\n", summary)
 
 
