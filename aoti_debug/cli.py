@@ -50,9 +50,34 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         return modules[args.command].run(args)
     except UsageError as exc:
-        print(f"aoti-debug {args.command}: {exc}", file=sys.stderr)
+        print(f"aoti-debug {args.command}: {printable(str(exc))}", file=sys.stderr)
         return USAGE
 
 
 class UsageError(Exception):
     """Bad arguments or unreadable input: printed in one line, exit status 2."""
+
+
+def printable(text: str) -> str:
+    """Text that may come from an input file, with its control characters escaped."""
+    from .analysis.untrusted import printable as escape
+    return escape(text)
+
+
+def echo(lines, file=None) -> None:
+    """Print lines that may hold text from an input file: one inert line each."""
+    for line in lines:
+        print(printable(line), file=file or sys.stdout)
+
+
+def undecided(reasons: List[str], question: str) -> UsageError:
+    """The exit-2 error of a check that found nothing where it could read, but could not read
+    everything: `reasons` says why each file could not be read."""
+    more = len(reasons) - 1
+    return UsageError(f"{reasons[0]}; without it, {question} cannot be told"
+                      + (f" ({more} more file(s) or record(s) cannot be read)" if more else ""))
+
+
+def check_tolerances(atol: float, rtol: float) -> None:
+    if not (atol >= 0 and rtol >= 0):       # also refuses NaN, which would make every value agree
+        raise UsageError(f"--atol {atol:g} / --rtol {rtol:g}: tolerances must be >= 0")

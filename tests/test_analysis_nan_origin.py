@@ -181,12 +181,17 @@ def test_a_dump_directory_with_logs(tmp_path, capsys):
 
 
 def test_a_dump_directory_with_an_unusable_manifest(tmp_path, capsys):
-    (tmp_path / "manifest.jsonl").write_text("{}\n")
+    (tmp_path / "manifest.jsonl").write_text("")
     assert cli(capsys, str(tmp_path)) == (2, "", (
         f"aoti-debug nan-origin: {tmp_path}: the directory holds no *.log file with records and "
         "1 manifest.jsonl file(s) with no dumped launch or call (expected *.log files written by "
         "aoti-debug, e.g. with AOTI_DEBUG_LOGDEST=<dir>/debug_%i.log, or the dump directory of a run "
         "at AOTI_DEBUG_LOGLEVEL=10)\n"))
+    (tmp_path / "manifest.jsonl").write_text("{}\n")
+    assert cli(capsys, str(tmp_path)) == (2, "", (
+        f"aoti-debug nan-origin: {tmp_path}/manifest.jsonl:1: kind null with event null is not a line "
+        "aoti-debug writes (expected one of run/run, launch/before, launch/after, run-end/run-end, "
+        "call/before, call/after)\n"))
 
 
 @pytest.mark.parametrize("level", [1, 3])

@@ -188,7 +188,7 @@ def test_read_errors_name_the_path_and_what_is_accepted(tmp_path):
 def test_a_dump_directory_reads_its_logs_merged_by_time(tmp_path):
     dump = tmp_path / "dumps"
     (dump / "11-model").mkdir(parents=True)
-    (dump / "11-model" / "manifest.jsonl").write_text("{}\n")
+    (dump / "11-model" / "manifest.jsonl").write_text("")      # a folder with nothing dumped yet
     first, second = LogWriter(pid=11), LogWriter(pid=12, start_us=105)
     first.launch("1.1", "a").launch("1.2", "b")
     second.launch("1.1", "c")
@@ -201,7 +201,7 @@ def test_a_dump_directory_reads_its_logs_merged_by_time(tmp_path):
 
 def test_a_directory_without_logs_or_usable_dumps_says_so(tmp_path):
     (tmp_path / "11-model").mkdir()
-    (tmp_path / "11-model" / "manifest.jsonl").write_text("{}\n")
+    (tmp_path / "11-model" / "manifest.jsonl").write_text("")
     with pytest.raises(LogInputError) as err:
         records.read(str(tmp_path))
     assert str(err.value) == (

@@ -30,13 +30,14 @@ from ..format import number
 
 from . import closeness
 from .records import COUNT_KEYS, Event, Item, Launch, Log, Record, Tensor, parse_number
+from .untrusted import InputError, printable
 
 OK, DIFFERS, UNKNOWN, ONLY_A, ONLY_B = "ok", "DIFFERS", "not compared", "only in A", "only in B"
 VALUE_KEYS = ("min", "max", "mean", "abs_min", "abs_max", "abs_mean")
 _MAX_PAIRING_CELLS = 250_000       # larger unmatched stretches stay unpaired
 
 
-class DiffInputError(ValueError):
+class DiffInputError(InputError):
     """The logs cannot be compared (no launches of the run asked for, no statistics)."""
 
 
@@ -223,6 +224,7 @@ class Row:
     deltas: List[Delta] = dataclasses.field(default_factory=list)
     reason: str = ""
     extra: str = ""                         # outputs present on one side only (not compared)
+    unreadable: List[str] = dataclasses.field(default_factory=list)  # dumped files that cannot be read
 
     @property
     def worst(self) -> Optional[Delta]:
@@ -283,6 +285,10 @@ def _holds(event: Event) -> Optional[dict]:
 
 
 def compare(a: Event, b: Event, atol: float, rtol: float) -> Row:
+    # a damaged record may have lost outputs, and the pairing of the others with them
+    damaged = [r.damage for r in (a.end, b.end) if r is not None and r.damage]
+    if damaged:
+        return Row(a, b, UNKNOWN, reason=f"unknown: {damaged[0]}", unreadable=damaged)
     out_a, out_b = _outputs(a.outputs), _outputs(b.outputs)
     if not out_a or not out_b:
         missing = " and ".join(s for s, o in (("A", out_a), ("B", out_b)) if not o)
@@ -296,9 +302,13 @@ def compare(a: Event, b: Event, atol: float, rtol: float) -> Row:
         return Row(a, b, UNKNOWN, reason="no common outputs", extra=extra)
     deltas: List[Delta] = []
     unknown = False
+    unreadable: List[str] = []
     for label, va, vb in paired:
         if isinstance(va, Tensor) and isinstance(vb, Tensor):
-            found = compare_tensors(label, va, vb, atol, rtol)
+            try:
+                found = compare_tensors(label, va, vb, atol, rtol)
+            except InputError as exc:       # a dumped file that cannot be read: unknown, not a difference
+                found, unreadable = None, unreadable + [str(exc)]
             if found is None:
                 unknown = True
             else:
@@ -308,7 +318,10 @@ def compare(a: Event, b: Event, atol: float, rtol: float) -> Row:
         else:
             deltas.append(Delta(label, "kind", _kind(va), _kind(vb), math.inf, 0))
     if any(d.violates for d in deltas):
-        return Row(a, b, DIFFERS, deltas, extra=extra)
+        return Row(a, b, DIFFERS, deltas, extra=extra, unreadable=unreadable)
+    if unreadable:
+        return Row(a, b, UNKNOWN, deltas, reason=f"unknown: {unreadable[0]}", extra=extra,
+                   unreadable=unreadable)
     if unknown:
         return Row(a, b, UNKNOWN, deltas, reason="outputs without statistics", extra=extra)
     return Row(a, b, OK, deltas, extra=extra)
@@ -384,7 +397,13 @@ def _kind(value: object) -> str:
 
 def compare_tensors(label: str, a: Tensor, b: Tensor, atol: float,
                     rtol: float) -> Optional[List[Delta]]:
-    """Deltas of every statistic; None when either side has no statistics."""
+    """Deltas of every statistic; None when either side has no statistics (nor a shape:
+    not dumped).  InputError when a dumped file of either side cannot be read."""
+    for t in (a, b):
+        if t.unreadable:
+            raise InputError(t.unreadable)
+    if any(f not in t.fields for t in (a, b) for f in ("shape", "dtype")):
+        return None
     for field in ("shape", "dtype"):
         if a.fields.get(field) != b.fields.get(field):
             return [Delta(label, field, a.fields.get(field, "?"), b.fields.get(field, "?"),
@@ -454,6 +473,11 @@ class Result:
         return sum(1 for r in self.rows if r.status in (OK, DIFFERS))
 
     @property
+    def unreadable(self) -> List[str]:
+        """The dumped files that kept aligned outputs from being compared, once each."""
+        return list(dict.fromkeys(why for r in self.rows for why in r.unreadable))
+
+    @property
     def by_value(self) -> bool:
         """Whether outputs were compared element by element (both sides read from dumps)."""
         return any(r.max_abs is not None for r in self.rows)
@@ -467,6 +491,8 @@ def diff(log_a: Log, log_b: Log, run: int = 1, atol: float = 1e-5, rtol: float =
                                  "level 5 (AOTI_DEBUG_LOGLEVEL=5)")
     events_a, notes_a = select(log_a, run, "A")
     events_b, notes_b = select(log_b, run, "B")
+    notes_a += [f"A: {what}" for what in log_a.left_out]
+    notes_b += [f"B: {what}" for what in log_b.left_out]
     rows = []
     for a, b in align(events_a, events_b):
         if a is None:
@@ -514,9 +540,9 @@ def table(result: Result) -> List[str]:
     """One line per aligned pair; `max abs` / `max rel` columns when values were compared."""
     values = result.by_value
     head = ("A", "B", "kernel", "status") + (("max abs", "max rel") if values else ()) + ("largest delta",)
-    body = [(_index(r.a), _index(r.b), r.kernel(), r.status)
-            + ((_measure(r.max_abs), _measure(r.max_rel)) if values else ()) + (r.largest(),)
-            for r in result.rows]
+    body = [tuple(map(printable, (_index(r.a), _index(r.b), r.kernel(), r.status)
+                      + ((_measure(r.max_abs), _measure(r.max_rel)) if values else ()) + (r.largest(),)))
+            for r in result.rows]       # escaped before the columns are measured
     widths = [max(len(row[c]) for row in [head, *body]) for c in range(len(head) - 1)]
     return ["  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths)) + "  " + row[-1]
             for row in [head, *body]]
@@ -537,6 +563,10 @@ def summary(result: Result) -> List[str]:
                 why = "; ".join(event.crash.notes) or "no signal recorded"
                 lines.append(f"{side} crashed in {event.title} ({why})")
     row = result.first_divergence
+    if row is None and result.unreadable:
+        lines.append(f"cannot tell whether A and B agree: {len(result.unreadable)} file(s) or record(s) "
+                     f"cannot be read (first: {result.unreadable[0]})")
+        return lines
     if row is None:
         verdict = ("no aligned launch diverges" if unknown
                    else "the dumps agree" if result.by_value else "the logs agree")

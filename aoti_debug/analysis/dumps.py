@@ -6,37 +6,36 @@ Each manifest line becomes the record the runtime logged at that moment:
 the logger's own formatter (aoti_debug.format, statistics included) and read
 back with records.parse, so nan-origin, diff and report see a dump exactly as
 they see a log.  Every tensor keeps a reference to its file (`Tensor.dump`),
-so that diff can compare the values themselves.
+so that diff can compare the values themselves; a file that cannot be read
+gives a tensor that says so (`Tensor.unreadable`): its finiteness and values
+are unknown, never a finding.
 
-torch is imported only when a tensor file is read.
+The manifest is checked line by line (manifest.py) and tensor files are read
+with torch.load(weights_only=True) from regular files only (untrusted.py); a
+loaded value may nest containers at most MAX_DEPTH deep and a tensor may have
+at most MAX_ELEMENTS elements (an expanded tensor counts its repeats), so a
+crafted file cannot make the statistics run for hours.  torch is imported
+only when a tensor file is read.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import pickle
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+import warnings
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
-from . import records
+from . import manifest, records
+from .manifest import MANIFEST
+from .untrusted import InputError, open_regular, printable, reason
 
-MANIFEST = "manifest.jsonl"
 Ref = Tuple[str, Tuple[Any, ...]]           # (file, keys from the file's object down to the tensor)
+MAX_DEPTH = 64                              # nesting of lists, tuples and dicts in one file
+MAX_ELEMENTS = 2**32                        # elements of one dumped tensor
 
 
 def manifest_lines(folder: str) -> List[Tuple[int, Dict[str, Any]]]:
-    """(line number, entry) of every line; a torn last line (the process died
-    while writing it) is skipped."""
-    out = []
-    with open(os.path.join(folder, MANIFEST), encoding="utf-8", errors="replace") as f:
-        for number, line in enumerate(f, 1):
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(entry, dict):
-                out.append((number, entry))
-    return out
+    """(line number, entry) of every line, checked (manifest.py); a torn last line is skipped."""
+    return manifest.read(folder)
 
 
 def read_manifest(folder: str) -> List[Dict[str, Any]]:
@@ -44,21 +43,52 @@ def read_manifest(folder: str) -> List[Dict[str, Any]]:
 
 
 def load(path: str) -> Any:
+    """What a dumped file holds; InputError (naming the file) for anything but a readable
+    torch.save file of tensors and plain values."""
     try:
         import torch
     except ImportError:
         raise records.LogInputError(f"{path}: reading dumped tensors needs torch") from None
-    return torch.load(path, weights_only=True, map_location="cpu")
+    with open_regular(path) as f, warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # torch's advice on a damaged file: the error says it
+        try:
+            value = torch.load(f, weights_only=True, map_location="cpu")
+        except Exception as exc:        # torch.load raises whatever its parts raise on bad bytes
+            why = reason(exc, after="WeightsUnpickler error:")   # past the advice on weights_only
+            raise InputError(f"{path}: cannot be read as a torch.save file ({why})") from None
+    _check_value(path, value, torch)
+    return value
+
+
+def _check_value(path: str, value: Any, torch) -> None:
+    pending = [(value, 0)]
+    while pending:
+        v, depth = pending.pop()
+        if isinstance(v, torch.Tensor):
+            if v.layout != torch.strided:
+                raise InputError(f"{path}: holds a {v.layout} tensor (only strided tensors are dumped)")
+            if v.numel() > MAX_ELEMENTS:
+                raise InputError(f"{path}: holds a tensor of {v.numel()} elements "
+                                 f"(at most {MAX_ELEMENTS} are read)")
+        elif isinstance(v, (list, tuple, dict)):
+            if depth >= MAX_DEPTH:
+                raise InputError(f"{path}: nests containers more than {MAX_DEPTH} deep")
+            pending += [(x, depth + 1) for x in (v.values() if isinstance(v, dict) else v)]
 
 
 def load_ref(ref: Ref) -> Any:
     """The value a `Tensor.dump` reference points to."""
-    return _pick(load(ref[0]), ref[1])
+    return pick(ref[0], load(ref[0]), ref[1])
 
 
-def _pick(value: Any, keys: Tuple[Any, ...]) -> Any:
-    for key in keys:
-        value = value[key]
+def pick(path: str, value: Any, keys: Tuple[Any, ...]) -> Any:
+    """value[k0][k1]...; InputError when the file does not hold that."""
+    for n, key in enumerate(keys):
+        try:
+            value = value[key]
+        except (LookupError, TypeError):
+            where = "".join(f"[{k!r}]" for k in keys[:n + 1])
+            raise InputError(f"{path}: holds no element {printable(where)}") from None
     return value
 
 
@@ -71,7 +101,7 @@ def read(path: str, folders: List[str]) -> records.Log:
 # -- one folder -------------------------------------------------------------------
 
 NOT_DUMPED = "not dumped"
-UNREADABLE = (OSError, LookupError, TypeError, RuntimeError, pickle.UnpicklingError)   # a damaged file
+Source = Union[Ref, str, None]              # where a tensor's values are, why they cannot be read, or neither
 
 
 class _Writer:
@@ -81,49 +111,64 @@ class _Writer:
         self.folder, self.pid = folder, pid
         self.parts: List[str] = []
         self.lines: List[int] = []                   # manifest line of each record
-        self.refs: List[List[Optional[Ref]]] = []    # each record's tensors, in item order
-        self._last: Tuple[str, Any] = ("", None)
+        self.sources: List[List[Source]] = []        # each record's tensors, in item order
+        self._last: Tuple[str, Any] = ("", None)     # the last file read: its value or its InputError
 
     def record(self, line: int, entry: Dict[str, Any], kind: str, ident: Any, name: Any,
-               body: List[str], refs: List[Optional[Ref]]) -> None:
+               body: List[str], sources: List[Source]) -> None:
         from .. import format as fmt
         self.parts.append(fmt.record(fmt.header(kind, str(ident), str(name), self.pid,
-                                                float(entry.get("time") or 0)), body))
+                                                float(entry["time"])), body))
         self.lines.append(line)
-        self.refs.append(refs)
+        self.sources.append(sources)
 
     def item(self, label: str, file: Optional[str], keys: Tuple[Any, ...] = (),
-             error: str = "") -> Tuple[List[str], List[Optional[Ref]]]:
-        """Lines and tensor references of one argument saved in `file` (under `keys`)."""
+             error: str = "") -> Tuple[List[str], List[Source]]:
+        """Lines and tensor sources of one argument saved in `file` (under `keys`)."""
         from .. import format as fmt
-        if file:
-            try:
-                value = self.value(file, keys)
-            except UNREADABLE as exc:
-                file, error = None, f"{file} cannot be read ({type(exc).__name__}: {exc})"
         if not file:
-            reason = f"{NOT_DUMPED}: {error}" if error else NOT_DUMPED
-            return [f"  {label}:", "    Tensor(", f"      stats=skipped ({reason})", "    )"], [None]
+            return skipped(label, f"{NOT_DUMPED}: {error}" if error else NOT_DUMPED, None)
+        try:
+            value = self.value(file, keys)
+        except InputError as exc:
+            return skipped(label, str(exc), str(exc))
         path = os.path.join(self.folder, file)
-        refs: List[Optional[Ref]] = [(path, keys + sub) for sub in _tensor_keys(value)]
-        return fmt.item(label, value, 5), refs
+        return fmt.item(label, value, 5), [(path, keys + sub) for sub in _tensor_keys(value)]
 
     def value(self, file: str, keys: Tuple[Any, ...] = ()) -> Any:
         """What `file` holds under `keys`; the last file read is kept (a run's or a call's
         inputs are one file)."""
-        if self._last[0] != file:
-            self._last = (file, load(os.path.join(self.folder, file)))
-        return _pick(self._last[1], keys)
+        path = os.path.join(self.folder, file)
+        if self._last[0] != path:
+            try:
+                self._last = (path, load(path))
+            except InputError as exc:
+                self._last = (path, exc)
+        if isinstance(self._last[1], InputError):
+            raise self._last[1]
+        return pick(path, self._last[1], keys)
 
     def log(self) -> records.Log:
         log = records.parse("".join(self.parts), self.folder)
-        for record, line, refs in zip(log.records, self.lines, self.refs):
+        assert len(log.records) == len(self.sources), "a manifest line became no record or two"
+        for record, line, sources in zip(log.records, self.lines, self.sources):
             record.file, record.line = os.path.join(self.folder, MANIFEST), line
             tensors = [t for item in record.items for _, t in item.tensors()]
-            if len(tensors) == len(refs):
-                for tensor, ref in zip(tensors, refs):
-                    tensor.dump = ref
+            if record.damage or len(tensors) != len(sources):
+                # a crafted value (a dict key with `]`, ...) that the record format cannot hold
+                record.damage = f"{record.file}:{line}: a dumped value cannot be written as a log record"
+                continue
+            for tensor, source in zip(tensors, sources):
+                if isinstance(source, str):
+                    tensor.unreadable = source
+                else:
+                    tensor.dump = source
         return log
+
+
+def skipped(label: str, why: str, source: Source) -> Tuple[List[str], List[Source]]:
+    """The block of a tensor whose values are not at hand, and its source."""
+    return [f"  {label}:", "    Tensor(", f"      stats=skipped ({printable(why)})", "    )"], [source]
 
 
 def _tensor_keys(value: Any, keys: Tuple[Any, ...] = ()) -> Iterator[Tuple[Any, ...]]:
@@ -140,78 +185,78 @@ def _tensor_keys(value: Any, keys: Tuple[Any, ...] = ()) -> Iterator[Tuple[Any, 
 
 
 def _pid(folder: str, entries: List[Tuple[int, Dict[str, Any]]]) -> int:
-    head = os.path.basename(os.path.normpath(folder)).split("-", 1)[0]
-    if head.isdigit():
-        return int(head)
-    return next((int(e["pid"]) for _, e in entries if isinstance(e.get("pid"), int)), 0)
+    head = records.decimal(os.path.basename(os.path.normpath(folder)).split("-", 1)[0])
+    if head is not None:
+        return head
+    return next((e["pid"] for _, e in entries if "pid" in e), 0)
 
 
 def _read_folder(folder: str) -> records.Log:
-    try:
-        entries = manifest_lines(folder)
-    except OSError:
-        return records.parse("", folder)
+    entries = manifest_lines(folder)
     w = _Writer(folder, _pid(folder, entries))
     for line, e in entries:
-        if e.get("kind") == "call":
-            _call(w, line, e)
-        elif e.get("kind") in ("run", "launch", "run-end"):
-            _run(w, line, e)
+        (_call if e["kind"] == "call" else _run)(w, line, e)
     return w.log()
-
-
-def _files(entry: Dict[str, Any]) -> List[Dict[str, Any]]:
-    return [f for f in entry.get("files") or [] if isinstance(f, dict)]
 
 
 def _run(w: _Writer, line: int, e: Dict[str, Any]) -> None:
     """A line of an AOTI run folder (C++ shim)."""
-    event, run = e.get("event"), e.get("run")
+    event, run = e["event"], e["run"]
     if event == "run":
         body: List[str] = []
-        refs: List[Optional[Ref]] = []
-        saved = next((f.get("file") for f in _files(e) if f.get("name") == "inputs"), None)
-        for i, name in enumerate((e.get("inputs") or []) if saved else []):
-            lines, r = w.item(f"in {name}", saved, (i,))
-            body, refs = body + lines, refs + r
-        w.record(line, e, "run", run, e.get("model"), body, refs)
+        sources: List[Source] = []
+        saved = next((f["file"] for f in e["files"] if f["name"] == "inputs"), None)
+        for i, name in enumerate(e["inputs"] if saved else []):
+            lines, s = w.item(f"in {name}", saved, (i,))
+            body, sources = body + lines, sources + s
+        w.record(line, e, "run", run, e["model"], body, sources)
     elif event in ("before", "after"):
         body = []
         if event == "before":
-            body.append(f"  origin: nodes={e.get('nodes') or '-'} source={e.get('source') or '-'}")
-            lines = e.get("lines")
-            body += lines.splitlines() if isinstance(lines, str) else []
-        refs = []
-        for f in _files(e):
-            lines, r = w.item(f"{f.get('role')} {f.get('name')}", f.get("file"), error=f.get("error", ""))
-            body, refs = body + lines, refs + r
+            body.append(f"  origin: nodes={e['nodes'] or '-'} source={e['source'] or '-'}")
+            body += e.get("lines", "").splitlines()
+        sources = []
+        for f in e["files"]:
+            lines, s = w.item(f"{f['role']} {f['name']}", f["file"], error=f.get("error", ""))
+            body, sources = body + lines, sources + s
         kind = "launch" if event == "before" else "launch-end"
-        w.record(line, e, kind, e.get("id") or f"{run}.{e.get('index')}", e.get("kernel"), body, refs)
-    elif event == "run-end":
-        w.record(line, e, "run-end", run, e.get("model"), [], [])
+        w.record(line, e, kind, e["id"], e["kernel"], body, sources)
+    else:
+        w.record(line, e, "run-end", run, e["model"], [], [])
 
 
 def _call(w: _Writer, line: int, e: Dict[str, Any]) -> None:
     """A line of a Python `-calls` folder: arguments have no parameter names in a dump."""
     from ..logger import argument_items
-    number, name, event = e.get("index"), e.get("name"), e.get("event")
-    saved = {str(f.get("file")).rsplit("_", 1)[-1]: f.get("file") for f in _files(e) if f.get("file")}
+    number, name, event = e["index"], e["name"], e["event"]
+    saved = {f["file"].rsplit("_", 1)[-1]: f["file"] for f in e["files"] if f["file"]}
     body: List[str] = []
-    refs: List[Optional[Ref]] = []
+    sources: List[Source] = []
     if event == "before":
         file = saved.get("inputs.pt")
         try:
-            args, kwargs = (w.value(file, ("args",)), w.value(file, ("kwargs",))) if file else ([], {})
-        except UNREADABLE as exc:
-            body, refs = w.item("arg[0] inputs", None, error=f"{file} cannot be read ({type(exc).__name__}: {exc})")
+            args, kwargs = call_arguments(os.path.join(w.folder, file), w.value(file)) if file else ([], {})
+        except InputError as exc:
+            body, sources = skipped("arg[0] inputs", str(exc), str(exc))
         else:
             keys = [("args", i) for i in range(len(args))] + [("kwargs", k) for k in kwargs]
             for (label, _), k in zip(argument_items(None, args, kwargs), keys):
-                lines, r = w.item(label, file, k)
-                body, refs = body + lines, refs + r
-        w.record(line, e, "call", number, name, body, refs)
-    elif event == "after" and e.get("status") == "raised":
-        w.record(line, e, "raise", number, name, [f"  exception: {e.get('error', '')}"], [])
-    elif event == "after":
-        lines, refs = w.item("output", saved.get("outputs.pt"), error=e.get("error", ""))
-        w.record(line, e, "return", number, name, lines, refs)
+                lines, s = w.item(label, file, k)
+                body, sources = body + lines, sources + s
+        w.record(line, e, "call", number, name, body, sources)
+    elif e["status"] == "raised":
+        w.record(line, e, "raise", number, name, [f"  exception: {printable(e.get('error', ''))}"], [])
+    else:
+        lines, sources = w.item("output", saved.get("outputs.pt"), error=e.get("error", ""))
+        w.record(line, e, "return", number, name, lines, sources)
+
+
+def call_arguments(path: str, inputs: Any) -> Tuple[list, dict]:
+    """(args, kwargs) of a call's `_inputs.pt`, which holds {"args": [...], "kwargs": {...}}."""
+    args = inputs.get("args") if isinstance(inputs, dict) else None
+    kwargs = inputs.get("kwargs") if isinstance(inputs, dict) else None
+    if not isinstance(args, (list, tuple)) or not isinstance(kwargs, dict) or not all(
+            manifest.NAME[0](k) for k in kwargs):
+        raise InputError(f'{path}: does not hold {{"args": [...], "kwargs": {{...}}}} '
+                         "(keyword names: strings without `:` or control characters)")
+    return list(args), kwargs

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, List, Optional
 
-from .records import Event, Item, Log, Tensor, inline_nonfinite
+from .records import Event, Item, Log, Record, Tensor, inline_nonfinite
 
 FINITE, NONFINITE, UNKNOWN = "finite", "nonfinite", "unknown"
 
@@ -22,6 +22,7 @@ class Evidence:
     label: str
     value: object                           # Tensor or the inline text
     state: str                              # FINITE | NONFINITE | UNKNOWN
+    unreadable: Optional[str] = None        # what could not be read (a dumped file, a damaged record)
 
     def line(self) -> str:
         if isinstance(self.value, Tensor):
@@ -35,10 +36,17 @@ def evidence(items: List[Item]) -> List[Evidence]:
         for label, tensor in item.tensors():
             nonfinite = tensor.nonfinite()
             state = UNKNOWN if nonfinite is None else NONFINITE if nonfinite else FINITE
-            out.append(Evidence(label, tensor, state))
+            out.append(Evidence(label, tensor, state, tensor.unreadable))
         for label, text in item.inline_values():
             out.append(Evidence(label, text, NONFINITE if inline_nonfinite(text) else FINITE))
     return out
+
+
+def damage(record: Optional[Record]) -> List[Evidence]:
+    """A damaged record says less than it held: one unknown piece of evidence for what is lost."""
+    if record is None or record.damage is None:
+        return []
+    return [Evidence("unreadable", record.damage, UNKNOWN, record.damage)]
 
 
 def overall(evs: List[Evidence]) -> str:
@@ -77,6 +85,10 @@ class Finding:
     unfinished: List[Event] = dataclasses.field(default_factory=list)  # never ended: outputs unknown
     notes: List[str] = dataclasses.field(default_factory=list)  # the NaN checker's notes on the origin
     all_events: List[Event] = dataclasses.field(default_factory=list)
+    unreadable: List[str] = dataclasses.field(default_factory=list)   # dumped files that cannot be read
+    # ended before the origin (or the first NaN/Inf input) with outputs that cannot be read
+    earlier_unknown: List[Check] = dataclasses.field(default_factory=list)
+    left_out: List[str] = dataclasses.field(default_factory=list)     # parts of the log not understood
 
     @property
     def found(self) -> bool:
@@ -88,14 +100,16 @@ def checks(log: Log) -> List[Check]:
     out = []
     for event in log.events:
         last = event.end or event.crash or event.first
-        out.append(Check(event, evidence(event.inputs), evidence(event.outputs),
+        out.append(Check(event, evidence(event.inputs) + damage(event.start),
+                         evidence(event.outputs) + damage(event.end),
                          position[id(event.first)], position[id(last)]))
     return out
 
 
 def find(log: Log) -> Finding:
     all_checks = checks(log)
-    finding = Finding(all_events=[c.event for c in all_checks])
+    finding = Finding(all_events=[c.event for c in all_checks], unreadable=log.unreadable(),
+                      left_out=list(log.left_out))
     finding.unfinished = [c.event for c in all_checks if not c.event.finished]
     by_output_time = sorted(all_checks, key=lambda c: c.end)
     candidates = [c for c in by_output_time if c.outputs_bad and c.inputs_state != NONFINITE]
@@ -117,6 +131,11 @@ def find(log: Log) -> Finding:
                                         or first_bad_input.start < finding.origin.start):
         if finding.origin is None or not first_bad_input.contains(finding.origin):
             finding.entered = first_bad_input
+    if finding.found:
+        seen = min([finding.origin.end] if finding.origin else []
+                   + ([finding.entered.start] if finding.entered else []))
+        finding.earlier_unknown = [c for c in by_output_time if c.end < seen
+                                   and any(e.unreadable for e in c.outputs)]
     return finding
 
 
@@ -159,6 +178,12 @@ def _counted(checks_: List[Check], adjective: str) -> str:
     return f"{len(checks_)} {adjective} {_nouns([c.event for c in checks_])}"
 
 
+def capped(notes: List[str], limit: int = 10) -> List[str]:
+    """The first `limit` notes and how many more there are."""
+    more = len(notes) - limit
+    return notes[:limit] + ([f"note: ... and {more} more like it"] if more > 0 else [])
+
+
 def describe(check: Check, heading: str) -> List[str]:
     event = check.event
     lines = [f"{heading}: {_named(event)} (pid {event.pid}, {event.first.where})"]
@@ -198,14 +223,23 @@ def text(finding: Finding) -> List[str]:
                          f"into NaN/Inf: {_list(finding.other_origins)}")
     if finding.entered is not None:
         if finding.origin is None:
-            lines.append("no launch or call turned finite inputs into NaN/Inf: "
+            readable = " whose outputs can be read" if finding.earlier_unknown else ""
+            lines.append(f"no launch or call{readable} turned finite inputs into NaN/Inf: "
                          "NaN/Inf were already in the inputs")
         else:
             lines.append("before that, NaN/Inf were already in the inputs")
         lines += describe(finding.entered, "first inputs with NaN/Inf")
-    if not finding.found:
+    if finding.earlier_unknown:
+        lines.append(f"note: the outputs of {_counted(finding.earlier_unknown, 'earlier')} cannot be "
+                     f"read, so NaN/Inf may have appeared earlier: {_list(finding.earlier_unknown)}")
+    if not finding.found and finding.unreadable:
+        lines.append(f"cannot tell whether NaN/Inf appear: {len(finding.unreadable)} file(s) or record(s) "
+                     f"cannot be read")
+    elif not finding.found:
         lines.append(f"no NaN/Inf in the {len(finding.all_events)} "
                      f"{_nouns(finding.all_events) if finding.all_events else 'launches'} of the log")
+    lines += capped([f"note: {why}; its tensors are unknown" for why in finding.unreadable])
+    lines += [f"note: {what}" for what in finding.left_out]
     for event in finding.unfinished:
         crash = event.crash
         why = f"crash: {crash.notes[0]}" if crash is not None and crash.notes else "no end record"

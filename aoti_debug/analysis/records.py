@@ -2,9 +2,15 @@
 
 `parse(text)` turns log text into a `Log`: banners, records, and the records
 grouped into `Launch`es (launch + launch-end + crash trailer) and `Call`s
-(call + return/raise).  It never raises on odd input: lines it does not
-understand are kept (`Log.unknown_lines`, `Record.unparsed`) and a record cut
-short by a crash is marked `truncated`.  Pure text processing: no torch.
+(call + return/raise).  What it does not understand is kept and said: lines
+outside records in `Log.unknown_lines` (counted in `Log.left_out`), body lines
+in `Record.unparsed`, the first of which makes the record `damage`d (what it
+said is unknown; `Log.unreadable()` names it).  A record cut short by a crash
+is marked `truncated`.  It raises `InputError` (one line, naming the line) only
+for a line that claims to be a record header but is not one: a damaged header
+would regroup every record after it.  Numbers are read only as the format
+writes them, in ASCII, integers of at most 20 digits.  Files are read through
+untrusted.py (regular files only, bounded lines).  Pure text processing: no torch.
 A directory whose logs hold no statistics is read from its level-10 dumps
 instead (dumps.py, which imports torch).
 """
@@ -18,12 +24,20 @@ import os
 import re
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
+from .untrusted import InputError, shorten, walk, where
+from .untrusted import read_text as _read_text
+
 RULE = "=" * 80
 _HEADER = re.compile(
-    r"^\[(?P<ts>[^\]]*)\] \[pid (?P<pid>\d+|PID)\] (?P<kind>\S+) (?P<id>\S+)(?: (?P<name>.*))?$")
+    r"^\[(?P<ts>[^\]]*)\] \[pid (?P<pid>[^\]]*)\] (?P<kind>\S+) (?P<id>\S+)(?: (?P<name>.*))?$")
+_CLAIMS_HEADER = re.compile(r"^\[[^\]]*\] \[pid ")      # what only a record header starts with
+_TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}|TIMESTAMP", re.A)
+_DECIMAL = re.compile(r"[0-9]{1,20}", re.A)                  # every uint64 fits
+_LONG_NUMBER = re.compile(r"[0-9]{21,}", re.A)
+MAX_DEPTH = 64                      # nesting of container blocks read; deeper lines are left out
 _LABELLED = re.compile(
     r"^(?P<label>(?:in|out|inout|kwarg|default|arg\[\d+\]) [^:]+|output|\[[^\]]*\]):(?: (?P<value>.*))?$")
-_CONTAINER = re.compile(r"^(?P<kind>list|tuple|dict)\(len=(?P<len>\d+)\)$")
+_CONTAINER = re.compile(r"^(?P<kind>list|tuple|dict)\(len=(?P<len>[0-9]{1,20})\)$", re.A)
 _ORIGIN = re.compile(r"^origin: nodes=(?P<nodes>\S+) source=(?P<source>.+)$")
 _SOURCE_LINE = re.compile(r"^source-line: (?P<source>.+) nodes=(?P<nodes>\S+)$")
 
@@ -33,12 +47,18 @@ INTEGER = {"uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint
 COMPLEX = {"complex64", "complex128"}
 STAT_KEYS = ("min", "max", "mean", "abs_min", "abs_max", "abs_mean",
              "nan_count", "inf_count", "true_count", "false_count")
+TENSOR_KEYS = ("shape", "stride", "dtype", "device", "requires_grad", "is_contiguous") + STAT_KEYS
 COUNT_KEYS = ("nan_count", "inf_count", "true_count", "false_count")
 ITEM_KINDS = {"call", "return", "run", "run-end", "launch", "launch-end"}
 
 
-class LogInputError(ValueError):
+class LogInputError(InputError):
     """A path that cannot be read as a log: missing, unreadable, or without records."""
+
+
+def decimal(text: str) -> Optional[int]:
+    """The value of a plain ASCII decimal of at most 20 digits, else None."""
+    return int(text) if _DECIMAL.fullmatch(text) else None
 
 
 # -- values -------------------------------------------------------------------
@@ -49,6 +69,7 @@ class Tensor:
     skipped: Optional[str] = None           # the reason of a `stats=skipped (...)` line
     truncated: bool = False                 # the block never reached its `)`
     dump: Optional[tuple] = None            # read from a level-10 dump: where its values are (dumps.py)
+    unreadable: Optional[str] = None        # its dumped file cannot be read: the one-line reason
 
     @property
     def dtype(self) -> str:
@@ -99,6 +120,8 @@ class Tensor:
     def stats_text(self) -> str:
         if self.skipped is not None:
             return f"stats=skipped ({self.skipped})"
+        if not self.fields and not self.truncated:
+            return "no value that can be read"         # a label without its block: a damaged record
         parts = [f"{k}={self.fields[k]}" for k in STAT_KEYS if k in self.fields]
         return " ".join(parts) if parts else "no statistics (log level < 5)"
 
@@ -154,11 +177,15 @@ class Item:
                 yield from sub._leaves(kind, label)
 
 
+_INTEGER = re.compile(r"-?[0-9]{1,20}", re.A)
+_FLOAT = re.compile(r"-?(?:[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+|nan|inf)", re.A)
+
+
 def parse_number(text: str) -> Optional[float]:
-    try:
-        return float(text) if any(c in text for c in ".ein") else int(text)
-    except ValueError:
-        return None
+    """A number as section 2 of the format writes it; None for anything else."""
+    if _INTEGER.fullmatch(text):
+        return int(text)
+    return float(text) if _FLOAT.fullmatch(text) else None
 
 
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
@@ -184,8 +211,9 @@ class Origin:
         if not self.source:
             return None, None
         path, _, line = self.source.rpartition(":")
-        if path and line.isdigit():
-            return path, int(line)
+        number = decimal(line)
+        if path and number is not None:
+            return path, number
         return self.source, None
 
     def text(self) -> str:
@@ -206,6 +234,8 @@ class Record:
     notes: List[str] = dataclasses.field(default_factory=list)     # note / exception / signal lines
     unparsed: List[str] = dataclasses.field(default_factory=list)  # body lines not understood
     truncated: bool = False
+    header_cut: bool = False                # the file ends inside the header line itself
+    damage: Optional[str] = None            # a body line that cannot be read: where and what
 
     @property
     def where(self) -> str:
@@ -227,9 +257,8 @@ class Banner:
 
 def _split_id(ident: str) -> Tuple[Optional[int], Optional[int]]:
     run, _, launch = ident.partition(".")
-    if run.isdigit() and launch.isdigit():
-        return int(run), int(launch)
-    return None, None
+    r, k = decimal(run), decimal(launch)
+    return (r, k) if r is not None and k is not None else (None, None)
 
 
 @dataclasses.dataclass
@@ -330,12 +359,21 @@ class Log:
     launches: List[Launch]
     calls: List[Call]
     crashes: List[Record]                   # every crash trailer, with or without a launch
+    # what was not understood, one line per file and kind: "x.log: 3 line(s) ... (first: line 7)"
+    left_out: List[str] = dataclasses.field(default_factory=list)
 
     @property
     def events(self) -> List[Event]:
         """Launches and calls in the order their first record was written."""
         order = {id(r): n for n, r in enumerate(self.records)}
         return sorted([*self.launches, *self.calls], key=lambda e: order[id(e.first)])
+
+    def unreadable(self) -> List[str]:
+        """What could not be read, in log order, once each: a dumped file (why), a damaged
+        record (where).  What a check finds nothing in without these is not known."""
+        return list(dict.fromkeys(
+            [why for r in self.records for why in [r.damage] + [t.unreadable for i in r.items
+                                                                  for _, t in i.tensors()] if why]))
 
     def level_hint(self) -> int:
         """The least level that explains what the log holds: 0 (nothing), 1, 3 or 5."""
@@ -378,40 +416,77 @@ def parse(text: str, path: Optional[str] = None) -> Log:
             continue
         close()
         if line == RULE:
-            banner, i = _banner(lines, i)
+            banner, i = _banner(lines, i, path)
             if banner is not None:
                 banners.append(banner)
                 continue
             unknown.append((i + 1, line))
             i += 1
             continue
-        match = _HEADER.match(line)
+        # the last line of a file cut short may be any prefix of a header
+        match = _header(line, path, i + 1, strict=ends_cleanly or i + 1 < len(lines))
         if match:
             current = Record(kind=match["kind"], id=match["id"], name=match["name"] or "",
-                             pid=int(match["pid"]) if match["pid"].isdigit() else -1,
-                             timestamp=match["ts"], line=i + 1, file=path)
+                             pid=_pid(match), timestamp=match["ts"], line=i + 1, file=path)
         elif line.strip():
             unknown.append((i + 1, line))
         i += 1
     if current is not None and not ends_cleanly:
         current.truncated = True
+        current.header_cut = not body
     close()
-    return _group(path, records, banners, unknown)
+    log = _group(path, records, banners, unknown)
+    log.left_out = _left_out(path, unknown)
+    return log
 
 
-def _banner(lines: List[str], i: int) -> Tuple[Optional[Banner], int]:
-    match = _HEADER.match(lines[i + 1]) if i + 1 < len(lines) else None
+def _header(line: str, path: Optional[str], number: int, strict: bool) -> Optional["re.Match[str]"]:
+    """The header match of `line`; None for a line that is no header.  A line that starts
+    like a header (`[...] [pid `) but is not a valid one raises InputError when `strict`."""
+    match = _HEADER.match(line)
+    if not strict or not _CLAIMS_HEADER.match(line):
+        return match if match and _pid(match) is not None else None
+    if match is None:
+        problem = "not a record header (expected `[timestamp] [pid N] kind id name`)"
+    elif _pid(match) is None:
+        problem = f"pid '{shorten(match['pid'])}' is not a process id (a decimal of at most 20 digits)"
+    elif not _TIMESTAMP.fullmatch(match["ts"]):
+        problem = f"timestamp '{shorten(match['ts'])}' is not of the form YYYY-MM-DD hh:mm:ss.micro"
+    elif _LONG_NUMBER.search(match["id"]):
+        problem = f"id '{shorten(match['id'])}' holds a number of more than 20 digits"
+    else:
+        return match
+    raise InputError(f"{where(path, number)}: {problem}")
+
+
+def _pid(match: "re.Match[str]") -> Optional[int]:
+    """The header's pid; -1 when masked (`PID`), None when it is not a process id."""
+    return -1 if match["pid"] == "PID" else decimal(match["pid"])
+
+
+def _left_out(path: Optional[str], unknown: List[Tuple[int, str]]) -> List[str]:
+    name = path or "the log"
+    out = []
+    if unknown:
+        out.append(f"{name}: {len(unknown)} line(s) that are not aoti-debug records were left out "
+                   f"(first: line {unknown[0][0]})")
+    return out
+
+
+def _banner(lines: List[str], i: int, path: Optional[str]) -> Tuple[Optional[Banner], int]:
+    match = _header(lines[i + 1], path, i + 2, strict=False) if i + 1 < len(lines) else None
     if (not match or match["kind"] != "aoti-debug" or i + 2 >= len(lines)
             or lines[i + 2] != RULE):
         return None, i
     facts: Dict[str, str] = {}
     j = i + 3
     while j < len(lines) and lines[j] != RULE:
-        key, _, value = lines[j].partition(": ")
+        key, sep, value = lines[j].partition(": ")
+        if not sep or lines[j].startswith(("[", " ")):
+            return None, i          # not a banner's `key: value`: its closing rule is missing
         facts[key] = value
         j += 1
-    pid = int(match["pid"]) if match["pid"].isdigit() else -1
-    return Banner(pid=pid, timestamp=match["ts"], facts=facts, line=i + 2), j + 1
+    return Banner(pid=_pid(match), timestamp=match["ts"], facts=facts, line=i + 2), j + 1
 
 
 def _fill_body(record: Record, body: List[str]) -> None:
@@ -419,6 +494,8 @@ def _fill_body(record: Record, body: List[str]) -> None:
         for line in body:
             record.notes.append(line[2:])
         return
+    # record.truncated is only set yet when the file ends inside this record: its last line is cut
+    b = _Body(record, body, cut=len(body) - 1 if record.truncated else -1)
     j = 0
     if record.kind == "launch" and body and body[0].startswith("  origin:"):
         match = _ORIGIN.match(body[0][2:])
@@ -427,7 +504,7 @@ def _fill_body(record: Record, body: List[str]) -> None:
             source = None if match["source"] == "-" else match["source"]
             record.origin = Origin(nodes, source)
         else:
-            record.unparsed.append(body[0])
+            b.lost(0)
         j = 1
         while j < len(body) and body[j].startswith("  source-line: "):
             match = _SOURCE_LINE.match(body[j][2:])
@@ -441,9 +518,9 @@ def _fill_body(record: Record, body: List[str]) -> None:
             record.origin.holds = {name: node for name, eq, node in pairs if eq and name and node}
             j += 1
     while j < len(body):
-        item, j2, truncated = _item(body, j, 1)
+        item, j2, truncated = _item(b, j, 1)
         if item is None:
-            record.unparsed.append(body[j])
+            b.lost(j)
             j += 1
             continue
         record.items.append(item)
@@ -451,12 +528,29 @@ def _fill_body(record: Record, body: List[str]) -> None:
         j = j2
 
 
+class _Body:
+    """The body lines of one record while its items are read.  A line that cannot be read
+    is kept in `record.unparsed`, and the first one makes the record `damage`d: what it
+    said is lost, so what the record says is not all there was.  A line cut short by the end
+    of the file is not damage (the record is `truncated`)."""
+
+    def __init__(self, record: Record, lines: List[str], cut: int) -> None:
+        self.record, self.lines, self.cut = record, lines, cut
+
+    def lost(self, j: int, why: str = "") -> None:
+        self.record.unparsed.append(self.lines[j])
+        if j != self.cut and self.record.damage is None:
+            self.record.damage = (f"{where(self.record.file, self.record.line + 1 + j)}: "
+                                  + (why or f"line '{shorten(self.lines[j].strip())}' cannot be read"))
+
+
 def _depth(line: str) -> int:
     return (len(line) - len(line.lstrip(" "))) // 2
 
 
-def _item(body: List[str], j: int, depth: int) -> Tuple[Optional[Item], int, bool]:
-    """Parse the item whose label line is body[j]; returns (item, next index, truncated)."""
+def _item(b: _Body, j: int, depth: int) -> Tuple[Optional[Item], int, bool]:
+    """Parse the item whose label line is b.lines[j]; returns (item, next index, truncated)."""
+    body = b.lines
     line = body[j]
     if _depth(line) != depth:
         return None, j, False
@@ -466,10 +560,13 @@ def _item(body: List[str], j: int, depth: int) -> Tuple[Optional[Item], int, boo
     label, value = labelled
     if value is not None:
         return Item(label, value), j + 1, False
-    block, j2, truncated = _block(body, j + 1, depth + 1)
-    if block is None:
-        return Item(label, ""), j + 1, j + 1 >= len(body)
-    return Item(label, block), j2, truncated
+    block, j2, truncated = _block(b, j + 1, depth + 1)
+    if block is not None:
+        return Item(label, block), j2, truncated
+    cut = j + 1 >= len(body) and b.cut >= 0     # the file ends after the label
+    if not cut:
+        b.lost(j, f"'{shorten(label)}' has no value that can be read")
+    return Item(label, Tensor({}, truncated=cut)), j + 1, cut
 
 
 def _label(text: str) -> Optional[Tuple[str, Optional[str]]]:
@@ -484,8 +581,9 @@ def _label(text: str) -> Optional[Tuple[str, Optional[str]]]:
     return text[:key.end() + 1], (rest[1:] if rest.startswith(" ") else None)
 
 
-def _block(body: List[str], j: int, depth: int) -> Tuple[Optional[Value], int, bool]:
-    if j >= len(body) or _depth(body[j]) != depth:
+def _block(b: _Body, j: int, depth: int) -> Tuple[Optional[Value], int, bool]:
+    body = b.lines
+    if j >= len(body) or _depth(body[j]) != depth or depth > MAX_DEPTH:
         return None, j, False
     head = body[j].strip(" ")
     if head == "Tensor(":
@@ -494,10 +592,12 @@ def _block(body: List[str], j: int, depth: int) -> Tuple[Optional[Value], int, b
         j += 1
         while j < len(body) and _depth(body[j]) > depth:
             key, sep, value = body[j].strip(" ").partition("=")
-            if sep and key == "stats" and value.startswith("skipped ("):
-                skipped = value[len("skipped ("):].rstrip(")")
-            elif sep:
+            if sep and key == "stats" and value.startswith("skipped (") and value.endswith(")"):
+                skipped = value[len("skipped ("):-1]
+            elif sep and key in TENSOR_KEYS and (key not in STAT_KEYS or parse_number(value) is not None):
                 fields[key] = value
+            else:
+                b.lost(j)
             j += 1
         if j < len(body) and body[j].strip(" ") == ")" and _depth(body[j]) == depth:
             return Tensor(fields, skipped), j + 1, False
@@ -508,9 +608,10 @@ def _block(body: List[str], j: int, depth: int) -> Tuple[Optional[Value], int, b
         j += 1
         truncated = False
         while j < len(body) and _depth(body[j]) > depth:
-            item, j2, cut = _item(body, j, depth + 1)
+            item, j2, cut = _item(b, j, depth + 1)
             if item is None:
-                j += 1           # an element we cannot read; skip it, keep the rest
+                b.lost(j)            # an element we cannot read; skip it, keep the rest
+                j += 1
                 continue
             items.append(item)
             truncated = truncated or cut
@@ -556,7 +657,7 @@ def _group(path, records: List[Record], banners, unknown) -> Log:
 
 def _open_key(open_launches, key, rec: Record):
     """The key of the open launch `rec` closes; a header cut short may have lost part of its name."""
-    if key in open_launches or not rec.truncated:
+    if key in open_launches or not rec.header_cut:
         return key
     return next((k for k in open_launches if k[0] == rec.pid and k[1].startswith(rec.id)
                  and k[2].startswith(rec.name)), key)
@@ -570,7 +671,8 @@ LOG_SUFFIXES = (".log",)
 def read(path: str) -> Log:
     """Read a log file, or the logs inside a dump directory, into one `Log`.
 
-    Raises LogInputError (one line naming what was wrong) when nothing usable is there.
+    Raises InputError (LogInputError when nothing usable is there; one line naming
+    the file, and the line where it is one, and what was wrong).
     """
     if os.path.isdir(path):
         return _read_dir(path)
@@ -584,28 +686,8 @@ def read(path: str) -> Log:
     return log
 
 
-def _read_text(path: str) -> str:
-    try:
-        with open(path, "rb") as f:
-            return f.read().decode("utf-8", errors="replace")
-    except OSError as exc:
-        raise LogInputError(f"{path}: cannot be read ({exc.strerror})") from None
-
-
-def _walk(path: str, depth: int = 2):
-    """Files in `path` and its sub-folders down to `depth` levels (dumps live in <pid>-<label>/)."""
-    path = os.path.normpath(path)
-    for root, dirs, files in os.walk(path):
-        level = root[len(path):].count(os.sep)
-        if level >= depth:
-            dirs[:] = []
-        dirs.sort()
-        for name in sorted(files):
-            yield os.path.join(root, name)
-
-
 def _read_dir(path: str) -> Log:
-    files = list(_walk(path))
+    files = list(walk(path, depth=2))        # logs and dumps live in <dir>/ and <dir>/<pid>-<label>/
     logs = [f for f in files if f.endswith(LOG_SUFFIXES)]
     parsed = [log for log in (parse(_read_text(p), p) for p in logs) if log.records]
     folders = sorted({os.path.dirname(f) for f in files if os.path.basename(f) == "manifest.jsonl"})
@@ -630,5 +712,7 @@ def merge(path: Optional[str], logs: List[Log]) -> Log:
     if len(logs) == 1:
         return logs[0]
     records = list(heapq.merge(*(log.records for log in logs), key=lambda r: r.timestamp))
-    return _group(path, records, [b for log in logs for b in log.banners],
-                  [u for log in logs for u in log.unknown_lines])
+    merged = _group(path, records, [b for log in logs for b in log.banners],
+                    [u for log in logs for u in log.unknown_lines])
+    merged.left_out = [note for log in logs for note in log.left_out]
+    return merged

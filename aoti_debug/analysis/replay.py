@@ -12,7 +12,11 @@ Two kinds of dump folders:
   recorded ``inputs.pt`` at level 10 into a temporary dump directory, and
   every recorded launch's outputs are compared with the new ones.
 
-Files are read with ``torch.load(..., weights_only=True)`` only.
+Files are read with ``torch.load(..., weights_only=True)`` only, from regular
+files only, and the manifest is checked line by line (manifest.py).  A
+recorded file that cannot be read makes its item UNKNOWN, not FAIL: nothing
+was compared.  A run whose ``inputs.pt`` cannot be read cannot be replayed at
+all (ReplayInputError, exit status 2).
 """
 
 from __future__ import annotations
@@ -27,10 +31,11 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import closeness
-from .dumps import MANIFEST, load, read_manifest
+from .dumps import MANIFEST, call_arguments, load, read_manifest
+from .untrusted import InputError
 
 
-class ReplayInputError(Exception):
+class ReplayInputError(InputError):
     """The dump directory cannot be used (exit status 2)."""
 
 
@@ -43,8 +48,15 @@ class Item:
     max_abs: float = 0.0
     max_rel: float = 0.0
     reason: str = ""
+    unreadable: str = ""    # a recorded file cannot be read: neither PASS nor FAIL
+
+    @property
+    def failed(self) -> bool:
+        return not self.ok and not self.unreadable
 
     def line(self) -> str:
+        if self.unreadable:
+            return f"UNKNOWN {self.kind} {self.ident} {self.name} {self.unreadable}"
         head = f"{'PASS' if self.ok else 'FAIL'} {self.kind} {self.ident} {self.name}"
         if self.reason:
             return f"{head} {self.reason}"
@@ -57,10 +69,14 @@ def folders(root: str) -> List[str]:
     """The dump folders under `root` (or `root` itself when it is one)."""
     if not os.path.isdir(root):
         raise ReplayInputError(f"{root}: not a directory")
-    if os.path.isfile(os.path.join(root, MANIFEST)):
+    # lexists: a manifest that is not a regular file is refused when read, not passed over
+    if os.path.lexists(os.path.join(root, MANIFEST)):
         return [root]
-    found = sorted(os.path.join(root, d) for d in os.listdir(root)
-                   if os.path.isfile(os.path.join(root, d, MANIFEST)))
+    try:
+        names = sorted(os.listdir(root))
+    except OSError as exc:
+        raise ReplayInputError(f"{root}: cannot be read ({exc.strerror or exc})") from None
+    found = [os.path.join(root, d) for d in names if os.path.lexists(os.path.join(root, d, MANIFEST))]
     if not found:
         raise ReplayInputError(f"{root}: no dump folder (no {MANIFEST} in it or its subfolders)")
     return found
@@ -117,20 +133,21 @@ def _resolve(module: Optional[str], qualname: Optional[str]):
 def replay_calls(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: float) -> List[Item]:
     items = []
     for e in entries:
-        if e.get("kind") != "call" or e.get("event") != "after" or e.get("status") != "ok":
+        if e["kind"] != "call" or e["event"] != "after" or e["status"] != "ok":
             continue
-        name = str(e.get("name"))
-        item = Item("call", str(e.get("index")), name, False)
+        item = Item("call", str(e["index"]), e["name"], False)
         items.append(item)
-        files = {f.get("file", "").rsplit("_", 1)[-1]: f.get("file") for f in e.get("files", []) if f.get("file")}
+        files = {f["file"].rsplit("_", 1)[-1]: f["file"] for f in e["files"] if f["file"]}
         try:
-            inputs = load(os.path.join(folder, files["inputs.pt"]))
+            for kind in ("inputs.pt", "outputs.pt"):
+                if kind not in files:
+                    raise InputError(f"{os.path.join(folder, MANIFEST)}: call {e['index']} is ok "
+                                     f"but names no {kind} file")
+            path = os.path.join(folder, files["inputs.pt"])
+            args, kwargs = call_arguments(path, load(path))
             expected = load(os.path.join(folder, files["outputs.pt"]))
-        except KeyError:
-            item.reason = "missing file"
-            continue
-        except Exception as exc:
-            item.reason = f"cannot load the recorded files ({type(exc).__name__}: {exc})"
+        except InputError as exc:
+            item.unreadable = str(exc)
             continue
         try:
             func = _resolve(e.get("module"), e.get("qualname"))
@@ -138,7 +155,7 @@ def replay_calls(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: 
             item.reason = f"cannot re-import: {type(exc).__name__}: {exc}"
             continue
         try:
-            got = func(*inputs.get("args", []), **inputs.get("kwargs", {}))
+            got = func(*args, **kwargs)
         except Exception as exc:
             item.reason = f"exception: {type(exc).__name__}: {exc}"
             continue
@@ -165,19 +182,32 @@ else:
 """
 
 
-def _launch_files(entry: Dict[str, Any]) -> Dict[str, str]:
-    return {str(f.get("name")): f.get("file") for f in entry.get("files", [])}
+def _launch_files(entry: Dict[str, Any]) -> Dict[str, Optional[str]]:
+    return {f["name"]: f["file"] for f in entry["files"]}
+
+
+def _inputs(folder: str) -> str:
+    """The run's inputs.pt, once it is known to load as a list of inputs."""
+    path = os.path.join(folder, "inputs.pt")
+    if not os.path.lexists(path):
+        raise ReplayInputError(f"{folder}: inputs.pt is missing (the run cannot be reproduced)")
+    try:
+        inputs = load(path)
+    except InputError as exc:
+        raise ReplayInputError(f"{exc} (the run cannot be reproduced)") from None
+    if not isinstance(inputs, (list, tuple)):
+        raise ReplayInputError(f"{path}: holds a {type(inputs).__name__}, not the list of the "
+                               "run's inputs (the run cannot be reproduced)")
+    return path
 
 
 def replay_run(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: float,
                package: Optional[str] = None) -> Tuple[List[Item], str]:
     """Items of one recorded run, and a note about the replay process ("" if it ran cleanly)."""
-    run = next((e for e in entries if e.get("event") == "run"), None)
+    run = next((e for e in entries if e["event"] == "run"), None)
     if run is None:
         raise ReplayInputError(f"{folder}: the manifest has no run line")
-    inputs = os.path.join(folder, "inputs.pt")
-    if not os.path.isfile(inputs):
-        raise ReplayInputError(f"{folder}: inputs.pt is missing (the run cannot be reproduced)")
+    inputs = _inputs(folder)
     so = run.get("so") or ""
     if not os.path.isfile(so) and run.get("so_copy"):
         so = os.path.normpath(os.path.join(folder, run["so_copy"]))  # the copy in the dump directory
@@ -187,8 +217,8 @@ def replay_run(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: fl
     if package is None and not os.path.isfile(so):
         raise ReplayInputError(f"{folder}: the artifact {run.get('so')!r} no longer exists and no copy "
                                "was kept; pass --package P.pt2")
-    recorded = [e for e in entries if e.get("kind") == "launch" and e.get("event") == "after"
-                and e.get("status") == "ok"]
+    recorded = [e for e in entries if e["kind"] == "launch" and e["event"] == "after"
+                and e["status"] == "ok"]
     with tempfile.TemporaryDirectory(prefix="aoti-debug-replay-") as tmp:
         env = {k: v for k, v in os.environ.items()
                if not k.startswith("AOTI_DEBUG_DUMP") and k != "AOTI_DEBUG_RUNTIME_REGISTRY"}
@@ -210,32 +240,37 @@ def replay_run(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: fl
                      if e.get("kind") == "launch" and e.get("event") == "after"}
         items = []
         for e in recorded:
-            ident = str(e.get("id") or f"{e.get('run')}.{e.get('index')}")
-            item = Item("launch", ident, str(e.get("kernel")), False)
+            item = Item("launch", e["id"], e["kernel"], False)
             items.append(item)
-            new = new_after.get(e.get("index"))
+            new = new_after.get(e["index"])
             if new is None:
                 item.reason = "not reached in the replay" + (f" ({note})" if note else "")
                 continue
-            if new.get("kernel") != e.get("kernel"):
-                item.reason = f"the replay ran {new.get('kernel')} at this launch"
+            if new["kernel"] != e["kernel"]:
+                item.reason = f"the replay ran {new['kernel']} at this launch"
                 continue
             old_files, new_files = _launch_files(e), _launch_files(new)
             parts = []
             for arg, fname in old_files.items():
-                if not fname or not os.path.isfile(os.path.join(folder, fname)):
-                    parts.append((False, 0.0, 0.0, f"missing file {fname or arg}"))
-                    continue
+                try:
+                    if not fname:
+                        raise InputError(f"{os.path.join(folder, MANIFEST)}: launch {e['id']} is ok "
+                                         f"but names no file for {arg}")
+                    expected = load(os.path.join(folder, fname))
+                except InputError as exc:
+                    item.unreadable = str(exc)
+                    break
                 if not new_files.get(arg):
                     parts.append((False, 0.0, 0.0, f"{arg}: not written by the replay"))
                     continue
                 try:
-                    expected = load(os.path.join(folder, fname))
                     got = load(os.path.join(new_dirs[0], new_files[arg]))
-                except Exception as exc:
-                    parts.append((False, 0.0, 0.0, f"cannot load {fname} ({type(exc).__name__}: {exc})"))
+                except InputError as exc:
+                    parts.append((False, 0.0, 0.0, f"{arg}: the replay's file {exc}"))
                     continue
                 parts.append(compare(expected, got, atol, rtol, arg))
+            if item.unreadable:
+                continue
             item.ok, item.max_abs, item.max_rel, reason = _combine(parts)
             if not item.ok and reason and "values differ" not in reason:
                 item.reason = reason
@@ -249,14 +284,16 @@ def replay(root: str, atol: float = 1e-6, rtol: float = 1e-5, package: Optional[
     notes: List[str] = []
     for folder in folders(root):
         entries = read_manifest(folder)
-        if any(e.get("kind") == "call" for e in entries):
+        if not entries:
+            raise ReplayInputError(f"{os.path.join(folder, MANIFEST)}: holds no line to replay")
+        if entries[0]["kind"] == "call":
             items += replay_calls(folder, entries, atol, rtol)
-        elif any(e.get("event") == "run" for e in entries):
+        else:
             got, note = replay_run(folder, entries, atol, rtol, package)
             items += got
             if note:
                 notes.append(f"{folder}: {note}")
-        first = next((i for i in items if not i.ok), None)
+        first = next((i for i in items if i.failed), None)
         if first is not None and first.kind == "launch" and not any(n.startswith("first failing") for n in notes):
             notes.append(f"first failing launch: {first.ident} {first.name}")
     return items, notes

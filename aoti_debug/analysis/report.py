@@ -128,6 +128,9 @@ def render(log: Log, against: Optional[Log] = None,
         summary += f"; NaN/Inf origin: {finding.origin.event.title}"
     if first_div is not None and first_div.a is not None:
         summary += f"; first divergence: {first_div.a.title}"
+    unreadable = log.unreadable()
+    if unreadable:
+        summary += f"; {len(unreadable)} file(s) or record(s) cannot be read (first: {unreadable[0]})"
     return Page("\n".join(p for p in parts if p) + "\n", summary)
 
 
@@ -288,9 +291,9 @@ def _diff_table(result) -> str:
 
 def _notes(log: Log) -> str:
     notes = [r for r in log.records if r.kind == "note"]
-    if not notes and not log.unknown_lines:
+    if not notes and not log.left_out and not log.unreadable():
         return ""
     items = "".join(f"<li><code>{esc(r.name)}</code>: {esc(' '.join(r.notes))}</li>" for r in notes)
-    if log.unknown_lines:
-        items += f"<li>{len(log.unknown_lines)} line(s) that are not aoti-debug records were kept aside</li>"
+    items += "".join(f"<li>{esc(what)}</li>" for what in log.left_out)
+    items += "".join(f"<li>{esc(why)}: its tensors are unknown</li>" for why in log.unreadable())
     return f'<section id="notes"><h2>Notes</h2><ul>{items}</ul></section>'

@@ -3,7 +3,7 @@ first diverging launch."""
 
 from __future__ import annotations
 
-from ..cli import FOUND, OK, UsageError
+from ..cli import FOUND, OK, UsageError, check_tolerances, echo, undecided
 
 
 def add_arguments(parser) -> None:
@@ -22,15 +22,16 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from ..analysis import diff, records
-    if args.atol < 0 or args.rtol < 0:
-        raise UsageError(f"--atol {args.atol:g} / --rtol {args.rtol:g}: tolerances must be >= 0")
+    from ..analysis.untrusted import InputError
+    check_tolerances(args.atol, args.rtol)
     try:
         log_a, log_b = records.read(args.log_a), records.read(args.log_b)
         result = diff.diff(log_a, log_b, run=args.run, atol=args.atol, rtol=args.rtol)
-    except (records.LogInputError, diff.DiffInputError) as exc:
+    except InputError as exc:
         raise UsageError(str(exc)) from None
-    print(f"A: {args.log_a}")
-    print(f"B: {args.log_b}")
-    print("\n".join(diff.table(result)))
-    print("\n".join(diff.summary(result)))
-    return FOUND if result.first_divergence is not None else OK
+    echo([f"A: {args.log_a}", f"B: {args.log_b}", *diff.table(result), *diff.summary(result)])
+    if result.first_divergence is not None:
+        return FOUND
+    if result.unreadable:       # nothing differs where it could be read: no verdict
+        raise undecided(result.unreadable, "whether A and B agree")
+    return OK

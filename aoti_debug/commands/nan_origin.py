@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..cli import FOUND, OK, UsageError
+from ..cli import FOUND, OK, UsageError, echo, undecided
 
 
 def add_arguments(parser) -> None:
@@ -13,14 +13,17 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from ..analysis import nan_origin, records
+    from ..analysis.untrusted import InputError
     try:
         log = records.read(args.path)
-    except records.LogInputError as exc:
+    except InputError as exc:
         raise UsageError(str(exc)) from None
     level = log.level_hint()
     if level < 5:
         raise UsageError(f"{args.path}: has no tensor statistics (it looks like a level-{level} log); "
                          "nan-origin needs a log written at level 5 (AOTI_DEBUG_LOGLEVEL=5)")
     finding = nan_origin.find(log)
-    print("\n".join(nan_origin.text(finding)))
+    if not finding.found and finding.unreadable:
+        raise undecided(finding.unreadable, "whether NaN/Inf appear")
+    echo(nan_origin.text(finding))
     return FOUND if finding.found else OK

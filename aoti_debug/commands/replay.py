@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ..cli import FOUND, OK, UsageError
+from ..cli import FOUND, OK, UsageError, check_tolerances, echo, undecided
 
 
 def add_arguments(parser) -> None:
@@ -19,20 +19,24 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from ..analysis import replay
-    if args.atol < 0 or args.rtol < 0:
-        raise UsageError(f"--atol {args.atol:g} / --rtol {args.rtol:g}: tolerances must be >= 0")
+    from ..analysis.untrusted import InputError
+    check_tolerances(args.atol, args.rtol)
     if args.package is not None and not os.path.isfile(args.package):
         raise UsageError(f"--package {args.package}: no such file")
     try:
         items, notes = replay.replay(args.dir, atol=args.atol, rtol=args.rtol, package=args.package)
-    except replay.ReplayInputError as exc:
+    except InputError as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:
         raise UsageError(f"{args.dir}: {exc}") from None
-    for item in items:
-        print(item.line())
-    for note in notes:
-        print(note, file=sys.stderr)
-    failed = sum(not i.ok for i in items)
-    print(f"{len(items) - failed} passed, {failed} failed")
-    return FOUND if failed else OK
+    echo(item.line() for item in items)
+    echo(notes, file=sys.stderr)
+    failed = sum(i.failed for i in items)
+    unknown = [i.unreadable for i in items if i.unreadable]
+    passed = len(items) - failed - len(unknown)
+    echo([f"{passed} passed, {failed} failed" + (f", {len(unknown)} unknown" if unknown else "")])
+    if failed:
+        return FOUND
+    if unknown:                 # nothing failed where the recorded files could be read
+        raise undecided(unknown, "whether the replay matches the recording")
+    return OK

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ..cli import OK, UsageError
+from ..cli import OK, UsageError, echo
 
 
 def add_arguments(parser) -> None:
@@ -19,11 +19,12 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from ..analysis import diff, records, report
+    from ..analysis.untrusted import InputError
     try:
         log = records.read(args.log)
         other = records.read(args.against) if args.against else None
         divergence = diff.diff(log, other, run=args.run) if other is not None else None
-    except (records.LogInputError, diff.DiffInputError) as exc:
+    except InputError as exc:
         raise UsageError(str(exc)) from None
     page = report.render(log, against=other, divergence=divergence)
     try:
@@ -31,5 +32,5 @@ def run(args) -> int:
             f.write(page.html)
     except OSError as exc:
         raise UsageError(f"{args.output}: cannot be written ({exc.strerror})") from None
-    print(f"wrote {os.path.abspath(args.output)}: {page.summary}")
+    echo([f"wrote {os.path.abspath(args.output)}: {page.summary}"])
     return OK

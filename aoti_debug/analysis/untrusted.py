@@ -1,0 +1,168 @@
+"""What the analysis commands are given is untrusted: a log or dump folder may be
+damaged, cut short or crafted.  This module is the one place that opens such
+files and the one error type for input that cannot be used.
+
+- Only regular files are read: a FIFO, device or socket is refused before it is
+  opened for reading (opening one could block; reading `/dev/zero` never ends).
+- A line of a log or manifest may hold at most `LINE_LIMIT` bytes.
+- Text taken from an input is printed with its control characters escaped
+  (`printable`), so a kernel name cannot drive the terminal.
+
+Every refusal is an `InputError` whose text is one line: the file (and line)
+and what is wrong with it.  The commands print it and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from typing import BinaryIO, Iterator, Optional, Tuple
+
+LINE_LIMIT = 16 * 2**20            # bytes in one line of a log or manifest.jsonl
+_BLOCK = 2**20
+
+
+class InputError(ValueError):
+    """An input that cannot be used: str() is one line naming the file (and line) and the problem."""
+
+
+def where(path: Optional[str], line: Optional[int] = None) -> str:
+    """`path:line`, `path`, or `line N` for text that came from no file."""
+    if path is None:
+        return f"line {line}" if line is not None else "<text>"
+    return f"{path}:{line}" if line is not None else path
+
+
+# -- showing input text ---------------------------------------------------------
+
+# C0 and C1 controls, DEL, line/paragraph separators and the bidirectional overrides:
+# all of them can move the cursor, recolour or reorder what a terminal shows
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: "re.Match[str]") -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """`text` with every control character written as `\\x1b` / `\\u202e`: one inert line."""
+    return _CONTROL.sub(_escape, text)
+
+
+def has_control(text: str) -> bool:
+    return _CONTROL.search(text) is not None
+
+
+def shorten(text: str, limit: int = 60) -> str:
+    """A value quoted in a message: printable, and cut to `limit` characters."""
+    text = printable(text)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters)"
+
+
+def reason(exc: BaseException, after: str = "") -> str:
+    """`Type: first sentence of the message` (of the part after `after`, when the message
+    holds it), for an exception raised by a library on bad data."""
+    text = str(exc)
+    if after and after in text:
+        text = text.split(after, 1)[1]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    first = lines[0].split(". ")[0].rstrip(".") if lines else ""
+    return shorten(f"{type(exc).__name__}: {first}" if first else type(exc).__name__, 160)
+
+
+# -- opening files ----------------------------------------------------------------
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def open_regular(path: str) -> BinaryIO:
+    """`path` opened for reading, if it is a regular file (symbolic links followed).
+
+    The file is checked before it is opened (opening some devices has effects) and
+    again after, on the descriptor, so that it cannot be swapped in between; the
+    descriptor is opened non-blocking, so even a FIFO put there in the meantime
+    does not block.
+    """
+    try:
+        mode = os.stat(path).st_mode
+        if stat.S_ISREG(mode):
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+            try:
+                mode = os.fstat(fd).st_mode
+            except OSError:
+                os.close(fd)
+                raise
+            if stat.S_ISREG(mode):
+                return os.fdopen(fd, "rb")
+            os.close(fd)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    raise InputError(f"{path}: is {_kind(mode)}, not a regular file (only regular files are read)")
+
+
+def lines(path: str) -> Iterator[Tuple[int, bytes, bool]]:
+    """(line number, bytes without the newline, whether a newline ended it) of every line."""
+    with open_regular(path) as f:
+        number = 0
+        while True:
+            line = f.readline(LINE_LIMIT + 1)
+            if not line:
+                return
+            number += 1
+            ended = line.endswith(b"\n")
+            if ended:
+                line = line[:-1]
+            elif len(line) > LINE_LIMIT:
+                raise _too_long(path, number)
+            yield number, line, ended
+
+
+def read_text(path: str) -> str:
+    """The whole file as text (bad UTF-8 replaced), once every line is known to be within the limit."""
+    chunks = []
+    with open_regular(path) as f:
+        number, current = 1, 0              # line number, bytes of it read so far
+        while True:
+            block = f.read(_BLOCK)
+            if not block:
+                break
+            chunks.append(block)
+            parts = block.split(b"\n")
+            lengths = [current + len(parts[0])] + [len(p) for p in parts[1:]]
+            if max(lengths) > LINE_LIMIT:
+                too_long = next(i for i, n in enumerate(lengths) if n > LINE_LIMIT)
+                raise _too_long(path, number + too_long)
+            number += len(parts) - 1
+            current = lengths[-1]
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+def _too_long(path: str, number: int) -> InputError:
+    return InputError(f"{path}:{number}: line longer than {LINE_LIMIT} bytes "
+                      f"(the limit for one line of a log or manifest)")
+
+
+def walk(path: str, depth: int):
+    """Files in `path` and its sub-folders down to `depth` levels, sorted; a folder that
+    cannot be listed is an error, not a hole in the result."""
+    path = os.path.normpath(path)
+
+    def refuse(exc: OSError) -> None:
+        raise InputError(f"{exc.filename or path}: cannot be read ({exc.strerror or exc})")
+
+    for root, dirs, files in os.walk(path, onerror=refuse):
+        level = root[len(path):].count(os.sep)
+        if level >= depth:
+            dirs[:] = []
+        dirs.sort()
+        for name in sorted(files):
+            yield os.path.join(root, name)

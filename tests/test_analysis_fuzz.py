@@ -1,0 +1,311 @@
+"""Property-based fuzzing of the analysis commands on mutated real logs and dump folders.
+
+Real inputs are made once per module, without compiling anything (as in
+test_analysis_untrusted.py): the level-5 and level-10 logs the Python logger
+writes for `log_api` calls and for a run of aoti_debug.launches (the runtime
+torch.compile's wrapper calls), a hand-made launch log (test_analysis_logs.py),
+and the level-10 dump folders of those runs (`-calls` and `-model-run1`).
+Hypothesis mutates them: bytes, lines, digit runs, JSON fields of manifest
+lines, tensor files.  The property is the contract of docs/analysis.md:
+
+- `records.parse` returns a Log or raises `untrusted.InputError`;
+- `nan-origin`, `diff`, `report` and `replay` return 0, 1 or 2; 2 comes with a
+  last stderr line `aoti-debug <command>: ...` (the only line, except replay's
+  notes); no exception escapes; nothing blocks (an alarm fails a run that takes
+  more than 60 s); and no control character reaches the terminal.
+
+Examples: AOTI_DEBUG_FUZZ_EXAMPLES per fuzzing test (default 200: three tests, well
+under a minute in all); e.g. AOTI_DEBUG_FUZZ_EXAMPLES=5000 for a long hunt.  The examples are
+derandomized (the same ones every run), so CI is deterministic; a failure
+prints the mutation that caused it.
+"""
+
+import contextlib
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+from aoti_debug.analysis import records, untrusted  # noqa: E402
+from aoti_debug.cli import main  # noqa: E402
+from test_analysis_logs import nan_model_log  # noqa: E402
+from test_analysis_untrusted import CLEAN_CALLS, NAN_CALLS, make_dumps  # noqa: E402
+
+EXAMPLES = int(os.environ.get("AOTI_DEBUG_FUZZ_EXAMPLES", "200"))
+FUZZ = settings(max_examples=EXAMPLES, derandomize=True, database=None, deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                       HealthCheck.function_scoped_fixture])
+
+# what damage tends to look like, and what has broken parsers before
+SPECIAL = ["9" * 5000, "1" * 25, "\u00b2", "\u0663", "\x1b[2J", "\x00", "\x9b", "\u202e", "\r", "\n",
+           "\n\n", "  ", "    ", "-", "nan", "-nan", "inf", "1_0", "1e999", "(", ")", "[", "]", ":",
+           "=", ",", '"', "\\", "[pid ", "[pid PID] ", "] ", "Tensor(", "list(len=3)", "dict(len=1)",
+           "stats=skipped (", "origin: nodes=", " source=", "launch-end 1.1 k", "=" * 80,
+           "[2026-11-21 05:30:45.000001] [pid 1] launch 1.1 k\n"]
+piece = st.one_of(st.sampled_from(SPECIAL), st.text(max_size=8))
+
+
+@st.composite
+def text_mutations(draw):
+    return draw(st.lists(st.tuples(
+        st.sampled_from(["replace", "insert", "delete", "line-drop", "line-dup", "line-swap",
+                         "truncate", "digits"]),
+        st.integers(0, 2**31), st.integers(0, 40), piece), min_size=1, max_size=4))
+
+
+def mutate_text(text, mutations):
+    for kind, at, size, new in mutations:
+        lines = text.split("\n")
+        i = at % max(len(text), 1)
+        if kind == "replace":
+            text = text[:i] + new + text[i + size:]
+        elif kind == "insert":
+            text = text[:i] + new + text[i:]
+        elif kind == "delete":
+            text = text[:i] + text[i + size:]
+        elif kind == "truncate":
+            text = text[:i]
+        elif kind == "digits":
+            runs = list(re.finditer(r"[0-9]+", text))
+            if runs:
+                run = runs[at % len(runs)]
+                text = text[:run.start()] + (new if new.strip() else "9" * 5000) + text[run.end():]
+        else:
+            k, m = at % len(lines), (at + size) % len(lines)
+            if kind == "line-drop":
+                del lines[k]
+            elif kind == "line-dup":
+                lines.insert(k, lines[k])
+            else:
+                lines[k], lines[m] = lines[m], lines[k]
+            text = "\n".join(lines)
+    return text
+
+
+json_value = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70),
+              st.floats(allow_nan=True, allow_infinity=True), piece),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(piece, inner, max_size=3)),
+    max_leaves=6)
+FIELDS = ["event", "status", "kind", "run", "index", "id", "kernel", "nodes", "source", "files", "bytes",
+          "time", "model", "pid", "so", "so_copy", "inputs", "launches", "name", "module", "qualname",
+          "error"]
+FILE_FIELDS = ["name", "role", "file", "bytes", "error"]
+
+
+@st.composite
+def manifest_mutations(draw):
+    """(line, how, key, value) changes of manifest entries, or raw text mutations of the file."""
+    if draw(st.booleans()):
+        return ("text", draw(text_mutations()))
+    return ("json", draw(st.lists(st.tuples(
+        st.integers(0, 2**31), st.sampled_from(["set", "drop", "file-set", "file-drop", "line-drop"]),
+        st.sampled_from(FIELDS), st.sampled_from(FILE_FIELDS), json_value), min_size=1, max_size=3)))
+
+
+def mutate_manifest(path, how):
+    kind, changes = how
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if kind == "text":
+        text = mutate_text(text, changes)
+    else:
+        entries = [json.loads(line) for line in text.splitlines()]
+        for at, op, key, file_key, value in changes:
+            if not entries:
+                break
+            e = entries[at % len(entries)]
+            files = e.get("files") if isinstance(e.get("files"), list) else []
+            f = files[at % len(files)] if files and isinstance(files[at % len(files)], dict) else None
+            if op == "set":
+                e[key] = value
+            elif op == "drop":
+                e.pop(key, None)
+            elif op == "file-set" and f is not None:
+                f[file_key] = value
+            elif op == "file-drop" and f is not None:
+                f.pop(file_key, None)
+            elif op == "line-drop":
+                entries.remove(e)
+        text = "".join(json.dumps(e) + "\n" for e in entries)
+    with open(path, "w", encoding="utf-8", errors="surrogatepass") as f:
+        f.write(text)
+
+
+DTYPES = ["float32", "float16", "bfloat16", "float64", "int64", "uint8", "bool", "complex64"]
+
+
+@st.composite
+def small_tensor(draw):
+    import torch
+    shape = draw(st.lists(st.integers(0, 3), max_size=3))
+    values = torch.tensor(draw(st.lists(st.sampled_from([0.0, -1.5, 2.0, float("nan"), float("inf")]),
+                                        min_size=1, max_size=1))[0])
+    t = values.expand(shape).to(getattr(torch, draw(st.sampled_from(DTYPES))))
+    return t.clone() if draw(st.booleans()) else t        # an expanded view keeps its zero strides
+
+
+# a well-formed file holding what a recorder never writes: odd containers, keys, values
+odd_value = st.recursive(
+    st.one_of(small_tensor(), st.none(), st.integers(-2**70, 2**70), st.floats(), piece),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.tuples(inner, inner),
+                            st.dictionaries(st.one_of(piece, st.integers(), st.tuples(piece)), inner,
+                                            max_size=3)),
+    max_leaves=6)
+
+
+def tensor_damage(kinds=("garbage", "truncate", "flip", "delete", "value")):
+    data = st.one_of(st.binary(max_size=16), odd_value) if "value" in kinds else st.binary(max_size=16)
+    return st.one_of(st.none(), st.tuples(st.sampled_from(kinds), st.integers(0, 2**31), data))
+
+
+def damage_tensor(folder, how):
+    if how is None:
+        return
+    kind, at, data = how
+    names = sorted(n for n in os.listdir(folder) if n.endswith(".pt"))
+    if not names:
+        return
+    path = os.path.join(folder, names[at % len(names)])
+    if kind == "delete":
+        os.unlink(path)
+        return
+    if kind == "value":
+        import torch
+        torch.save(data, path)
+        return
+    with open(path, "rb") as f:
+        content = f.read()
+    i = at % max(len(content), 1)
+    data = data if isinstance(data, bytes) else b""
+    if kind == "garbage":
+        content = data
+    elif kind == "truncate":
+        content = content[:i]
+    else:
+        content = content[:i] + bytes([content[i] ^ 0xFF]) + content[i + 1:] if content else content
+    with open(path, "wb") as f:
+        f.write(content)
+
+
+# -- running ---------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def alarm(seconds=60):
+    """A run that blocks or loops fails instead of stopping the suite."""
+    def expired(signum, frame):
+        raise AssertionError(f"no answer within {seconds} s")
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def command(*argv):
+    """Run one command in this process; check the contract; returns the exit status."""
+    out, err = io.StringIO(), io.StringIO()
+    with alarm(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    out, err = out.getvalue(), err.getvalue()
+    assert code in (0, 1, 2), (argv, code)
+    for text in (out, err):
+        assert not untrusted.has_control(text.replace("\n", "")), (argv, text)
+    if code == 2:
+        lines = err.splitlines()
+        assert lines and lines[-1].startswith(f"aoti-debug {argv[0]}: "), (argv, err)
+        assert argv[0] == "replay" or len(lines) == 1, (argv, err)
+    return code
+
+
+def parse(text, path):
+    try:
+        with alarm():
+            records.parse(text, path)
+    except untrusted.InputError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith(f"{path}:"), str(exc)
+
+
+@pytest.fixture(scope="module")
+def real(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fuzz")
+    nan = make_dumps(root / "nan", NAN_CALLS, 1.0)
+    clean = make_dumps(root / "clean", CLEAN_CALLS, 10.0)
+    level5 = make_dumps(root / "level5", NAN_CALLS, 1.0, level=5)
+    sys.path.insert(0, str(root / "nan"))          # replay of calls re-imports their module
+    yield {"logs": {"level-5": open(level5[3]).read(), "level-10": open(nan[3]).read(),
+                    "hand-made": nan_model_log().text()},
+           "folders": {"nan-calls": nan[1], "nan-run": nan[2], "clean-calls": clean[1],
+                       "clean-run": clean[2]}}
+    sys.path.remove(str(root / "nan"))
+
+
+def test_the_real_inputs_are_clean(real):
+    """The fuzzing starts from inputs the commands read without a word of complaint."""
+    for name, text in real["logs"].items():
+        log = records.parse(text, name)
+        assert log.records and not log.left_out and not log.unreadable(), name
+    for name, folder in real["folders"].items():
+        assert command("nan-origin", folder) == (1 if name.startswith("nan") else 0), name
+    assert command("replay", "--dir", real["folders"]["nan-calls"]) == 0
+
+
+@FUZZ
+@given(which=st.sampled_from(["level-5", "level-10", "hand-made"]), mutations=text_mutations())
+def test_mutated_logs(real, which, mutations):
+    pristine = real["logs"][which]
+    text = mutate_text(pristine, mutations)
+    parse(text, "x.log")
+    with tempfile.TemporaryDirectory() as tmp:
+        log, good = os.path.join(tmp, "x.log"), os.path.join(tmp, "good.log")
+        with open(log, "w", encoding="utf-8", errors="surrogatepass") as f:
+            f.write(text)
+        with open(good, "w") as f:
+            f.write(pristine)
+        command("nan-origin", log)
+        command("report", log, "-o", os.path.join(tmp, "r.html"))
+        command("diff", good, log)
+        command("report", good, "--against", log, "-o", os.path.join(tmp, "r2.html"))
+
+
+@FUZZ
+@given(which=st.sampled_from(["nan-calls", "nan-run", "clean-calls", "clean-run"]),
+       how=manifest_mutations(), tensors=tensor_damage())
+def test_mutated_dump_folders(real, which, how, tensors):
+    pristine = real["folders"][which]
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = os.path.join(tmp, os.path.basename(pristine))
+        shutil.copytree(pristine, folder)
+        mutate_manifest(os.path.join(folder, "manifest.jsonl"), how)
+        damage_tensor(folder, tensors)
+        command("nan-origin", folder)
+        command("report", folder, "-o", os.path.join(tmp, "r.html"))
+        command("diff", pristine, folder)
+        command("replay", "--dir", folder)
+
+
+@FUZZ
+@given(which=st.sampled_from(["nan-calls", "nan-run", "clean-calls", "clean-run"]),
+       tensors=tensor_damage(("garbage", "truncate", "delete")))
+def test_unreadable_tensor_files_are_unknown_not_findings(real, which, tensors):
+    """With the manifest intact, a tensor file that cannot be read may hide a finding, never
+    make one (a flipped byte in the values is a real difference, so it is not tried here)."""
+    pristine = real["folders"][which]
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = os.path.join(tmp, os.path.basename(pristine))
+        shutil.copytree(pristine, folder)
+        damage_tensor(folder, tensors)
+        assert command("diff", pristine, folder) in (0, 2)      # a divergence would be made up
+        if which.startswith("clean"):
+            assert command("nan-origin", folder) in (0, 2)
