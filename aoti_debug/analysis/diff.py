@@ -470,7 +470,7 @@ class Result:
 
     @property
     def compared(self) -> int:
-        return sum(1 for r in self.rows if r.status in (OK, DIFFERS))
+        return sum(1 for r in self.rows if r.status in (OK, DIFFERS) and not isinstance(r.a, ModelOutputs))
 
     @property
     def unreadable(self) -> List[str]:
@@ -513,7 +513,7 @@ class ModelOutputs(Launch):
 
     @property
     def ident(self) -> str:
-        return "run-end"
+        return "end"
 
 
 def model_outputs(log: Log, events: Sequence[Event]) -> Optional[ModelOutputs]:

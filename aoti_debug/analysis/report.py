@@ -153,6 +153,8 @@ def _overview(log: Log, level: int, against: Optional[Log]) -> str:
 
 
 def _anchor(event: Event, number: Dict[int, int]) -> str:
+    if id(event) not in number:         # no section of its own: diff's run-end row
+        return esc(event.title)
     return f'<a href="#event-{number[id(event)]}">{esc(event.title)}</a>'
 
 
