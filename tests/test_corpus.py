@@ -1,5 +1,5 @@
-"""Real models nobody on this project wrote (tests/corpus.py: GPT-2, Llama,
-BERT, Qwen2 from `transformers`, random weights) through the whole product:
+"""Real models nobody on this project wrote (tests/corpus.py: GPT-2, Llama
+and BERT from `transformers`, random weights) through the whole product:
 the instrumented compile, bit-identical outputs at every run-time level,
 records that repeat exactly from run to run and from the C++ runner,
 torch.compile and AOTI logs that agree, and a planted NaN found at its line.
@@ -11,15 +11,14 @@ import functools
 import re
 
 import pytest
+import torch
 
 from aoti_debug import runner
 from aoti_debug.analysis import records as parsed
 from aoti_debug.analysis.mask import mask
 from aoti_debug.cli import main
+import corpus
 from conftest import FULL, TESTS, clean_env, records, run_python
-
-corpus = pytest.importorskip("corpus")
-pytest.importorskip("transformers")
 
 pytestmark = [pytest.mark.slow, pytest.mark.corpus]
 
@@ -66,7 +65,6 @@ class Model:
 
     def run(self, tag, pt2, constants=None, **env):
         """Run from Python; (outputs, log text) -- the log unmasked, "" when none was written."""
-        import torch
         log, outputs = self.folder / f"{tag}.log", self.folder / f"{tag}.outputs.pt"
         run_python(RUN.format(pt2=pt2, constants=constants, inputs=self.inputs, outputs=str(outputs)),
                    env=clean_env(AOTI_DEBUG_LOGDEST=log, **env))
@@ -99,7 +97,7 @@ def model(request, corpus_packages, aoti_cache, tmp_path_factory):
 
 def bits(tensors):
     """Each tensor's dtype, shape and bytes: equal exactly when the outputs are bit-identical."""
-    return [(t.dtype, tuple(t.shape), t.contiguous().view(-1).view(__import__("torch").uint8).tolist())
+    return [(t.dtype, tuple(t.shape), t.contiguous().view(-1).view(torch.uint8).tolist())
             for t in tensors]
 
 
@@ -187,7 +185,6 @@ def test_torch_compile_and_aoti_logs_agree(model, capsys):
 
 
 def test_planted_nan_is_named_at_its_kernel_and_transformers_line(model, capsys):
-    import torch
     [(fqn, value)] = corpus.planted(model.name).items()
     constants = model.folder / "planted.pt"
     torch.save({fqn: value}, constants)
