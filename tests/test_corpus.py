@@ -8,6 +8,7 @@ Each model is compiled twice per session (instrumented as conftest.FULL, and
 plain); the tests of one model share those packages and its level-5 logs."""
 
 import functools
+import os
 import re
 
 import pytest
@@ -145,6 +146,25 @@ def test_outputs_bit_identical_to_the_plain_package(model, level):
         outputs, text = model.run(f"level{level}", model.full, AOTI_DEBUG_LOGLEVEL=level)
         assert (text == "") == (level == "0")
     assert bits(outputs) == bits(model.reference)
+
+
+def test_every_launch_names_a_line_of_transformers(model):
+    """Provenance survives Inductor's lowering: each launch's source is a line
+    of one of transformers' own files, the code the user reads."""
+    import transformers
+    root = os.path.dirname(transformers.__file__) + os.sep
+
+    def is_line(source):
+        path, _, line = source.rpartition(":")
+        if not (path.startswith(root) and os.path.isfile(path) and line.isdigit()):
+            return False
+        with open(path) as f:
+            return 1 <= int(line) <= sum(1 for _ in f)
+
+    launches = parsed.parse(model.level5[0][1]).launches
+    assert len(launches) >= 20
+    sources = [(e.title, e.origin.source if e.origin else None) for e in launches]
+    assert [f"{title}: {source}" for title, source in sources if not is_line(source or "-")] == []
 
 
 def test_run_end_holds_every_model_output(model):
