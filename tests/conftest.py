@@ -161,3 +161,32 @@ def raised(proc):
     """The exception text a run_package() run printed."""
     assert "RAISED: " in proc.stdout, proc.stdout + proc.stderr
     return proc.stdout[proc.stdout.index("RAISED: ") + len("RAISED: "):].rstrip("\n")
+
+
+# -- the transformers corpus (tests/corpus.py) ----------------------------------
+
+def compile_corpus(model, out, cache, **compile_env):
+    """compile_model for tests/corpus.py's `model`."""
+    run_python(f"""
+        import sys; sys.path.insert(0, {TESTS!r})
+        import torch, corpus
+        ep = corpus.export({model!r})
+        torch._inductor.aoti_compile_and_package(ep, package_path={out!r})
+    """, env=clean_env(TORCHINDUCTOR_CACHE_DIR=cache, **compile_env), timeout=600)
+
+
+class CorpusPackages(Packages):
+    """Packages of tests/corpus.py's models."""
+
+    def get(self, model, **compile_env):
+        key = (model, tuple(sorted(compile_env.items())))
+        if key not in self.built:
+            out = os.path.join(self.root, f"{model}-{len(self.built)}.pt2")
+            compile_corpus(model, out, self.cache, **compile_env)
+            self.built[key] = out
+        return self.built[key]
+
+
+@pytest.fixture(scope="session")
+def corpus_packages(tmp_path_factory, aoti_cache):
+    return CorpusPackages(str(tmp_path_factory.mktemp("corpus-packages")), aoti_cache)

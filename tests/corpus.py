@@ -1,0 +1,130 @@
+"""Real `transformers` models for the AOTI tests: GPT-2, Llama, BERT.
+
+Nobody on this project wrote these models; they are built from small configs
+(2 layers, hidden 64, vocabulary 128) with random weights from a fixed seed,
+so nothing is downloaded.  The interface is tests/models.py's: `example(name)`
+gives (model, args, dynamic_shapes), `export(name)` the ExportedProgram;
+`planted(name)` a weight that plants a NaN mid-model, to swap into a package.
+
+Each model is wrapped so that it returns a plain tuple of tensors: a loaded
+package then needs no `transformers` import to rebuild its outputs, and the
+C++ runner gets tensors.  Attention is transformers' "eager" implementation:
+its matmul/softmax stay in the model's own modeling file, where the records'
+source lines point.
+"""
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch
+from torch.export import Dim
+
+# Qwen2 (Llama's layers with q/k/v biases) was left out: it added about two
+# minutes of compiles to test_corpus.py and nothing Llama does not cover.
+NAMES = ("gpt2", "llama", "bert")
+VOCAB, HIDDEN, LAYERS, HEADS = 128, 64, 2, 4
+BATCH, SEQ = 2, 8
+
+
+def _config(name):
+    import transformers
+    common = dict(vocab_size=VOCAB, attn_implementation="eager")
+    if name == "gpt2":
+        return transformers.GPT2Config(n_layer=LAYERS, n_embd=HIDDEN, n_head=HEADS, n_positions=64,
+                                       bos_token_id=0, eos_token_id=0, **common)
+    if name == "llama":
+        return transformers.LlamaConfig(num_hidden_layers=LAYERS, hidden_size=HIDDEN, intermediate_size=128,
+                                        num_attention_heads=HEADS, num_key_value_heads=2,
+                                        max_position_embeddings=64, **common)
+    if name == "bert":
+        return transformers.BertConfig(num_hidden_layers=LAYERS, hidden_size=HIDDEN, intermediate_size=128,
+                                       num_attention_heads=HEADS, max_position_embeddings=64, **common)
+    raise KeyError(f"{name!r} is not a corpus model (accepted: {', '.join(NAMES)})")
+
+
+class Tensors(torch.nn.Module):
+    """A transformers model that returns a tuple of tensors."""
+
+    def __init__(self, name, model):
+        super().__init__()
+        self.name, self.model = name, model
+
+    def forward(self, input_ids, attention_mask):
+        if self.name == "bert":
+            out = self.model(input_ids=input_ids, attention_mask=attention_mask)
+            return out.last_hidden_state, out.pooler_output
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+        return (out.logits,)
+
+
+def build(name):
+    import transformers
+    config = _config(name)
+    torch.manual_seed(0)
+    cls = transformers.BertModel if name == "bert" else transformers.AutoModelForCausalLM
+    model = cls(config) if name == "bert" else cls.from_config(config)
+    return Tensors(name, model.eval())
+
+
+def inputs(name):
+    """Token ids and an attention mask whose second sequence ends in two pads."""
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
+    mask = torch.ones(BATCH, SEQ, dtype=torch.int64)
+    mask[1, -2:] = 0
+    return ids, mask
+
+
+# The planted numeric bug of each model: weights of its second layer set to
+# HUGE, swapped into a compiled package with `load_constants` (no compile of
+# its own).  A finite value so large that the op applying it overflows float32
+# (max 3.4e38): that kernel reads finite values and writes Inf (or NaN, where
+# +Inf and -Inf products meet in one sum), and the next ones spread NaN.
+# GPT-2 and BERT: one LayerNorm weight (in a fused Inductor kernel; the
+# normalised values reach 3 and more, so some products overflow).  Llama: a
+# whole row of the MLP's up projection (an extern matmul), because its
+# RMSNorm spreads over four lines and a fused kernel is named by the first
+# (the pow), not the multiply; one weight there gave no overflow in the matmul.
+HUGE = 3.0e38
+PLANTED = {
+    "gpt2": ("model.transformer.h.1.ln_2.weight", (3,)),
+    "bert": ("model.encoder.layer.1.attention.output.LayerNorm.weight", (3,)),
+    "llama": ("model.model.layers.1.mlp.up_proj.weight", (3,)),
+}
+# Where the planted weight is applied: (class, text of its line in forward).
+_PLANTED_LINE = {
+    "gpt2": ("gpt2.modeling_gpt2.GPT2Block", "hidden_states = self.ln_2(hidden_states)"),
+    "bert": ("bert.modeling_bert.BertSelfOutput", "hidden_states = self.LayerNorm(hidden_states + input_tensor)"),
+    "llama": ("llama.modeling_llama.LlamaMLP", "down_proj = self.down_proj("),
+}
+
+
+def planted(name):
+    """{constant name: value} that plants the bug in `name`'s package."""
+    fqn, index = PLANTED[name]
+    weight = build(name).get_parameter(fqn).detach().clone()
+    weight[index] = HUGE
+    return {fqn: weight}
+
+
+def planted_source(name):
+    """'file:line' of the transformers line that applies the planted weight."""
+    import importlib
+    import inspect
+    module, _, cls = _PLANTED_LINE[name][0].rpartition(".")
+    forward = inspect.unwrap(getattr(importlib.import_module(f"transformers.models.{module}"), cls).forward)
+    lines, first = inspect.getsourcelines(forward)
+    [number] = [first + i for i, text in enumerate(lines) if _PLANTED_LINE[name][1] in text]
+    return f"{inspect.getsourcefile(forward)}:{number}"
+
+
+def example(name):
+    # all four export with a dynamic sequence length (up to the position table)
+    seq = Dim("seq", min=2, max=64)
+    return build(name), inputs(name), ({1: seq}, {1: seq})
+
+
+def export(name):
+    model, args, dynamic = example(name)
+    return torch.export.export(model, args, dynamic_shapes=dynamic)

@@ -1,0 +1,222 @@
+"""Real models nobody on this project wrote (tests/corpus.py: GPT-2, Llama
+and BERT from `transformers`, random weights) through the whole product:
+the instrumented compile, bit-identical outputs at every run-time level,
+records that repeat exactly from run to run and from the C++ runner,
+torch.compile and AOTI logs that agree, and a planted NaN found at its line.
+
+Each model is compiled twice per session (instrumented as conftest.FULL, and
+plain); the tests of one model share those packages and its level-5 logs."""
+
+import functools
+import os
+import re
+
+import pytest
+import torch
+
+from aoti_debug import runner
+from aoti_debug.analysis import records as parsed
+from aoti_debug.analysis.mask import mask
+from aoti_debug.cli import main
+import corpus
+from conftest import FULL, TESTS, clean_env, records, run_python
+
+pytestmark = [pytest.mark.slow, pytest.mark.corpus]
+
+# Loads a package, swaps in `constants` when given, runs it on the saved
+# inputs and saves its outputs.
+RUN = r"""
+import torch
+m = torch._inductor.aoti_load_package({pt2!r})
+if {constants!r}:
+    m.load_constants(torch.load({constants!r}), check_full_update=False)
+torch.save(list(m(*torch.load({inputs!r}))), {outputs!r})
+"""
+
+# torch.compile of the same model on the same inputs, level 5
+COMPILE = r"""
+import sys; sys.path.insert(0, {tests!r})
+import torch, corpus, aoti_debug
+model, args, _ = corpus.example({name!r})
+model.requires_grad_(False)   # as in an AOTI artifact, whose weights are constants
+with torch.no_grad(), aoti_debug.instrument(level=5):
+    torch.compile(model)(*args)
+"""
+
+
+class Model:
+    """One corpus model: its packages, saved inputs and logs, each made on first use."""
+
+    def __init__(self, name, packages, folder, cache):
+        self.name, self.packages, self.folder, self.cache = name, packages, folder, cache
+
+    @functools.cached_property
+    def full(self):
+        return self.packages.get(self.name, **FULL)
+
+    @functools.cached_property
+    def plain(self):
+        return self.packages.get(self.name)
+
+    @functools.cached_property
+    def inputs(self):
+        path = self.folder / "inputs.pt"
+        runner.save_inputs(path, corpus.inputs(self.name))
+        return str(path)
+
+    def run(self, tag, pt2, constants=None, **env):
+        """Run from Python; (outputs, log text) -- the log unmasked, "" when none was written."""
+        log, outputs = self.folder / f"{tag}.log", self.folder / f"{tag}.outputs.pt"
+        run_python(RUN.format(pt2=pt2, constants=constants, inputs=self.inputs, outputs=str(outputs)),
+                   env=clean_env(AOTI_DEBUG_LOGDEST=log, **env))
+        return torch.load(outputs, weights_only=True), log.read_text() if log.exists() else ""
+
+    @functools.cached_property
+    def reference(self):
+        """The plain package's outputs."""
+        return self.run("plain", self.plain)[0]
+
+    @functools.cached_property
+    def level5(self):
+        """Two runs of the instrumented package at level 5, each in its own process."""
+        return [self.run(f"level5-{n}", self.full, AOTI_DEBUG_LOGLEVEL="5") for n in (1, 2)]
+
+    @functools.cached_property
+    def cpp(self):
+        """The same run from the C++ runner: (CompletedProcess, outputs, log text)."""
+        log, outputs = self.folder / "cpp.log", self.folder / "cpp.outputs.pt"
+        proc = runner.run_package(self.full, self.inputs, outputs=outputs,
+                                  env=clean_env(AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_LOGDEST=log))
+        done = proc.returncode == 0
+        return proc, runner.load_outputs(outputs) if done else None, log.read_text() if log.exists() else ""
+
+
+@pytest.fixture(scope="module", params=corpus.NAMES)
+def model(request, corpus_packages, aoti_cache, tmp_path_factory):
+    return Model(request.param, corpus_packages, tmp_path_factory.mktemp(request.param), aoti_cache)
+
+
+def bits(tensors):
+    """Each tensor's dtype, shape and bytes: equal exactly when the outputs are bit-identical."""
+    return [(t.dtype, tuple(t.shape), t.contiguous().view(-1).view(torch.uint8).tolist())
+            for t in tensors]
+
+
+def first_difference(a, b):
+    """Where two logs' masked records first differ: the record, the item and both lines."""
+    ra, rb = records(mask(a)), records(mask(b))
+    for x, y in zip(ra, rb):
+        if x != y:
+            xl, yl = x.splitlines(), y.splitlines()
+            n = next((i for i, (p, q) in enumerate(zip(xl, yl)) if p != q), min(len(xl), len(yl)))
+            item = next((line for line in reversed(xl[:n]) if re.match(r"  \S", line)), "")
+            end = lambda lines: lines[n] if n < len(lines) else "<end of record>"
+            return f"first difference in {xl[0]!r}, {item.strip()!r}: {end(xl).strip()!r} vs {end(yl).strip()!r}"
+    return f"{len(ra)} records against {len(rb)}"
+
+
+def headers(text):
+    return [r.splitlines()[0] for r in records(mask(text))]
+
+
+def test_instrumented_package_logs_one_whole_run(model):
+    """Every launch has its end record, numbered in order, between the run and its end."""
+    outputs, text = model.level5[0]
+    heads = [h[len("[TIMESTAMP] [pid PID] "):] for h in headers(text)]
+    assert heads[0] == "run 1 model" and heads[-1] == "run-end 1 model", heads
+    launches = heads[1:-1]
+    assert len(launches) >= 20 and len(launches) % 2 == 0
+    for k in range(len(launches) // 2):
+        begin, end = launches[2 * k].split(" ", 2), launches[2 * k + 1].split(" ", 2)
+        assert begin[:2] == ["launch", f"1.{k + 1}"] and end == ["launch-end", f"1.{k + 1}", begin[2]]
+    run = records(mask(text))[0]
+    assert run.startswith("[TIMESTAMP] [pid PID] run 1 model\n  in input_ids:\n")
+    assert "\n  in attention_mask:\n" in run and run.count("Tensor(") == 2
+    # clean inputs: the NaN check (warn) has nothing to say, and nan-origin neither
+    assert "note - nan-check" not in text
+    log = model.folder / "level5-1.log"
+    assert main(["nan-origin", str(log)]) == 0
+
+
+@pytest.mark.parametrize("level", ["0", "1", "3", "5"])
+def test_outputs_bit_identical_to_the_plain_package(model, level):
+    if level == "5":
+        outputs = model.level5[0][0]
+    else:
+        outputs, text = model.run(f"level{level}", model.full, AOTI_DEBUG_LOGLEVEL=level)
+        assert (text == "") == (level == "0")
+    assert bits(outputs) == bits(model.reference)
+
+
+def test_every_launch_names_a_line_of_transformers(model):
+    """Provenance survives Inductor's lowering: each launch's source is a line
+    of one of transformers' own files, the code the user reads."""
+    import transformers
+    root = os.path.dirname(transformers.__file__) + os.sep
+
+    def is_line(source):
+        path, _, line = source.rpartition(":")
+        if not (path.startswith(root) and os.path.isfile(path) and line.isdigit()):
+            return False
+        with open(path) as f:
+            return 1 <= int(line) <= sum(1 for _ in f)
+
+    launches = parsed.parse(model.level5[0][1]).launches
+    assert len(launches) >= 20
+    sources = [(e.title, e.origin.source if e.origin else None) for e in launches]
+    assert [f"{title}: {source}" for title, source in sources if not is_line(source or "-")] == []
+
+
+def test_run_end_holds_every_model_output(model):
+    """The run-end record lists each output the caller gets, with its values' statistics."""
+    from aoti_debug import format as fmt
+    outputs, text = model.level5[0]
+    run_end = parsed.parse(mask(text)).records[-1]
+    assert (run_end.kind, run_end.id) == ("run-end", "1")
+    assert [i.role for i in run_end.items] == ["out"] * len(outputs), records(mask(text))[-1]
+    body = records(mask(text))[-1].split("\n", 1)[1]
+    assert body == "".join(line + "\n" for item, t in zip(run_end.items, outputs)
+                           for line in fmt.item(item.label, t, 5))
+
+
+def test_records_identical_from_run_to_run(model):
+    (_, first), (_, second) = model.level5
+    assert "] launch 1.1 " in first
+    assert records(mask(first)) == records(mask(second)), first_difference(first, second)
+
+
+def test_cpp_runner_writes_the_same_records_and_outputs(model):
+    proc, outputs, text = model.cpp
+    assert proc.returncode == 0, proc.stderr
+    assert bits(outputs) == bits(model.reference)
+    python = model.level5[0][1]
+    assert records(mask(text)) == records(mask(python)), first_difference(python, text)
+
+
+def test_torch_compile_and_aoti_logs_agree(model, capsys):
+    compiled = model.folder / "compile.log"
+    run_python(COMPILE.format(tests=TESTS, name=model.name), timeout=600,
+               env=clean_env(TORCHINDUCTOR_CACHE_DIR=model.cache, AOTI_DEBUG_LOGDEST=compiled))
+    launches = sum(1 for h in headers(compiled.read_text()) if " launch " in h)
+    code = main(["diff", str(compiled), str(model.folder / "level5-1.log")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert f"the logs agree: {launches} aligned launch(es) compared" in out, out
+
+
+def test_planted_nan_is_named_at_its_kernel_and_transformers_line(model, capsys):
+    [(fqn, value)] = corpus.planted(model.name).items()
+    constants = model.folder / "planted.pt"
+    torch.save({fqn: value}, constants)
+    outputs, text = model.run("planted", model.full, constants=str(constants), AOTI_DEBUG_LOGLEVEL="5")
+    assert not all(t.isfinite().all() for t in outputs)
+    # the kernel that applies the weight: the launch that reads its constant
+    constant = fqn.replace(".", "_")
+    clean = parsed.parse(model.level5[0][1])
+    [reader] = [e for e in clean.launches if any(i.label == f"in {constant}" for i in e.inputs)]
+    code = main(["nan-origin", str(model.folder / "planted.log")])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 1
+    assert re.fullmatch(rf"NaN/Inf origin: launch {re.escape(reader.title)} \(pid \d+, planted\.log:\d+\)",
+                        lines[0]), "\n".join(lines)
+    assert lines[1] == f"  source: {corpus.planted_source(model.name)}", "\n".join(lines)
