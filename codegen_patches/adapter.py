@@ -127,6 +127,22 @@ def buffer_source(name: str, kernel_nodes=()) -> str:
     return provenance_of_fx_nodes(_sorted_origins(seen.values())).source
 
 
+def storage_owner(name: str) -> str:
+    """The buffer whose storage `name` lives in: itself, or for a NonOwningLayout
+    buffer (a concatenation's slices are views into the result) the one it views."""
+    from torch._inductor import ir
+    from torch._inductor.virtualized import V
+    for _ in range(8):
+        try:
+            layout = V.graph.get_buffer(name).get_layout()
+            if not isinstance(layout, ir.NonOwningLayout):
+                return name
+            name = layout.view.get_name()
+        except Exception:
+            return name
+    return name
+
+
 def buffer_value(name: str) -> str:
     """The FX node whose result buffer `name` holds, or '' when Inductor does not
     say (a kernel's scratch output, a tuple of a fallback kernel)."""

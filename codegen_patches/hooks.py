@@ -155,9 +155,12 @@ def roles_by_data_flow(st: WrapperState, args: List[Arg]) -> List[Arg]:
 
 
 def mark_written(st: WrapperState, args: List[Arg]) -> None:
+    """A written buffer holds a value, and so does the buffer whose storage it is a
+    view of (a concatenation writes its slices, then the whole is read)."""
     for a in args:
         if a.role in (OUT, INOUT):
             st.fresh.discard(a.name)
+            st.fresh.discard(adapter.storage_owner(a.name))
 
 
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")

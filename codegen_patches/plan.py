@@ -79,7 +79,7 @@ def user_frame(stack_trace: Optional[str]) -> Optional[str]:
     for path, line in reversed(frames):
         normalized = path.replace("\\", "/")
         if "/site-packages/torch/" in normalized or "/torch/nn/modules/" in normalized \
-                or "/torch/_" in normalized:
+                or "/torch/_" in normalized or normalized.startswith("<"):   # <eval_with_key>.55: FX-generated
             continue
         return f"{path}:{line}"
     return f"{frames[-1][0]}:{frames[-1][1]}" if frames else None

@@ -64,23 +64,24 @@ def aoti_cache(tmp_path_factory):
 class Packages:
     """AOTI packages compiled once per session, keyed by model and compile-time variables."""
 
-    def __init__(self, root, cache):
-        self.root, self.cache, self.built = root, cache, {}
+    def __init__(self, root, cache, module="models"):
+        self.root, self.cache, self.module, self.built = root, cache, module, {}
 
     def get(self, model, **compile_env):
         key = (model, tuple(sorted(compile_env.items())))
         if key not in self.built:
             out = os.path.join(self.root, f"{model}-{len(self.built)}.pt2")
-            compile_model(model, out, self.cache, **compile_env)
+            compile_model(model, out, self.cache, module=self.module, **compile_env)
             self.built[key] = out
         return self.built[key]
 
 
-def compile_model(model, out, cache, **compile_env):
-    """Compile tests/models.py's `model` in a fresh process with only `compile_env` set."""
+def compile_model(model, out, cache, module="models", **compile_env):
+    """Compile `model` of tests/models.py (or tests/corpus.py: module="corpus") in a
+    fresh process with only `compile_env` set."""
     run_python(f"""
         import sys; sys.path.insert(0, {TESTS!r})
-        import torch, models
+        import torch, {module} as models
         ep = models.export({model!r})
         torch._inductor.aoti_compile_and_package(ep, package_path={out!r})
     """, env=clean_env(TORCHINDUCTOR_CACHE_DIR=cache, **compile_env), timeout=600)
@@ -165,28 +166,6 @@ def raised(proc):
 
 # -- the transformers corpus (tests/corpus.py) ----------------------------------
 
-def compile_corpus(model, out, cache, **compile_env):
-    """compile_model for tests/corpus.py's `model`."""
-    run_python(f"""
-        import sys; sys.path.insert(0, {TESTS!r})
-        import torch, corpus
-        ep = corpus.export({model!r})
-        torch._inductor.aoti_compile_and_package(ep, package_path={out!r})
-    """, env=clean_env(TORCHINDUCTOR_CACHE_DIR=cache, **compile_env), timeout=600)
-
-
-class CorpusPackages(Packages):
-    """Packages of tests/corpus.py's models."""
-
-    def get(self, model, **compile_env):
-        key = (model, tuple(sorted(compile_env.items())))
-        if key not in self.built:
-            out = os.path.join(self.root, f"{model}-{len(self.built)}.pt2")
-            compile_corpus(model, out, self.cache, **compile_env)
-            self.built[key] = out
-        return self.built[key]
-
-
 @pytest.fixture(scope="session")
 def corpus_packages(tmp_path_factory, aoti_cache):
-    return CorpusPackages(str(tmp_path_factory.mktemp("corpus-packages")), aoti_cache)
+    return Packages(str(tmp_path_factory.mktemp("corpus-packages")), aoti_cache, module="corpus")
