@@ -83,7 +83,7 @@ def test_op_inside_a_package_logs_within_its_proxy_launch(gather, mylib_so):
     k = names.index("launch 1.4 mylib.gather_rows.default")
     assert names[k:k + 4] == ["launch 1.4 mylib.gather_rows.default", "call 1 mylib::gather_rows",
                               "return 1 mylib::gather_rows", "launch-end 1.4 mylib.gather_rows.default"]
-    assert recs[k].splitlines()[1] == f"  origin: nodes=gather_rows,relu source={models.line_of('gather.op')}"
+    assert recs[k].splitlines()[1] == f"  origin: nodes=gather_rows source={models.line_of('gather.op')}"
     # what the launch passed in is what the op received, what it returned is the launch's output
     launch_in = recs[k].split("  in ")[1:]
     assert [b.split(":", 1)[1] for b in launch_in] == [b.split(":", 1)[1] for b in recs[k + 1].split("  arg[")[1:]]

@@ -116,9 +116,11 @@ def expected_records(level):
         y = e / e.sum(-1, keepdim=True)
 
     def rec(kind, ident, name, *items, origin=None):
-        body = [] if level < 3 else (
-            ([f"  origin: nodes={origin[0]} source={line_of(origin[1])}"] if origin else [])
-            + [line for label, value in items for line in fmt.item(label, value, level)])
+        # origin: (nodes, line tag, what the outputs hold); each launch here computes one line
+        head = [f"  origin: nodes={origin[0]} source={line_of(origin[1])}",
+                f"  source-line: {line_of(origin[1])} nodes={origin[0]}",
+                f"  holds: {origin[2]}"] if origin else []
+        body = [] if level < 3 else head + [line for label, value in items for line in fmt.item(label, value, level)]
         return H + f"{kind} {ident} {name}\n" + "".join(l + "\n" for l in body)
 
     inputs = [("in fc1_weight", w1), ("in fc1_bias", b1), ("in x", x), ("in fc2_weight", w2),
@@ -127,19 +129,19 @@ def expected_records(level):
     return [
         rec("run", "1", "model", *inputs),
         rec("launch", "1.1", addmm, ("in fc1_bias", b1), ("in x", x), ("in fc1_weight", w1.t()),
-            origin=("addmm,permute", "mlp.fc1")),
+            origin=("addmm", "mlp.fc1", "buf0=addmm")),
         rec("launch-end", "1.1", addmm, ("out buf0", h1)),
-        rec("launch", "1.2", relu, ("inout buf1", h1), origin=("relu", "mlp.fc1")),
+        rec("launch", "1.2", relu, ("inout buf1", h1), origin=("relu", "mlp.fc1", "buf1=relu")),
         rec("launch-end", "1.2", relu, ("inout buf1", r1)),
         rec("launch", "1.3", addmm, ("in fc2_bias", b2), ("in buf1", r1), ("in fc2_weight", w2.t()),
-            origin=("addmm_1,relu,permute_1", "mlp.fc2")),
+            origin=("addmm_1", "mlp.fc2", "buf2=addmm_1")),
         rec("launch-end", "1.3", addmm, ("out buf2", h2)),
-        rec("launch", "1.4", relu, ("inout buf3", h2), origin=("relu_1", "mlp.fc2")),
+        rec("launch", "1.4", relu, ("inout buf3", h2), origin=("relu_1", "mlp.fc2", "buf3=relu_1")),
         rec("launch-end", "1.4", relu, ("inout buf3", r2)),
         rec("launch", "1.5", addmm, ("in fc3_bias", b3), ("in buf3", r2), ("in fc3_weight", w3.t()),
-            origin=("addmm_2,relu_1,permute_2", "mlp.fc3")),
+            origin=("addmm_2", "mlp.fc3", "buf4=addmm_2")),
         rec("launch-end", "1.5", addmm, ("out buf4", h3)),
-        rec("launch", "1.6", softmax, ("in buf4", h3), origin=("amax,sub,exp,sum_1,div", "mlp.fc3")),
+        rec("launch", "1.6", softmax, ("in buf4", h3), origin=("amax,sub,exp,sum_1,div", "mlp.fc3", "buf5=exp buf6=div")),
         rec("launch-end", "1.6", softmax, ("out buf5", e), ("out buf6", y)),
         rec("run-end", "1", "model", ("out buf6", y)),
     ]
@@ -204,10 +206,9 @@ def test_records_match_the_aoti_path(compiled, packages, tmp_path):
     # therefore a kernel of its own) and the last addmm reads that copy
     bias_copy = re.search(r"  out buf4:\n(?:    .*\n)+", aoti["launch-end 1.4"]).group(0)
     assert _norm(aoti["launch-end 1.4"].replace(bias_copy, "")) == _norm(py["launch-end 1.4"])
-    assert aoti["launch 1.4"].replace("nodes=relu_1,fc3_bias", "nodes=relu_1") \
+    assert aoti["launch 1.4"].replace("nodes=relu_1,fc3_bias", "nodes=relu_1").replace(" buf4=fc3_bias", "") \
         .replace("cpp_fused_relu_1", "cpp_fused_relu_0") == py["launch 1.4"]
-    assert _norm(aoti["launch 1.5"].replace("nodes=addmm_2,fc3_bias,", "nodes=addmm_2,")
-                 .replace("  in buf4:\n", "  in fc3_bias:\n")) == _norm(py["launch 1.5"])
+    assert _norm(aoti["launch 1.5"].replace("  in buf4:\n", "  in fc3_bias:\n")) == _norm(py["launch 1.5"])
     for key in ["launch-end 1.5", "launch 1.6", "launch-end 1.6", "run-end 1"]:
         assert _norm(aoti[key]) == _norm(py[key]), key
     assert py["launch 1.6"] == aoti["launch 1.6"].replace("cpp_fused__softmax_2", "cpp_fused__softmax_1") \
