@@ -82,7 +82,8 @@ def user_frame(stack_trace: Optional[str]) -> Optional[str]:
                 or "/torch/_" in normalized or normalized.startswith("<"):   # <eval_with_key>.55: FX-generated
             continue
         return f"{path}:{line}"
-    return f"{frames[-1][0]}:{frames[-1][1]}" if frames else None
+    real = [f for f in frames if not f[0].startswith("<")]     # never FX-generated code
+    return f"{real[-1][0]}:{real[-1][1]}" if real else None
 
 
 # Ops that can turn finite inputs into NaN/Inf, most telling first: a domain
