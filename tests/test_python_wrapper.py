@@ -212,7 +212,7 @@ def test_records_match_the_aoti_path(compiled, packages, tmp_path):
     for key in ["launch-end 1.5", "launch 1.6", "launch-end 1.6", "run-end 1"]:
         assert _norm(aoti[key]) == _norm(py[key]), key
     assert py["launch 1.6"] == aoti["launch 1.6"].replace("cpp_fused__softmax_2", "cpp_fused__softmax_1") \
-        .replace("buf5", "buf4")
+        .replace("buf5", "buf4").replace("holds: buf6=exp buf7=div", "holds: buf5=exp buf6=div")
 
 
 @pytest.fixture(scope="module")

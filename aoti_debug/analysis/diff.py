@@ -294,9 +294,9 @@ def compare(a: Event, b: Event, atol: float, rtol: float) -> Row:
         missing = " and ".join(s for s, o in (("A", out_a), ("B", out_b)) if not o)
         return Row(a, b, UNKNOWN, reason=f"no outputs recorded in {missing}")
     holds_a, holds_b = _holds(a), _holds(b)
-    # node names are comparable only where both graphs name the launch's nodes alike
-    # (torch.compile and export may number them differently)
-    if (holds_a is None and holds_b is None) or not _nodes(a) or _nodes(a) != _nodes(b):
+    # held values are comparable only where the two graphs name nodes alike (torch.compile
+    # and export may number them differently): at least one value must be held on both sides
+    if not holds_a or not holds_b or not set(holds_a.values()) & set(holds_b.values()):
         paired, extra = pair_outputs(out_a, out_b)
     else:
         paired, extra = pair_by_value(out_a, out_b, holds_a or {}, holds_b or {})
