@@ -56,7 +56,7 @@ class Site:
         self.source = source        # "file:line", "" = unknown
         self.modules = modules      # comma-separated module paths (filter only)
         self.args = tuple(args)     # (name, role)
-        self.lines = lines          # "  source-line: file:line nodes=a,b\n" per user line
+        self.lines = lines          # the source-line / holds body lines, formatted by the codegen
         self._selected: Optional[bool] = None
 
     def filter_names(self) -> Tuple[str, ...]:

@@ -46,7 +46,7 @@ class WrapperState:
     launches: int = 0
     in_call: bool = False
     header_written: bool = False
-    # buffers allocated in this run that no launch has written yet (roles_by_data_flow)
+    # buffers allocated in this run that no launch has written yet (by_data_flow)
     fresh: Set[str] = dataclasses.field(default_factory=set)
 
 
@@ -140,27 +140,26 @@ def on_reuse(line) -> None:
         st.fresh.add(new)
 
 
-def roles_by_data_flow(st: WrapperState, args: List[Arg]) -> List[Arg]:
-    """A buffer is an input of a launch only if a model input, a constant or an
+def by_data_flow(st: WrapperState, args: List[Arg]) -> List[Arg]:
+    """A launch's arguments with roles from data flow, its outputs then marked written.
+
+    A buffer is an input of a launch only if a model input, a constant or an
     earlier launch wrote it.  Inductor's in_out_ptr also marks a buffer a
     kernel stores into and reads back (layer norm keeps its row statistics so),
     and reading that one before the launch would read uninitialised memory.
-    Each output also gets the FX node whose value it holds (diff pairs by it)."""
+    Each output also gets the FX node whose value it holds (diff pairs by it).
+    A written buffer holds a value, and so does the buffer whose storage it is
+    a view of (a concatenation writes its slices, then the whole is read)."""
     out = []
     for a in args:
         role = OUT if a.name in st.fresh and a.role != OUT else a.role
         value = adapter.buffer_value(a.name) if role != IN else ""
         out.append(dataclasses.replace(a, role=role, value=value))
-    return out
-
-
-def mark_written(st: WrapperState, args: List[Arg]) -> None:
-    """A written buffer holds a value, and so does the buffer whose storage it is a
-    view of (a concatenation writes its slices, then the whole is read)."""
-    for a in args:
-        if a.role in (OUT, INOUT):
+    for a in out:
+        if a.role != IN:
             st.fresh.discard(a.name)
             st.fresh.discard(adapter.storage_owner(a.name))
+    return out
 
 
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
@@ -240,9 +239,7 @@ def _around(wrapper, st, kernel, prov, args, kind, emit_call) -> None:
     if st.in_call:
         emit_call()
         return
-    args = roles_by_data_flow(st, args)
-    mark_written(st, args)
-    args = _display(args)
+    args = _display(by_data_flow(st, args))
     site = new_site(st, kernel, prov, args, kind)   # numbered even when filtered out
     nan = _active.nan_check.enabled
     if not selected(kernel, prov):
@@ -379,8 +376,7 @@ def _module_path(path: str) -> str:
 def _py_around(wrapper, st: PyWrapperState, kernel: str, prov: Provenance, args: List[Arg],
                kind: str, emit_call) -> None:
     prov = dataclasses.replace(prov, modules=tuple(_module_path(m) for m in prov.modules))
-    args = roles_by_data_flow(st, args)
-    mark_written(st, args)
+    args = by_data_flow(st, args)
     site = new_site(st, kernel, prov, _py_display(st, args), kind)   # numbered even when filtered out
     nan = _active.nan_check.enabled and site.args
     shown = selected(kernel, prov)

@@ -299,7 +299,7 @@ def compare(a: Event, b: Event, atol: float, rtol: float) -> Row:
     if not holds_a or not holds_b or not set(holds_a.values()) & set(holds_b.values()):
         paired, extra = pair_outputs(out_a, out_b)
     else:
-        paired, extra = pair_by_value(out_a, out_b, holds_a or {}, holds_b or {})
+        paired, extra = pair_by_value(out_a, out_b, holds_a, holds_b)
     if not paired:
         return Row(a, b, UNKNOWN, reason="no common outputs", extra=extra)
     deltas: List[Delta] = []
