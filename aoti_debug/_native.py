@@ -31,7 +31,7 @@ from .stats import Stats
 __all__ = [
     "NativeUnavailable", "Stats", "lib", "include_dir", "runtime_dir", "compute_stats",
     "render_tensor_block", "format_number", "sink_write", "write_note", "set_inflight",
-    "clear_inflight", "install_crash_handler", "next_call_number", "read_settings",
+    "clear_inflight", "install_crash_handler", "next_call_number", "instance_name", "read_settings",
     "glob_match", "dtype_code", "vector_width",
 ]
 
@@ -115,6 +115,7 @@ _SIGNATURES = {
     "aotid_sink_write": (_i32, [_str, _str, _i64, _str]),
     "aotid_write_note": (_i32, [_str, _str, _str, _i32, _str]),
     "aotid_next_call_number": (_i64, []),
+    "aotid_instance_name": (_i64, [_str, _buf, _i64]),
     "aotid_set_inflight": (None, [_i64, _i64, _str]),
     "aotid_clear_inflight": (None, []),
     "aotid_install_crash_handler": (None, []),
@@ -266,6 +267,14 @@ def write_note(dest: str, topic: str, lines: str, once: bool = True,
 def next_call_number() -> int:
     """The next call number N, shared with every C++ runtime in the process."""
     return _need().aotid_next_call_number()
+
+
+def instance_name(name: str) -> str:
+    """The record name of a newly loaded model: ``name``, then ``name#2``, ``name#3``...
+    counted with every C++ runtime in the process."""
+    buf = ctypes.create_string_buffer(len(name.encode("utf-8")) + 32)
+    n = _need().aotid_instance_name(name.encode("utf-8"), buf, len(buf))
+    return buf.value.decode("utf-8") if n >= 0 else name
 
 
 def set_inflight(run: int, launch: int, name: str) -> None:

@@ -74,7 +74,7 @@ class Model:
 
     def __init__(self, name: str, level: int, kernels: str = "", nan_check: str = "off",
                  check_inputs: bool = False, torch_version: str = "") -> None:
-        self.name = name or "model"
+        self.name = sink.instance_name(name or "model")
         self.compiled_level = int(level)
         self.compiled_kernels = settings_mod._parse_kernels(kernels or "")
         self.compiled_nan_check = settings_mod._parse_nan(nan_check or "off")

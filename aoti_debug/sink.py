@@ -8,12 +8,13 @@ built, a Python writer with the same rules takes over.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import platform as _platform
 import sys
 import threading
-from typing import Dict
+from typing import Dict, Optional
 
 from . import format as fmt
 from ._version import __version__
@@ -55,6 +56,8 @@ def write(dest: str, text: str) -> None:
 
 
 _local_calls = itertools.count(1)   # next() on a count is atomic under the GIL
+_local_names: Dict[str, int] = {}
+_names_lock = threading.Lock()
 
 
 def next_call_number() -> int:
@@ -69,17 +72,40 @@ def next_call_number() -> int:
     return next(_local_calls)
 
 
+def instance_name(name: str) -> str:
+    """The record name of a newly loaded model: ``name``, then ``name#2``...
+    counted with every artifact's runtime in the process (docs/log-format.md)."""
+    core = native()
+    if core is not None:
+        try:
+            return core.instance_name(name)
+        except Exception:
+            pass
+    with _names_lock:
+        count = _local_names[name] = _local_names.get(name, 0) + 1
+    return name if count == 1 else f"{name}#{count}"
+
+
 def resolve(dest: str, pid: int) -> str:
     return dest.replace("%i", str(pid))
 
 
+class _Dest:
+    __slots__ = ("fd", "path", "bannered", "lost", "torn", "error")
+
+    def __init__(self, fd: int, path: str) -> None:
+        self.fd, self.path, self.bannered = fd, path, False
+        self.lost, self.torn, self.error = 0, False, ""
+
+
 class _PythonWriter:
-    """Used only when the compiled core is unavailable."""
+    """Used only when the compiled core is unavailable; the same rules as the
+    registry's write_record (detail/registry.h), lost-record notes included."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._fds: Dict[str, int] = {}
-        self._bannered: set = set()
+        self._dests: Dict[str, _Dest] = {}
+        self._said: set = set()
         self._pid = -1
 
     def write(self, dest: str, text: str) -> None:
@@ -87,23 +113,48 @@ class _PythonWriter:
             with self._lock:
                 pid = os.getpid()
                 if pid != self._pid:      # forked: banners and fds are per process
-                    self._fds, self._bannered, self._pid = {}, set(), pid
-                fd = self._fds.get(dest)
-                if fd is None:
-                    fd = self._fds[dest] = self._open(dest, pid)
-                if fd not in self._bannered:
-                    self._bannered.add(fd)
-                    os.write(fd, fmt.banner(pid, __version__, torch_version(),
-                                            platform_name()).encode())
-                os.write(fd, text.encode())
+                    self._dests, self._said, self._pid = {}, set(), pid
+                d = self._dests.get(dest)
+                if d is None:
+                    d = self._dests[dest] = self._open(dest, pid) or self._stderr()
+                self._write(d, text, pid)
         except Exception:
             pass
 
-    def _open(self, dest: str, pid: int) -> int:
+    def _write(self, d: _Dest, text: str, pid: int) -> None:
+        head = "" if d.bannered else fmt.banner(pid, __version__, torch_version(), platform_name())
+        if d.lost:
+            head = ("\n" if d.torn else "") + head + fmt.record(
+                fmt.header("note", "-", "log", pid), ["  " + lost_note(d.lost, d.path, d.error)])
+        data = (head + text).encode()
+        done = 0
+        try:
+            while done < len(data):
+                n = os.write(d.fd, data[done:])
+                if n == 0:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                done += n
+        except OSError as exc:
+            d.bannered = d.bannered or done > 0
+            d.torn, d.lost, d.error = d.torn or done > 0, d.lost + 1, exc.strerror or str(exc)
+            if d.path not in self._said:
+                self._said.add(d.path)
+                try:
+                    os.write(2, lost_line(d.path, d.error).encode())
+                except OSError:
+                    pass
+            return
+        d.bannered, d.lost, d.torn, d.error = True, 0, False, ""
+
+    def _stderr(self) -> _Dest:
+        return self._dests.setdefault("stderr", _Dest(2, "stderr"))
+
+    def _open(self, dest: str, pid: int) -> Optional[_Dest]:
+        """The destination opened, or None: a path that cannot be opened writes to stderr."""
         if dest == "stdout":
-            return 1
+            return _Dest(1, dest)
         if dest == "stderr":
-            return 2
+            return self._stderr()
         path = resolve(dest, pid)
         parent = os.path.dirname(path)
         try:
@@ -112,13 +163,23 @@ class _PythonWriter:
         except OSError:
             pass  # the open below reports the reason
         try:
-            return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            return _Dest(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644), path)
         except OSError as exc:
             note = fmt.record(fmt.header("note", "-", "settings", pid),
                               [f"  AOTI_DEBUG_LOGDEST={dest!r} is not valid: cannot open {path} "
                                f"({exc.strerror}); keeping stderr"])
             os.write(2, note.encode())
-            return 2
+            return None
+
+
+def lost_line(path: str, error: str) -> str:
+    """The one stderr line a failed log write leaves (once per destination)."""
+    return f"aoti-debug: cannot write the log to {path} ({error}); records are lost until a write succeeds\n"
+
+
+def lost_note(lost: int, path: str, error: str) -> str:
+    """The body of the note the next successful write starts with."""
+    return f"{lost} record{'' if lost == 1 else 's'} lost: writing {path} failed ({error})"
 
 
 _fallback = _PythonWriter()

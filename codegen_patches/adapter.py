@@ -9,7 +9,8 @@ the same in 2.11 and 2.13 except where noted.
 from __future__ import annotations
 
 import functools
-from typing import Callable, Iterable, List
+import os
+from typing import Callable, Iterable, List, Optional
 
 SUPPORTED = ((2, 11), (2, 13))
 
@@ -204,9 +205,35 @@ def tensor_shape_specs(mod, args, kwargs, dynamic_shapes) -> List[tuple]:
     return pairs
 
 
+# The stem of the package aoti_compile_and_package is writing (None outside it,
+# or when it writes to a file object).
+_package_stem: Optional[str] = None
+
+
 def model_name() -> str:
+    """The name records give the model being compiled (docs/log-format.md): the
+    AOTI model name when the user set one, else the package's file stem, else
+    `model`.  Only [A-Za-z0-9_.+-]: it is a record token and a folder name, and
+    `#` is left for the runtime's instance numbers."""
+    import re
+    from torch._inductor import config
     from torch._inductor.virtualized import V
-    return getattr(V.graph, "name", None) or "model"
+    name = None
+    if getattr(V.graph, "aot_mode", False):
+        name = config.aot_inductor.model_name_for_generated_files or _package_stem
+    name = re.sub(r"[^A-Za-z0-9_.+-]", "_", name or getattr(V.graph, "name", None) or "")
+    return name.lstrip(".")[:64] or "model"
+
+
+def package_stem(package_path) -> Optional[str]:
+    """`ranker` for package_path="out/ranker.pt2"; None for a file object."""
+    try:
+        path = os.fspath(package_path)
+    except TypeError:
+        return None
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    return os.path.splitext(os.path.basename(path))[0] or None
 
 
 # -- the linked core ----------------------------------------------------------------
@@ -411,13 +438,16 @@ def install_patches(hooks) -> None:
 
     def compile_and_package(orig):
         def patched(exported_program, *args, **kwargs):
+            global _package_stem
             ctx = hooks.guards.context_from_exported_program(exported_program) \
                 if hooks.active() is not None else None
             hooks.guards.set_context(ctx)
+            _package_stem = package_stem(kwargs.get("package_path"))
             try:
                 return orig(exported_program, *args, **kwargs)
             finally:
                 hooks.guards.set_context(None)
+                _package_stem = None
         return patched
     patch(inductor, "aoti_compile_and_package", compile_and_package)
 

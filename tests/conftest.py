@@ -70,7 +70,9 @@ class Packages:
     def get(self, model, **compile_env):
         key = (model, tuple(sorted(compile_env.items())))
         if key not in self.built:
-            out = os.path.join(self.root, f"{model}-{len(self.built)}.pt2")
+            # <n>/<model>.pt2: records name the model after the package's stem
+            out = os.path.join(self.root, str(len(self.built)), f"{model}.pt2")
+            os.makedirs(os.path.dirname(out), exist_ok=True)
             compile_model(model, out, self.cache, module=self.module, **compile_env)
             self.built[key] = out
         return self.built[key]

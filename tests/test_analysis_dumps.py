@@ -80,7 +80,7 @@ def test_nan_origin_on_dumps_names_the_planted_kernel(planted_dumps, capsys):
     code, out, err = cli(capsys, "nan-origin", dump_dir)
     assert (code, err) == (1, "")
     assert out.splitlines() == [
-        f"NaN/Inf origin: launch 1.1 {sqrt} (pid {pid}, {pid}-model-run1/manifest.jsonl:2)",
+        f"NaN/Inf origin: launch 1.1 {sqrt} (pid {pid}, {pid}-planted-run1/manifest.jsonl:2)",
         f"  source: {models.line_of('planted.sqrt')}",
         "  nodes:  sqrt, add",
         "  inputs (all finite):",
@@ -101,7 +101,7 @@ def test_nan_origin_on_dumps_skips_clean_launches(planted_dumps, capsys):
     lines = out.splitlines()
     assert code == 1
     assert re.fullmatch(r"NaN/Inf origin: launch 1\.3 cpp_fused_\w*log\w* \(pid \d+, "
-                        r"\d+-model-run1/manifest\.jsonl:6\)", lines[0])
+                        r"\d+-planted-run1/manifest\.jsonl:6\)", lines[0])
     assert lines[1] == f"  source: {models.line_of('planted.log')}"
     assert "    in a: shape=(6,) dtype=torch.float32 min=-1.000000 max=1.000000 mean=0.666667 " \
            "nan_count=0 inf_count=0" in lines
@@ -118,7 +118,7 @@ def test_logs_with_statistics_are_preferred_to_dumps(planted_dumps, tmp_path, ca
     # a log without statistics is not: the dumps have them
     write_log(both, "debug.log", model_log(level=3))
     code, out, _ = cli(capsys, "nan-origin", str(both))
-    assert code == 1 and re.match(r"NaN/Inf origin: launch 1\.1 \S+ \(pid \d+, \d+-model-run1/manifest", out)
+    assert code == 1 and re.match(r"NaN/Inf origin: launch 1\.1 \S+ \(pid \d+, \d+-planted-run1/manifest", out)
 
 
 def test_diff_of_two_dumps_of_the_same_run_agrees_value_by_value(mlp_dumps, capsys):

@@ -89,7 +89,7 @@ def test_attention_mask_inf_is_accepted_in_nan_mode(packages):
 
 def guard_error(pt2, inputs, model="dynamic", **env):
     text = raised(run_package(pt2, model, inputs=inputs, **env))
-    head = "aoti-debug: the inputs of model 'model' do not match what it was compiled for:\n"
+    head = f"aoti-debug: the inputs of model {model!r} do not match what it was compiled for:\n"
     assert text.startswith(head), text
     return text[len(head):].split("\n")
 
@@ -129,7 +129,7 @@ def test_guard_writes_the_offending_inputs_at_level_1(tmp_path, dynamic):
     run_package(dynamic, "dynamic", inputs=f"({X}.double(), {Y})", AOTI_DEBUG_LOGLEVEL="1",
                 AOTI_DEBUG_LOGDEST=str(log))
     recs = records(mask(log.read_text()))
-    assert recs[0] == "[TIMESTAMP] [pid PID] run 1 model\n"
+    assert recs[0] == "[TIMESTAMP] [pid PID] run 1 dynamic\n"
     assert recs[1] == ("[TIMESTAMP] [pid PID] note - input-check\n"
                        "  x.dtype is torch.float64, expected torch.float32\n"
                        "  in x:\n    Tensor(\n      shape=(4, 4)\n      stride=(4, 1)\n"

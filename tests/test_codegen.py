@@ -31,7 +31,7 @@ def mlp10(packages):
 def test_level_1_one_line_per_launch_between_run_and_run_end(tmp_path, mlp10):
     proc, text = log_of(tmp_path, mlp10, "mlp", AOTI_DEBUG_LOGLEVEL="1")
     heads = headers(text)
-    assert heads[0] == "[TIMESTAMP] [pid PID] run 1 model"
+    assert heads[0] == "[TIMESTAMP] [pid PID] run 1 mlp"
     launches = heads[1:]
     assert launches, text
     for k, line in enumerate(launches, 1):
@@ -48,8 +48,8 @@ def test_level_3_inputs_before_outputs_after_with_provenance(tmp_path, mlp10):
     from models import line_of
     _, text = log_of(tmp_path, mlp10, "mlp", AOTI_DEBUG_LOGLEVEL="3")
     recs = records(text)
-    assert recs[0].startswith("[TIMESTAMP] [pid PID] run 1 model\n  in x:\n    Tensor(\n      shape=(4, 8)\n")
-    assert recs[-1].startswith("[TIMESTAMP] [pid PID] run-end 1 model\n  out ")
+    assert recs[0].startswith("[TIMESTAMP] [pid PID] run 1 mlp\n  in x:\n    Tensor(\n      shape=(4, 8)\n")
+    assert recs[-1].startswith("[TIMESTAMP] [pid PID] run-end 1 mlp\n  out ")
     launches = [r for r in recs if " launch " in r.splitlines()[0]]
     ends = [r for r in recs if " launch-end " in r.splitlines()[0]]
     assert len(launches) == len(ends)
@@ -103,7 +103,7 @@ def test_run_end_holds_every_output_views_included(tmp_path, viewed, level):
         print("".join(l + "\\n" for o in outs for l in fmt.item("out buf2", o, {level})), end="")
     """, env=clean_env(AOTI_DEBUG_LOGLEVEL=str(level), AOTI_DEBUG_LOGDEST=str(log)))
     run_end = records(mask(log.read_text()))[-1]
-    assert run_end == "[TIMESTAMP] [pid PID] run-end 1 model\n" + proc.stdout
+    assert run_end == "[TIMESTAMP] [pid PID] run-end 1 viewed\n" + proc.stdout
     layouts = re.findall(r"shape=(.*)\n      stride=(.*)\n", run_end)
     assert layouts == [("(6, 4)", "(1, 6)"), ("(4,)", "(6,)"), ("(4, 6)", "(6, 1)")]
 
@@ -117,7 +117,7 @@ def test_run_end_with_views_comes_before_the_nan_check_raises(tmp_path, viewed):
                         raised(proc)), raised(proc)
     recs = records(mask(log.read_text()))
     run_end, summary = recs[-2], recs[-1]
-    assert run_end.startswith("[TIMESTAMP] [pid PID] run-end 1 model\n  out buf2:\n")
+    assert run_end.startswith("[TIMESTAMP] [pid PID] run-end 1 viewed\n  out buf2:\n")
     assert re.findall(r"shape=(.*)\n", run_end) == ["(6, 4)", "(4,)", "(4, 6)"]
     assert re.findall(r"nan_count=(\d+)\n", run_end) == ["24", "4", "24"]
     assert summary == ("[TIMESTAMP] [pid PID] note - nan-check\n"
@@ -129,9 +129,9 @@ def test_asking_for_more_than_compiled_gives_one_note(tmp_path, packages):
     _, text = log_of(tmp_path, pt2, "conv", AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_NAN_CHECK="raise")
     notes = [r for r in records(text) if " note " in r.splitlines()[0]]
     assert notes == ["[TIMESTAMP] [pid PID] note - settings\n"
-                     "  AOTI_DEBUG_LOGLEVEL='10' asks for more than model 'model' was compiled with (5); "
+                     "  AOTI_DEBUG_LOGLEVEL='10' asks for more than model 'conv' was compiled with (5); "
                      "using 5. Recompile with AOTI_DEBUG_LOGLEVEL=10 to get it.\n"
-                     "  AOTI_DEBUG_NAN_CHECK='raise' asks for more than model 'model' was compiled with "
+                     "  AOTI_DEBUG_NAN_CHECK='raise' asks for more than model 'conv' was compiled with "
                      "(warn:nan); using warn:nan. Recompile with AOTI_DEBUG_NAN_CHECK=raise:nan to get it.\n"]
     assert "      nan_count=0\n" in text
 

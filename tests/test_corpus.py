@@ -123,14 +123,14 @@ def test_instrumented_package_logs_one_whole_run(model):
     """Every launch has its end record, numbered in order, between the run and its end."""
     outputs, text = model.level5[0]
     heads = [h[len("[TIMESTAMP] [pid PID] "):] for h in headers(text)]
-    assert heads[0] == "run 1 model" and heads[-1] == "run-end 1 model", heads
+    assert heads[0] == f"run 1 {model.name}" and heads[-1] == f"run-end 1 {model.name}", heads
     launches = heads[1:-1]
     assert len(launches) >= 20 and len(launches) % 2 == 0
     for k in range(len(launches) // 2):
         begin, end = launches[2 * k].split(" ", 2), launches[2 * k + 1].split(" ", 2)
         assert begin[:2] == ["launch", f"1.{k + 1}"] and end == ["launch-end", f"1.{k + 1}", begin[2]]
     run = records(mask(text))[0]
-    assert run.startswith("[TIMESTAMP] [pid PID] run 1 model\n  in input_ids:\n")
+    assert run.startswith(f"[TIMESTAMP] [pid PID] run 1 {model.name}\n  in input_ids:\n")
     assert "\n  in attention_mask:\n" in run and run.count("Tensor(") == 2
     # clean inputs: the NaN check (warn) has nothing to say, and nan-origin neither
     assert "note - nan-check" not in text

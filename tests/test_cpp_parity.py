@@ -80,10 +80,10 @@ def test_level_10_logs_and_dump_folders_are_the_same(tmp_path, exe, mlp10):
     assert cpp.returncode == 0, cpp.stderr
     assert mask(py_log.read_text()) == mask(cpp_log.read_text())
     py_tree, cpp_tree = dump_tree(dumps["python"]), dump_tree(dumps["cpp"])
-    assert "PID-model-run1/inputs.pt" in py_tree
-    assert "PID-model-run1/launch000001_out_buf0.pt" in py_tree
+    assert "PID-mlp-run1/inputs.pt" in py_tree
+    assert "PID-mlp-run1/launch000001_out_buf0.pt" in py_tree
     assert len([k for k in py_tree if k.endswith(".pt")]) >= 8
-    events = [r["event"] for r in py_tree["PID-model-run1/manifest.jsonl"]]
+    events = [r["event"] for r in py_tree["PID-mlp-run1/manifest.jsonl"]]
     assert events[:3] == ["run", "before", "after"] and events[-1] == "run-end"
     assert py_tree == cpp_tree
 
@@ -98,9 +98,9 @@ def test_cpp_process_honours_run_time_variables(tmp_path, exe, mlp10):
     assert re.fullmatch(r"server_\d+\.log", log.name)
     pid = log.name[len("server_"):-len(".log")]
     text = log.read_text()
-    assert f"[pid {pid}] run 1 model\n" in text
+    assert f"[pid {pid}] run 1 mlp\n" in text
     heads = [r.splitlines()[0] for r in records(mask(text))]
-    assert heads[0] == "[TIMESTAMP] [pid PID] run 1 model"
+    assert heads[0] == "[TIMESTAMP] [pid PID] run 1 mlp"
     assert len(heads) == 4 and all(h.endswith("aoti_torch_cpu_addmm_out") for h in heads[1:])
     assert all(r.count("\n") == 1 for r in records(text))        # level 1, lowered from 10
 
@@ -109,7 +109,7 @@ def test_guard_violation_reaches_cpp_with_pythons_text(tmp_path, exe, dynamic):
     expr = "(torch.randn(65, 4).double(), torch.randn(3, 4))"
     py, cpp, _, _ = both(tmp_path, dynamic, "dynamic", expr, AOTI_DEBUG_LOGLEVEL="0")
     text = raised(py)
-    assert text.startswith("aoti-debug: the inputs of model 'model' do not match")
+    assert text.startswith("aoti-debug: the inputs of model 'dynamic' do not match")
     assert cpp.returncode == 1
     assert cpp.stderr.endswith(f"aoti-debug-run: model run failed: {text}\n")
 

@@ -86,6 +86,8 @@ def headers(text):
 KERNELS = ["aoti_torch_cpu_addmm_out", "cpp_fused_relu_0", "aoti_torch_cpu_addmm_out",
            "cpp_fused_relu_0", "aoti_torch_cpu_addmm_out", "cpp_fused__softmax_1"]
 H = "[TIMESTAMP] [pid PID] "
+# `compiled` loads one model per level in one process: the second and third are numbered
+NAMES = {1: "model", 3: "model#2", 5: "model#3"}
 
 
 def test_level_1_headers_only(compiled):
@@ -127,7 +129,7 @@ def expected_records(level):
               ("in fc2_bias", b2), ("in fc3_weight", w3), ("in fc3_bias", b3)]
     addmm, relu, softmax = KERNELS[0], KERNELS[1], KERNELS[5]
     return [
-        rec("run", "1", "model", *inputs),
+        rec("run", "1", NAMES[level], *inputs),
         rec("launch", "1.1", addmm, ("in fc1_bias", b1), ("in x", x), ("in fc1_weight", w1.t()),
             origin=("addmm", "mlp.fc1", "buf0=addmm")),
         rec("launch-end", "1.1", addmm, ("out buf0", h1)),
@@ -143,7 +145,7 @@ def expected_records(level):
         rec("launch-end", "1.5", addmm, ("out buf4", h3)),
         rec("launch", "1.6", softmax, ("in buf4", h3), origin=("amax,sub,exp,sum_1,div", "mlp.fc3", "buf5=exp buf6=div")),
         rec("launch-end", "1.6", softmax, ("out buf5", e), ("out buf6", y)),
-        rec("run-end", "1", "model", ("out buf6", y)),
+        rec("run-end", "1", NAMES[level], ("out buf6", y)),
     ]
 
 
@@ -209,6 +211,7 @@ def test_records_match_the_aoti_path(compiled, packages, tmp_path):
     assert aoti["launch 1.4"].replace("nodes=relu_1,fc3_bias", "nodes=relu_1").replace(" buf4=fc3_bias", "") \
         .replace("cpp_fused_relu_1", "cpp_fused_relu_0") == py["launch 1.4"]
     assert _norm(aoti["launch 1.5"].replace("  in buf4:\n", "  in fc3_bias:\n")) == _norm(py["launch 1.5"])
+    aoti["run-end 1"] = aoti["run-end 1"].replace("run-end 1 mlp\n", f"run-end 1 {NAMES[5]}\n")
     for key in ["launch-end 1.5", "launch 1.6", "launch-end 1.6", "run-end 1"]:
         assert _norm(aoti[key]) == _norm(py[key]), key
     assert py["launch 1.6"] == aoti["launch 1.6"].replace("cpp_fused__softmax_2", "cpp_fused__softmax_1") \
@@ -394,7 +397,9 @@ def viewed(tmp_path_factory):
 def test_run_end_holds_every_output_views_included(viewed, level):
     out, _ = viewed
     [run_end] = [r for r in records(log(out, level)) if r.startswith(H + "run-end 1 ")]
-    assert run_end == H + "run-end 1 model\n" + (out / f"expected{level}.txt").read_text()
+    # the second compile in the process is the second model loaded: model#2
+    name = {3: "model", 5: "model#2"}[level]
+    assert run_end == H + f"run-end 1 {name}\n" + (out / f"expected{level}.txt").read_text()
     layouts = re.findall(r"shape=(.*)\n      stride=(.*)\n", run_end)
     assert layouts == [("(6, 4)", "(1, 6)"), ("(4,)", "(6,)"), ("(4, 6)", "(6, 1)")]
 
@@ -405,7 +410,7 @@ def test_run_end_with_views_comes_before_the_nan_check_raises(viewed):
                         r"wrote 24 NaN into buf0 \(first at flat index 0\); its input x already held NaN "
                         r"\(look earlier\)\n", stdout), stdout
     run_end, summary = records(log(out, 5))[-2:]
-    assert run_end.startswith(H + "run-end 2 model\n  out buf1:\n")
+    assert run_end.startswith(H + "run-end 2 model#2\n  out buf1:\n")
     assert re.findall(r"shape=(.*)\n", run_end) == ["(6, 4)", "(4,)", "(4, 6)"]
     assert re.findall(r"nan_count=(\d+)\n", run_end) == ["24", "4", "24"]
     assert summary == (H + "note - nan-check\n"

@@ -31,6 +31,7 @@ RULE = "=" * 80
 _HEADER = re.compile(
     r"^\[(?P<ts>[^\]]*)\] \[pid (?P<pid>[^\]]*)\] (?P<kind>\S+) (?P<id>\S+)(?: (?P<name>.*))?$")
 _CLAIMS_HEADER = re.compile(r"^\[[^\]]*\] \[pid ")      # what only a record header starts with
+_LOST_NOTE = re.compile(r"^\[[^\]]*\] \[pid [^\]]*\] note - log$")   # records a failed write lost
 _TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}|TIMESTAMP", re.A)
 _DECIMAL = re.compile(r"[0-9]{1,20}", re.A)                  # every uint64 fits
 _LONG_NUMBER = re.compile(r"[0-9]{21,}", re.A)
@@ -423,8 +424,11 @@ def parse(text: str, path: Optional[str] = None) -> Log:
             unknown.append((i + 1, line))
             i += 1
             continue
-        # the last line of a file cut short may be any prefix of a header
-        match = _header(line, path, i + 1, strict=ends_cleanly or i + 1 < len(lines))
+        # the last line of a file cut short may be any prefix of a header, and so
+        # may a line a failed write cut short (the runtime's lost-records note follows)
+        following = lines[i + 1] if i + 1 < len(lines) else None
+        cut = (following is None and not ends_cleanly) or bool(following and _LOST_NOTE.match(following))
+        match = _header(line, path, i + 1, strict=not cut)
         if match:
             current = Record(kind=match["kind"], id=match["id"], name=match["name"] or "",
                              pid=_pid(match), timestamp=match["ts"], line=i + 1, file=path)

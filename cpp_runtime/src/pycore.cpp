@@ -108,6 +108,19 @@ AOTID_EXPORT int64_t aotid_next_call_number() noexcept {
   return aoti_debug::detail::next_call_number();
 }
 
+// The record name of a newly loaded model (`name`, then `name#2`...) into buf;
+// returns its length, or -1 when it does not fit.
+AOTID_EXPORT int64_t aotid_instance_name(const char* name, char* buf, int64_t cap) noexcept {
+  try {
+    const std::string s = aoti_debug::detail::instance_name(name);
+    if (static_cast<int64_t>(s.size()) >= cap) return -1;
+    std::memcpy(buf, s.c_str(), s.size() + 1);
+    return static_cast<int64_t>(s.size());
+  } catch (...) {
+    return -1;
+  }
+}
+
 AOTID_EXPORT void aotid_set_inflight(int64_t run, int64_t launch, const char* name) noexcept {
   aoti_debug::detail::set_inflight(run, launch, name);
 }

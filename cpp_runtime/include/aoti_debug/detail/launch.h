@@ -203,7 +203,7 @@ class Model {
 
 #if AOTI_DEBUG_CORE_BODIES
 AOTI_DEBUG_CORE_FN Model::Model(const ModelConfig& c)
-    : name_(c.name ? c.name : "model"),
+    : name_(detail::instance_name(c.name && *c.name ? c.name : "model")),
       compiled_level_(c.level),
       compiled_kernels_(detail::parse_kernels(c.kernels ? c.kernels : "")),
       check_inputs_(c.check_inputs),

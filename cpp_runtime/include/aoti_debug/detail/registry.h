@@ -54,6 +54,9 @@ struct DestEntry {
   int32_t target;     // entry actually written (itself, or stderr after a failed open)
   int32_t banner_done;
   int32_t used;       // a record went here: the crash trailer goes here too
+  int32_t torn;       // the last failed write stopped inside a record
+  int32_t lost_errno; // why records were lost (0: none lost)
+  int64_t lost;       // records not written since the last successful write
 };
 
 struct InflightSlot {
@@ -73,6 +76,13 @@ struct DumpLedger {
   int64_t count;        // launches dumped (AOTI_DEBUG_DUMP_MAX_COUNT)
   int64_t bytes;        // bytes in the dump directory (AOTI_DEBUG_DUMP_MAX_SIZE_GB)
   int64_t reserved;
+};
+
+// Loaded models by name, for distinct names in records (`ranker`, `ranker#2`).
+constexpr int kMaxModelNames = 128;
+struct ModelName {
+  uint64_t hash;   // fnv1a of the compiled name
+  int32_t count;   // instances loaded so far
 };
 
 // Shared by every copy of the runtime in the process: a layout change needs a
@@ -95,6 +105,9 @@ struct Registry {
   int32_t nnotes;
   uint64_t notes[kMaxNotes];  // hashes of notes already written (each once per process)
   DumpLedger dump;            // ABI 2
+  int32_t nmodels;            // ABI 3
+  int32_t models_loaded;
+  ModelName models[kMaxModelNames];
 };
 
 // ---- async-signal-safe helpers ----
@@ -105,17 +118,26 @@ inline size_t cstr_len(const char* s) {
   return n;
 }
 
-inline void write_all(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
+// Writes all n bytes unless write(2) fails; returns how many were written
+// (errno tells why when fewer).
+inline size_t write_full(int fd, const char* p, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t w = ::write(fd, p + done, n - done);
     if (w < 0) {
       if (errno == EINTR) continue;
-      return;  // nowhere left to report it
+      break;
     }
-    p += w;
-    n -= static_cast<size_t>(w);
+    if (w == 0) {  // no progress and no error: treat as a full device
+      errno = ENOSPC;
+      break;
+    }
+    done += static_cast<size_t>(w);
   }
+  return done;
 }
+
+inline void write_all(int fd, const char* p, size_t n) { (void)write_full(fd, p, n); }
 
 // "YYYY-MM-DD hh:mm:ss.micro" (UTC) into buf (>= 27 bytes); returns 26.
 inline int format_timestamp(char* buf) {
@@ -315,6 +337,11 @@ inline std::string errno_text(int e) {
     case EPERM: return "Operation not permitted";
     case EEXIST: return "File exists";
     case EMFILE: return "Too many open files";
+    case EFBIG: return "File too large";
+    case EIO: return "Input/output error";
+    case EPIPE: return "Broken pipe";
+    case EBADF: return "Bad file descriptor";
+    case EDQUOT: return "Disk quota exceeded";
     default: {
       std::string s = "errno ";
       append_i64(s, e);
@@ -408,9 +435,50 @@ inline std::string note_record(const std::string& topic, const std::string& line
   return out;
 }
 
+inline uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// True the first time the process sees this hash.  Lock held.
+inline bool first_time_locked(Registry* r, uint64_t h) {
+  for (int i = 0; i < r->nnotes; ++i)
+    if (r->notes[i] == h) return false;
+  if (r->nnotes < kMaxNotes) r->notes[r->nnotes++] = h;
+  return true;
+}
+
+// True the first time this process sees `text` (every copy of the runtime
+// counts): notes such as "bad value" are said once per process.
+inline bool first_time(const std::string& text) {
+  Registry* r = registry();
+  if (r == nullptr) return true;
+  pthread_mutex_lock(&r->lock);
+  const bool first = first_time_locked(r, fnv1a(text));
+  pthread_mutex_unlock(&r->lock);
+  return first;
+}
+
+// The one line a failed log write leaves on stderr, once per destination.
+inline std::string lost_line(const std::string& path, int err) {
+  return "aoti-debug: cannot write the log to " + path + " (" + errno_text(err) +
+         "); records are lost until a write succeeds\n";
+}
+
+// Body of the note the next successful write starts with.
+inline std::string lost_note(int64_t lost, const std::string& path, int err) {
+  std::string s;
+  append_i64(s, lost);
+  return s + (lost == 1 ? " record" : " records") + " lost: writing " + path + " failed (" +
+         errno_text(err) + ")";
+}
+
 // Writes one complete record (or several, already concatenated) to `dest`
 // with one write(2) under the process lock, after the destination's banner
-// the first time.  `torch_version` is only used for the banner.
+// the first time.  `torch_version` is only used for the banner.  A failed or
+// short write is said once on stderr and counted; the next write that
+// succeeds starts with a note saying how many records were lost.
 inline void write_record(const std::string& dest, const std::string& text,
                          const char* torch_version) {
   Registry* r = registry();
@@ -423,45 +491,64 @@ inline void write_record(const std::string& dest, const std::string& text,
   const int i = resolve_dest(r, dest, &note);
   DestEntry& e = r->dest[i];
   std::string buf;
-  if (!e.banner_done) {
-    buf = banner(torch_version);
-    e.banner_done = 1;
-  }
+  if (!e.banner_done) buf = banner(torch_version);
   if (!note.empty()) buf += note_record("settings", note);
-  if (buf.empty()) {
-    write_all(e.fd, text.data(), text.size());
-  } else {
+  if (e.lost > 0) {
+    if (e.torn) buf.insert(0, "\n");  // end the torn line: the note starts a record
+    buf += note_record("log", lost_note(e.lost, e.key, e.lost_errno));
+  }
+  const std::string* out = &text;
+  if (!buf.empty()) {
     buf += text;
-    write_all(e.fd, buf.data(), buf.size());
+    out = &buf;
+  }
+  const size_t done = write_full(e.fd, out->data(), out->size());
+  if (done == out->size()) {
+    e.banner_done = 1;
+    e.lost = 0, e.torn = 0, e.lost_errno = 0;
+  } else {
+    const int err = errno;
+    if (done > 0) e.banner_done = 1;
+    e.torn = e.torn || done > 0;  // the file ends inside a record until the next success
+    e.lost += 1;
+    e.lost_errno = err;
+    if (first_time_locked(r, fnv1a(std::string("log-write-failed\n") + e.key))) {
+      const std::string line = lost_line(e.key, err);
+      write_all(2, line.data(), line.size());
+    }
   }
   e.used = 1;
   pthread_mutex_unlock(&r->lock);
-}
-
-inline uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
-// True the first time this process sees `text` (every copy of the runtime
-// counts): notes such as "bad value" are said once per process.
-inline bool first_time(const std::string& text) {
-  Registry* r = registry();
-  if (r == nullptr) return true;
-  const uint64_t h = fnv1a(text);
-  pthread_mutex_lock(&r->lock);
-  bool seen = false;
-  for (int i = 0; i < r->nnotes && !seen; ++i) seen = r->notes[i] == h;
-  if (!seen && r->nnotes < kMaxNotes) r->notes[r->nnotes++] = h;
-  pthread_mutex_unlock(&r->lock);
-  return !seen;
 }
 
 // Writes a note record unless the same topic + lines were written before.
 inline void note_once(const std::string& dest, const std::string& topic, const std::string& lines,
                       const char* torch_version) {
   if (first_time(topic + "\n" + lines)) write_record(dest, note_record(topic, lines), torch_version);
+}
+
+// The name a newly loaded model writes in its records: its compiled name the
+// first time, `name#2`, `name#3`... for later instances in the process (every
+// copy of the runtime counts).  A full table numbers by the process's total.
+inline std::string instance_name(const std::string& name) {
+  Registry* r = registry();
+  if (r == nullptr) return name;
+  const uint64_t h = fnv1a(name);
+  pthread_mutex_lock(&r->lock);
+  const int32_t total = ++r->models_loaded;
+  int32_t count = 0;
+  for (int i = 0; i < r->nmodels && count == 0; ++i)
+    if (r->models[i].hash == h) count = ++r->models[i].count;
+  if (count == 0 && r->nmodels < kMaxModelNames) {
+    r->models[r->nmodels++] = ModelName{h, 1};
+    count = 1;
+  }
+  pthread_mutex_unlock(&r->lock);
+  if (count == 0) count = total;
+  if (count == 1) return name;
+  std::string out = name + "#";
+  append_i64(out, count);
+  return out;
 }
 
 // Next call number N (from 1), shared by every runtime in the process.

@@ -1,0 +1,77 @@
+"""Each loaded model has its own name in records (docs/log-format.md): the AOTI
+model name the user set, else the package's file stem; a second instance of
+the same name in a process is `name#2`."""
+
+import io
+import types
+
+import pytest
+
+from aoti_debug.analysis.mask import mask
+from conftest import TESTS, clean_env, records, run_python
+
+LEVEL10 = dict(AOTI_DEBUG_LOGLEVEL="10")
+
+
+def test_two_packages_and_a_second_load_are_told_apart(tmp_path, packages):
+    mlp, planted = packages.get("mlp", **LEVEL10), packages.get("planted", **LEVEL10)
+    log = tmp_path / "log.txt"
+    run_python(f"""
+        import sys; sys.path.insert(0, {TESTS!r})
+        import torch, models
+        first = torch._inductor.aoti_load_package({mlp!r})
+        second = torch._inductor.aoti_load_package({mlp!r})
+        other = torch._inductor.aoti_load_package({planted!r})
+        x = models.example("mlp")[1]
+        first(*x); second(*x); first(*x)
+        other(*models.planted_inputs())
+    """, env=clean_env(AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_LOGDEST=str(log)))
+    runs = [r.splitlines()[0] for r in records(mask(log.read_text())) if " run " in r.splitlines()[0]]
+    assert runs == ["[TIMESTAMP] [pid PID] run 1 mlp", "[TIMESTAMP] [pid PID] run 1 mlp#2",
+                    "[TIMESTAMP] [pid PID] run 2 mlp", "[TIMESTAMP] [pid PID] run 1 planted"]
+
+
+@pytest.fixture
+def graph(monkeypatch):
+    """Inductor's current graph as model_name() sees it, and its config."""
+    from torch._inductor import config
+    from torch._inductor.virtualized import V
+    from aoti_debug.codegen_patches import adapter
+    g = types.SimpleNamespace(aot_mode=True, name=None)
+    with V.set_graph_handler(g):
+        yield g, config, adapter, monkeypatch
+
+
+def test_the_aoti_model_name_comes_first_then_the_package_stem(graph):
+    g, config, adapter, monkeypatch = graph
+    assert adapter.model_name() == "model"
+    monkeypatch.setattr(adapter, "_package_stem", adapter.package_stem("out/ranker v2#1.pt2"))
+    assert adapter.model_name() == "ranker_v2_1"          # a record token and a folder name
+    monkeypatch.setattr(config.aot_inductor, "model_name_for_generated_files", "scorer")
+    assert adapter.model_name() == "scorer"
+    g.aot_mode = False                                     # torch.compile's graphs
+    assert adapter.model_name() == "model"
+
+
+def test_package_stems():
+    from aoti_debug.codegen_patches.adapter import package_stem
+    assert package_stem("/tmp/out/ranker.pt2") == "ranker"
+    assert package_stem(b"ranker.pt2") == "ranker"
+    assert package_stem(io.BytesIO()) is None
+    assert package_stem(None) is None
+
+
+def test_instances_are_numbered_without_the_compiled_core(monkeypatch):
+    from aoti_debug import sink
+    monkeypatch.setattr(sink, "native", lambda: None)
+    monkeypatch.setattr(sink, "_local_names", {})
+    assert [sink.instance_name(n) for n in ("a", "b", "a", "a")] == ["a", "b", "a#2", "a#3"]
+
+
+def test_instances_are_numbered_across_runtimes_in_a_process():
+    proc = run_python("""
+        from aoti_debug import _native, sink
+        from aoti_debug.launches import Model
+        print(Model("m", 1).name, _native.instance_name("m"), sink.instance_name("m"), Model("n", 1).name)
+    """, env=clean_env())
+    assert proc.stdout.split() == ["m", "m#2", "m#3", "n"]

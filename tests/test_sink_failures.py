@@ -1,0 +1,76 @@
+"""A log that cannot be written: one line on stderr, the model runs on, and
+the next write that succeeds says how many records were lost (issue: nothing
+is dropped silently).  Both writers run the same cases: the registry's
+write_record in the compiled core and the Python writer used without it."""
+
+import pytest
+
+from conftest import banners, run_package, run_python
+from aoti_debug.analysis.mask import mask
+from aoti_debug.analysis import records as records_mod
+
+# Writes records 1-4 to `log`; the file-size limit lets record 2 in only in
+# part (a short write) and record 3 not at all, then is lifted for record 4.
+SCRIPT = """
+import os, resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)     # EFBIG instead of a killed process
+from aoti_debug import format as fmt, sink
+if {writer!r} == "python":
+    sink.native = lambda: None
+elif sink.native() is None:
+    sys.exit("the compiled core is not available")
+log = {log!r}
+def rec(i):
+    return fmt.record(fmt.header("note", "-", "r%d" % i, os.getpid()), ["  body of record %d" % i])
+sink.write(log, rec(1))
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (os.path.getsize(log) + 10, hard))
+sink.write(log, rec(2))
+sink.write(log, rec(3))
+resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
+sink.write(log, rec(4))
+sink.write(log, rec(5))
+"""
+
+LOST_LINE = "aoti-debug: cannot write the log to {} ({}); records are lost until a write succeeds\n"
+
+
+@pytest.mark.parametrize("writer", ["native", "python"])
+def test_lost_records_are_counted_and_said_once(tmp_path, writer):
+    log = tmp_path / "log.txt"
+    proc = run_python(SCRIPT.format(writer=writer, log=str(log)))
+    assert proc.stderr == LOST_LINE.format(log, "File too large")
+    raw = log.read_text()
+    lines = raw.split("\n")
+    cut = lines[lines.index("  body of record 1") + 1]     # record 2's first 10 bytes
+    assert len(cut) == 10 and cut.startswith("[20")
+    text = mask(raw)
+    r = "[TIMESTAMP] [pid PID] note - r{0}\n  body of record {0}\n"
+    assert text == (banners(text)[0] + r.format(1) + cut + "\n"
+                    + "[TIMESTAMP] [pid PID] note - log\n"
+                    + f"  2 records lost: writing {log} failed (File too large)\n"
+                    + r.format(4) + r.format(5))
+    # the analysis reads such a log: the cut line is left out with a word, not an error
+    parsed = records_mod.parse(raw, str(log))
+    assert [(r.kind, r.name) for r in parsed.records] == [
+        ("note", "r1"), ("note", "log"), ("note", "r4"), ("note", "r5")]
+    assert parsed.left_out == [f"{log}: 1 line(s) that are not aoti-debug records were left out "
+                               f"(first: line {lines.index(cut) + 1})"]
+
+
+def test_dev_full_leaves_one_line_and_the_model_runs_on(packages):
+    pt2 = packages.get("mlp", AOTI_DEBUG_LOGLEVEL="5")
+    plain = run_package(pt2, "mlp", AOTI_DEBUG_LOGLEVEL="0")
+    proc = run_package(pt2, "mlp", AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_LOGDEST="/dev/full")
+    assert proc.stdout == plain.stdout and proc.stdout.startswith("OUTPUT ")
+    assert proc.stderr == LOST_LINE.format("/dev/full", "No space left on device")
+
+
+def test_records_after_a_failure_parse_whole():
+    text = ("[2026-01-01 00:00:00.000000] [pid 7] note - r1\n  a\n"
+            "[2026-01-01 00:00:00.000000] [pid 7] laun\n"
+            "[2026-01-01 00:00:00.000000] [pid 7] note - log\n  1 record lost: writing x failed (y)\n")
+    parsed = records_mod.parse(text, "x")
+    assert [r.name for r in parsed.records] == ["r1", "log"]
+    assert parsed.records[1].notes == ["1 record lost: writing x failed (y)"]
+    assert parsed.left_out == ["x: 1 line(s) that are not aoti-debug records were left out (first: line 3)"]
