@@ -298,15 +298,9 @@ def read_with_problems(environ: Optional[Mapping[str, str]] = None,
     sources: Dict[str, str] = {}
     problems: List[str] = []
     for var in VARIABLES:
-        if var.field in overrides and overrides[var.field] is not None:
-            value = overrides[var.field]
-            try:
-                values[var.field] = _coerce_argument(var, value)
-                sources[var.field] = "argument"
-            except ValueError as exc:
-                problems.append(problem(f"argument {var.field}", str(value), str(exc)))
-                sources[var.field] = "default (bad argument)"
-            continue
+        # The variable is checked even when an argument wins: a bad value of
+        # any variable fails the compile (the process-start hook sees it too).
+        sources[var.field] = "default"
         for name, parse in ((var.name, var.parse), (var.alias, var.alias_parse)):
             if not name or name not in env:
                 continue
@@ -318,8 +312,15 @@ def read_with_problems(environ: Optional[Mapping[str, str]] = None,
                 problems.append(problem(name, text, str(exc)))
                 sources[var.field] = f"default ({name} is not valid)"
             break
-        else:
-            sources[var.field] = "default"
+        if var.field in overrides and overrides[var.field] is not None:
+            value = overrides[var.field]
+            try:
+                values[var.field] = _coerce_argument(var, value)
+                sources[var.field] = "argument"
+            except ValueError as exc:
+                values.pop(var.field, None)
+                problems.append(problem(f"argument {var.field}", str(value), str(exc)))
+                sources[var.field] = "default (bad argument)"
     return Settings(sources=sources, **values), problems
 
 
