@@ -9,6 +9,14 @@ and never compile anything (Inductor's own probe subprocesses, workers, the
 model server itself) and must not pay for importing torch, and installing
 while torch is still importing its own modules would meet half-initialised
 ones.  This function never raises and is safe to call twice.
+
+Bad values are a compile-time error, never a silent uninstrumented artifact:
+the compile entry points (aoti_compile_and_package, compile_fx) are replaced
+by functions that raise SettingsError listing every problem, for as long as
+the process lives.  Process start stays silent, so a program that merely
+inherits a bad variable (a model server) keeps running; its run-time reader
+notes the problem in the log.  torch.export.export compiles nothing and is
+left alone.
 """
 
 import importlib.abc
@@ -24,14 +32,18 @@ def activate() -> None:
         return
     _done = True
     try:
-        from .settings import read
-        resolved = read()
-        if not resolved.anything_compiled_in:
+        from .settings import read_with_problems
+        resolved, problems = read_with_problems()
+        if problems:
+            finder = _EntryPoints(problems, COMPILE_ENTRY_POINTS)
+        elif resolved.anything_compiled_in:
+            finder = _EntryPoints(resolved, ENTRY_POINTS)
+        else:
             return
-        sys.meta_path.insert(0, _EntryPoints(resolved))
-        for name in ENTRY_POINTS:
+        sys.meta_path.insert(0, finder)
+        for name in finder.entry_points:
             if name in sys.modules:
-                _EntryPoints.guard(sys.modules[name], ENTRY_POINTS[name], resolved)
+                finder.guard(sys.modules[name])
     except Exception as exc:
         _say(exc)
 
@@ -45,31 +57,32 @@ def _install(resolved) -> None:
 
 
 def _say(exc: Exception) -> None:
-    from .settings import SettingsError
-    why = "; ".join(exc.problems) if isinstance(exc, SettingsError) else f"{type(exc).__name__}: {exc}"
     try:
-        sys.stderr.write(f"aoti-debug: compiles are not instrumented: {why}\n")
+        sys.stderr.write(f"aoti-debug: compiles are not instrumented: {type(exc).__name__}: {exc}\n")
     except Exception:
         pass
 
 
 # module -> the function whose first call installs the patches
-ENTRY_POINTS = {"torch.export": "export",
-                "torch._inductor": "aoti_compile_and_package",
-                "torch._inductor.compile_fx": "compile_fx"}
+COMPILE_ENTRY_POINTS = {"torch._inductor": "aoti_compile_and_package",
+                        "torch._inductor.compile_fx": "compile_fx"}
+ENTRY_POINTS = {"torch.export": "export", **COMPILE_ENTRY_POINTS}
 _originals = []       # (module, name, function) put back before installing
 
 
 class _EntryPoints(importlib.abc.MetaPathFinder):
-    """When an entry-point module has loaded, its function is replaced by a
-    trampoline; the first call puts every original back, installs the
-    patches (all imports are done by then) and calls the patched function."""
+    """When an entry-point module has loaded, its function is replaced: with
+    valid settings by a trampoline whose first call puts every original back,
+    installs the patches (all imports are done by then) and calls the patched
+    function; with bad ones (`resolved` is the list of problems) by a
+    function that raises SettingsError, at every call."""
 
-    def __init__(self, resolved) -> None:
+    def __init__(self, resolved, entry_points) -> None:
         self.resolved = resolved
+        self.entry_points = entry_points
 
     def find_spec(self, name, path=None, target=None):
-        if name not in ENTRY_POINTS:
+        if name not in self.entry_points:
             return None
         sys.meta_path.remove(self)
         try:
@@ -78,19 +91,25 @@ class _EntryPoints(importlib.abc.MetaPathFinder):
             sys.meta_path.insert(0, self)
         if spec is None or spec.loader is None:
             return spec
-        loader, resolved, attr = spec.loader, self.resolved, ENTRY_POINTS[name]
-        original = loader.exec_module
+        loader, original = spec.loader, spec.loader.exec_module
 
         def exec_module(module):
             original(module)
-            _EntryPoints.guard(module, attr, resolved)
+            self.guard(module)
         loader.exec_module = exec_module
         return spec
 
-    @staticmethod
-    def guard(module, attr, resolved) -> None:
+    def guard(self, module) -> None:
+        attr, resolved = self.entry_points[module.__name__], self.resolved
         function = getattr(module, attr, None)
         if function is None:
+            return
+        if isinstance(resolved, list):
+            def refuse(*args, **kwargs):
+                from .settings import SettingsError
+                raise SettingsError(resolved)
+            refuse.__wrapped__ = function
+            setattr(module, attr, refuse)
             return
         _originals.append((module, attr, function))
 

@@ -76,7 +76,7 @@ class Model:
                  check_inputs: bool = False, torch_version: str = "") -> None:
         self.name = sink.instance_name(name or "model")
         self.compiled_level = int(level)
-        self.compiled_kernels = settings_mod._parse_kernels(kernels or "")
+        self.compiled_kernels = settings_mod.split_kernels(kernels or "")
         self.compiled_nan_check = settings_mod._parse_nan(nan_check or "off")
         self.nan_check = self.compiled_nan_check
         self.compiled_check_inputs = bool(check_inputs)

@@ -8,9 +8,9 @@ Order of precedence, highest first:
 4. built-in defaults
 
 The C++ shim (``cpp_runtime/include/aoti_debug/detail/settings.h``) mirrors
-these rules and messages word for word; ``tests/test_settings_parity.py``
-keeps them together.  This module imports nothing heavy: the process-start
-hook uses it.
+these rules and messages word for word; one table of cases in
+``tests/test_settings_grammar.py`` runs against both.  This module imports
+nothing heavy: the process-start hook uses it.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ NAN_MODES = ("off", "warn", "raise", "warn:nan", "raise:nan", "warn:naninf", "ra
 BOOL_WORDS = {"1": True, "true": True, "yes": True, "on": True,
               "0": False, "false": False, "no": False, "off": False, "": False}
 # upstream AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER values -> our levels
-UPSTREAM_PRINTER_LEVELS = {"0": 0, "1": 10, "2": 5, "3": 1}
+UPSTREAM_PRINTER_LEVELS = {0: 0, 1: 10, 2: 5, 3: 1}
 
 
 class SettingsError(ValueError):
@@ -69,33 +69,76 @@ class Settings:
         return self.level > 0 or self.check_inputs or self.nan_check.enabled
 
 
+# -- the grammar, the same in the C++ shim (detail/settings.h) ---------------
+#
+# ASCII only, so that Python and C++ read every value alike (Python's int()
+# and float() would take Unicode digits, underscores, signs, nan and inf):
+# surrounding ASCII whitespace is ignored, words are matched ignoring ASCII
+# case, a whole number is ASCII digits, a decimal is ASCII digits with at
+# most one '.'.
+
+_SPACE = " \t\n\r\v\f"
+_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
+INT64_MAX = 2**63 - 1
+
+
+def _strip(text: str) -> str:
+    return text.strip(_SPACE)
+
+
+def _word(text: str) -> str:
+    return _strip(text).translate(_LOWER)
+
+
+def _all_digits(text: str) -> bool:
+    return all("0" <= c <= "9" for c in text)
+
+
+def _whole(text: str) -> Optional[int]:
+    """ASCII digits (leading zeros allowed) or None; at most INT64_MAX, as in C++:
+    a limit that large is no limit either way."""
+    t = _strip(text)
+    if not t or not _all_digits(t):
+        return None
+    t = t.lstrip("0") or "0"
+    return INT64_MAX if len(t) > 19 else min(int(t), INT64_MAX)
+
+
+def _decimal(text: str) -> Optional[float]:
+    """ASCII digits with at most one '.' (0.5, 2, .5, 5.) or None; no sign,
+    exponent, underscore, nan or inf."""
+    t = _strip(text)
+    whole, _, fraction = t.partition(".")
+    if not (whole + fraction) or not _all_digits(whole + fraction):
+        return None
+    return float(t)
+
+
 # -- parsers: each returns the value or raises ValueError(accepted-values text) --
 
 def _parse_level(text: str) -> int:
-    try:
-        value = int(text.strip())
-    except ValueError:
-        value = -1
+    value = _whole(text)
     if value not in LEVELS:
         raise ValueError("expected one of 0, 1, 3, 5, 10")
     return value
 
 
 def _parse_upstream_level(text: str) -> int:
-    if text.strip() not in UPSTREAM_PRINTER_LEVELS:
+    value = _whole(text)
+    if value not in UPSTREAM_PRINTER_LEVELS:
         raise ValueError("expected one of 0, 1, 2, 3 (1 -> level 10, 2 -> level 5, 3 -> level 1)")
-    return UPSTREAM_PRINTER_LEVELS[text.strip()]
+    return UPSTREAM_PRINTER_LEVELS[value]
 
 
 def _parse_bool(text: str) -> bool:
-    key = text.strip().lower()
+    key = _word(text)
     if key not in BOOL_WORDS:
         raise ValueError("expected one of 0, 1, true, false, yes, no, on, off")
     return BOOL_WORDS[key]
 
 
 def _parse_nan(text: str) -> NanCheck:
-    key = text.strip().lower()
+    key = _word(text)
     if key in ("", "0", "false", "no"):
         key = "off"
     if key not in NAN_MODES:
@@ -107,7 +150,7 @@ def _parse_nan(text: str) -> NanCheck:
 
 
 def _parse_upstream_nan(text: str) -> NanCheck:
-    key = text.strip().lower()
+    key = _word(text)
     if key in ("1", "true"):
         return NanCheck("raise", True)
     if key in ("0", "false", ""):
@@ -115,37 +158,69 @@ def _parse_upstream_nan(text: str) -> NanCheck:
     raise ValueError("expected 0 or 1")
 
 
+KERNELS_ACCEPTED = ("expected comma-separated globs (*, ?, [...]), none of them empty, "
+                    "every [ closed by ]")
+
+
 def _parse_kernels(text: str) -> Tuple[str, ...]:
-    return tuple(p.strip().lower() for p in text.split(",") if p.strip())
+    """An empty value means every kernel; otherwise no glob may be empty (a
+    stray comma) and every '[' must open a set that ']' closes (fnmatch would
+    quietly read it as a literal '[')."""
+    if not _strip(text):
+        return ()
+    globs = split_kernels(text)
+    if len(globs) != text.count(",") + 1 or not all(map(_sets_closed, globs)):
+        raise ValueError(KERNELS_ACCEPTED)
+    return globs
+
+
+def split_kernels(text: str) -> Tuple[str, ...]:
+    """The globs of a filter already checked (an artifact's compiled-in one)."""
+    return tuple(g for g in (_word(p) for p in text.split(",")) if g)
+
+
+def _sets_closed(glob: str) -> bool:
+    i = 0
+    while i < len(glob):
+        if glob[i] == "[":
+            # fnmatch's set: '[', optional '!', a ']' right after is a member, then up to ']'
+            j = i + 1
+            if j < len(glob) and glob[j] == "!":
+                j += 1
+            if j < len(glob) and glob[j] == "]":
+                j += 1
+            j = glob.find("]", j)
+            if j < 0:
+                return False
+            i = j
+        i += 1
+    return True
 
 
 def _parse_dest(text: str) -> str:
-    if not text.strip():
+    if not _strip(text):
         raise ValueError("expected stdout, stderr, or a file path (%i becomes the process id)")
-    return text.strip()
+    return _strip(text)
 
 
 def _parse_dir(text: str) -> str:
-    if not text.strip():
+    if not _strip(text):
         raise ValueError("expected a directory path")
-    return text.strip()
+    return _strip(text)
 
 
 def _parse_size_gb(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0 or value == float("inf"):
+    value = _decimal(text)
+    if value is None or not 0 < value < float("inf"):
         raise ValueError("expected a number of gigabytes > 0, e.g. 0.5")
     return value
 
 
 def _parse_count(text: str) -> int:
-    t = text.strip()
-    if not t.isdigit():
+    value = _whole(text)
+    if value is None:
         raise ValueError("expected a whole number >= 0")
-    return int(t)
+    return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,15 +298,9 @@ def read_with_problems(environ: Optional[Mapping[str, str]] = None,
     sources: Dict[str, str] = {}
     problems: List[str] = []
     for var in VARIABLES:
-        if var.field in overrides and overrides[var.field] is not None:
-            value = overrides[var.field]
-            try:
-                values[var.field] = _coerce_argument(var, value)
-                sources[var.field] = "argument"
-            except ValueError as exc:
-                problems.append(problem(f"argument {var.field}", str(value), str(exc)))
-                sources[var.field] = "default (bad argument)"
-            continue
+        # The variable is checked even when an argument wins: a bad value of
+        # any variable fails the compile (the process-start hook sees it too).
+        sources[var.field] = "default"
         for name, parse in ((var.name, var.parse), (var.alias, var.alias_parse)):
             if not name or name not in env:
                 continue
@@ -243,8 +312,15 @@ def read_with_problems(environ: Optional[Mapping[str, str]] = None,
                 problems.append(problem(name, text, str(exc)))
                 sources[var.field] = f"default ({name} is not valid)"
             break
-        else:
-            sources[var.field] = "default"
+        if var.field in overrides and overrides[var.field] is not None:
+            value = overrides[var.field]
+            try:
+                values[var.field] = _coerce_argument(var, value)
+                sources[var.field] = "argument"
+            except ValueError as exc:
+                values.pop(var.field, None)
+                problems.append(problem(f"argument {var.field}", str(value), str(exc)))
+                sources[var.field] = "default (bad argument)"
     return Settings(sources=sources, **values), problems
 
 
@@ -264,7 +340,7 @@ def default_text(field: str) -> str:
     if isinstance(value, bool):
         return "1" if value else "0"
     if isinstance(value, tuple):
-        return ",".join(value)
+        return ",".join(value) or "*"     # no filter: every kernel
     return str(value)
 
 

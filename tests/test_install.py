@@ -49,12 +49,57 @@ def test_a_child_process_with_the_variables_does_not_import_torch():
     assert proc.stdout == "[]\n"
 
 
-def test_hook_never_raises_it_says_why_in_one_line():
+def test_hook_never_raises_and_a_process_that_compiles_nothing_runs_silently():
     proc = run_python("print('model code runs')", env=clean_env(AOTI_DEBUG_NAN_CHECK="maybe"))
-    assert proc.stdout == "model code runs\n"
-    assert proc.stderr == ("aoti-debug: compiles are not instrumented: AOTI_DEBUG_NAN_CHECK='maybe' is not "
-                           "valid: expected one of off, warn, raise, warn:nan, raise:nan, warn:naninf, "
-                           "raise:naninf\n")
+    assert (proc.stdout, proc.stderr) == ("model code runs\n", "")
+
+
+EXPORT_THEN_COMPILE = """
+    import torch
+    ep = torch.export.export(torch.nn.ReLU(), (torch.ones(2),))   # compiles nothing: allowed
+    print("exported", flush=True)
+    torch._inductor.aoti_compile_and_package(ep, package_path="m.pt2")
+    print("compiled")
+"""
+
+
+def test_a_bad_run_time_variable_fails_the_compile_even_with_nothing_compiled_in(tmp_path):
+    # it used to say one line and compile an uninstrumented artifact, exit 0
+    proc = run_python(EXPORT_THEN_COMPILE, env=clean_env(AOTI_DEBUG_DUMP_MAX_COUNT="-1"),
+                      cwd=tmp_path, check=False)
+    assert proc.returncode == 1 and proc.stdout == "exported\n"
+    assert proc.stderr.endswith("\naoti_debug.settings.SettingsError: AOTI_DEBUG_DUMP_MAX_COUNT='-1' "
+                                "is not valid: expected a whole number >= 0\n"), proc.stderr
+    assert not (tmp_path / "m.pt2").exists()
+
+
+def test_every_problem_fails_aoti_and_torch_compile_alike(tmp_path):
+    # a Unicode digit used to compile in level 3; an empty glob used to be dropped
+    env = clean_env(AOTI_DEBUG_LOGLEVEL="\u0663", AOTI_DEBUG_KERNELS="relu,")
+    problems = ("AOTI_DEBUG_LOGLEVEL='\u0663' is not valid: expected one of 0, 1, 3, 5, 10\n"
+                "AOTI_DEBUG_KERNELS='relu,' is not valid: expected comma-separated globs (*, ?, [...]), "
+                "none of them empty, every [ closed by ]")
+    proc = run_python("""
+    import torch
+    try:
+        torch.compile(torch.nn.ReLU())(torch.ones(2))
+    except Exception as exc:
+        print(type(exc).__name__, "SettingsError: " in str(exc), flush=True)
+    """ + EXPORT_THEN_COMPILE, env=env, cwd=tmp_path, check=False)
+    assert proc.returncode == 1
+    assert proc.stdout == "BackendCompilerFailed True\nexported\n"
+    assert proc.stderr.endswith(f"\naoti_debug.settings.SettingsError: {problems}\n"), proc.stderr
+    assert proc.stderr.count(problems) == 1
+
+
+def test_valid_spellings_compile_an_instrumented_artifact(tmp_path, aoti_cache):
+    proc = run_python(EXPORT_THEN_COMPILE + """
+    torch._inductor.aoti_load_package("m.pt2")(torch.ones(2))
+    """, env=clean_env(AOTI_DEBUG_LOGLEVEL=" 1 ", AOTI_DEBUG_KERNELS=" *RELU* ",
+                       AOTI_DEBUG_DUMP_MAX_COUNT="03", AOTI_DEBUG_DUMP_MAX_SIZE_GB=".5",
+                       TORCHINDUCTOR_CACHE_DIR=aoti_cache), cwd=tmp_path)
+    assert proc.stdout.startswith("exported\ncompiled\n")
+    assert " launch 1.1 cpp_fused_relu_0\n" in proc.stdout
 
 
 @pytest.fixture(scope="module")

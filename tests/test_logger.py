@@ -207,6 +207,18 @@ def test_bad_level_warns_once_and_logs_nothing(name, value, message):
                                                  "caught bad n=4\n")
 
 
+def test_bad_filter_at_run_time_is_a_note_and_every_call_is_still_logged():
+    proc = run_python(MODEL, env=clean_env(AOTI_DEBUG_LOGLEVEL=1, AOTI_DEBUG_KERNELS="scale,"))
+    assert BANNER.sub("", mask(proc.stdout)) == (
+        "[TIMESTAMP] [pid PID] note - settings\n"
+        "  AOTI_DEBUG_KERNELS='scale,' is not valid: expected comma-separated globs (*, ?, [...]), "
+        "none of them empty, every [ closed by ]; keeping *\n"
+        "[TIMESTAMP] [pid PID] call 1 __main__.scale\n"
+        "[TIMESTAMP] [pid PID] call 2 __main__.boom\n"
+        "[TIMESTAMP] [pid PID] raise 2 __main__.boom\n  exception: ValueError: bad n=4\n"
+        "caught bad n=4\n")
+
+
 def test_eight_threads_two_hundred_calls_each_into_one_file(tmp_path):
     code = '''
 import threading, torch

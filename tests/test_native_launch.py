@@ -277,6 +277,15 @@ def test_compiled_and_run_time_filters_both_apply(harness, tmp_path):
     assert masked(log) == expected(1, only={0})
 
 
+def test_a_bad_run_time_filter_gives_one_note_and_keeps_the_compiled_one(harness, tmp_path):
+    log = tmp_path / "log.txt"
+    run(harness, ["model", "1", "cpp_*", "1"], log, AOTI_DEBUG_KERNELS="*relu*,")
+    note = (head("note", "-", "settings")
+            + "  AOTI_DEBUG_KERNELS='*relu*,' is not valid: expected comma-separated globs (*, ?, [...]), "
+              "none of them empty, every [ closed by ]; keeping cpp_*\n")
+    assert masked(log) == note + expected(1, only={0, 1})
+
+
 def test_crash_in_a_launch_names_it(harness, tmp_path):
     log = tmp_path / "log.txt"
     proc = run(harness, ["crash", "1", "", "1"], log, check=False)

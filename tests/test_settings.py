@@ -97,11 +97,40 @@ def test_info_command_shows_values_sources_and_system():
     assert "  GPUs                           none visible" in lines or any(l.startswith("  GPU 0") for l in lines)
 
 
-def test_info_with_a_bad_value_exits_2_with_the_message():
+def test_info_with_bad_values_exits_2_with_every_message():
     import subprocess, sys
     proc = subprocess.run([sys.executable, "-m", "aoti_debug", "info"], capture_output=True, text=True,
-                          env=clean_env(AOTI_DEBUG_LOGLEVEL="abc"))
+                          env=clean_env(AOTI_DEBUG_LOGLEVEL="abc", AOTI_DEBUG_KERNELS="a,,b"))
     assert proc.returncode == 2
-    problem = "AOTI_DEBUG_LOGLEVEL='abc' is not valid: expected one of 0, 1, 3, 5, 10"
-    # the start-up hook says it once, without raising; `info` says it again and exits 2
-    assert proc.stderr == f"aoti-debug: compiles are not instrumented: {problem}\n\nerror: {problem}\n"
+    # the start-up hook stays silent (only compiles fail); `info` says what is wrong and exits 2
+    assert proc.stderr == ("\nerror: AOTI_DEBUG_LOGLEVEL='abc' is not valid: expected one of 0, 1, 3, 5, 10\n"
+                           "error: AOTI_DEBUG_KERNELS='a,,b' is not valid: expected comma-separated globs "
+                           "(*, ?, [...]), none of them empty, every [ closed by ]\n")
+    assert "  AOTI_DEBUG_KERNELS             (all)                from default (AOTI_DEBUG_KERNELS is not valid)" \
+        in proc.stdout.splitlines()
+
+
+@pytest.mark.parametrize("kernels", ["a,,b", ["relu", ""], "x["])
+def test_instrument_refuses_a_bad_filter_before_compiling(kernels):
+    import aoti_debug
+    with pytest.raises(S.SettingsError) as info:
+        with aoti_debug.instrument(level=1, kernels=kernels):
+            pytest.fail("the block ran")
+    assert str(info.value).startswith("argument kernels=")
+    assert str(info.value).endswith(" is not valid: expected comma-separated globs (*, ?, [...]), "
+                                    "none of them empty, every [ closed by ]")
+
+
+def test_argument_values_follow_the_same_grammar():
+    with pytest.raises(S.SettingsError, match=r"^argument level='\u0663' is not valid"):
+        S.read(environ={}, overrides={"level": "\u0663"})
+    assert S.read(environ={}, overrides={"level": " 05 "}).level == 5
+
+
+def test_instrument_refuses_a_bad_variable_even_one_its_argument_overrides(monkeypatch):
+    import aoti_debug
+    monkeypatch.setenv("AOTI_DEBUG_LOGLEVEL", "\u0663")
+    with pytest.raises(S.SettingsError) as info:
+        with aoti_debug.instrument(level=5):
+            pytest.fail("the block ran")
+    assert str(info.value) == "AOTI_DEBUG_LOGLEVEL='\u0663' is not valid: expected one of 0, 1, 3, 5, 10"

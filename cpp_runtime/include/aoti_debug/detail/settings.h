@@ -1,11 +1,12 @@
 // Run-time settings: the C++ mirror of aoti_debug/settings.py.
 //
 // Same variables, aliases, precedence (AOTI_DEBUG_* first; the alias only
-// when the primary name is absent), parsing and message wording
-// (`NAME='value' is not valid: accepted`).  Unlike Python, a bad value never
-// raises: the message gets `; keeping <fallback>` appended, where the fallback
-// is the artifact's compiled-in value for compile + run variables and the
-// default otherwise, and is written once as a `note` record.
+// when the primary name is absent), grammar (ASCII only: see "the grammar"
+// below) and message wording (`NAME='value' is not valid: accepted`).
+// Unlike Python, a bad value never raises: the message gets `; keeping
+// <fallback>` appended, where the fallback is the artifact's compiled-in value
+// for compile + run variables and the default otherwise (`*` for no kernel
+// filter), and is written once as a `note` record.
 //
 // Also the kernel filter: comma-separated, case-insensitive fnmatch-style
 // globs (`*`, `?`, `[seq]`, `[!seq]`).
@@ -172,83 +173,65 @@ inline std::string py_float_repr(double v) {
          digits.substr(static_cast<size_t>(exp + 1));
 }
 
-// ---- parsers: true on success, else *err = the accepted-values text ----
+// ---- the grammar, the same in settings.py ----
+//
+// ASCII only: surrounding ASCII whitespace is ignored, words are matched
+// ignoring ASCII case, a whole number is ASCII digits, a decimal is ASCII
+// digits with at most one '.'.  No sign, underscore, exponent, nan or inf.
 
-// Python int() of ASCII text: sign, digits, single underscores between digits.
-inline bool py_int(const std::string& t, int64_t* out) {
-  std::string s = py_strip(t);
-  size_t i = 0;
-  bool neg = false;
-  if (i < s.size() && (s[i] == '+' || s[i] == '-')) neg = s[i++] == '-';
-  if (i >= s.size()) return false;
+inline bool setting_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+inline std::string setting_strip(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && setting_space(s[b])) ++b;
+  while (e > b && setting_space(s[e - 1])) --e;
+  return s.substr(b, e - b);
+}
+
+inline std::string setting_word(const std::string& s) { return ascii_lower(setting_strip(s)); }
+
+// ASCII digits, leading zeros allowed; saturates at INT64_MAX (as settings.py
+// does: a limit that large is no limit either way).
+inline bool whole_number(const std::string& t, int64_t* out) {
+  const std::string s = setting_strip(t);
+  if (s.empty()) return false;
   int64_t v = 0;
-  bool prev_digit = false;
-  for (; i < s.size(); ++i) {
-    const char c = s[i];
-    if (c == '_' && prev_digit && i + 1 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '9') {
-      prev_digit = false;
-      continue;
-    }
+  for (const char c : s) {
     if (c < '0' || c > '9') return false;
-    if (v < INT64_MAX / 10) v = v * 10 + (c - '0');  // saturate: huge values are just "large"
-    else v = INT64_MAX;
-    prev_digit = true;
+    const int d = c - '0';
+    v = v > (INT64_MAX - d) / 10 ? INT64_MAX : v * 10 + d;
   }
-  *out = neg ? -v : v;
+  *out = v;
   return true;
 }
 
-// Python float(): decimal, inf/infinity/nan, underscores between digits.
-inline bool py_float(const std::string& t, double* out) {
-  std::string s = ascii_lower(py_strip(t));
-  size_t i = 0;
-  std::string clean;
-  if (i < s.size() && (s[i] == '+' || s[i] == '-')) clean += s[i++];
-  const std::string rest = s.substr(i);
-  if (rest == "inf" || rest == "infinity" || rest == "nan") {
-    *out = rest == "nan" ? __builtin_nan("") : (clean == "-" ? -__builtin_inf() : __builtin_inf());
-    return true;
+// ASCII digits with at most one '.' (0.5, 2, .5, 5.), at least one digit.
+inline bool decimal_number(const std::string& t, double* out) {
+  std::string s = setting_strip(t);
+  bool digit = false, dot = false;
+  for (const char c : s) {
+    if (c >= '0' && c <= '9') digit = true;
+    else if (c == '.' && !dot) dot = true;
+    else return false;
   }
-  // digitpart ["." [digitpart]] | "." digitpart, then [e [sign] digitpart]
-  auto digitpart = [&](size_t& k) {
-    const size_t start = k;
-    while (k < s.size()) {
-      if (s[k] >= '0' && s[k] <= '9') clean += s[k++];
-      else if (s[k] == '_' && k > start && s[k - 1] != '_' && k + 1 < s.size() && s[k + 1] >= '0' &&
-               s[k + 1] <= '9')
-        ++k;
-      else break;
-    }
-    return k > start;
-  };
-  const bool int_part = digitpart(i);
-  bool frac_part = false;
-  if (i < s.size() && s[i] == '.') {
-    clean += '.';
-    ++i;
-    frac_part = digitpart(i);
-  }
-  if (!int_part && !frac_part) return false;
-  if (i < s.size() && s[i] == 'e') {
-    clean += 'e';
-    ++i;
-    if (i < s.size() && (s[i] == '+' || s[i] == '-')) clean += s[i++];
-    if (!digitpart(i)) return false;
-  }
-  if (i != s.size()) return false;
+  if (!digit) return false;
   // strtod honours LC_NUMERIC: hand it the locale's decimal point.
   const char* dp = std::localeconv()->decimal_point;
   if (dp && std::strcmp(dp, ".") != 0) {
-    const size_t pos = clean.find('.');
-    if (pos != std::string::npos) clean.replace(pos, 1, dp);
+    const size_t pos = s.find('.');
+    if (pos != std::string::npos) s.replace(pos, 1, dp);
   }
-  *out = std::strtod(clean.c_str(), nullptr);
+  *out = std::strtod(s.c_str(), nullptr);
   return true;
 }
 
+// ---- parsers: true on success, else *err = the accepted-values text ----
+
 inline bool parse_level(const std::string& t, int* v, std::string* err) {
   int64_t x;
-  if (!py_int(t, &x)) x = -1;
+  if (!whole_number(t, &x)) x = -1;
   if (x != 0 && x != 1 && x != 3 && x != 5 && x != 10) {
     *err = "expected one of 0, 1, 3, 5, 10";
     return false;
@@ -258,11 +241,12 @@ inline bool parse_level(const std::string& t, int* v, std::string* err) {
 }
 
 inline bool parse_upstream_level(const std::string& t, int* v, std::string* err) {
-  const std::string s = py_strip(t);
-  if (s == "0") *v = 0;
-  else if (s == "1") *v = 10;
-  else if (s == "2") *v = 5;
-  else if (s == "3") *v = 1;
+  int64_t x;
+  if (!whole_number(t, &x)) x = -1;
+  if (x == 0) *v = 0;
+  else if (x == 1) *v = 10;
+  else if (x == 2) *v = 5;
+  else if (x == 3) *v = 1;
   else {
     *err = "expected one of 0, 1, 2, 3 (1 -> level 10, 2 -> level 5, 3 -> level 1)";
     return false;
@@ -271,7 +255,7 @@ inline bool parse_upstream_level(const std::string& t, int* v, std::string* err)
 }
 
 inline bool parse_bool(const std::string& t, bool* v, std::string* err) {
-  const std::string s = ascii_lower(py_strip(t));
+  const std::string s = setting_word(t);
   if (s == "1" || s == "true" || s == "yes" || s == "on") *v = true;
   else if (s == "0" || s == "false" || s == "no" || s == "off" || s.empty()) *v = false;
   else {
@@ -282,7 +266,7 @@ inline bool parse_bool(const std::string& t, bool* v, std::string* err) {
 }
 
 inline bool parse_nan(const std::string& t, NanCheck* v, std::string* err) {
-  std::string s = ascii_lower(py_strip(t));
+  std::string s = setting_word(t);
   if (s.empty() || s == "0" || s == "false" || s == "no") s = "off";
   static const char* const modes[] = {"off", "warn", "raise", "warn:nan", "raise:nan",
                                       "warn:naninf", "raise:naninf"};
@@ -302,7 +286,7 @@ inline bool parse_nan(const std::string& t, NanCheck* v, std::string* err) {
 }
 
 inline bool parse_upstream_nan(const std::string& t, NanCheck* v, std::string* err) {
-  const std::string s = ascii_lower(py_strip(t));
+  const std::string s = setting_word(t);
   if (s == "1" || s == "true") {
     v->action = kNanRaise, v->count_inf = true;
   } else if (s == "0" || s == "false" || s.empty()) {
@@ -314,17 +298,49 @@ inline bool parse_upstream_nan(const std::string& t, NanCheck* v, std::string* e
   return true;
 }
 
+// The globs of a filter already checked (an artifact's compiled-in one).
 inline std::vector<std::string> parse_kernels(const std::string& t) {
   std::vector<std::string> out;
   size_t start = 0;
   while (start <= t.size()) {
     size_t end = t.find(',', start);
     if (end == std::string::npos) end = t.size();
-    const std::string p = ascii_lower(py_strip(t.substr(start, end - start)));
+    const std::string p = setting_word(t.substr(start, end - start));
     if (!p.empty()) out.push_back(p);
     start = end + 1;
   }
   return out;
+}
+
+// Every '[' opens a set that ']' closes (the matcher below would quietly
+// read it as a literal '[').
+inline bool glob_sets_closed(const std::string& g) {
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (g[i] != '[') continue;
+    size_t j = i + 1;  // optional '!', then a ']' right after is a member
+    if (j < g.size() && g[j] == '!') ++j;
+    if (j < g.size() && g[j] == ']') ++j;
+    j = g.find(']', j);
+    if (j == std::string::npos) return false;
+    i = j;
+  }
+  return true;
+}
+
+// An empty value means every kernel; otherwise no glob may be empty (a stray
+// comma) and every set must be closed.
+inline bool parse_kernel_filter(const std::string& t, std::vector<std::string>* v, std::string* err) {
+  std::vector<std::string> globs = parse_kernels(t);
+  size_t commas = 0;
+  for (const char c : t) commas += c == ',';
+  bool ok = setting_strip(t).empty() || globs.size() == commas + 1;
+  for (const std::string& g : globs) ok = ok && glob_sets_closed(g);
+  if (!ok) {
+    *err = "expected comma-separated globs (*, ?, [...]), none of them empty, every [ closed by ]";
+    return false;
+  }
+  *v = globs;
+  return true;
 }
 
 inline std::string join_kernels(const std::vector<std::string>& k) {
@@ -445,7 +461,7 @@ inline Settings read_settings(const Env& env, const Settings& fallback,
   }
 
   if (env.get("AOTI_DEBUG_LOGDEST", &value)) {
-    const std::string d = py_strip(value);
+    const std::string d = setting_strip(value);
     if (!d.empty()) {
       s.logdest = d;
     } else {
@@ -454,10 +470,14 @@ inline Settings read_settings(const Env& env, const Settings& fallback,
     }
   }
 
+  // the empty filter is spelled "*" in messages, as the variable would be set
+  const std::string kernels_kept = fallback.kernels.empty() ? "*" : join_kernels(fallback.kernels);
   if (env.get("AOTI_DEBUG_KERNELS", &value)) {
-    s.kernels = parse_kernels(value), s.kernels_set = true;
+    if (parse_kernel_filter(value, &s.kernels, &err)) s.kernels_set = true;
+    else bad("AOTI_DEBUG_KERNELS", kernels_kept);
   } else if (env.get("AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT", &value)) {
-    s.kernels = parse_kernels(value), s.kernels_set = true;
+    if (parse_kernel_filter(value, &s.kernels, &err)) s.kernels_set = true;
+    else bad("AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT", kernels_kept);
   }
 
   if (env.get("AOTI_DEBUG_CHECK_INPUTS", &value)) {
@@ -484,7 +504,7 @@ inline Settings read_settings(const Env& env, const Settings& fallback,
     bad("AOTI_DEBUG_SYNC", fallback.sync ? "1" : "0");
 
   if (env.get("AOTI_DEBUG_DUMP_DIR", &value)) {
-    const std::string d = py_strip(value);
+    const std::string d = setting_strip(value);
     if (!d.empty()) {
       s.dump_dir = d;
     } else {
@@ -495,7 +515,7 @@ inline Settings read_settings(const Env& env, const Settings& fallback,
 
   if (env.get("AOTI_DEBUG_DUMP_MAX_SIZE_GB", &value)) {
     double x;
-    if (!py_float(value, &x)) x = -1.0;
+    if (!decimal_number(value, &x)) x = -1.0;
     if (x > 0 && x != __builtin_inf()) {
       s.dump_max_size_gb = x;
     } else {
@@ -505,11 +525,8 @@ inline Settings read_settings(const Env& env, const Settings& fallback,
   }
 
   if (env.get("AOTI_DEBUG_DUMP_MAX_COUNT", &value)) {
-    const std::string t = py_strip(value);
-    bool digits = !t.empty();
-    for (char c : t) digits = digits && c >= '0' && c <= '9';
     int64_t x = 0;
-    if (digits && py_int(t, &x)) {
+    if (whole_number(value, &x)) {
       s.dump_max_count = x;
     } else {
       err = "expected a whole number >= 0";
