@@ -324,7 +324,7 @@ def test_replay_python_calls_pass(tmp_path, capsys, monkeypatch):
     """, env=clean_env(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=str(dump_dir),
                        AOTI_DEBUG_LOGDEST=str(tmp_path / "log.txt")))
     monkeypatch.syspath_prepend(str(tmp_path))
-    code, lines = replay(capsys, "--dir", str(dump_dir))
+    code, lines = replay(capsys, "--dir", str(dump_dir), "--allow-module", "replaymod")
     assert code == cli.OK
     assert re.fullmatch(r"PASS call \d+ replaymod\.affine max_abs=0 max_rel=0", lines[0])
     assert re.fullmatch(r"PASS call \d+ replaymod\.pair max_abs=0 max_rel=0", lines[1])
@@ -349,7 +349,7 @@ def test_replay_names_the_corrupted_launch(recorded, tmp_path, capsys):
     path = dump_dir / folder / after["files"][0]["file"]
     t = torch.load(path, weights_only=True)
     torch.save(t + 0.25, path)
-    code, lines = replay(capsys, "--dir", str(dump_dir))
+    code, lines = replay(capsys, "--dir", str(dump_dir), "--allow-module", "replaymod")
     assert code == cli.FOUND
     failed = [line for line in lines if line.startswith("FAIL")]
     assert failed == [f"FAIL launch 1.3 {after['kernel']} max_abs=0.25 max_rel={failed[0].split('max_rel=')[1]}"]
