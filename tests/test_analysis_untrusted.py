@@ -542,3 +542,9 @@ def test_one_error_type():
     from aoti_debug.analysis import diff, replay
     assert issubclass(diff.DiffInputError, untrusted.InputError)
     assert issubclass(replay.ReplayInputError, untrusted.InputError)
+
+
+def test_replay_comparing_a_tensor_with_a_recorded_number_is_a_mismatch():
+    """A damaged recording may hold a number where the function returns a tensor."""
+    from aoti_debug.analysis import replay
+    assert replay.compare(1, torch.ones(2), 1e-6, 1e-5) == (False, 0.0, 0.0, "output: expected int, got a tensor")

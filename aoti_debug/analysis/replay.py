@@ -111,6 +111,8 @@ def compare(expected: Any, got: Any, atol: float, rtol: float, where: str = "out
         d = abs(expected - got) if not (math.isnan(expected) and math.isnan(got)) else 0.0
         ok = d <= atol + rtol * abs(expected)
         return ok, d, d / abs(expected) if expected else 0.0, ""
+    if isinstance(got, torch.Tensor):     # `expected == got` would be a tensor, not an answer
+        return False, 0.0, 0.0, f"{where}: expected {type(expected).__name__}, got a tensor"
     ok = expected == got
     return ok, 0.0, 0.0, "" if ok else f"{where}: {got!r} != {expected!r}"
 
