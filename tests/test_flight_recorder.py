@@ -4,6 +4,7 @@ The AOTI tests reuse the session's level-10 mlp package (the same key as
 test_codegen.py, so no extra compile); every run happens in a fresh process.
 """
 
+import hashlib
 import json
 import os
 import re
@@ -85,6 +86,8 @@ def test_run_folder_manifest_and_files(recorded):
         lines = manifest(dump_dir / folder)
         assert lines[0]["event"] == "run" and lines[0]["run"] == r and lines[0]["model"] == "model"
         assert lines[0]["so"].endswith(".so") and lines[0]["so_copy"] == f"../{pid}-model-artifact.so"
+        copied = (dump_dir / f"{pid}-model-artifact.so").read_bytes()
+        assert lines[0]["so_sha256"] == hashlib.sha256(copied).hexdigest()   # replay checks it
         assert lines[0]["inputs"] == ["x"]
         assert lines[-1]["event"] == "run-end" and lines[-1]["launches"] == 6
         launches = lines[1:-1]
