@@ -97,8 +97,8 @@ json_value = st.recursive(
     lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(piece, inner, max_size=3)),
     max_leaves=6)
 FIELDS = ["event", "status", "kind", "run", "index", "id", "kernel", "nodes", "source", "files", "bytes",
-          "time", "model", "pid", "so", "so_copy", "inputs", "launches", "name", "module", "qualname",
-          "error"]
+          "time", "model", "pid", "so", "so_copy", "so_sha256", "inputs", "launches", "name", "module",
+          "qualname", "error"]
 FILE_FIELDS = ["name", "role", "file", "bytes", "error"]
 
 

@@ -139,7 +139,8 @@ def test_torch_ops_calls_replay_without_being_allowed(tmp_path):
     proc = replay_in_fresh_process("--dir", str(dump_dir))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout.splitlines()
-    assert out[0].startswith("PASS call 1 ") and out[1].startswith("PASS call 2 ") and out[2] == "2 passed, 0 failed"
+    assert out[0].startswith("PASS call 1 ") and out[1].startswith("PASS call 2 ")
+    assert out[2] == "2 passed, 0 failed"
 
 
 # ---------------------------------------------------------------- 2. what artifact a recorded run may load

@@ -350,7 +350,8 @@ class Recorder {
     if (why.empty()) {
       int fd, err = 0;
       if (append) {
-        do fd = ::open((dir + "/" + name).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+        const std::string path = dir + "/" + name;
+        do fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
         while (fd < 0 && errno == EINTR);
         if (fd < 0) err = errno;
       } else {
@@ -418,7 +419,8 @@ class Recorder {
       if (!reached) ++c.count;
       return !reached;
     });
-    if (why.empty() && reached) why = "AOTI_DEBUG_DUMP_MAX_COUNT=" + std::to_string(settings_.dump_max_count) + " reached";
+    if (why.empty() && reached)
+      why = "AOTI_DEBUG_DUMP_MAX_COUNT=" + std::to_string(settings_.dump_max_count) + " reached";
     if (!why.empty()) {
       stop(why);
       return false;
