@@ -3,10 +3,12 @@
 Tensors are saved with torch.save (loadable with weights_only=True); a call
 is announced in manifest.jsonl after its inputs are saved and before it runs,
 and settled after, so a crash leaves its inputs and a line saying what was in
-flight.  The limits are hard (manifest lines count): a file that would cross
-one is not written, one warning is logged, and recording stops (logging goes
-on at level 5).  So does a write that fails (a full disk, no permission).
-Disk errors never reach the user's program.
+flight.  Folders and files are created exclusively, never through a link, and
+the limits hold for every process writing into the directory (dumpdir.py).
+The limits are hard (manifest lines count): a file that would cross one is
+not written, one warning is logged, and recording stops (logging goes on at
+level 5).  So does a write that fails (a full disk, no permission).  Disk
+errors never reach the user's program.
 """
 
 from __future__ import annotations
@@ -17,15 +19,15 @@ import json
 import os
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Optional
 
-from . import runtime
+from . import dumpdir, runtime
 
 MANIFEST = "manifest.jsonl"
 
 
 class Recorder:
-    """One dump folder: <dump_dir>/<pid>-<label>."""
+    """One dump folder: <dump_dir>/<pid>-<label>, a new one (dumpdir.make_folder)."""
 
     def __init__(self, label: str) -> None:
         self.label = label
@@ -35,7 +37,6 @@ class Recorder:
         self._stopped = False
         self._count = 0
 
-    # -- limits shared by every recorder of the process --------------------
     def _limits(self):
         s = runtime.settings()
         return s.dump_dir, int(s.dump_max_size_gb * 2**30), s.dump_max_count
@@ -45,11 +46,20 @@ class Recorder:
         if self._folder is None or pid != self._pid:
             dump_dir = self._limits()[0]
             self._pid, self._stopped, self._count = pid, False, 0
-            self._folder = os.path.join(dump_dir, f"{pid}-{self.label}")
+            stem = f"{pid}-{self.label}"
+            self._folder = os.path.join(dump_dir, stem)
             try:
-                os.makedirs(self._folder, exist_ok=True)
+                try:
+                    os.makedirs(dump_dir, exist_ok=True)
+                except FileExistsError:
+                    pass                # a file there: creating the folder in it says what is wrong
+                name = dumpdir.make_folder(dump_dir, stem)
             except OSError as exc:
                 self._stop(f"cannot create dump folder {self._folder!r} ({exc.strerror or exc})")
+            else:
+                if name != stem:
+                    _taken(self._folder, os.path.join(dump_dir, name))
+                    self._folder = os.path.join(dump_dir, name)
         return None if self._stopped else self._folder
 
     def _stop(self, why: str) -> None:
@@ -62,11 +72,11 @@ class Recorder:
         with self._lock:
             if self.folder() is None:
                 return False
-            _, _, max_count = self._limits()
-            if _ledger.count >= max_count:
-                self._stop(f"AOTI_DEBUG_DUMP_MAX_COUNT={max_count} reached")
+            dump_dir, _, max_count = self._limits()
+            granted, error = dumpdir.claim(dump_dir, max_count)
+            if not granted:
+                self._stop(error or f"AOTI_DEBUG_DUMP_MAX_COUNT={max_count} reached")
                 return False
-            _ledger.count += 1
             self._count += 1
             return True
 
@@ -92,18 +102,24 @@ class Recorder:
             return {"file": name, "bytes": len(data)}
 
     def _write(self, name: str, data: bytes, append: bool) -> bool:
-        """Write (or append) `data` to a file of the folder within the size limit, under the
-        lock; a file that cannot be written whole stops the recorder (a partial one is removed)."""
+        """Write `data` to a new file of the folder (or append it to the manifest) within the
+        size limit, under the lock; a file that cannot be written whole stops the recorder
+        (a partial one is removed)."""
         if self._stopped:
             return False
         dump_dir, max_bytes, _ = self._limits()
-        if _ledger.bytes_used(dump_dir) + len(data) > max_bytes:
-            self._stop(f"AOTI_DEBUG_DUMP_MAX_SIZE_GB={max_bytes / 2**30:g} would be exceeded")
+        granted, error = dumpdir.reserve(dump_dir, len(data), max_bytes)
+        if not granted:
+            self._stop(error or f"AOTI_DEBUG_DUMP_MAX_SIZE_GB={max_bytes / 2**30:g} would be exceeded")
             return False
         path = os.path.join(self._folder, name)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_APPEND if append else os.O_TRUNC)
+        created = False
         try:
-            fd = os.open(path, flags, 0o644)
+            if append:
+                fd = dumpdir.append_to(self._folder, name)
+            else:
+                fd, _ = dumpdir.create_file(self._folder, name)
+                created = True
             try:
                 done = 0
                 while done < len(data):   # a short write is followed by the error that caused it
@@ -114,32 +130,21 @@ class Recorder:
             finally:
                 os.close(fd)
         except OSError as exc:
+            dumpdir.give_back(dump_dir, len(data))
             self._stop(f"cannot write {path!r} ({exc.strerror or exc})")
-            if not append:
+            if created:                   # ours: it was created above
                 try:
                     os.unlink(path)
                 except OSError:
                     pass
             return False
-        _ledger.used += len(data)
         return True
 
 
-class _Ledger:
-    """What this process has put into the dump directory (the limits are per directory)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.used: Optional[int] = None
-
-    def bytes_used(self, dump_dir: str) -> int:
-        if self.used is None:  # count what earlier processes left, once
-            self.used = sum(os.path.getsize(os.path.join(root, f))
-                            for root, _, files in os.walk(dump_dir) for f in files)
-        return self.used
+def _taken(path: str, instead: str) -> None:
+    runtime.note("flight-recorder", f"{path!r} already exists; writing {instead!r} instead")
 
 
-_ledger = _Ledger()
 _calls = Recorder("calls")
 
 
@@ -149,7 +154,8 @@ def begin_call(number: int, qualname: str, func, args, kwargs) -> Optional[Dict[
         return None
     entry = {"kind": "call", "index": number, "name": qualname,
              "module": getattr(func, "__module__", None),
-             "qualname": getattr(func, "__qualname__", None)}
+             # a torch.ops packet's __qualname__ is its pybind function's: its name is `ns::op`
+             "qualname": getattr(func, "_qualified_op_name", None) or getattr(func, "__qualname__", None)}
     saved = _calls.save(f"call{number:06d}_inputs.pt", {"args": list(args), "kwargs": dict(kwargs)})
     entry["files"] = [saved] if saved else []
     _calls.line(dict(entry, event="before", status="running"))

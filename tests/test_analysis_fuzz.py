@@ -38,7 +38,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E
 from aoti_debug.analysis import records, untrusted  # noqa: E402
 from aoti_debug.cli import main  # noqa: E402
 from test_analysis_logs import nan_model_log  # noqa: E402
-from test_analysis_untrusted import CLEAN_CALLS, NAN_CALLS, make_dumps  # noqa: E402
+from test_analysis_untrusted import CALLS_MODULE, CLEAN_CALLS, NAN_CALLS, make_dumps  # noqa: E402
 
 EXAMPLES = int(os.environ.get("AOTI_DEBUG_FUZZ_EXAMPLES", "200"))
 FUZZ = settings(max_examples=EXAMPLES, derandomize=True, database=None, deadline=None,
@@ -97,8 +97,8 @@ json_value = st.recursive(
     lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(piece, inner, max_size=3)),
     max_leaves=6)
 FIELDS = ["event", "status", "kind", "run", "index", "id", "kernel", "nodes", "source", "files", "bytes",
-          "time", "model", "pid", "so", "so_copy", "inputs", "launches", "name", "module", "qualname",
-          "error"]
+          "time", "model", "pid", "so", "so_copy", "so_sha256", "inputs", "launches", "name", "module",
+          "qualname", "error"]
 FILE_FIELDS = ["name", "role", "file", "bytes", "error"]
 
 
@@ -258,7 +258,7 @@ def test_the_real_inputs_are_clean(real):
         assert log.records and not log.left_out and not log.unreadable(), name
     for name, folder in real["folders"].items():
         assert command("nan-origin", folder) == (1 if name.startswith("nan") else 0), name
-    assert command("replay", "--dir", real["folders"]["nan-calls"]) == 0
+    assert command("replay", "--dir", real["folders"]["nan-calls"], "--allow-module", CALLS_MODULE) == 0
 
 
 @FUZZ
@@ -292,7 +292,7 @@ def test_mutated_dump_folders(real, which, how, tensors):
         command("nan-origin", folder)
         command("report", folder, "-o", os.path.join(tmp, "r.html"))
         command("diff", pristine, folder)
-        command("replay", "--dir", folder)
+        command("replay", "--dir", folder, "--allow-module", CALLS_MODULE)
 
 
 @FUZZ

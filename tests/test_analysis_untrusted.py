@@ -373,19 +373,20 @@ def test_diff_of_a_tensor_that_was_not_dumped_is_not_compared(made, tmp_path, ca
 def test_replay_of_calls_marks_an_unreadable_recording_unknown(made, tmp_path, capsys, monkeypatch):
     monkeypatch.syspath_prepend(str(made["root"] / "clean"))
     folder = copy(made["clean"][1], tmp_path)
-    assert cli(capsys, "replay", "--dir", folder) == (0, (
+    replay = ("replay", "--dir", folder, "--allow-module", CALLS_MODULE)
+    assert cli(capsys, *replay) == (0, (
         f"PASS call 1 {CALLS_MODULE}.shift max_abs=0 max_rel=0\n"
         f"PASS call 2 {CALLS_MODULE}.scale max_abs=0 max_rel=0\n"
         "2 passed, 0 failed\n"), "")
     path = garble(folder, "call000002_inputs.pt")
-    assert cli(capsys, "replay", "--dir", folder) == (2, (
+    assert cli(capsys, *replay) == (2, (
         f"PASS call 1 {CALLS_MODULE}.shift max_abs=0 max_rel=0\n"
         f"UNKNOWN call 2 {CALLS_MODULE}.scale {path}: {GARBAGE}\n"
         "1 passed, 0 failed, 1 unknown\n"), (
         f"aoti-debug replay: {path}: {GARBAGE}; without it, whether the replay matches the recording "
         "cannot be told\n"))
     torch.save({"args": 3, "kwargs": {}}, path)
-    assert cli(capsys, "replay", "--dir", folder)[1].splitlines()[1] == (
+    assert cli(capsys, *replay)[1].splitlines()[1] == (
         f'UNKNOWN call 2 {CALLS_MODULE}.scale {path}: does not hold {{"args": [...], "kwargs": {{...}}}} '
         "(keyword names: strings without `:` or control characters)")
 
@@ -541,3 +542,9 @@ def test_one_error_type():
     from aoti_debug.analysis import diff, replay
     assert issubclass(diff.DiffInputError, untrusted.InputError)
     assert issubclass(replay.ReplayInputError, untrusted.InputError)
+
+
+def test_replay_comparing_a_tensor_with_a_recorded_number_is_a_mismatch():
+    """A damaged recording may hold a number where the function returns a tensor."""
+    from aoti_debug.analysis import replay
+    assert replay.compare(1, torch.ones(2), 1e-6, 1e-5) == (False, 0.0, 0.0, "output: expected int, got a tensor")

@@ -4,6 +4,7 @@ The AOTI tests reuse the session's level-10 mlp package (the same key as
 test_codegen.py, so no extra compile); every run happens in a fresh process.
 """
 
+import hashlib
 import json
 import os
 import re
@@ -53,6 +54,11 @@ def run_folders(dump_dir):
     return sorted(d for d in os.listdir(dump_dir) if re.fullmatch(r"\d+-model-run\d+", d))
 
 
+def dump_entries(dump_dir):
+    """What the recorders put into the dump directory, the limits' ledger left out."""
+    return sorted(d for d in os.listdir(dump_dir) if d != ".aoti-debug-ledger")
+
+
 def dir_size(path):
     return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(path) for f in files)
 
@@ -80,6 +86,8 @@ def test_run_folder_manifest_and_files(recorded):
         lines = manifest(dump_dir / folder)
         assert lines[0]["event"] == "run" and lines[0]["run"] == r and lines[0]["model"] == "model"
         assert lines[0]["so"].endswith(".so") and lines[0]["so_copy"] == f"../{pid}-model-artifact.so"
+        copied = (dump_dir / f"{pid}-model-artifact.so").read_bytes()
+        assert lines[0]["so_sha256"] == hashlib.sha256(copied).hexdigest()   # replay checks it
         assert lines[0]["inputs"] == ["x"]
         assert lines[-1]["event"] == "run-end" and lines[-1]["launches"] == 6
         launches = lines[1:-1]
@@ -173,7 +181,7 @@ def test_python_recorder_keeps_inputs_of_a_crashing_call(tmp_path):
     """, env=clean_env(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=str(dump_dir),
                        AOTI_DEBUG_LOGDEST=str(tmp_path / "log.txt")), check=False)
     assert proc.returncode == -signal.SIGSEGV
-    (folder,) = os.listdir(dump_dir)
+    (folder,) = dump_entries(dump_dir)
     assert folder.endswith("-calls")
     lines = manifest(dump_dir / folder)
     assert [(e["event"], e["status"], e["name"]) for e in lines] == [("before", "running", "crashmod.crash")]
@@ -240,7 +248,7 @@ def test_full_disk_gives_one_note_and_same_outputs(mlp10, plain_output, full_dis
     dump_dir, log = full_disk / "dumps", tmp_path / "log.txt"
     proc = run_model(mlp10, dump_dir, log, runs=2)
     assert proc.stdout == plain_output
-    (folder,) = os.listdir(dump_dir)
+    (folder,) = dump_entries(dump_dir)
     pid = folder.split("-")[0]
     # inputs.pt fits; the 2 MB copy of the model's .so does not, and its partial file is removed
     assert folder == f"{pid}-model-run1" and os.listdir(dump_dir / folder) == ["inputs.pt"]
@@ -272,7 +280,7 @@ def test_python_recorder_on_a_full_disk(full_disk, tmp_path):
             print(torch.equal(fullmod.scale(x + k), fullmod.scale.__aoti_debug_wrapped__(x + k)))
     """, env=clean_env(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=str(dump_dir), AOTI_DEBUG_LOGDEST=str(log)))
     assert proc.stdout == "True\nTrue\nTrue\n"
-    (name,) = os.listdir(dump_dir)
+    (name,) = dump_entries(dump_dir)
     folder = dump_dir / name
     assert sorted(os.listdir(folder)) == ["call000001_inputs.pt", "call000001_outputs.pt",
                                           "call000002_inputs.pt", "manifest.jsonl"]
@@ -319,7 +327,7 @@ def test_replay_python_calls_pass(tmp_path, capsys, monkeypatch):
     """, env=clean_env(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=str(dump_dir),
                        AOTI_DEBUG_LOGDEST=str(tmp_path / "log.txt")))
     monkeypatch.syspath_prepend(str(tmp_path))
-    code, lines = replay(capsys, "--dir", str(dump_dir))
+    code, lines = replay(capsys, "--dir", str(dump_dir), "--allow-module", "replaymod")
     assert code == cli.OK
     assert re.fullmatch(r"PASS call \d+ replaymod\.affine max_abs=0 max_rel=0", lines[0])
     assert re.fullmatch(r"PASS call \d+ replaymod\.pair max_abs=0 max_rel=0", lines[1])
@@ -344,7 +352,7 @@ def test_replay_names_the_corrupted_launch(recorded, tmp_path, capsys):
     path = dump_dir / folder / after["files"][0]["file"]
     t = torch.load(path, weights_only=True)
     torch.save(t + 0.25, path)
-    code, lines = replay(capsys, "--dir", str(dump_dir))
+    code, lines = replay(capsys, "--dir", str(dump_dir), "--allow-module", "replaymod")
     assert code == cli.FOUND
     failed = [line for line in lines if line.startswith("FAIL")]
     assert failed == [f"FAIL launch 1.3 {after['kernel']} max_abs=0.25 max_rel={failed[0].split('max_rel=')[1]}"]

@@ -330,7 +330,7 @@ def test_level_10_dumps_in_the_aoti_layout_and_diff_against_aoti_dumps(tmp_path,
     run_python(DUMPED.format(tests=TESTS), timeout=600,
                env=clean_env(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=compiled,
                              AOTI_DEBUG_LOGDEST=tmp_path / "compiled.log", TORCHINDUCTOR_FX_GRAPH_CACHE="0"))
-    [folder] = list(compiled.iterdir())
+    [folder] = [p for p in compiled.iterdir() if p.is_dir()]
     assert re.fullmatch(r"\d+-model-run1", folder.name)
     lines = [json.loads(line) for line in (folder / "manifest.jsonl").read_text().splitlines()]
     assert [e["event"] for e in lines] == ["run"] + ["before", "after"] * 6 + ["run-end"]

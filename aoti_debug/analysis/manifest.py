@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any, Callable, Dict, List, Tuple
 
 from .untrusted import InputError, has_control, lines, reason, shorten
@@ -65,6 +66,11 @@ NAMES: Check = (lambda v: isinstance(v, list) and all(_label_name(n) for n in v)
                 "a list of non-empty strings without `:` or control characters")
 FILE: Check = (_file_name, "the name of a file in the dump folder (no `/`), or null")
 ROLE: Check = (lambda v: v in ("in", "out", "inout"), '"in", "out" or "inout"')
+# the artifact copy is a file of the dump directory, beside the run folder: replay loads nothing else
+SO_COPY: Check = (lambda v: isinstance(v, str) and v.startswith("../") and _file_name(v[3:]),
+                  "../<file name>, a file of the dump directory")
+SHA256: Check = (lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v) is not None,
+                 "64 lowercase hexadecimal digits")
 
 
 def _site_lines(v: Any) -> bool:
@@ -98,7 +104,7 @@ _CALL = {"index": COUNT, "name": TEXT, "module": TEXT_OR_NULL, "qualname": TEXT_
          "files": FILES, "time": TIME}
 LINES: Dict[Tuple[str, str], Tuple[Dict[str, Check], Dict[str, Check]]] = {
     ("run", "run"): ({**_RUN_LINE, "status": one_of("ok", "incomplete"), "model": TEXT, "pid": COUNT,
-                      "inputs": NAMES}, {"so": TEXT, "so_copy": TEXT, "error": FREE_TEXT}),
+                      "inputs": NAMES}, {"so": TEXT, "so_copy": SO_COPY, "so_sha256": SHA256, "error": FREE_TEXT}),
     ("launch", "before"): ({**_LAUNCH, "status": one_of("running")}, {"lines": SITE_LINES}),
     ("launch", "after"): ({**_LAUNCH, "status": one_of("ok", "incomplete")}, {"lines": SITE_LINES}),
     ("run-end", "run-end"): ({**_RUN_LINE, "status": one_of("ok"), "model": TEXT, "launches": COUNT}, {}),

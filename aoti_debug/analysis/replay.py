@@ -6,11 +6,16 @@ Two kinds of dump folders:
 - ``<pid>-calls/`` (Python ``@log_api`` calls): each call whose ``after``
   line says ``ok`` is re-imported from ``module``/``qualname``, called
   undecorated with the recorded arguments, and its result compared.
-- ``<pid>-<model>-run<R>/`` (an AOTI run): the artifact (the ``.so`` named in
-  the ``run`` line, else its copy ``so_copy`` in the dump directory, or
-  ``--package``) is run again in a fresh process on the
-  recorded ``inputs.pt`` at level 10 into a temporary dump directory, and
-  every recorded launch's outputs are compared with the new ones.
+- ``<pid>-<model>-run<R>/`` (an AOTI run): the artifact (``--package``, else
+  the recorder's copy ``so_copy`` in the dump directory) is run again in a
+  fresh process on the recorded ``inputs.pt`` at level 10 into a temporary
+  dump directory, and every recorded launch's outputs are compared with the
+  new ones.
+
+What may run is decided by runnable.py before anything runs: a dump folder is
+data, and the functions and artifact it names run only when the user allowed
+them (``--allow-module``, ``--package``) or, for the artifact copy, when it is
+the file the recorder wrote (its sha256).
 
 Files are read with ``torch.load(..., weights_only=True)`` only, from regular
 files only, and the manifest is checked line by line (manifest.py).  A
@@ -21,17 +26,16 @@ all (ReplayInputError, exit status 2).
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from . import closeness
-from .dumps import MANIFEST, call_arguments, load, read_manifest
+from . import closeness, runnable
+from .dumps import MANIFEST, call_arguments, load, manifest_lines, read_manifest
 from .untrusted import InputError
 
 
@@ -107,6 +111,8 @@ def compare(expected: Any, got: Any, atol: float, rtol: float, where: str = "out
         d = abs(expected - got) if not (math.isnan(expected) and math.isnan(got)) else 0.0
         ok = d <= atol + rtol * abs(expected)
         return ok, d, d / abs(expected) if expected else 0.0, ""
+    if isinstance(got, torch.Tensor):     # `expected == got` would be a tensor, not an answer
+        return False, 0.0, 0.0, f"{where}: expected {type(expected).__name__}, got a tensor"
     ok = expected == got
     return ok, 0.0, 0.0, "" if ok else f"{where}: {got!r} != {expected!r}"
 
@@ -119,21 +125,15 @@ def _combine(parts):
 
 # ---------------------------------------------------------------- Python calls
 
-def _resolve(module: Optional[str], qualname: Optional[str]):
-    if not module or not qualname or "<" in qualname:
-        raise LookupError(f"cannot re-import {module}.{qualname}")
-    obj: Any = importlib.import_module(module)
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    while hasattr(obj, "__aoti_debug_wrapped__"):
-        obj = obj.__aoti_debug_wrapped__
-    return obj
+def _replayed(entry: Dict[str, Any]) -> bool:
+    return entry["kind"] == "call" and entry["event"] == "after" and entry["status"] == "ok"
 
 
-def replay_calls(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: float) -> List[Item]:
+def replay_calls(folder: str, lines: List[Tuple[int, Dict[str, Any]]], atol: float, rtol: float
+                 ) -> List[Item]:
     items = []
-    for e in entries:
-        if e["kind"] != "call" or e["event"] != "after" or e["status"] != "ok":
+    for number, e in lines:
+        if not _replayed(e):
             continue
         item = Item("call", str(e["index"]), e["name"], False)
         items.append(item)
@@ -150,7 +150,9 @@ def replay_calls(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: 
             item.unreadable = str(exc)
             continue
         try:
-            func = _resolve(e.get("module"), e.get("qualname"))
+            func = runnable.resolve(e, f"{os.path.join(folder, MANIFEST)}:{number}")
+        except runnable.RefusedInput:
+            raise
         except Exception as exc:
             item.reason = f"cannot re-import: {type(exc).__name__}: {exc}"
             continue
@@ -201,31 +203,50 @@ def _inputs(folder: str) -> str:
     return path
 
 
-def replay_run(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: float,
-               package: Optional[str] = None) -> Tuple[List[Item], str]:
-    """Items of one recorded run, and a note about the replay process ("" if it ran cleanly)."""
-    run = next((e for e in entries if e["event"] == "run"), None)
+@dataclass
+class RunPlan:
+    """What a recorded run is replayed with: its inputs.pt, and the user's package (a .pt2,
+    or an artifact .so) or the recorder's copy `copy`, whose sha256 `here` records."""
+    inputs: str
+    package: Optional[str] = None
+    copy: str = ""
+    sha256: str = ""
+    here: str = ""
+
+
+def check_run(folder: str, lines: List[Tuple[int, Dict[str, Any]]], package: Optional[str]) -> RunPlan:
+    """How the run of `folder` will be replayed, checked before anything runs."""
+    number, run = next(((n, e) for n, e in lines if e["event"] == "run"), (0, None))
     if run is None:
         raise ReplayInputError(f"{folder}: the manifest has no run line")
     inputs = _inputs(folder)
-    so = run.get("so") or ""
-    if not os.path.isfile(so) and run.get("so_copy"):
-        so = os.path.normpath(os.path.join(folder, run["so_copy"]))  # the copy in the dump directory
-    if package is None and not run.get("so"):
+    if package is not None:
+        return RunPlan(inputs, package=package)
+    if not run.get("so"):
         raise ReplayInputError(f"{folder}: this run was recorded from torch.compile, which leaves no artifact "
                                "to run again; compare it with another run's dumps with `aoti-debug diff`")
-    if package is None and not os.path.isfile(so):
-        raise ReplayInputError(f"{folder}: the artifact {run.get('so')!r} no longer exists and no copy "
-                               "was kept; pass --package P.pt2")
+    return RunPlan(inputs, copy=runnable.recorded_artifact(folder, run, number), sha256=run["so_sha256"],
+                   here=f"{os.path.join(folder, MANIFEST)}:{number}")
+
+
+def replay_run(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: float,
+               plan: RunPlan) -> Tuple[List[Item], str]:
+    """Items of one recorded run, and a note about the replay process ("" if it ran cleanly)."""
     recorded = [e for e in entries if e["kind"] == "launch" and e["event"] == "after"
                 and e["status"] == "ok"]
     with tempfile.TemporaryDirectory(prefix="aoti-debug-replay-") as tmp:
+        package, so = plan.package or "", ""
+        if package.endswith(".so"):
+            package, so = "", package
+        elif not package:   # the file loaded is the file whose hash was checked
+            so = runnable.private_copy(plan.copy, plan.sha256, plan.here,
+                                       os.path.join(tmp, os.path.basename(plan.copy)))
         env = {k: v for k, v in os.environ.items()
                if not k.startswith("AOTI_DEBUG_DUMP") and k != "AOTI_DEBUG_RUNTIME_REGISTRY"}
         env.update(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=os.path.join(tmp, "dumps"),
                    AOTI_DEBUG_DUMP_MAX_COUNT="1000000000", AOTI_DEBUG_DUMP_MAX_SIZE_GB="1000000",
                    AOTI_DEBUG_LOGDEST=os.path.join(tmp, "replay.log"))
-        proc = subprocess.run([sys.executable, "-c", _RUNNER, so, package or "", inputs],
+        proc = subprocess.run([sys.executable, "-c", _RUNNER, so, package, plan.inputs],
                               env=env, capture_output=True, text=True)
         note = ""
         if proc.returncode != 0:
@@ -277,19 +298,30 @@ def replay_run(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: fl
     return items, note
 
 
-def replay(root: str, atol: float = 1e-6, rtol: float = 1e-5, package: Optional[str] = None
-           ) -> Tuple[List[Item], List[str]]:
-    """Every item of every dump folder under `root`, and notes for stderr."""
+def replay(root: str, atol: float = 1e-6, rtol: float = 1e-5, package: Optional[str] = None,
+           allow: Sequence[str] = ()) -> Tuple[List[Item], List[str]]:
+    """Every item of every dump folder under `root`, and notes for stderr.  Every folder is
+    checked first (runnable.py): a folder that names what may not run stops the replay
+    before anything runs."""
+    checked = []
+    for folder in folders(root):
+        lines = manifest_lines(folder)
+        if not lines:
+            raise ReplayInputError(f"{os.path.join(folder, MANIFEST)}: holds no line to replay")
+        if lines[0][1]["kind"] == "call":
+            for number, e in lines:
+                if _replayed(e):
+                    runnable.check_call(e, allow, f"{os.path.join(folder, MANIFEST)}:{number}")
+            checked.append((folder, lines, None))
+        else:
+            checked.append((folder, lines, check_run(folder, lines, package)))
     items: List[Item] = []
     notes: List[str] = []
-    for folder in folders(root):
-        entries = read_manifest(folder)
-        if not entries:
-            raise ReplayInputError(f"{os.path.join(folder, MANIFEST)}: holds no line to replay")
-        if entries[0]["kind"] == "call":
-            items += replay_calls(folder, entries, atol, rtol)
+    for folder, lines, plan in checked:
+        if plan is None:
+            items += replay_calls(folder, lines, atol, rtol)
         else:
-            got, note = replay_run(folder, entries, atol, rtol, package)
+            got, note = replay_run(folder, [e for _, e in lines], atol, rtol, plan)
             items += got
             if note:
                 notes.append(f"{folder}: {note}")

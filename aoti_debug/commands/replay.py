@@ -14,17 +14,25 @@ def add_arguments(parser) -> None:
     parser.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance (default: 1e-6)")
     parser.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance (default: 1e-5)")
     parser.add_argument("--package", metavar="P.pt2", default=None,
-                        help="run this package instead of the .so named in a run's manifest")
+                        help="replay AOTI runs with this package (or artifact .so) instead of the "
+                             "artifact copy kept in the dump directory")
+    parser.add_argument("--allow-module", metavar="MODULE", action="append", default=[],
+                        help="let recorded Python calls run functions of MODULE and its submodules "
+                             "(repeatable); without it only torch.ops operators are called")
 
 
 def run(args) -> int:
-    from ..analysis import replay
+    from ..analysis import replay, runnable
     from ..analysis.untrusted import InputError
     check_tolerances(args.atol, args.rtol)
     if args.package is not None and not os.path.isfile(args.package):
         raise UsageError(f"--package {args.package}: no such file")
+    for module in args.allow_module:
+        if not runnable.module_name(module):
+            raise UsageError(f"--allow-module {module!r}: not a module name (e.g. mylib or mylib.ops)")
     try:
-        items, notes = replay.replay(args.dir, atol=args.atol, rtol=args.rtol, package=args.package)
+        items, notes = replay.replay(args.dir, atol=args.atol, rtol=args.rtol, package=args.package,
+                                     allow=args.allow_module)
     except InputError as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:

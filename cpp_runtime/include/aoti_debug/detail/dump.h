@@ -13,14 +13,15 @@
 // expanded tensor keeps its zero strides and stays small); shape, strides
 // and dtype are kept, the storage offset is not (it is 0 in the file).
 //
-// The limits (AOTI_DEBUG_DUMP_MAX_COUNT launches, AOTI_DEBUG_DUMP_MAX_SIZE_GB
-// bytes in the dump directory, manifest lines included) are hard and per
-// process: the ledger lives in the process registry, shared by every copy of
-// the runtime.  Reaching one, or a folder/file that cannot be written, writes
-// one note and stops the recorder for the process; logging goes on at level 5.
+// Folders and files are created exclusively, never through a link, and the
+// limits (AOTI_DEBUG_DUMP_MAX_COUNT launches, AOTI_DEBUG_DUMP_MAX_SIZE_GB
+// bytes in the dump directory, manifest lines included) are hard and hold
+// for every process writing into the directory (dumpdir.h).  Reaching one,
+// or a folder/file that cannot be written, writes one note and stops the
+// recorder for the process (the stop flag lives in the process registry,
+// shared by every copy of the runtime); logging goes on at level 5.
 #pragma once
 
-#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -36,8 +37,10 @@
 #include <vector>
 
 #include "../config.h"
+#include "dumpdir.h"
 #include "format.h"
 #include "registry.h"
+#include "sha256.h"
 
 AOTI_DEBUG_NAMESPACE_BEGIN
 namespace detail {
@@ -277,49 +280,14 @@ inline void json_str(std::string& out, const char* s) {
   out += '"';
 }
 
-// Process-wide ledger: in the registry when there is one (shared by every
-// copy of the runtime), else this copy's own.
+// The process-wide stop flag: in the registry when there is one (shared by
+// every copy of the runtime), else this copy's own.  (Its counts are no longer
+// used: the limits are kept per directory, in the ledger of dumpdir.h.)
 inline DumpLedger* dump_ledger() {
   Registry* r = registry();
   if (r != nullptr) return &r->dump;
   static DumpLedger local = {PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0, 0};
   return &local;
-}
-
-inline int64_t dir_bytes(const std::string& path, int depth = 0) {
-  DIR* d = opendir(path.c_str());
-  if (d == nullptr || depth > 16) {
-    if (d) closedir(d);
-    return 0;
-  }
-  int64_t total = 0;
-  while (struct dirent* e = readdir(d)) {
-    if (!std::strcmp(e->d_name, ".") || !std::strcmp(e->d_name, "..")) continue;
-    const std::string p = path + "/" + e->d_name;
-    struct stat st;
-    if (lstat(p.c_str(), &st) != 0) continue;
-    if (S_ISDIR(st.st_mode)) total += dir_bytes(p, depth + 1);
-    else if (S_ISREG(st.st_mode)) total += st.st_size;
-  }
-  closedir(d);
-  return total;
-}
-
-inline bool mkdirs(const std::string& path, int* err) {
-  for (size_t i = 1; i <= path.size(); ++i) {
-    if (i != path.size() && path[i] != '/') continue;
-    const std::string part = path.substr(0, i);
-    if (mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) {
-      *err = errno;
-      return false;
-    }
-  }
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    *err = ENOTDIR;
-    return false;
-  }
-  return true;
 }
 
 // Where this artifact's code lives (the model .so), for replay.
@@ -341,53 +309,58 @@ class Recorder {
 
   bool stopped() const { return __atomic_load_n(&dump_ledger()->stopped, __ATOMIC_ACQUIRE) != 0; }
 
-  std::string folder(int64_t run) const {
-    std::string name = model_;
-    for (char& c : name)
-      if (c == '/' || c == '\0') c = '_';
-    std::string f = settings_.dump_dir;
-    while (f.size() > 1 && f.back() == '/') f.pop_back();
-    return f + "/" + std::to_string(getpid()) + "-" + name + "-run" + std::to_string(run);
+  std::string dump_dir() const {
+    std::string d = settings_.dump_dir;
+    while (d.size() > 1 && d.back() == '/') d.pop_back();
+    return d;
   }
 
-  // Writes `data` to folder/name (or appends, for the manifest) within the
-  // limits.  False when it was not written (the recorder then stops).
+  // Run R's folder: the n-th name of <pid>-<model>-run<R> (see make_run_folder).
+  std::string folder(int64_t run, int n) const { return dump_dir() + "/" + nth_name(run_stem(run), "", n); }
+
+  // Creates run R's folder, a new one: the number of its name (1 unless
+  // that name was taken), or 0 when it could not be made (the recorder stops).
+  int make_run_folder(int64_t run) {
+    if (stopped()) return 0;
+    const std::string dir = dump_dir(), stem = run_stem(run);
+    int err = 0, n = 1;
+    if (mkdirs(dir, &err)) err = make_folder(dir, stem, true, &n);
+    if (err != 0) {
+      stop("cannot create dump folder " + py_repr(dir + "/" + stem) + " (" + errno_text(err) + ")");
+      return 0;
+    }
+    if (n > 1) taken(dir + "/" + stem, folder(run, n));
+    return n;
+  }
+
+  // Writes `data` to a new file dir/name (or appends, for the manifest)
+  // within the limits.  False when it was not written (the recorder then stops).
   bool write_file(const std::string& dir, const std::string& name, const std::string& data, bool append) {
-    return write_file(dir, name, data, append, nullptr, static_cast<int64_t>(data.size()));
+    return write_file(dir, name, data, append, nullptr, static_cast<int64_t>(data.size()), false, nullptr,
+                      nullptr);
   }
 
-  // Copies the file `src` (size `size`) to folder/name within the limits.
-  bool copy_file(const std::string& dir, const std::string& name, const std::string& src) {
-    struct stat st;
-    if (stat(src.c_str(), &st) != 0) return false;
-    return write_file(dir, name, std::string(), false, src.c_str(), static_cast<int64_t>(st.st_size));
-  }
-
+  // Writes `data` (or `size` bytes of the file `src`) to a new file dir/name,
+  // or appends it to dir/name.  With `alternatives`, a taken name gives way
+  // to the next free one (*chosen), said in a note; `sha` hashes what is written.
   bool write_file(const std::string& dir, const std::string& name, const std::string& data, bool append,
-                  const char* src, int64_t size) {
-    DumpLedger* l = dump_ledger();
-    std::string why;
-    pthread_mutex_lock(&l->lock);
-    if (l->stopped) {
-      pthread_mutex_unlock(&l->lock);
-      return false;
-    }
-    if (!l->bytes_known) {  // what earlier processes left, counted once
-      l->bytes = dir_bytes(settings_.dump_dir);
-      l->bytes_known = 1;
-    }
-    const double max_bytes = settings_.dump_max_size_gb * 1073741824.0;
-    const std::string path = dir + "/" + name;
-    if (static_cast<double>(l->bytes) + static_cast<double>(size) > max_bytes) {
-      char num[64];
-      std::snprintf(num, sizeof num, "%g", settings_.dump_max_size_gb);
-      why = std::string("AOTI_DEBUG_DUMP_MAX_SIZE_GB=") + num + " would be exceeded";
-    } else {
-      int fd;
-      do fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
-      while (fd < 0 && errno == EINTR);
-      int err = fd < 0 ? errno : 0;
+                  const char* src, int64_t size, bool alternatives, std::string* chosen, Sha256* sha) {
+    if (stopped()) return false;
+    std::string why = reserve(size), used = name;
+    if (why.empty()) {
+      int fd, err = 0;
+      if (append) {
+        const std::string path = dir + "/" + name;
+        do fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+        while (fd < 0 && errno == EINTR);
+        if (fd < 0) err = errno;
+      } else {
+        fd = create_file(dir, name, alternatives, &used);
+        if (fd < 0) err = -fd;
+      }
+      if (used != name) taken(dir + "/" + name, dir + "/" + used);
       auto put = [&](const char* p, size_t n) {
+        if (sha != nullptr) sha->update(p, n);
         size_t done = 0;
         while (fd >= 0 && err == 0 && done < n) {
           const ssize_t w = ::write(fd, p + done, n - done);
@@ -414,18 +387,18 @@ class Recorder {
         if (in >= 0) ::close(in);
       }
       if (fd >= 0 && ::close(fd) != 0 && err == 0 && errno != EINTR) err = errno;
-      if (err == 0) {
-        l->bytes += size;
-      } else {
-        if (fd >= 0 && !append) ::unlink(path.c_str());
-        why = "cannot write " + py_repr(path) + " (" + errno_text(err) + ")";
+      if (err != 0) {
+        give_back(size);
+        if (fd >= 0 && !append) ::unlink((dir + "/" + used).c_str());  // ours: it was created above
+        why = "cannot write " + py_repr(dir + "/" + used) + " (" + errno_text(err) + ")";
       }
     }
-    const bool ok = why.empty();
-    if (!ok) l->stopped = 1;
-    pthread_mutex_unlock(&l->lock);
-    if (!ok) stop_note(why);
-    return ok;
+    if (!why.empty()) {
+      stop(why);
+      return false;
+    }
+    if (chosen != nullptr) *chosen = used;
+    return true;
   }
 
   void stop(const std::string& why) {
@@ -434,20 +407,25 @@ class Recorder {
     const bool first = !l->stopped;
     l->stopped = 1;
     pthread_mutex_unlock(&l->lock);
-    if (first) stop_note(why);
+    if (first) note(why + "; no more dumps, logging goes on at level 5");
   }
 
-  // Claims one launch against AOTI_DEBUG_DUMP_MAX_COUNT.
+  // Claims one launch against AOTI_DEBUG_DUMP_MAX_COUNT (counted in the directory's ledger).
   bool claim() {
-    DumpLedger* l = dump_ledger();
-    pthread_mutex_lock(&l->lock);
-    bool ok = !l->stopped && l->count < settings_.dump_max_count;
-    const bool reached = !l->stopped && !ok;
-    if (ok) ++l->count;
-    if (reached) l->stopped = 1;
-    pthread_mutex_unlock(&l->lock);
-    if (reached) stop_note("AOTI_DEBUG_DUMP_MAX_COUNT=" + std::to_string(settings_.dump_max_count) + " reached");
-    return ok;
+    if (stopped()) return false;
+    bool reached = false;
+    std::string why = with_ledger(dump_dir(), [&](LedgerCounts& c) {
+      reached = c.count >= settings_.dump_max_count;
+      if (!reached) ++c.count;
+      return !reached;
+    });
+    if (why.empty() && reached)
+      why = "AOTI_DEBUG_DUMP_MAX_COUNT=" + std::to_string(settings_.dump_max_count) + " reached";
+    if (!why.empty()) {
+      stop(why);
+      return false;
+    }
+    return true;
   }
 
   // One tensor file; appends its manifest entry to `files` and its size to *bytes.
@@ -482,33 +460,75 @@ class Recorder {
 
   // A copy of the artifact's .so in the dump directory, made once per model
   // and process (a package's .so lives in a temporary folder removed at
-  // exit): its path relative to a run folder, "" if none.
-  std::string artifact_copy(const std::string& so) {
+  // exit): its path relative to a run folder ("" if none) and its sha256,
+  // which replay checks before it loads the copy.
+  std::string artifact_copy(const std::string& so, std::string* sha256) {
     pthread_mutex_lock(&mu_);
+    struct stat st;
     if (!copy_tried_ && !so.empty()) {
       copy_tried_ = true;
-      std::string name = model_;
-      for (char& c : name)
-        if (c == '/' || c == '\0') c = '_';
-      name = std::to_string(getpid()) + "-" + name + "-artifact.so";
-      std::string dir = settings_.dump_dir;
-      while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-      if (copy_file(dir, name, so)) copy_ = "../" + name;
+      std::string used;
+      Sha256 sha;
+      if (stat(so.c_str(), &st) == 0 &&
+          write_file(dump_dir(), std::to_string(getpid()) + "-" + file_model() + "-artifact.so", std::string(),
+                     false, so.c_str(), static_cast<int64_t>(st.st_size), true, &used, &sha)) {
+        copy_ = "../" + used;
+        sha256_ = sha.hex();
+      }
     }
     const std::string out = copy_;
+    *sha256 = sha256_;
     pthread_mutex_unlock(&mu_);
     return out;
   }
 
  private:
-  void stop_note(const std::string& why) {
-    note_once(dest_, "flight-recorder", why + "; no more dumps, logging goes on at level 5", torch_version_);
+  std::string file_model() const {
+    std::string name = model_;
+    for (char& c : name)
+      if (c == '/' || c == '\0') c = '_';
+    return name;
   }
+
+  std::string run_stem(int64_t run) const {
+    return std::to_string(getpid()) + "-" + file_model() + "-run" + std::to_string(run);
+  }
+
+  // Reserves `size` bytes against AOTI_DEBUG_DUMP_MAX_SIZE_GB: "" or why not.
+  std::string reserve(int64_t size) {
+    const double max_bytes = settings_.dump_max_size_gb * 1073741824.0;
+    bool over = false;
+    std::string why = with_ledger(dump_dir(), [&](LedgerCounts& c) {
+      over = static_cast<double>(c.bytes) + static_cast<double>(size) > max_bytes;
+      if (!over) c.bytes += size;
+      return !over;
+    });
+    if (why.empty() && over) {
+      char num[64];
+      std::snprintf(num, sizeof num, "%g", settings_.dump_max_size_gb);
+      why = std::string("AOTI_DEBUG_DUMP_MAX_SIZE_GB=") + num + " would be exceeded";
+    }
+    return why;
+  }
+
+  // What a file that could not be written had reserved.
+  void give_back(int64_t size) {
+    with_ledger(dump_dir(), [&](LedgerCounts& c) {
+      c.bytes = c.bytes > size ? c.bytes - size : 0;
+      return true;
+    });
+  }
+
+  void taken(const std::string& path, const std::string& instead) {
+    note(py_repr(path) + " already exists; writing " + py_repr(instead) + " instead");
+  }
+
+  void note(const std::string& text) { note_once(dest_, "flight-recorder", text, torch_version_); }
 
   const Settings& settings_;
   pthread_mutex_t mu_ = PTHREAD_MUTEX_INITIALIZER;
   bool copy_tried_ = false;
-  std::string copy_;
+  std::string copy_, sha256_;
   std::string model_, dest_;
   const char* torch_version_;
 };

@@ -122,6 +122,7 @@ struct Run {
   int64_t launch;  // K of the current launch
   Model* model;
   int64_t dumped = 0;  // level 10: K of the launch whose `before` was recorded
+  int32_t dump_name = 0;  // level 10: which name its folder has (Recorder::folder), 0 = none
 };
 
 class Model {
@@ -313,12 +314,9 @@ AOTI_DEBUG_NOINLINE inline void dump_run(Run& run, const char* const* names,
                                          std::initializer_list<Value> inputs) {
   Recorder* rec = run.model->recorder();
   if (rec == nullptr || rec->stopped()) return;
-  const std::string dir = rec->folder(run.run);
-  int err = 0;
-  if (!mkdirs(dir, &err)) {
-    rec->stop("cannot create dump folder " + py_repr(dir) + " (" + errno_text(err) + ")");
-    return;
-  }
+  run.dump_name = rec->make_run_folder(run.run);
+  if (run.dump_name == 0) return;
+  const std::string dir = rec->folder(run.run, run.dump_name);
   PtWriter w;
   w.pkl.op(']');
   w.pkl.op('(');
@@ -350,11 +348,13 @@ AOTI_DEBUG_NOINLINE inline void dump_run(Run& run, const char* const* names,
   l += ", \"pid\": " + std::to_string(getpid()) + ", \"so\": ";
   static const std::string so = artifact_path();
   json_str(l, so.c_str());
-  const std::string copy = rec->artifact_copy(so);
+  std::string sha256;
+  const std::string copy = rec->artifact_copy(so, &sha256);
   if (rec->stopped()) return;
   if (!copy.empty()) {
     l += ", \"so_copy\": ";
     json_str(l, copy.c_str());
+    l += ", \"so_sha256\": \"" + sha256 + "\"";
   }
   l += ", \"inputs\": " + input_names;
   if (!errors.empty()) {
@@ -369,14 +369,14 @@ AOTI_DEBUG_NOINLINE inline void dump_run(Run& run, const char* const* names,
 AOTI_DEBUG_NOINLINE inline void dump_launch(Run& run, const Site& site, std::initializer_list<Value> args,
                                             bool out_side) {
   Recorder* rec = run.model->recorder();
-  if (rec == nullptr || rec->stopped()) return;
+  if (rec == nullptr || rec->stopped() || run.dump_name == 0) return;
   if (!out_side) {
     if (!rec->claim()) return;
     run.dumped = run.launch;
   } else if (run.dumped != run.launch) {
     return;
   }
-  const std::string dir = rec->folder(run.run);
+  const std::string dir = rec->folder(run.run, run.dump_name);
   std::string files = "[";
   int64_t bytes = 0;
   char prefix[48];
@@ -412,13 +412,13 @@ AOTI_DEBUG_NOINLINE inline void dump_launch(Run& run, const Site& site, std::ini
 
 AOTI_DEBUG_NOINLINE inline void dump_run_end(Run& run) {
   Recorder* rec = run.model->recorder();
-  if (rec == nullptr || rec->stopped()) return;
+  if (rec == nullptr || rec->stopped() || run.dump_name == 0) return;
   std::string l = dump_line_start("run-end", "ok", "run-end", run.run);
   l += ", \"model\": ";
   json_str(l, run.model->name().c_str());
   l += ", \"launches\": " + std::to_string(run.launch);
   dump_line_end(l, "[", 0);
-  rec->manifest(rec->folder(run.run), l);
+  rec->manifest(rec->folder(run.run, run.dump_name), l);
 }
 #else
 inline void dump_run(Run&, const char* const*, std::initializer_list<Value>) {}

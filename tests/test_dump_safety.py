@@ -1,0 +1,374 @@
+"""A dump directory is data, and a shared place (docs/dumps.md, "What replay runs"
+and "A shared dump directory"):
+
+1. replay calls only torch.ops operators and functions of modules named with
+   --allow-module; anything else is refused (exit 2) before it is imported;
+2. replay loads the recorder's copy of an artifact (checked against its sha256)
+   or --package, never a .so path a manifest names;
+3. the recorders create their folders and files exclusively: a link planted at
+   a name they will use is never followed, and a note says which name they used;
+7. the dump limits hold for every process writing into one directory, C++ and
+   Python alike (one ledger).
+
+Everything runs in fresh processes where it matters; the AOTI tests reuse the
+session's level-10 mlp package.
+"""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from aoti_debug.cli import main
+from conftest import TESTS, clean_env, run_python
+from test_analysis_untrusted import RUN_DRIVER, copy, lines_of, made, rewrite  # noqa: F401  (fixture)
+from test_flight_recorder import NOTE_TAIL, dir_size, manifest, mlp10, notes  # noqa: F401  (fixture)
+
+torch = pytest.importorskip("torch")
+
+LEDGER = ".aoti-debug-ledger"
+NOT_CHOSEN = ("replay calls only torch.ops operators and functions of the modules named with "
+              "--allow-module (a dump folder is data: it does not choose the code that runs)")
+
+
+def replay_in_fresh_process(*argv, path=None):
+    env = clean_env(**({"PYTHONPATH": str(path)} if path else {}))
+    return subprocess.run([sys.executable, "-m", "aoti_debug", "replay", *argv], capture_output=True,
+                          text=True, timeout=300, env=env)
+
+
+def cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def calls_folder(root, module, qualname, args, output):
+    """A `-calls` folder recording one call of module.qualname(*args) that returned `output`,
+    as a crafted folder would: only what the manifest says."""
+    folder = root / "4242-calls"
+    folder.mkdir(parents=True)
+    torch.save({"args": list(args), "kwargs": {}}, folder / "call000001_inputs.pt")
+    torch.save(output, folder / "call000001_outputs.pt")
+    files = [{"file": name, "bytes": os.path.getsize(folder / name)}
+             for name in ("call000001_inputs.pt", "call000001_outputs.pt")]
+    common = dict(kind="call", index=1, name=f"{module}.{qualname}", module=module, qualname=qualname,
+                  time=1.7e9)
+    rewrite(str(folder), [dict(common, event="before", status="running", files=files[:1]),
+                          dict(common, event="after", status="ok", files=files)])
+    return folder
+
+
+# ---------------------------------------------------------------- 1. what a recorded call may run
+
+def test_a_call_to_os_system_is_refused_and_nothing_runs(tmp_path):
+    marker = tmp_path / "shell-ran"
+    folder = calls_folder(tmp_path / "dumps", "os", "system", [f"touch {marker}"], 0)
+    proc = replay_in_fresh_process("--dir", str(folder))
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == f"aoti-debug replay: {folder}/manifest.jsonl:2: call 1 names os.system; {NOT_CHOSEN}\n"
+    assert not marker.exists()
+
+
+def write_module(tmp_path, name, body):
+    (tmp_path / f"{name}.py").write_text(textwrap.dedent(body))
+
+
+def test_a_module_that_is_not_allowed_is_never_imported(tmp_path, capsys, monkeypatch):
+    marker = tmp_path / "imported"
+    write_module(tmp_path, "planted_probe", f"""
+        open({str(marker)!r}, "w").close()       # importing it is running it
+        def double(x):
+            return x * 2
+    """)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    folder = calls_folder(tmp_path / "dumps", "planted_probe", "double", [torch.ones(3)], torch.ones(3) * 2)
+    refused = f"aoti-debug replay: {folder}/manifest.jsonl:2: call 1 names planted_probe.double; {NOT_CHOSEN}\n"
+    for allow in ([], ["--allow-module", "planted"], ["--allow-module", "planted_probe.sub"]):
+        assert cli(capsys, "replay", "--dir", str(folder), *allow) == (2, "", refused)
+    assert "planted_probe" not in sys.modules and not marker.exists()
+
+
+def test_allow_module_lets_its_functions_run(tmp_path):
+    write_module(tmp_path, "allowed_mod", """
+        import os
+        from os.path import join as joined
+        def double(x):
+            return x * 2
+    """)
+    folder = calls_folder(tmp_path / "dumps", "allowed_mod", "double", [torch.ones(3)], torch.ones(3) * 2)
+    proc = replay_in_fresh_process("--dir", str(folder), "--allow-module", "allowed_mod", path=tmp_path)
+    assert (proc.returncode, proc.stdout) == (0, "PASS call 1 allowed_mod.double max_abs=0 max_rel=0\n"
+                                                 "1 passed, 0 failed\n")
+    # the name is looked up in that module only: not through a module it imports, not a function it imported
+    marker = tmp_path / "shell-ran"
+    for qualname, why in (("os.system", "which leads to module os"),
+                          ("joined", "which is defined in posixpath, not in allowed_mod")):
+        other = calls_folder(tmp_path / qualname, "allowed_mod", qualname, [f"touch {marker}"], 0)
+        proc = replay_in_fresh_process("--dir", str(other), "--allow-module", "allowed_mod", path=tmp_path)
+        assert (proc.returncode, proc.stderr) == (2, (
+            f"aoti-debug replay: {other}/manifest.jsonl:2: call 1 names allowed_mod.{qualname}, {why}; "
+            "replay calls only functions defined in an allowed module\n"))
+    assert not marker.exists()
+    proc = replay_in_fresh_process("--dir", str(folder), "--allow-module", "os;rm")
+    assert (proc.returncode, proc.stderr) == (
+        2, "aoti-debug replay: --allow-module 'os;rm': not a module name (e.g. mylib or mylib.ops)\n")
+
+
+def test_torch_ops_calls_replay_without_being_allowed(tmp_path):
+    dump_dir = tmp_path / "dumps"
+    run_python("""
+        import torch
+        from aoti_debug import log_api
+        log_api(torch.ops.aten.mul)(torch.arange(4.0), 3.0)            # an operator
+        log_api(torch.ops.aten.add.Tensor)(torch.ones(2), torch.ones(2))  # one overload of it
+    """, env=clean_env(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=dump_dir,
+                       AOTI_DEBUG_LOGDEST=tmp_path / "log.txt"))
+    (folder,) = [d for d in os.listdir(dump_dir) if d.endswith("-calls")]
+    assert [(e["module"], e["qualname"]) for e in manifest(dump_dir / folder) if e["event"] == "after"] == [
+        ("torch._ops.aten", "aten::mul"), ("torch._ops.aten", "aten::add.Tensor")]
+    proc = replay_in_fresh_process("--dir", str(dump_dir))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout.splitlines()
+    assert out[0].startswith("PASS call 1 ") and out[1].startswith("PASS call 2 ")
+    assert out[2] == "2 passed, 0 failed"
+
+
+# ---------------------------------------------------------------- 2. what artifact a recorded run may load
+
+@pytest.fixture
+def evil_so(tmp_path):
+    """A library whose constructor leaves a marker: loading it is running it."""
+    marker = tmp_path / "constructor-ran"
+    src = tmp_path / "evil.c"
+    src.write_text('#include <stdio.h>\n__attribute__((constructor)) static void planted(void) {\n'
+                   f'  FILE* f = fopen("{marker}", "w");\n  if (f) fclose(f);\n}}\n')
+    so = tmp_path / "evil.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", str(src), "-o", str(so)], check=True)
+    return so, marker
+
+
+def test_the_so_a_manifest_names_is_never_loaded(made, tmp_path, evil_so):
+    so, marker = evil_so
+    folder = copy(made["clean"][2], tmp_path)       # a run folder; its manifest now names the library
+    entries = lines_of(folder)
+    entries[0]["so"] = str(so)
+    rewrite(folder, entries)
+    proc = replay_in_fresh_process("--dir", folder)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", (
+        f"aoti-debug replay: {folder}: the run kept no copy of its artifact in the dump directory "
+        "(the .so a manifest names is never loaded); pass --package P.pt2\n"))
+    for path in (str(so), "../../evil.so", f"../{tmp_path.name}/evil.so"):
+        entries[0].update(so_copy=path, so_sha256=sha256(so))
+        rewrite(folder, entries)
+        proc = replay_in_fresh_process("--dir", folder)
+        assert (proc.returncode, proc.stderr) == (2, (
+            f"aoti-debug replay: {folder}/manifest.jsonl:1: field 'so_copy' is {json.dumps(path)} "
+            "(expected ../<file name>, a file of the dump directory)\n"))
+    assert not marker.exists()
+
+
+def test_a_changed_artifact_copy_is_not_loaded(made, tmp_path, evil_so):
+    so, marker = evil_so
+    folder = copy(made["clean"][2], tmp_path)
+    copied = os.path.join(os.path.dirname(folder), "4242-model-artifact.so")
+    with open(so, "rb") as src, open(copied, "wb") as dst:
+        dst.write(src.read())
+    recorded = hashlib.sha256(b"the library the recorder copied").hexdigest()
+    entries = lines_of(folder)
+    entries[0].update(so="/gone/model.so", so_copy="../4242-model-artifact.so", so_sha256=recorded)
+    rewrite(folder, entries)
+    proc = replay_in_fresh_process("--dir", os.path.dirname(folder))
+    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", (
+        f"aoti-debug replay: {copied}: its sha256 is {sha256(so)}, not the {recorded} recorded in "
+        f"{folder}/manifest.jsonl:1 (the file changed after it was recorded), so it is not loaded; "
+        "pass --package P.pt2 to replay with an artifact you trust\n"))
+    assert not marker.exists()
+
+
+# ---------------------------------------------------------------- 3. links planted at the recorders' names
+
+PLANT = """
+    import os, sys
+    dump = {dump!r}
+    os.makedirs(dump, exist_ok=True)
+    for name, target in {links!r}:
+        os.symlink(target, os.path.join(dump, name.format(pid=os.getpid())))
+"""
+
+
+def victims(tmp_path):
+    folder, file = tmp_path / "victim-dir", tmp_path / "victim.txt"
+    folder.mkdir()
+    file.write_text("a file of the user's")
+    return folder, file
+
+
+def taken_note(dump_dir, pid, name, instead):
+    return f"'{dump_dir}/{pid}-{name}' already exists; writing '{dump_dir}/{pid}-{instead}' instead"
+
+
+def note_lines(log):
+    return [r.splitlines()[1].strip() for r in notes(log.read_text())]
+
+
+def test_the_python_recorder_never_follows_a_planted_link(tmp_path):
+    dump_dir, log = tmp_path / "dumps", tmp_path / "log.txt"
+    folder, file = victims(tmp_path)
+    write_module(tmp_path, "plantmod", """
+        from aoti_debug import log_api
+        @log_api
+        def scale(x):
+            return x * 2
+    """)
+    links = [("{pid}-calls", str(folder)), ("{pid}-model-run1", str(folder))]
+    proc = run_python(textwrap.dedent(PLANT.format(dump=str(dump_dir), links=links)) + textwrap.dedent(f"""
+        sys.path.insert(0, {str(tmp_path)!r})
+        import torch, plantmod
+        plantmod.scale(torch.ones(3))
+        print(os.getpid())
+    """) + RUN_DRIVER.replace("OFFSET", "1.0"),
+        env=clean_env(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=dump_dir, AOTI_DEBUG_LOGDEST=log))
+    pid = proc.stdout.split()[0]
+    assert os.listdir(folder) == [] and file.read_text() == "a file of the user's"
+    assert [e["event"] for e in manifest(dump_dir / f"{pid}-calls.2")] == ["before", "after"]
+    assert [e["event"] for e in manifest(dump_dir / f"{pid}-model-run1.2")][:2] == ["run", "before"]
+    assert note_lines(log) == [taken_note(dump_dir, pid, "calls", "calls.2"),
+                               taken_note(dump_dir, pid, "model-run1", "model-run1.2")]
+
+
+def test_a_planted_ledger_link_stops_the_recorder_with_a_note(tmp_path):
+    dump_dir, log = tmp_path / "dumps", tmp_path / "log.txt"
+    _, file = victims(tmp_path)
+    dump_dir.mkdir()
+    os.symlink(file, dump_dir / LEDGER)
+    proc = run_python("""
+        import torch
+        from aoti_debug import log_api
+        print(log_api(lambda x: x * 2)(torch.ones(2)).tolist())
+    """, env=clean_env(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=dump_dir, AOTI_DEBUG_LOGDEST=log))
+    assert proc.stdout == "[2.0, 2.0]\n" and file.read_text() == "a file of the user's"
+    assert note_lines(log) == [f"cannot write '{dump_dir}/{LEDGER}' (Too many levels of symbolic links)"
+                               + NOTE_TAIL]
+
+
+def test_the_cpp_recorder_never_follows_a_planted_link(mlp10, tmp_path, capsys):
+    dump_dir, log = tmp_path / "dumps", tmp_path / "log.txt"
+    folder, file = victims(tmp_path)
+    links = [("{pid}-model-artifact.so", str(file)), ("{pid}-model-run1", str(folder))]
+    proc = run_python(textwrap.dedent(PLANT.format(dump=str(dump_dir), links=links)) + textwrap.dedent(f"""
+        sys.path.insert(0, {TESTS!r})
+        import torch, models
+        torch._inductor.aoti_load_package({mlp10!r})(*models.example("mlp")[1])
+        print(os.getpid())
+    """), env=clean_env(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=dump_dir, AOTI_DEBUG_LOGDEST=log))
+    pid = proc.stdout.split()[0]
+    assert os.listdir(folder) == [] and file.read_text() == "a file of the user's"
+    run = manifest(dump_dir / f"{pid}-model-run1.2")[0]
+    assert run["so_copy"] == f"../{pid}-model-artifact.2.so"
+    assert run["so_sha256"] == sha256(dump_dir / f"{pid}-model-artifact.2.so")
+    assert note_lines(log) == [taken_note(dump_dir, pid, "model-run1", "model-run1.2"),
+                               taken_note(dump_dir, pid, "model-artifact.so", "model-artifact.2.so")]
+    code, out, _ = cli(capsys, "replay", "--dir", str(dump_dir))
+    assert code == 0 and out.splitlines()[-1] == "6 passed, 0 failed"
+
+
+# ---------------------------------------------------------------- 7. one directory, one budget
+
+BARRIER = """
+import os, sys, time
+def barrier(sync, n):
+    '''Every worker has dumped once (each recorder has looked at the directory) before any goes on.'''
+    open(os.path.join(sync, str(os.getpid())), "w").close()
+    deadline = time.time() + 120
+    while len(os.listdir(sync)) < n and time.time() < deadline:
+        time.sleep(0.01)
+"""
+
+PY_WORKER = BARRIER + """
+sys.path.insert(0, {tmp!r})
+import torch, sharemod
+sharemod.scale(torch.ones(1))
+barrier({sync!r}, {n})
+for k in range({calls}):
+    sharemod.scale(torch.full((16384,), float(k)))        # 64 KiB in, 64 KiB out
+"""
+
+AOTI_WORKER = BARRIER + """
+sys.path.insert(0, {tests!r})
+import torch, models
+m = torch._inductor.aoti_load_package({pt2!r})
+args = models.example("mlp")[1]
+m(*args)
+barrier({sync!r}, {n})
+for _ in range({runs}):
+    m(*args)
+"""
+
+
+def workers(tmp_path, codes, **env):
+    """Start every worker at once on one dump directory; wait for all."""
+    (tmp_path / "sync").mkdir()
+    write_module(tmp_path, "sharemod", """
+        from aoti_debug import log_api
+        @log_api
+        def scale(x):
+            return x * 2
+    """)
+    dump_dir = tmp_path / "dumps"
+    procs = [subprocess.Popen([sys.executable, "-c", code.format(tmp=str(tmp_path), sync=str(tmp_path / "sync"),
+                                                                 n=len(codes), tests=TESTS)],
+                              env=clean_env(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=dump_dir,
+                                            AOTI_DEBUG_LOGDEST=tmp_path / f"log{i}.txt", **env),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i, code in enumerate(codes)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err
+    return dump_dir, "".join((tmp_path / f"log{i}.txt").read_text() for i in range(len(codes)))
+
+
+def test_processes_sharing_a_dump_dir_stay_within_its_size_limit(tmp_path):
+    # each worker alone fits (about 1 MiB after the barrier); three do not
+    limit_gb = 0.0014
+    code = PY_WORKER.replace("{calls}", "8")
+    dump_dir, log = workers(tmp_path, [code] * 3, AOTI_DEBUG_DUMP_MAX_SIZE_GB=limit_gb)
+    assert dir_size(dump_dir) <= limit_gb * 2**30
+    assert len([d for d in os.listdir(dump_dir) if d.endswith("-calls")]) == 3
+    assert f"AOTI_DEBUG_DUMP_MAX_SIZE_GB={limit_gb:g} would be exceeded" + NOTE_TAIL in log
+
+
+def test_processes_sharing_a_dump_dir_stay_within_its_count_limit(tmp_path):
+    code = PY_WORKER.replace("{calls}", "5").replace("(16384,)", "(4,)")
+    dump_dir, log = workers(tmp_path, [code] * 3, AOTI_DEBUG_DUMP_MAX_COUNT=7)
+    befores = [e for d in os.listdir(dump_dir) if d.endswith("-calls")
+               for e in manifest(dump_dir / d) if e["event"] == "before"]
+    assert len(befores) == 7
+    assert "AOTI_DEBUG_DUMP_MAX_COUNT=7 reached" + NOTE_TAIL in log
+
+
+def test_cpp_and_python_recorders_share_one_budget(mlp10, tmp_path):
+    """Two AOTI processes and a Python one: each would fit alone, together they do not.
+    An AOTI worker writes the artifact copy and 31 runs of about 24 KB (0.75 MB), the
+    Python one 0.5 MB; the limit leaves 0.9 MiB beside two artifact copies."""
+    import zipfile
+    with zipfile.ZipFile(mlp10) as z:
+        so = next(i.file_size for i in z.infolist() if i.filename.endswith(".so"))
+    limit_gb = float(f"{(2 * so + 0.9 * 2**20) / 2**30:.6g}")
+    aoti = AOTI_WORKER.replace("{pt2!r}", repr(mlp10)).replace("{runs}", "30")
+    py = PY_WORKER.replace("{calls}", "4")
+    dump_dir, log = workers(tmp_path, [aoti, aoti, py], AOTI_DEBUG_DUMP_MAX_SIZE_GB=limit_gb)
+    assert dir_size(dump_dir) <= limit_gb * 2**30
+    names = os.listdir(dump_dir)
+    assert len({n.split("-")[0] for n in names if n.endswith("-model-run1")}) == 2
+    assert any(n.endswith("-calls") for n in names)
+    assert f"AOTI_DEBUG_DUMP_MAX_SIZE_GB={limit_gb:g} would be exceeded" + NOTE_TAIL in log
