@@ -23,6 +23,7 @@ import textwrap
 
 import pytest
 
+from aoti_debug.analysis.untrusted import shorten   # long values are cut: the temp folder varies
 from aoti_debug.cli import main
 from conftest import TESTS, clean_env, run_python
 from test_analysis_untrusted import RUN_DRIVER, copy, lines_of, made, rewrite  # noqa: F401  (fixture)
@@ -172,7 +173,7 @@ def test_the_so_a_manifest_names_is_never_loaded(made, tmp_path, evil_so):
         rewrite(folder, entries)
         proc = replay_in_fresh_process("--dir", folder)
         assert (proc.returncode, proc.stderr) == (2, (
-            f"aoti-debug replay: {folder}/manifest.jsonl:1: field 'so_copy' is {json.dumps(path)} "
+            f"aoti-debug replay: {folder}/manifest.jsonl:1: field 'so_copy' is {shorten(json.dumps(path))} "
             "(expected ../<file name>, a file of the dump directory)\n"))
     assert not marker.exists()
 
@@ -264,7 +265,7 @@ def test_a_planted_ledger_link_stops_the_recorder_with_a_note(tmp_path):
 def test_the_cpp_recorder_never_follows_a_planted_link(mlp10, tmp_path, capsys):
     dump_dir, log = tmp_path / "dumps", tmp_path / "log.txt"
     folder, file = victims(tmp_path)
-    links = [("{pid}-model-artifact.so", str(file)), ("{pid}-model-run1", str(folder))]
+    links = [("{pid}-mlp-artifact.so", str(file)), ("{pid}-mlp-run1", str(folder))]
     proc = run_python(textwrap.dedent(PLANT.format(dump=str(dump_dir), links=links)) + textwrap.dedent(f"""
         sys.path.insert(0, {TESTS!r})
         import torch, models
@@ -273,11 +274,11 @@ def test_the_cpp_recorder_never_follows_a_planted_link(mlp10, tmp_path, capsys):
     """), env=clean_env(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=dump_dir, AOTI_DEBUG_LOGDEST=log))
     pid = proc.stdout.split()[0]
     assert os.listdir(folder) == [] and file.read_text() == "a file of the user's"
-    run = manifest(dump_dir / f"{pid}-model-run1.2")[0]
-    assert run["so_copy"] == f"../{pid}-model-artifact.2.so"
-    assert run["so_sha256"] == sha256(dump_dir / f"{pid}-model-artifact.2.so")
-    assert note_lines(log) == [taken_note(dump_dir, pid, "model-run1", "model-run1.2"),
-                               taken_note(dump_dir, pid, "model-artifact.so", "model-artifact.2.so")]
+    run = manifest(dump_dir / f"{pid}-mlp-run1.2")[0]
+    assert run["so_copy"] == f"../{pid}-mlp-artifact.2.so"
+    assert run["so_sha256"] == sha256(dump_dir / f"{pid}-mlp-artifact.2.so")
+    assert note_lines(log) == [taken_note(dump_dir, pid, "mlp-run1", "mlp-run1.2"),
+                               taken_note(dump_dir, pid, "mlp-artifact.so", "mlp-artifact.2.so")]
     code, out, _ = cli(capsys, "replay", "--dir", str(dump_dir))
     assert code == 0 and out.splitlines()[-1] == "6 passed, 0 failed"
 
@@ -369,6 +370,6 @@ def test_cpp_and_python_recorders_share_one_budget(mlp10, tmp_path):
     dump_dir, log = workers(tmp_path, [aoti, aoti, py], AOTI_DEBUG_DUMP_MAX_SIZE_GB=limit_gb)
     assert dir_size(dump_dir) <= limit_gb * 2**30
     names = os.listdir(dump_dir)
-    assert len({n.split("-")[0] for n in names if n.endswith("-model-run1")}) == 2
+    assert len({n.split("-")[0] for n in names if n.endswith("-mlp-run1")}) == 2
     assert any(n.endswith("-calls") for n in names)
     assert f"AOTI_DEBUG_DUMP_MAX_SIZE_GB={limit_gb:g} would be exceeded" + NOTE_TAIL in log

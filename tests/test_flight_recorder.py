@@ -51,7 +51,7 @@ def manifest(folder):
 
 
 def run_folders(dump_dir):
-    return sorted(d for d in os.listdir(dump_dir) if re.fullmatch(r"\d+-model-run\d+", d))
+    return sorted(d for d in os.listdir(dump_dir) if re.fullmatch(r"\d+-mlp-run\d+", d))
 
 
 def dump_entries(dump_dir):
@@ -80,13 +80,13 @@ def test_run_folder_manifest_and_files(recorded):
     dump_dir, _, _ = recorded
     folders = run_folders(dump_dir)
     pid = folders[0].split("-")[0]
-    assert folders == [f"{pid}-model-run1", f"{pid}-model-run2"]
-    assert os.path.isfile(dump_dir / f"{pid}-model-artifact.so")  # the package's .so is temporary
+    assert folders == [f"{pid}-mlp-run1", f"{pid}-mlp-run2"]
+    assert os.path.isfile(dump_dir / f"{pid}-mlp-artifact.so")  # the package's .so is temporary
     for r, folder in enumerate(folders, 1):
         lines = manifest(dump_dir / folder)
-        assert lines[0]["event"] == "run" and lines[0]["run"] == r and lines[0]["model"] == "model"
-        assert lines[0]["so"].endswith(".so") and lines[0]["so_copy"] == f"../{pid}-model-artifact.so"
-        copied = (dump_dir / f"{pid}-model-artifact.so").read_bytes()
+        assert lines[0]["event"] == "run" and lines[0]["run"] == r and lines[0]["model"] == "mlp"
+        assert lines[0]["so"].endswith(".so") and lines[0]["so_copy"] == f"../{pid}-mlp-artifact.so"
+        copied = (dump_dir / f"{pid}-mlp-artifact.so").read_bytes()
         assert lines[0]["so_sha256"] == hashlib.sha256(copied).hexdigest()   # replay checks it
         assert lines[0]["inputs"] == ["x"]
         assert lines[-1]["event"] == "run-end" and lines[-1]["launches"] == 6
@@ -251,11 +251,11 @@ def test_full_disk_gives_one_note_and_same_outputs(mlp10, plain_output, full_dis
     (folder,) = dump_entries(dump_dir)
     pid = folder.split("-")[0]
     # inputs.pt fits; the 2 MB copy of the model's .so does not, and its partial file is removed
-    assert folder == f"{pid}-model-run1" and os.listdir(dump_dir / folder) == ["inputs.pt"]
+    assert folder == f"{pid}-mlp-run1" and os.listdir(dump_dir / folder) == ["inputs.pt"]
     text = log.read_text()
     (note,) = notes(text)
     assert note.endswith("] note - flight-recorder\n"
-                         f"  cannot write '{dump_dir}/{pid}-model-artifact.so' (No space left on device)"
+                         f"  cannot write '{dump_dir}/{pid}-mlp-artifact.so' (No space left on device)"
                          + NOTE_TAIL + "\n")
     # logging goes on at level 5: every launch of both runs, with statistics
     after = [r for r in records(text.split(note)[1]) if " launch-end " in r.splitlines()[0]]
@@ -347,7 +347,7 @@ def test_replay_names_the_corrupted_launch(recorded, tmp_path, capsys):
     pid = folder.split("-")[0]
     dump_dir = tmp_path / "dumps"
     shutil.copytree(src / folder, dump_dir / folder)
-    shutil.copy(src / f"{pid}-model-artifact.so", dump_dir / f"{pid}-model-artifact.so")
+    shutil.copy(src / f"{pid}-mlp-artifact.so", dump_dir / f"{pid}-mlp-artifact.so")
     after = next(e for e in manifest(dump_dir / folder) if e["event"] == "after" and e["index"] == 3)
     path = dump_dir / folder / after["files"][0]["file"]
     t = torch.load(path, weights_only=True)
