@@ -60,7 +60,9 @@ def test_one_banner_and_every_record_whole(server_log):
                     for r in re.findall(r"^\[[^\n]*\] \[pid \d+\] [^\n]*(?:\n  [^\n]*)*", server_log, re.M)
                     if "System Information" not in r)
     # per mlp run: run, 6 launches, 6 launch-ends, run-end; per planted run the same with 3
-    assert heads["run N model"] == 1600 and heads["run-end N model"] == 1600
+    # each model under its package's name
+    assert heads["run N mlp"] == heads["run-end N mlp"] == 800
+    assert heads["run N planted"] == heads["run-end N planted"] == 800
     assert heads["call N app::postprocess"] == 800 and heads["return N app::postprocess"] == 800
     assert sum(n for h, n in heads.items() if h.startswith("launch N ")) == 800 * 6 + 800 * 3
     assert sum(n for h, n in heads.items() if h.startswith("launch-end N ")) == 800 * 6 + 800 * 3
