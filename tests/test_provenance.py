@@ -201,7 +201,7 @@ def test_diff_of_torch_compile_and_aoti_pairs_buffers_by_value(tmp_path, block):
     rows = proc.stdout.splitlines()
     norm = [r for r in rows if "native_layer_norm" in r]
     assert len(norm) == 2 and all(re.search(r"\bok\b", r) and "not comparable: " in r for r in norm), rows
-    assert re.match(r"^end\s+end\s+model\s+ok\b", next(r for r in rows if r.startswith("end "))), rows
+    assert re.match(r"^end\s+end\s+model / block\s+ok\b", next(r for r in rows if r.startswith("end "))), rows
     assert re.match(r"^(the logs agree|no aligned launch diverges): \d+ aligned launch\(es\) compared", rows[-1]), rows
 
 
