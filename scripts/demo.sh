@@ -2,5 +2,6 @@
 # Set up (idempotently) and run the demo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-exec .venv/bin/python -m aoti_debug.demo "$@"
+
+VENV="$(bash scripts/setup.sh | tail -n 1)"
+exec "$VENV/bin/python" -m aoti_debug.demo "$@"

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Set up (idempotently) and run the whole test suite.  Extra arguments go to pytest.
+# Set up (idempotently) and run the test suite.  Extra arguments go to pytest.
+#
+#   ./scripts/test.sh                                  # .venv (torch 2.13.0 unless a tested one is there)
+#   TORCH=2.15.0 ./scripts/test.sh -m torch_matrix     # .venv-2.15.0 with exactly torch==2.15.0
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+VENV="$(bash scripts/setup.sh | tail -n 1)"
 # The HTML report is checked in a real headless browser (Debian's chromium).
 if ! command -v chromium >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
   echo "test: installing chromium (apt-get) for the report's browser test"
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1 \
     || echo "test: could not install chromium; the browser test will be skipped"
 fi
-exec .venv/bin/python -m pytest "${@:--q}"
+echo "test: $("$VENV/bin/python" -c 'import torch; print("torch", torch.__version__)' 2>/dev/null) in $VENV"
+exec "$VENV/bin/python" -m pytest "${@:--q}"
