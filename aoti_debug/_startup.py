@@ -16,7 +16,9 @@ by functions that raise SettingsError listing every problem, for as long as
 the process lives.  Process start stays silent, so a program that merely
 inherits a bad variable (a model server) keeps running; its run-time reader
 notes the problem in the log.  torch.export.export compiles nothing and is
-left alone.
+left alone.  So is it when this torch lacks a hook point the instrumentation
+needs (codegen_patches/adapter.py): every compile then raises UnsupportedTorch,
+whose one line is all an uncaught one prints.
 """
 
 import importlib.abc
@@ -53,7 +55,29 @@ def _install(resolved) -> None:
         from .codegen_patches import install
         install.activate(resolved)
     except Exception as exc:
-        _say(exc)
+        from .codegen_patches.adapter import UnsupportedTorch
+        if isinstance(exc, UnsupportedTorch):
+            _refuse_compiles(exc)
+        else:
+            _say(exc)
+
+
+def _refuse_compiles(exc: Exception) -> None:
+    """This torch lacks a hook point: every compile raises the one-line refusal
+    (an uncaught one ends the program with that line alone); torch.export,
+    which compiles nothing, goes on."""
+    import importlib
+    for module_name, attr in COMPILE_ENTRY_POINTS.items():
+        module = importlib.import_module(module_name)
+        function = getattr(module, attr, None)
+        if function is None or getattr(function, "__aoti_debug_refuse__", False):
+            continue
+
+        def refuse(*args, **kwargs):
+            raise type(exc)(str(exc))
+        refuse.__wrapped__ = function
+        refuse.__aoti_debug_refuse__ = True
+        setattr(module, attr, refuse)
 
 
 def _say(exc: Exception) -> None:

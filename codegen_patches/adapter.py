@@ -1,35 +1,210 @@
-"""Everything that depends on the Inductor version lives here (torch 2.11-2.13).
+"""Everything that depends on the Inductor version lives here.
 
 Inductor builds a wrapper in two phases: scheduling queues WrapperLine
 objects (kernel definitions, calls, allocations); replay turns them into
-code.  The patches below wrap methods of both phases; their signatures are
-the same in 2.11 and 2.13 except where noted.
+code.  The patches below wrap methods of both phases.
+
+Which torch releases work is decided by the hook points themselves, not by
+version numbers: every method the patches wrap, with the parameters they
+read, is listed in HOOK_POINTS and checked before anything is patched.  A
+release newer than the newest tested one is tried (one line says it is
+untested); a release that lacks a hook point is refused with one line naming
+what is missing, before anything is compiled.
+
+Differences between the tested releases (2.11 to 2.15), all absorbed here:
+- 2.15 adds parameters to _generate_extern_kernel_out_helper (profiling_args)
+  and generate_c_shim_extern_kernel_call (profiling_args, output_handle):
+  the wrappers pass every argument on untouched and read theirs by name
+  (_bound), so added parameters, and keyword/positional spelling, do not matter.
+- 2.13 links AOTI's wrapper object through codecache.CppBuilder, which
+  linked_core() relies on; before 2.13 the runtime is compiled header-only.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import os
+import sys
 from typing import Callable, Iterable, List, Optional
 
-SUPPORTED = ((2, 11), (2, 13))
+# The releases scripts/test.sh's matrix runs against (TORCH=2.1x.y ./scripts/test.sh).
+TESTED = ((2, 11), (2, 15))
 
 
 class UnsupportedTorch(RuntimeError):
-    pass
+    """This torch lacks a hook point the instrumentation needs (str() is one line).
+
+    Uncaught, it ends the program with that line alone, no traceback
+    (see _one_line_excepthook)."""
 
 
 def torch_version() -> tuple:
     import torch
-    return tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    return _release(torch.__version__)
+
+
+def _release(version: str) -> tuple:
+    """(2, 15) for '2.15.0+cu132', '2.15.0a0+git1234', '2.16.0.dev20260101'."""
+    import re
+    found = re.match(r"(\d+)\.(\d+)", version)
+    return (int(found.group(1)), int(found.group(2))) if found else (0, 0)
+
+
+def _shown(release: tuple) -> str:
+    return ".".join(map(str, release))
+
+
+# Every method or class the patches wrap or rely on, as (module, attribute path,
+# parameters the wrappers read by name).  A release missing one is refused.
+HOOK_POINTS = (
+    # phase 1: provenance and kernel signatures
+    ("torch._inductor.codegen.cpp", "CppScheduling.codegen_comment", ("node_schedule", "kernel_name")),
+    ("torch._inductor.codegen.simd", "SIMDScheduling.codegen_comment", ("node_schedule", "kernel_name")),
+    ("torch._inductor.ir", "ExternKernel.codegen_comment", ()),
+    ("torch._inductor.codegen.wrapper", "PythonWrapperCodegen.define_kernel",
+     ("kernel_name", "kernel_body", "cpp_definition")),
+    ("torch._inductor.codegen.wrapper", "WrapperLine", ()),
+    # phase 2: buffers, launches
+    ("torch._inductor.codegen.wrapper", "AllocateLine.codegen", ("code",)),
+    ("torch._inductor.codegen.wrapper", "ReuseLine.codegen", ("code",)),
+    ("torch._inductor.codegen.wrapper", "ExternKernelOutLine.codegen", ("code",)),
+    ("torch._inductor.codegen.cpp_wrapper_cpu", "CppWrapperCpu._generate_kernel_call_helper",
+     ("kernel_name", "call_args", "arg_types")),
+    ("torch._inductor.codegen.cpp_wrapper_gpu", "CppWrapperGpu._generate_kernel_call_helper",
+     ("kernel_name", "call_args", "arg_types")),
+    ("torch._inductor.codegen.cpp_wrapper_cpu", "CppWrapperCpu._generate_extern_kernel_out_helper",
+     ("kernel", "out", "out_view", "args", "device")),
+    ("torch._inductor.codegen.cpp_wrapper_cpu", "CppWrapperCpu.generate_c_shim_extern_kernel_call",
+     ("kernel", "args", "device")),
+    ("torch._inductor.codegen.cpp_wrapper_cpu", "CppWrapperCpu.get_c_shim_func_name", ("kernel", "device")),
+    ("torch._inductor.codegen.cpp_wrapper_cpu", "CppWrapperCpu.generate_fallback_kernel_with_runtime_lookup_aot",
+     ("op_overload", "raw_args", "output_args", "raw_outputs")),
+    ("torch._inductor.codegen.cpp_wrapper_cpu", "CppWrapperCpu.create_tmp_raii_handle_var_if_needed",
+     ("handle", "writer")),
+    ("torch._inductor.codegen.cpp_wrapper_cpu_array_ref", "CppWrapperCpuArrayRef", ()),
+    # model entry and exit
+    ("torch._inductor.codegen.cpp_wrapper_cpu", "CppWrapperCpu.write_header", ()),
+    ("torch._inductor.codegen.cpp_wrapper_gpu", "CppWrapperGpu.write_header", ()),
+    ("torch._inductor.codegen.cpp_wrapper_cpu", "CppWrapperCpu.write_wrapper_decl", ()),
+    ("torch._inductor.codegen.cpp_wrapper_cpu", "CppWrapperCpu.generate_return", ("output_refs",)),
+    ("torch.export", "export", ("mod", "args", "kwargs", "dynamic_shapes")),
+    ("torch._inductor", "aoti_compile_and_package", ("exported_program", "package_path")),
+    # the Python wrapper (torch.compile)
+    ("torch._inductor.codegen.wrapper", "PythonWrapperCodegen._generate_kernel_call_helper",
+     ("kernel_name", "call_args", "arg_types")),
+    ("torch._inductor.codegen.wrapper", "PythonWrapperCodegen._generate_extern_kernel_out_helper",
+     ("kernel", "out", "out_view", "args", "device")),
+    ("torch._inductor.codegen.wrapper", "PythonWrapperCodegen._generate_extern_kernel_alloc_helper",
+     ("extern_kernel", "args")),
+    ("torch._inductor.codegen.wrapper", "PythonWrapperCodegen.write_header", ()),
+    ("torch._inductor.codegen.wrapper", "PythonWrapperCodegen.codegen_inputs", ()),
+    ("torch._inductor.codegen.wrapper", "PythonWrapperCodegen.generate_return", ("output_refs",)),
+    ("torch._inductor.compile_fx", "compile_fx", ("model_", "config_patches")),
+    ("torch._inductor.custom_graph_pass", "CustomGraphPass", ()),
+)
+
+
+def missing_hook_points() -> List[str]:
+    """The hook points (and parameters) this torch lacks, as 'Class.method(param)'."""
+    import importlib
+    missing = []
+    for module_name, path, params in HOOK_POINTS:
+        try:
+            owner = importlib.import_module(module_name)
+        except Exception:
+            missing.append(f"{module_name}.{path}")
+            continue
+        target = owner
+        for part in path.split("."):
+            target = getattr(target, part, None)
+            if target is None:
+                break
+        if target is None:
+            missing.append(path)
+            continue
+        if not params:
+            continue
+        try:
+            have = inspect.signature(target).parameters
+        except (TypeError, ValueError):
+            missing.append(path)
+            continue
+        missing += [f"{path}({p})" for p in params if p not in have]
+    return missing
+
+
+def support() -> tuple:
+    """(status, text) of this torch: ('tested', ''), ('untested', the note) or
+    ('unsupported', the refusal), each text one line."""
+    import torch
+    version, release = torch.__version__, torch_version()
+    newest = _shown(TESTED[1])
+    if release < TESTED[0]:
+        return ("unsupported", f"aoti-debug: torch {version} is not supported: aoti-debug needs torch "
+                               f"{_shown(TESTED[0])} or newer (the newest tested release is torch {newest})")
+    missing = missing_hook_points()
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        return ("unsupported", f"aoti-debug: torch {version} is not supported: Inductor no longer has "
+                               f"{missing[0]}{more}, which aoti-debug hooks into "
+                               f"(the newest tested release is torch {newest})")
+    if release > TESTED[1]:
+        return ("untested", f"aoti-debug: torch {version} is newer than the newest tested release "
+                            f"(torch {newest}); instrumenting anyway")
+    return ("tested", "")
+
+
+_noted = False
 
 
 def check_version() -> None:
-    version = torch_version()
-    if not SUPPORTED[0] <= version <= SUPPORTED[1]:
-        import torch
-        raise UnsupportedTorch(
-            f"aoti-debug supports torch 2.11 to 2.13; this is torch {torch.__version__}")
+    """Raise UnsupportedTorch (one line) when a hook point is missing; say once,
+    on stderr, that an untested release is being tried."""
+    global _noted
+    status, text = support()
+    if status == "unsupported":
+        _one_line_excepthook()
+        raise UnsupportedTorch(text)
+    if status == "untested" and not _noted:
+        _noted = True
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+
+def _one_line_excepthook() -> None:
+    """An uncaught UnsupportedTorch, alone or as the cause of another exception
+    (torch.compile wraps what its backend raises), ends the program with its one
+    line: there is nothing in the traceback for the user to act on."""
+    previous = sys.excepthook
+    if getattr(previous, "__aoti_debug_one_line__", False):
+        return
+
+    def hook(kind, value, tb):
+        seen, exc = set(), value
+        while exc is not None and id(exc) not in seen:
+            if isinstance(exc, UnsupportedTorch):
+                sys.stderr.write(f"{exc}\n")
+                return
+            seen.add(id(exc))
+            exc = exc.__cause__ or exc.__context__
+        previous(kind, value, tb)
+    hook.__aoti_debug_one_line__ = True
+    sys.excepthook = hook
+
+
+def _bound(original: Callable, *args, **kwargs) -> dict:
+    """The arguments of a call of `original` (self included), by parameter name,
+    defaults applied: a wrapper reads what it needs whether the caller passed
+    it by position or by keyword, and passes the call on untouched."""
+    bound = _signature(original).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return bound.arguments
+
+
+@functools.lru_cache(maxsize=None)
+def _signature(function: Callable) -> inspect.Signature:
+    return inspect.signature(function)
 
 
 @functools.lru_cache(maxsize=None)
@@ -244,16 +419,19 @@ def linked_core(stats: bool, dumps: bool):
     runtime header-only.
 
     Only for AOTI builds that Inductor links here (not package_cpp_only, not
-    cross-compiled) on torch 2.13, whose AotCodeCompiler links the wrapper
-    object through CppBuilder (the hook below); elsewhere the header-only
-    runtime costs compile time but needs nothing at link time."""
+    cross-compiled) on the tested releases from 2.13 on, whose AotCodeCompiler
+    links the wrapper object through codecache.CppBuilder (the hook below);
+    elsewhere, an untested release included (a link that left the core out
+    would fail), the header-only runtime costs compile time but needs
+    nothing at link time."""
     import os
     import torch
     from torch._inductor import config
     from torch._inductor.virtualized import V
     from aoti_debug import _build
     aot = config.aot_inductor
-    if (torch_version() < (2, 13) or not getattr(V.graph, "aot_mode", False)
+    if (not _core_linkable or not (2, 13) <= torch_version() <= TESTED[1]
+            or not getattr(V.graph, "aot_mode", False)
             or getattr(aot, "package_cpp_only", False)
             or getattr(aot, "cross_target_platform", None) not in (None, "", "linux")):
         return None
@@ -265,9 +443,25 @@ def linked_core(stats: bool, dumps: bool):
         return None
 
 
+# Whether codecache.CppBuilder is the class _link_core_objects can wrap.
+_core_linkable = False
+
+
 def _link_core_objects(hooks) -> None:
     """A link of an instrumented wrapper gets the core object it names."""
+    global _core_linkable
     from torch._inductor import codecache
+    from torch._inductor import cpp_builder
+    try:
+        params = list(inspect.signature(codecache.CppBuilder.__init__).parameters)
+    except (AttributeError, TypeError, ValueError):
+        return
+    options = getattr(cpp_builder, "BuildOptionsBase", None)
+    if (params[:5] != ["self", "name", "sources", "BuildOption", "output_dir"]
+            or not all(hasattr(options, m) for m in ("get_compile_only", "get_precompiling",
+                                                      "get_preprocessing"))):
+        return              # not the builder this wrapper knows: header-only runtime
+    _core_linkable = True
 
     def builder(orig):
         class CppBuilderWithCore(orig):
@@ -328,9 +522,13 @@ def _before_return(hook):
     """generate_return(output_refs), with `hook(self, output_refs)` before it;
     the hook may hand back the references the original is to use."""
     def make(orig):
-        def patched(self, output_refs):
-            refs = hook(self, output_refs)
-            return orig(self, output_refs if refs is None else refs)
+        def patched(self, *args, **kwargs):
+            a = _bound(orig, self, *args, **kwargs)
+            refs = hook(self, a["output_refs"])
+            if refs is None:
+                return orig(self, *args, **kwargs)
+            a["output_refs"] = refs
+            return orig(**a)
         return patched
     return make
 
@@ -338,9 +536,10 @@ def _before_return(hook):
 def _kernel_call(hook):
     """_generate_kernel_call_helper handed to `hook(self, name, args, arg_types, emit_call)`."""
     def make(orig):
-        def patched(self, kernel_name, call_args, **kwargs):
-            hook(self, kernel_name, call_args, kwargs.get("arg_types"),
-                 lambda: orig(self, kernel_name, call_args, **kwargs))
+        def patched(self, *args, **kwargs):
+            a = _bound(orig, self, *args, **kwargs)
+            hook(self, a["kernel_name"], a["call_args"], a["arg_types"],
+                 lambda: orig(self, *args, **kwargs))
         return patched
     return make
 
@@ -358,27 +557,29 @@ def install_patches(hooks) -> None:
     # phase 1: provenance and kernel signatures, for either wrapper (each
     # hook returns at once when its wrapper is not the one being generated)
     def comment(orig):
-        def codegen_comment(self, node_schedule, kernel_name=None):
-            hooks.py_on_scheduled_kernel_comment(node_schedule)
-            hooks.on_scheduled_kernel_comment(node_schedule, kernel_name)
-            return orig(self, node_schedule, kernel_name)
+        def codegen_comment(self, *args, **kwargs):
+            a = _bound(orig, self, *args, **kwargs)
+            hooks.py_on_scheduled_kernel_comment(a["node_schedule"])
+            hooks.on_scheduled_kernel_comment(a["node_schedule"], a["kernel_name"])
+            return orig(self, *args, **kwargs)
         return codegen_comment
     patch(cpp.CppScheduling, "codegen_comment", comment)
     patch(simd.SIMDScheduling, "codegen_comment", comment)
 
     def extern_comment(orig):
-        def codegen_comment(self, wrapper_code, kernel_name=None):
+        def codegen_comment(self, *args, **kwargs):
             hooks.py_on_extern_kernel_comment(self)
             hooks.on_extern_kernel_comment(self)
-            return orig(self, wrapper_code, kernel_name)
+            return orig(self, *args, **kwargs)
         return codegen_comment
     patch(ir.ExternKernel, "codegen_comment", extern_comment)
 
     def define_kernel(orig):
-        def patched(self, kernel_name, kernel_body, *args, **kwargs):
-            hooks.py_on_define_kernel(self, kernel_name, kernel_body)
-            hooks.on_define_kernel(self, kernel_name, kernel_body, kwargs.get("cpp_definition"))
-            return orig(self, kernel_name, kernel_body, *args, **kwargs)
+        def patched(self, *args, **kwargs):
+            a = _bound(orig, self, *args, **kwargs)
+            hooks.py_on_define_kernel(self, a["kernel_name"], a["kernel_body"])
+            hooks.on_define_kernel(self, a["kernel_name"], a["kernel_body"], a["cpp_definition"])
+            return orig(self, *args, **kwargs)
         return patched
     patch(wrapper.PythonWrapperCodegen, "define_kernel", define_kernel)
 
@@ -391,27 +592,29 @@ def install_patches(hooks) -> None:
     patch(CppWrapperGpu, "_generate_kernel_call_helper", _kernel_call(hooks.around_kernel_call))
 
     def extern_out(orig):
-        def patched(self, kernel, out, out_view, args, device, *rest, **kwargs):
+        def patched(self, *args, **kwargs):
             st = hooks.state(self)
             if st is not None:
-                st.extern_out = f"{out}_as_strided" if out_view else out
-            return orig(self, kernel, out, out_view, args, device, *rest, **kwargs)
+                a = _bound(orig, self, *args, **kwargs)
+                st.extern_out = f"{a['out']}_as_strided" if a["out_view"] else a["out"]
+            return orig(self, *args, **kwargs)
         return patched
     patch(CppWrapperCpu, "_generate_extern_kernel_out_helper", extern_out)
 
     def extern_call(orig):
-        def patched(self, kernel, args, device, **kwargs):
+        def patched(self, *args, **kwargs):
+            a = _bound(orig, self, *args, **kwargs)
             # name the launch as the generated code calls it: aoti_torch_cpu_cumsum
-            shown = self.get_c_shim_func_name(kernel, device)
-            hooks.around_extern_call(self, shown, list(args),
-                                     lambda: orig(self, kernel, args, device, **kwargs))
+            shown = self.get_c_shim_func_name(a["kernel"], a["device"])
+            hooks.around_extern_call(self, shown, list(a["args"]), lambda: orig(self, *args, **kwargs))
         return patched
     patch(CppWrapperCpu, "generate_c_shim_extern_kernel_call", extern_call)
 
     def proxy_call(orig):
-        def patched(self, op_overload, raw_args, output_args, raw_outputs):
-            hooks.around_proxy_call(self, op_overload, raw_args, raw_outputs,
-                                    lambda: orig(self, op_overload, raw_args, output_args, raw_outputs))
+        def patched(self, *args, **kwargs):
+            a = _bound(orig, self, *args, **kwargs)
+            hooks.around_proxy_call(self, a["op_overload"], a["raw_args"], a["raw_outputs"],
+                                    lambda: orig(self, *args, **kwargs))
         return patched
     patch(CppWrapperCpu, "generate_fallback_kernel_with_runtime_lookup_aot", proxy_call)
 
@@ -426,10 +629,12 @@ def install_patches(hooks) -> None:
     import torch._inductor as inductor
 
     def export(orig):
-        def patched(mod, args, kwargs=None, *rest, dynamic_shapes=None, **kw):
-            ep = orig(mod, args, kwargs, *rest, dynamic_shapes=dynamic_shapes, **kw)
+        def patched(*args, **kwargs):
+            ep = orig(*args, **kwargs)
             try:
-                ep._aoti_debug_dim_names = hooks.guards.dim_names_of(mod, args, kwargs, dynamic_shapes)
+                a = _bound(orig, *args, **kwargs)
+                ep._aoti_debug_dim_names = hooks.guards.dim_names_of(
+                    a["mod"], a["args"], a["kwargs"], a["dynamic_shapes"])
             except Exception:
                 pass
             return ep
@@ -437,14 +642,15 @@ def install_patches(hooks) -> None:
     patch(torch.export, "export", export)
 
     def compile_and_package(orig):
-        def patched(exported_program, *args, **kwargs):
+        def patched(*args, **kwargs):
             global _package_stem
-            ctx = hooks.guards.context_from_exported_program(exported_program) \
+            a = _bound(orig, *args, **kwargs)
+            ctx = hooks.guards.context_from_exported_program(a["exported_program"]) \
                 if hooks.active() is not None else None
             hooks.guards.set_context(ctx)
-            _package_stem = package_stem(kwargs.get("package_path"))
+            _package_stem = package_stem(a["package_path"])
             try:
-                return orig(exported_program, *args, **kwargs)
+                return orig(*args, **kwargs)
             finally:
                 hooks.guards.set_context(None)
                 _package_stem = None
@@ -596,24 +802,25 @@ def install_python_wrapper_patches(hooks) -> None:
     patch(py, "_generate_kernel_call_helper", _kernel_call(hooks.py_around_kernel_call))
 
     def out_line(orig):
-        def patched(self, code):
+        def patched(self, *args, **kwargs):
             hooks.py_on_extern_out_line(self.wrapper, self.node)
-            return orig(self, code)
+            return orig(self, *args, **kwargs)
         return patched
     patch(wrapper.ExternKernelOutLine, "codegen", out_line)
 
     def extern_out(orig):
-        def patched(self, kernel, out, out_view, args, device, *rest, **kwargs):
-            hooks.py_around_extern_out(self, kernel, out, out_view, list(args), device,
-                                       lambda: orig(self, kernel, out, out_view, args, device,
-                                                    *rest, **kwargs))
+        def patched(self, *args, **kwargs):
+            a = _bound(orig, self, *args, **kwargs)
+            hooks.py_around_extern_out(self, a["kernel"], a["out"], a["out_view"], list(a["args"]),
+                                       a["device"], lambda: orig(self, *args, **kwargs))
         return patched
     patch(py, "_generate_extern_kernel_out_helper", extern_out)
 
     def extern_alloc(orig):
-        def patched(self, extern_kernel, args):
-            hooks.py_around_extern_alloc(self, extern_kernel, list(args),
-                                         lambda: orig(self, extern_kernel, args))
+        def patched(self, *args, **kwargs):
+            a = _bound(orig, self, *args, **kwargs)
+            hooks.py_around_extern_alloc(self, a["extern_kernel"], list(a["args"]),
+                                         lambda: orig(self, *args, **kwargs))
         return patched
     patch(py, "_generate_extern_kernel_alloc_helper", extern_alloc)
 
@@ -627,7 +834,7 @@ def install_python_wrapper_patches(hooks) -> None:
     def compile_fx(orig):
         def patched(model_, *args, **kwargs):
             settings = hooks.active()
-            patches = kwargs.get("config_patches")
+            patches = _bound(orig, model_, *args, **kwargs)["config_patches"]
             aoti = config.cpp_wrapper or (isinstance(patches, dict) and patches.get("cpp_wrapper"))
             if settings is None or depth[0] or aoti:   # compile_fx calls itself: act once
                 return orig(model_, *args, **kwargs)

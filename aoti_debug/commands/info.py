@@ -35,6 +35,22 @@ def run(args) -> int:
     return OK
 
 
+def torch_support() -> str:
+    """Whether aoti-debug is tested with this torch, tries it, or cannot hook into it."""
+    try:
+        from ..codegen_patches import adapter
+        status, text = adapter.support()
+    except Exception as exc:
+        return f"support unknown: {type(exc).__name__}: {exc}"
+    newest = ".".join(map(str, adapter.TESTED[1]))
+    oldest = ".".join(map(str, adapter.TESTED[0]))
+    if status == "tested":
+        return f"tested: aoti-debug is tested with torch {oldest} to {newest}"
+    if status == "untested":
+        return f"untested: newer than torch {newest}, the newest tested; instrumented anyway"
+    return text.split(" is not supported: ", 1)[-1].join(("not supported: ", ""))
+
+
 def system_facts():
     facts = [("aoti-debug version", __version__),
              ("Python version", platform.python_version()),
@@ -43,7 +59,7 @@ def system_facts():
         import torch
     except Exception as exc:
         return facts + [("PyTorch", f"not importable ({exc})")]
-    facts.append(("PyTorch version", torch.__version__))
+    facts.append(("PyTorch version", f"{torch.__version__} ({torch_support()})"))
     facts.append(("CUDA toolkit version", torch.version.cuda or "none (CPU build)"))
     if torch.cuda.is_available():
         for i in range(torch.cuda.device_count()):
