@@ -102,7 +102,12 @@ HOOK_POINTS = (
     ("torch._inductor.codegen.wrapper", "PythonWrapperCodegen.generate_return", ("output_refs",)),
     ("torch._inductor.compile_fx", "compile_fx", ("model_", "config_patches")),
     ("torch._inductor.custom_graph_pass", "CustomGraphPass", ()),
+    ("torch._inductor.config", "post_grad_custom_post_pass", ()),
+    ("torch._inductor.config", "aot_inductor.model_name_for_generated_files", ()),
 )
+
+
+_ABSENT = object()
 
 
 def missing_hook_points() -> List[str]:
@@ -117,10 +122,10 @@ def missing_hook_points() -> List[str]:
             continue
         target = owner
         for part in path.split("."):
-            target = getattr(target, part, None)
-            if target is None:
+            target = getattr(target, part, _ABSENT)
+            if target is _ABSENT:
                 break
-        if target is None:
+        if target is _ABSENT:
             missing.append(path)
             continue
         if not params:

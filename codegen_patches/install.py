@@ -32,5 +32,8 @@ def _quiet_upstream_printers() -> None:
     # The upstream aliases also switch on Inductor's own printer and NaN asserts;
     # we do their job, so keep theirs off to avoid two of everything.
     from torch._inductor import config
-    config.aot_inductor.debug_intermediate_value_printer = "0"
-    config.aot_inductor.filtered_kernel_names = None
+    aot = config.aot_inductor
+    if hasattr(aot, "debug_intermediate_value_printer"):
+        aot.debug_intermediate_value_printer = "0"
+    if hasattr(aot, "filtered_kernel_names"):
+        aot.filtered_kernel_names = None

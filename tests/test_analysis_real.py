@@ -8,6 +8,8 @@ import pytest
 from aoti_debug.cli import main
 from conftest import PLANTED, TESTS, clean_env, run_package, run_python
 
+pytestmark = pytest.mark.torch_matrix
+
 models = pytest.importorskip("models")     # tests/models.py (imports torch)
 
 

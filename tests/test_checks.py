@@ -13,6 +13,8 @@ from aoti_debug.analysis.mask import mask
 from conftest import FULL, PLANTED, raised, records, run_package
 from models import line_of
 
+pytestmark = pytest.mark.torch_matrix
+
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,8 @@ import pytest
 from aoti_debug.analysis.mask import mask
 from conftest import FULL, TESTS, clean_env, raised, records, run_package, run_python
 
+pytestmark = pytest.mark.torch_matrix
+
 LEVEL10 = dict(AOTI_DEBUG_LOGLEVEL="10")
 
 

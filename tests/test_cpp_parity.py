@@ -9,6 +9,8 @@ from aoti_debug import runner
 from aoti_debug.analysis.mask import mask
 from conftest import PLANTED, clean_env, raised, records, run_package, saved_inputs
 
+pytestmark = pytest.mark.torch_matrix
+
 
 @pytest.fixture(scope="module")
 def exe():

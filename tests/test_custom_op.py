@@ -12,6 +12,8 @@ from aoti_debug import runner
 from aoti_debug.analysis.mask import mask
 from conftest import TESTS, clean_env, records, run_package, run_python, saved_inputs
 
+pytestmark = pytest.mark.torch_matrix
+
 
 def heads(text):
     return [r.splitlines()[0] for r in records(mask(text))]
@@ -87,7 +89,8 @@ def test_op_inside_a_package_logs_within_its_proxy_launch(gather, mylib_so):
     # what the launch passed in is what the op received, what it returned is the launch's output
     launch_in = recs[k].split("  in ")[1:]
     assert [b.split(":", 1)[1] for b in launch_in] == [b.split(":", 1)[1] for b in recs[k + 1].split("  arg[")[1:]]
-    assert recs[k + 2].split("  output:", 1)[1] == recs[k + 3].split("  out buf4:", 1)[1]
+    # (the buffer's name is Inductor's, which numbers buffers differently from release to release)
+    assert recs[k + 2].split("  output:", 1)[1] == re.split(r"  out buf\d+:", recs[k + 3], maxsplit=1)[1]
 
 
 @pytest.mark.parametrize("level", ["1", "3", "5"])

@@ -8,6 +8,8 @@ import pytest
 
 from conftest import clean_env
 
+pytestmark = pytest.mark.torch_matrix
+
 
 @pytest.mark.slow
 def test_demo_names_the_planted_kernel_and_line(tmp_path):

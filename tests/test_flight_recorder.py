@@ -19,6 +19,8 @@ import torch
 from aoti_debug import cli
 from conftest import TESTS, clean_env, records, run_python
 
+pytestmark = pytest.mark.torch_matrix
+
 LEVEL10 = dict(AOTI_DEBUG_LOGLEVEL="10")
 NOTE_TAIL = "; no more dumps, logging goes on at level 5"
 

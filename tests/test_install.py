@@ -9,6 +9,8 @@ import pytest
 
 from conftest import REPO, clean_env, run_python
 
+pytestmark = pytest.mark.torch_matrix
+
 # the venv's and, with --system-site-packages, the interpreter's: torch and its dependencies
 SITES = [p for p in sys.path if p.endswith("site-packages")]
 

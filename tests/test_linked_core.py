@@ -13,6 +13,8 @@ from aoti_debug.analysis.mask import mask
 from aoti_debug.codegen_patches import cpp_emit
 from conftest import TESTS, clean_env, run_package, run_python
 
+pytestmark = pytest.mark.torch_matrix
+
 
 def member(pt2, suffix):
     with zipfile.ZipFile(pt2) as z:

@@ -14,6 +14,8 @@ import torch
 
 from aoti_debug import _native, format as pyfmt
 
+pytestmark = pytest.mark.torch_matrix
+
 ADAPTER = r"""
 #include <aoti_debug/aoti.h>
 #include <cstring>

@@ -12,7 +12,7 @@ from aoti_debug import runner
 from aoti_debug.analysis.mask import mask
 from conftest import FULL, PLANTED, clean_env, raised, records, run_package, saved_inputs
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.torch_matrix]
 
 
 def log_of(tmp_path, pt2, model, name, **env):

@@ -11,6 +11,8 @@ import pytest
 from aoti_debug.analysis.mask import mask
 from conftest import TESTS, clean_env, records, run_package, run_python
 
+pytestmark = pytest.mark.torch_matrix
+
 # Compiles models.py's MLP with torch.compile in one fresh process: once per
 # instrumentation level (each log to its own file), then plain; writes the
 # generated source of each compile and the outputs' bytes.
@@ -288,10 +290,11 @@ def test_nan_checks_name_the_origin_as_the_aoti_artifact_does(tmp_path):
                         out), out
     assert notes == [out[len("RAISED: aoti-debug NaN check: "):]]
     # NaN only: -inf passes; the launch that computes -inf - -inf is the origin
+    # (Inductor numbers the buffers differently from one release to the next)
     out, _ = ranked(tmp_path, AOTI_DEBUG_NAN_CHECK="raise:nan")
-    assert out.startswith("RAISED: aoti-debug NaN check: launch 1.4 cpp_fused_mean_sub_1 (source "
-                          f"{line_of('ranked.sub')}) wrote 3 NaN into buf6 (first at flat index 21); "
-                          "its inputs held no NaN, so this launch is where NaN first appears"), out
+    assert re.match(r"RAISED: aoti-debug NaN check: launch 1\.4 cpp_fused_mean_sub_1 \(source "
+                    + re.escape(line_of('ranked.sub')) + r"\) wrote 3 NaN into buf\d+ \(first at flat index 21\); "
+                    r"its inputs held no NaN, so this launch is where NaN first appears", out), out
 
 
 def test_nan_warn_notes_every_launch_and_the_run_goes_on(tmp_path):
@@ -299,7 +302,7 @@ def test_nan_warn_notes_every_launch_and_the_run_goes_on(tmp_path):
     assert out == "NaN 3"
     assert len(notes) == 5 and "its inputs were finite" in notes[0]
     assert all("already held NaN/Inf (look earlier)" in n for n in notes[1:4])
-    assert "into buf3[0]" in notes[2]      # sort's values, one of the tuple it returns
+    assert re.search(r" into buf\d+\[0\] ", notes[2])   # sort's values, one of the tuple it returns
     assert notes[4] == ("run 1: NaN/Inf in 4 launches: cpp_fused_log_sigmoid_0 x1, torch.ops.aten.cumsum.default x1, "
                         "torch.ops.aten.sort.stable x1, cpp_fused_mean_sub_1 x1")
     # compiled in, switched off at run time: nothing checked, nothing written

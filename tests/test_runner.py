@@ -21,6 +21,8 @@ import torch
 from aoti_debug import runner
 from conftest import REPO, clean_env, run_python
 
+pytestmark = pytest.mark.torch_matrix
+
 slow = pytest.mark.slow
 
 USAGE_LINE = ("usage: aoti-debug-run PACKAGE.pt2 --inputs FILE [--outputs FILE] "
@@ -370,3 +372,97 @@ def test_user_program_builds_against_find_package(built, tmp_path):
     header_version, package_version = out.split()
     assert header_version == package_version
     assert re.fullmatch(r"\d+\.\d+\.\d+", header_version)
+
+
+# ---- libtorch: CPU and CUDA builds of torch, with and without a CUDA toolkit ----
+
+CUDA_BUILD = torch.version.cuda is not None
+TORCH_PREFIX = torch.utils.cmake_prefix_path
+CPU_USE = "aoti_debug: torch is a CUDA build and AOTI_DEBUG_TORCH_CUDA=OFF: building for CPU use"
+
+SERVER_CMAKE = """\
+    cmake_minimum_required(VERSION 3.18)
+    project(server CXX)
+    find_package(aoti_debug REQUIRED)
+    aoti_debug_find_torch()
+    add_executable(server server.cpp)
+    target_link_libraries(server PRIVATE ${TORCH_LIBRARIES} aoti_debug::aoti_debug)
+    set_property(TARGET server PROPERTY CXX_STANDARD 17)
+    """
+
+# docs/cpp.md's server, on the test package's inputs
+SERVER_CPP = """\
+    #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
+    #include <torch/torch.h>
+    #include <aoti_debug/config.h>
+    #include <cstdio>
+
+    int main(int argc, char** argv) {
+      torch::inductor::AOTIModelPackageLoader loader(argv[1]);
+      std::vector<at::Tensor> inputs = {torch::ones({16, 64}), torch::ones({16, 32}),
+                                        torch::arange(6).reshape({2, 3})};
+      for (const at::Tensor& out : loader.run(inputs))
+        std::printf("%s %lld\\n", out.sizes() == at::IntArrayRef({16, 32}) ? "relu" : "other",
+                    static_cast<long long>(out.numel()));
+      std::printf("aoti_debug %s\\n", AOTI_DEBUG_VERSION);
+    }
+    """
+
+
+@slow
+def test_server_builds_with_aoti_debug_find_torch_and_runs_a_package(built, package, tmp_path):
+    """find_package(aoti_debug) + aoti_debug_find_torch(): with a CUDA build of torch,
+    built for CPU use (no CUDA toolkit needed), else plain find_package(Torch)."""
+    (tmp_path / "CMakeLists.txt").write_text(textwrap.dedent(SERVER_CMAKE))
+    (tmp_path / "server.cpp").write_text(textwrap.dedent(SERVER_CPP))
+    mode = ["-DAOTI_DEBUG_TORCH_CUDA=OFF"] if CUDA_BUILD else []
+    out = cmake("-S", tmp_path, "-B", tmp_path / "build", *mode,
+                f"-DCMAKE_PREFIX_PATH={TORCH_PREFIX};{built['prefix']}").stdout
+    assert (CPU_USE in out) == CUDA_BUILD, out
+    cmake("--build", tmp_path / "build")
+    proc = subprocess.run([str(tmp_path / "build" / "server"), str(package / "model.pt2")],
+                          capture_output=True, text=True, env=clean_env(), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[:3] == ["relu 512", "other 16", "other 6"]
+
+
+def test_a_bad_aoti_debug_torch_cuda_is_named(tmp_path):
+    proc = subprocess.run(["cmake", "-S", os.path.join(REPO, "cpp_runtime"), "-B", str(tmp_path / "build"),
+                           f"-DCMAKE_PREFIX_PATH={TORCH_PREFIX}", "-DAOTI_DEBUG_TORCH_CUDA=maybe"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "aoti_debug: AOTI_DEBUG_TORCH_CUDA='maybe' is not valid: expected AUTO, ON or OFF" in \
+        " ".join(proc.stderr.split())
+
+
+def _cuda_toolkit():
+    """(root, NVRTC library) of an installed CUDA toolkit, or None.  NVRTC, which
+    libtorch's config links, may come from torch's own CUDA wheels."""
+    import glob
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root and os.path.isfile(os.path.join(root, "bin", "nvcc")):
+            break
+    else:
+        return None
+    site = os.path.dirname(os.path.dirname(torch.__file__))
+    found = (glob.glob(os.path.join(root, "lib*", "libnvrtc.so*"))
+             + glob.glob(os.path.join(root, "targets", "*", "lib", "libnvrtc.so*"))
+             + glob.glob(os.path.join(site, "nvidia", "*", "lib", "libnvrtc.so.*")))
+    found = [f for f in found if "builtins" not in f]
+    return (root, found[0]) if found else None
+
+
+@slow
+@pytest.mark.skipif(not CUDA_BUILD or _cuda_toolkit() is None, reason="a CUDA build of torch and a CUDA toolkit")
+def test_runner_builds_with_the_cuda_toolkit_where_there_is_one(tmp_path):
+    root, nvrtc = _cuda_toolkit()
+    src = os.path.join(REPO, "cpp_runtime")
+    out = cmake("-S", src, "-B", tmp_path / "build", f"-DCMAKE_PREFIX_PATH={TORCH_PREFIX}",
+                "-DAOTI_DEBUG_TORCH_CUDA=ON", f"-DCUDA_TOOLKIT_ROOT_DIR={root}",
+                f"-DCUDA_nvrtc_LIBRARY={nvrtc}").stdout
+    assert "building for CPU use" not in out
+    assert "PyTorch: CUDA detected" in out         # libtorch's own toolkit search ran and found it
+    cmake("--build", tmp_path / "build")
+    proc = subprocess.run([str(tmp_path / "build" / "aoti-debug-run"), "--help"], capture_output=True,
+                          text=True, timeout=60)
+    assert (proc.returncode, proc.stdout) == (0, USAGE_LINE + "\n")

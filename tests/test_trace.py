@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.torch_matrix
+
 
 
 def tlparse():
