@@ -173,7 +173,7 @@ def site_definition(site: Site) -> List[str]:
         f"{c_string(','.join(prov.nodes))}, {c_string('' if prov.source == '-' else prov.source)}, "
         f"{c_string(','.join(prov.modules))}, "
         f"{'aotid_args_%d' % n if site.args else 'nullptr'}, {len(site.args)}, "
-        f"{c_string(site.record_lines())}}};")
+        f"{c_string(site.record_lines(output_sources(site)))}}};")
     return lines
 
 
@@ -198,6 +198,11 @@ def nan_after(site: Site) -> List[str]:
     sources = ", ".join(c_string(output_source(site, a) if a.role != IN else "") for a in site.args) or "nullptr"
     return [f"static const char* const aotid_sources_{n}[] = {{{sources}}};",
             f"if (AOTI_DEBUG_UNLIKELY(aotid_nan.on)) aotid_nan.after(aotid_site_{n}, aotid_sources_{n}, {{{values}}});"]
+
+
+def output_sources(site: Site) -> dict:
+    """Each output's own source line (output_source), by the name records show."""
+    return {a.name: output_source(site, a) for a in site.outputs()}
 
 
 def output_source(site: Site, a: Arg) -> str:

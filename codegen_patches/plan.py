@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 IN, OUT, INOUT = "in", "out", "inout"
 
@@ -52,11 +52,20 @@ class Site:
     def outputs(self) -> List[Arg]:
         return [a for a in self.args if a.role in (OUT, INOUT)]
 
-    def record_lines(self) -> str:
-        """The `source-line:` and `holds:` body lines (docs/log-format.md 1.1) that
-        both runtimes append after the origin line, formatted once here."""
+    def record_lines(self, sources: Optional[Dict[str, str]] = None) -> str:
+        """The `source-line:`, `output-source:` and `holds:` body lines
+        (docs/log-format.md 1.1) that both runtimes append after the origin
+        line, formatted once here.  `sources`: each output's own line (the op
+        most likely to have turned its values non-finite); one that differs
+        from the launch's `source=` is written, so that a kernel fusing
+        independent computations (torch 2.15 fuses the branches of a model
+        horizontally) points each output at its own line."""
         held = " ".join(f"{a.name}={a.value}" for a in self.outputs() if a.value)
-        return self.provenance.source_lines() + (f"  holds: {held}\n" if held else "")
+        own = ""
+        if sources and len(self.provenance.lines) > 1:
+            own = "".join(f"  output-source: {a.name} {sources[a.name]}\n" for a in self.outputs()
+                          if sources.get(a.name) not in (None, "", "-", self.provenance.source))
+        return self.provenance.source_lines() + own + (f"  holds: {held}\n" if held else "")
 
     def to_json(self) -> dict:
         return {"index": self.index, "kernel": self.kernel, "kind": self.kind,

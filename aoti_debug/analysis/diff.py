@@ -580,7 +580,9 @@ def summary(result: Result) -> List[str]:
     assert a is not None and b is not None
     lines.append(f"first divergence: A {a.title} / B {b.title}")
     origin = a.origin or b.origin
-    lines.append(f"  source: {origin.source if origin and origin.source else '-'}")
+    # a kernel fusing independent computations: the line of the outputs that diverge
+    source = origin.source_of([d.label for d in row.deltas if d.violates]) if origin else None
+    lines.append(f"  source: {source or '-'}")
     lines.append(f"  nodes:  {', '.join(origin.nodes) if origin and origin.nodes else '-'}")
     for d in row.deltas:
         if d.violates:

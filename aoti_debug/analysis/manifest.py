@@ -74,13 +74,15 @@ SHA256: Check = (lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", 
 
 
 def _site_lines(v: Any) -> bool:
-    """A launch's `source-line:` / `holds:` body lines (docs/log-format.md 1.1), each ending in a newline."""
+    """A launch's `source-line:` / `output-source:` / `holds:` body lines (docs/log-format.md 1.1),
+    each ending in a newline."""
     return isinstance(v, str) and (v == "" or (v.endswith("\n") and all(
-        line.startswith(("  source-line: ", "  holds: ")) and _line_text(line)
+        line.startswith(("  source-line: ", "  output-source: ", "  holds: ")) and _line_text(line)
         for line in v[:-1].split("\n"))))
 
 
-SITE_LINES: Check = (_site_lines, 'lines "  source-line: ..." or "  holds: ...", each ending in a newline')
+SITE_LINES: Check = (_site_lines, 'lines "  source-line: ...", "  output-source: ..." or "  holds: ...", '
+                                  'each ending in a newline')
 
 
 def one_of(*values: str) -> Check:

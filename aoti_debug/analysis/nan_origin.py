@@ -189,7 +189,9 @@ def describe(check: Check, heading: str) -> List[str]:
     lines = [f"{heading}: {_named(event)} (pid {event.pid}, {event.first.where})"]
     if not _is_call(event):
         origin = event.origin
-        lines.append(f"  source: {origin.source if origin and origin.source else '-'}")
+        # a kernel fusing independent computations: the line of the outputs that hold NaN/Inf
+        source = origin.source_of([e.label for e in check.outputs if e.state == NONFINITE]) if origin else None
+        lines.append(f"  source: {source or '-'}")
         lines.append(f"  nodes:  {', '.join(origin.nodes) if origin and origin.nodes else '-'}")
     state = check.inputs_state
     caption = {FINITE: "all finite", UNKNOWN: "finite where known",

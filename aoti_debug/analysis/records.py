@@ -206,6 +206,17 @@ class Origin:
     source: Optional[str]                   # `file:line` as written; None when unknown
     lines: List[Tuple[str, List[str]]] = dataclasses.field(default_factory=list)   # every user line, its nodes
     holds: Optional[Dict[str, str]] = None  # output name -> FX node whose value it holds; None: not written
+    # output name -> its own line, where it differs from `source` (`output-source:` lines)
+    output_sources: Dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def source_of(self, outputs: List[str]) -> Optional[str]:
+        """The line to name for these outputs (labels such as `out buf2` or names):
+        their own lines (docs/log-format.md 1.1), else the launch's `source`."""
+        names = [(o.split(" ", 1)[1] if o.startswith(("out ", "inout ")) else o).split("[", 1)[0]
+                 for o in outputs]
+        own = list(dict.fromkeys(self.output_sources.get(n, self.source) for n in names))
+        own = [s for s in own if s]
+        return ", ".join(own) if own else self.source
 
     @property
     def file_and_line(self) -> Tuple[Optional[str], Optional[int]]:
@@ -514,6 +525,13 @@ def _fill_body(record: Record, body: List[str]) -> None:
             match = _SOURCE_LINE.match(body[j][2:])
             if match and record.origin is not None:
                 record.origin.lines.append((match["source"], match["nodes"].split(",")))
+            else:
+                record.unparsed.append(body[j])
+            j += 1
+        while j < len(body) and body[j].startswith("  output-source: "):
+            name, _, source = body[j][len("  output-source: "):].partition(" ")
+            if name and source and record.origin is not None:
+                record.origin.output_sources[name] = source
             else:
                 record.unparsed.append(body[j])
             j += 1

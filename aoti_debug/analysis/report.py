@@ -52,10 +52,16 @@ def esc(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def source_link(origin: Optional[Origin], log_path: Optional[str]) -> str:
-    """`<a href="file:///abs/model.py#L17">model.py:17</a>`, or `-` when unknown."""
+def source_link(origin: Optional[Origin], log_path: Optional[str], outputs=None) -> str:
+    """`<a href="file:///abs/model.py#L17">model.py:17</a>`, or `-` when unknown;
+    with `outputs` (labels), the line of those outputs (Origin.source_of)."""
     if origin is None or not origin.source:
         return "-"
+    if outputs:
+        own = origin.source_of(outputs)
+        if own != origin.source and ", " in (own or ""):     # outputs of several lines
+            return esc(own)
+        origin = Origin(origin.nodes, own)
     path, line = origin.file_and_line
     if path is None or line is None:
         return esc(origin.source)
@@ -164,8 +170,9 @@ def _nan_section(finding, number, log: Log) -> str:
     text = "\n".join(nan_origin.text(finding))
     if finding.origin is not None:
         event = finding.origin.event
+        bad = [e.label for e in finding.origin.outputs if e.state == nan_origin.NONFINITE]
         head = (f"First NaN/Inf origin: {_anchor(event, number)} at "
-                f"{source_link(event.origin, log.path)}"
+                f"{source_link(event.origin, log.path, bad)}"
                 + (f" (nodes {esc(', '.join(event.origin.nodes))})"
                    if event.origin and event.origin.nodes else ""))
     elif finding.entered is not None:
@@ -183,7 +190,8 @@ def _divergence_section(result, first, number, log: Log, against) -> str:
     if first is None or first.a is None:
         return f'<div class="finding ok" id="divergence-summary"><pre>{esc(text)}</pre></div>'
     head = (f"First divergence from <code>{esc(os.path.basename(against.path or '-'))}</code>: "
-            f"{_anchor(first.a, number)} at {source_link(first.a.origin, log.path)}: "
+            f"{_anchor(first.a, number)} at "
+            f"{source_link(first.a.origin, log.path, [d.label for d in first.deltas if d.violates])}: "
             f"{esc(first.largest())}")
     return (f'<div class="finding divergence" id="divergence-summary"><p>{head}</p>'
             f"<pre>{esc(text)}</pre></div>")
