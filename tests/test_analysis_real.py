@@ -84,3 +84,17 @@ def test_torch_compile_and_aoti_logs_of_one_model_agree(packages, aoti_cache, tm
     code, out, _ = cli(capsys, "diff", str(compiled), str(aoti))
     assert code == 0, out
     assert "the logs agree: 6 aligned launch(es) compared" in out
+
+
+@pytest.mark.parametrize("bug", ["log", "sqrt", "div", "overflow"])
+def test_nan_origin_names_the_line_of_each_planted_bug(packages, tmp_path, capsys, bug):
+    """Whatever Inductor fuses (torch 2.13 fuses the log, division and overflow
+    branches into one kernel, 2.15 the log and square-root ones), the line named
+    is the bug's own, from the record's output-source lines."""
+    pt2 = packages.get("planted", **PLANTED)
+    log = str(tmp_path / f"{bug}.log")
+    run_package(pt2, "planted", inputs=f"models.planted_inputs({bug!r})", AOTI_DEBUG_LOGLEVEL="5",
+                AOTI_DEBUG_NAN_CHECK="off", AOTI_DEBUG_LOGDEST=log)
+    code, out, err = cli(capsys, "nan-origin", log)
+    assert (code, err) == (1, "")
+    assert out.splitlines()[1] == f"  source: {models.line_of('planted.' + bug)}", out
