@@ -214,7 +214,7 @@ def _signature(function: Callable) -> inspect.Signature:
 
 @functools.lru_cache(maxsize=None)
 def marker_line_class():
-    """A WrapperLine (a plain base class in 2.11-2.13) that writes nothing and
+    """A WrapperLine (a plain base class in 2.11-2.15) that writes nothing and
     hands provenance to the call after it.  Built on first use so that
     importing this module does not import Inductor (the start-up hook waits
     for the program to do that)."""

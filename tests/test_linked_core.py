@@ -1,6 +1,7 @@
 """The two ways the runtime goes into an AOTI artifact (config.h:
 AOTI_DEBUG_LINKED_CORE): linked as a prebuilt core object (AOTI builds on
-torch 2.13), or compiled header-only (package_cpp_only, other versions).
+torch 2.13 and later tested releases), or compiled header-only (package_cpp_only,
+other versions).
 Both write the same records, so neither can drift from the other."""
 
 import os
