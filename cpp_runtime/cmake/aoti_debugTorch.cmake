@@ -21,7 +21,9 @@
 #   AOTI_DEBUG_TORCH_CUDA=OFF             the above, even where a toolkit is installed
 #
 # Afterwards TORCH_LIBRARIES, TORCH_INCLUDE_DIRS, TORCH_CXX_FLAGS are those of
-# find_package(Torch), and AOTI_DEBUG_TORCH_WITH_TOOLKIT says which way it went.
+# find_package(Torch), and AOTI_DEBUG_TORCH_WITH_TOOLKIT says which way it went;
+# a program linking ${TORCH_LIBRARIES} is compiled with at least the C++
+# standard torch's headers need (C++20 from torch 2.14 on).
 # A CPU build of torch is plain find_package(Torch).
 
 set(AOTI_DEBUG_TORCH_CUDA "AUTO" CACHE STRING
@@ -34,6 +36,15 @@ macro(aoti_debug_find_torch)
     add_library(torch::cudart INTERFACE IMPORTED)
   endif()
   find_package(Torch REQUIRED)
+  # torch 2.14's config puts the C++ standard its headers need (20) in the
+  # imported target's CXX_STANDARD, which does not reach the programs that link
+  # it (2.15 makes it a compile feature they inherit): make it one.
+  if(TARGET torch)
+    get_target_property(_aoti_debug_torch_std torch CXX_STANDARD)
+    if(_aoti_debug_torch_std MATCHES "^[0-9]+$")
+      target_compile_features(torch INTERFACE cxx_std_${_aoti_debug_torch_std})
+    endif()
+  endif()
 endmacro()
 
 # Sets `out` to TRUE when torch is a CUDA build whose toolkit is not to be (or
