@@ -10,13 +10,13 @@ __all__ = ["__version__", "log_api", "instrument", "cpp_include_dir", "read_sett
 
 def __getattr__(name):
     if name == "log_api":
-        from .logger import log_api
+        from .runtime.logger import log_api
         return log_api
     if name == "instrument":
-        from .instrumentation import instrument
+        from .codegen_patches.install import instrument
         return instrument
     if name == "cpp_include_dir":
-        from ._native import include_dir
+        from .native.core import include_dir
         return include_dir
     if name == "read_settings":
         from .settings import read

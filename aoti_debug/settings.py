@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 LEVELS = (0, 1, 3, 5, 10)
 NAN_MODES = ("off", "warn", "raise", "warn:nan", "raise:nan", "warn:naninf", "raise:naninf")
@@ -177,6 +177,18 @@ def _parse_kernels(text: str) -> Tuple[str, ...]:
 def split_kernels(text: str) -> Tuple[str, ...]:
     """The globs of a filter already checked (an artifact's compiled-in one)."""
     return tuple(g for g in (_word(p) for p in text.split(",")) if g)
+
+
+def kernels_match(patterns: Sequence[str], names: Iterable[str]) -> bool:
+    """AOTI_DEBUG_KERNELS applied: True when no glob is given or any glob
+    matches any of the names (kernel name, origins), case-insensitively.  The
+    C++ shim has the same matcher (detail/settings.h): `*`, `?` and `[...]`
+    (`[!...]` negates), as fnmatch.fnmatchcase reads them."""
+    if not patterns:
+        return True
+    import fnmatch
+    lowered = [n.lower() for n in names if n]
+    return any(fnmatch.fnmatchcase(n, p.lower()) for p in patterns for n in lowered)
 
 
 def _sets_closed(glob: str) -> bool:

@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 
 def main() -> int:
-    from aoti_debug._native import include_dir
+    from aoti_debug.native.core import include_dir
     work = tempfile.mkdtemp(prefix="aoti-debug-bench-")
     exe = os.path.join(work, "bench_launch")
     subprocess.run(["c++", "-std=c++17", "-O1", "-DNDEBUG", "-I", include_dir(),

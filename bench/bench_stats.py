@@ -20,18 +20,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from aoti_debug import _native  # noqa: E402
+from aoti_debug.native import core as _native  # noqa: E402
+from aoti_debug.runtime.stats import compute_native  # noqa: E402
 
 
 def bench(x: torch.Tensor, repeat: int):
-    _native.compute_stats(x)  # warm up (threads, page faults)
+    compute_native(x)  # warm up (threads, page faults)
     torch.sum(x)
     t_sum, t_stats = [], []
     for _ in range(repeat):
         t0 = time.perf_counter()
         torch.sum(x)
         t1 = time.perf_counter()
-        _native.compute_stats(x)
+        compute_native(x)
         t2 = time.perf_counter()
         t_sum.append((t1 - t0) * 1e3)
         t_stats.append((t2 - t1) * 1e3)

@@ -433,7 +433,7 @@ def linked_core(stats: bool, dumps: bool):
     import torch
     from torch._inductor import config
     from torch._inductor.virtualized import V
-    from aoti_debug import _build
+    from aoti_debug.native import build as _build
     aot = config.aot_inductor
     if (not _core_linkable or not (2, 13) <= torch_version() <= TESTED[1]
             or not getattr(V.graph, "aot_mode", False)
@@ -769,12 +769,11 @@ def settings_pass(settings, user_pass):
                 digest.update(f.read())
         except OSError:
             pass
-    for part in ("launches.py",):
-        try:
-            with open(os.path.join(os.path.dirname(here), "aoti_debug", part), "rb") as f:
-                digest.update(f.read())
-        except OSError:
-            pass
+    # the Python runtime the generated wrapper calls, found (not imported) wherever
+    # the package is installed
+    import importlib.util
+    with open(importlib.util.find_spec("aoti_debug.runtime.launches").origin, "rb") as f:
+        digest.update(f.read())
 
     class AotiDebugSettingsPass(CustomGraphPass):
         def __init__(self, inner):
@@ -804,7 +803,7 @@ def install_python_wrapper_patches(hooks) -> None:
 
     py = wrapper.PythonWrapperCodegen
 
-    patch(py, "_generate_kernel_call_helper", _kernel_call(hooks.py_around_kernel_call))
+    patch(py, "_generate_kernel_call_helper", _kernel_call(hooks.around_kernel_call))
 
     def out_line(orig):
         def patched(self, *args, **kwargs):

@@ -82,7 +82,7 @@ def core_objects_for(sources: Iterable[str]) -> List[str]:
         except (OSError, ValueError):
             continue
         if path and not os.path.isfile(path) and flags:
-            from aoti_debug import _build
+            from aoti_debug.native import build as _build
             try:
                 path = str(_build.core_object(flags))
             except (_build.BuildError, OSError):
@@ -99,7 +99,7 @@ def _runtime_text() -> str:
     Each header keeps an include guard in place of `#pragma once`, and is
     inlined once unless its include sits inside an #if, where a later
     unconditional include must still see it."""
-    from aoti_debug._native import include_dir
+    from aoti_debug.native.core import include_dir
     root = include_dir()
     done: set = set()
 
@@ -220,6 +220,21 @@ def skipped_launch(site: Site, nan_check: bool) -> List[str]:
     if nan_check:
         return site_definition(site) + ["++aotid_run.launch;"]
     return ["++aotid_run.launch;"]
+
+
+class Emitter:
+    """C++ lines for hooks.launch: a site's description is a static next to its
+    call, so nothing goes into the header."""
+
+    @staticmethod
+    def launch(site: Site, shown: bool, nan_check: bool):
+        """(header, before, after) lines around the launch."""
+        if shown:
+            return [], before_launch(site), after_launch(site, nan_check)
+        return [], skipped_launch(site, nan_check), nan_after(site) if nan_check else []
+
+
+EMITTER = Emitter()
 
 
 def model_config(settings, model: str) -> str:

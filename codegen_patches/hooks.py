@@ -17,9 +17,9 @@ import dataclasses
 import re
 from typing import Dict, List, Optional, Set
 
-from aoti_debug import filters
+from aoti_debug import settings as settings_mod
 
-from . import adapter, cpp_emit, guards, plan, trace
+from . import adapter, cpp_emit, guards, plan, python_emit, trace
 from .plan import IN, INOUT, OUT, Arg, Provenance, Site
 
 # The compile-time settings in force (set by install.activate / instrument()).
@@ -37,7 +37,9 @@ def set_active(settings) -> None:
 
 @dataclasses.dataclass
 class WrapperState:
-    """Per generated wrapper: the plan so far and the provenance in flight."""
+    """Per generated wrapper: the plan so far and the provenance in flight.
+    `emitter` writes its launches (launch() below drives it)."""
+    emitter = cpp_emit.EMITTER
     sites: List[Site] = dataclasses.field(default_factory=list)
     roles: Dict[str, List[Optional[str]]] = dataclasses.field(default_factory=dict)
     pending: Optional[Provenance] = None      # replay phase: set by the marker line
@@ -48,6 +50,10 @@ class WrapperState:
     header_written: bool = False
     # buffers allocated in this run that no launch has written yet (by_data_flow)
     fresh: Set[str] = dataclasses.field(default_factory=set)
+
+    def input_names(self) -> Dict[str, str]:
+        """The user's names of model inputs (x, batch["mask"], not arg4_1)."""
+        return guards.label_map()
 
 
 def _state_of(wrapper, instrumentable, kind):
@@ -80,7 +86,7 @@ def take_provenance(st: WrapperState, kernel: str) -> Provenance:
 
 
 def selected(kernel: str, provenance: Provenance) -> bool:
-    return filters.matches(_active.kernels, (kernel,) + provenance.filter_names())
+    return settings_mod.kernels_match(_active.kernels, (kernel,) + provenance.filter_names())
 
 
 def new_site(st: WrapperState, kernel: str, provenance: Provenance, args: List[Arg], kind: str) -> Site:
@@ -188,13 +194,14 @@ def kernel_call_args(st: WrapperState, kernel_name: str, call_args, arg_types) -
 
 
 def around_kernel_call(wrapper, kernel_name, call_args, arg_types, emit_call) -> None:
-    st = state(wrapper)
+    """A generated kernel's launch, in either wrapper."""
+    st = _any_state(wrapper)
     if st is None or st.in_call:
         emit_call()
         return
     prov = take_provenance(st, kernel_name)
-    args = kernel_call_args(st, kernel_name, call_args, arg_types)
-    _around(wrapper, st, kernel_name, prov, args, "kernel", emit_call)
+    args = kernel_call_args(st, kernel_name, list(call_args), arg_types)
+    launch(wrapper, st, kernel_name, prov, args, "kernel", emit_call)
 
 
 def around_extern_call(wrapper, kernel: str, args: List[str], emit_call) -> None:
@@ -214,7 +221,7 @@ def around_extern_call(wrapper, kernel: str, args: List[str], emit_call) -> None
             tensors.append(Arg(a, a, OUT if a == out_name else IN))
         elif _VIEW.match(a) and adapter.is_tensor_name(_VIEW.match(a).group(1)):
             tensors.append(Arg(_VIEW.match(a).group(1), a, IN))
-    _around(wrapper, st, kernel, prov, tensors, "extern", emit_call)
+    launch(wrapper, st, kernel, prov, tensors, "extern", emit_call)
 
 
 def around_proxy_call(wrapper, op_overload, raw_args, raw_outputs, emit_call) -> None:
@@ -226,38 +233,42 @@ def around_proxy_call(wrapper, op_overload, raw_args, raw_outputs, emit_call) ->
     kernel = str(op_overload)
     tensors = [Arg(n, n, IN) for n in adapter.tensor_names_in(raw_args)]
     tensors += [Arg(n, n, OUT) for n in adapter.tensor_names_in(raw_outputs)]
-    _around(wrapper, st, kernel, prov, tensors, "proxy", emit_call)
+    launch(wrapper, st, kernel, prov, tensors, "proxy", emit_call)
 
 
-def _display(args: List[Arg]) -> List[Arg]:
-    """Model inputs appear under the user's names (x, batch["mask"]), not arg4_1."""
-    labels = guards.label_map()
-    return [dataclasses.replace(a, name=labels.get(a.name, a.name)) for a in args]
+_DYNAMO_SELF = re.compile(r"^L\['self'\]\.?")
 
 
-def _around(wrapper, st, kernel, prov, args, kind, emit_call) -> None:
+def _module_path(path: str) -> str:
+    """Dynamo spells module paths from the local `self` (L['self'].fc1); AOTI as fc1."""
+    return _DYNAMO_SELF.sub("", path) or path
+
+
+def launch(wrapper, st: WrapperState, kernel: str, prov: Provenance, args: List[Arg],
+           kind: str, emit_call) -> None:
+    """The one driver of both wrappers: number the launch (even when the filter
+    leaves it out), give its arguments data-flow roles and the user's names, and
+    put the wrapper's emitter's lines around the upstream call, which runs once."""
     if st.in_call:
         emit_call()
         return
-    args = _display(by_data_flow(st, args))
-    site = new_site(st, kernel, prov, args, kind)   # numbered even when filtered out
-    nan = _active.nan_check.enabled
-    if not selected(kernel, prov):
-        for line in cpp_emit.skipped_launch(site, nan):
-            wrapper.writeline(line)
-        emit_call()
-        for line in (cpp_emit.nan_after(site) if nan else []):
-            wrapper.writeline(line)
-        return
+    prov = dataclasses.replace(prov, modules=tuple(_module_path(m) for m in prov.modules))
+    labels = st.input_names()
+    args = [dataclasses.replace(a, name=labels.get(a.name, a.name)) for a in by_data_flow(st, args)]
+    site = new_site(st, kernel, prov, args, kind)
+    # the filter narrows logging only: every launch is checked
+    header, before, after = st.emitter.launch(site, selected(kernel, prov), _active.nan_check.enabled)
+    for line in header:
+        wrapper.header.writeline(line)
+    for line in before:
+        wrapper.writeline(line)
     st.in_call = True     # the GPU wrapper hands CPU launches to the CPU one: count once
     try:
-        for line in cpp_emit.before_launch(site):
-            wrapper.writeline(line)
         emit_call()
-        for line in cpp_emit.after_launch(site, nan):
-            wrapper.writeline(line)
     finally:
         st.in_call = False
+    for line in after:
+        wrapper.writeline(line)
 
 
 # -- model entry and exit ---------------------------------------------------------
@@ -310,19 +321,20 @@ def on_return(wrapper, output_refs) -> Optional[List[str]]:
 
 # -- the Python wrapper (torch.compile) ----------------------------------------
 #
-# The same plan as the AOTI path, emitted as Python calls into
-# aoti_debug/launches.py (python_emit.py).  Everything below acts only on a
-# PythonWrapperCodegen that is not a C++ wrapper (adapter.is_python_instrumentable),
-# and only while instrumentation is active.
-
-from . import python_emit  # noqa: E402
-
+# The same plan and the same launch driver as the AOTI path, emitted as Python
+# calls into aoti_debug/runtime/launches.py (python_emit.py).  Everything below
+# acts only on a PythonWrapperCodegen that is not a C++ wrapper
+# (adapter.is_python_instrumentable), and only while instrumentation is active.
 
 @dataclasses.dataclass
 class PyWrapperState(WrapperState):
+    emitter = python_emit.EMITTER
     extern_node: object = None        # the ExternKernelOutLine being replayed
     entry_written: bool = False
     labels: Dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def input_names(self) -> Dict[str, str]:
+        return self.labels
 
 
 def py_state(wrapper) -> Optional[PyWrapperState]:
@@ -361,49 +373,6 @@ def py_on_define_kernel(wrapper, kernel_name: str, kernel_body: str) -> None:
         st.roles[kernel_name] = plan.roles_from_parameter_names(parsed[1])
 
 
-def _py_display(st: PyWrapperState, args: List[Arg]) -> List[Arg]:
-    return [dataclasses.replace(a, name=st.labels.get(a.name, a.name)) for a in args]
-
-
-_DYNAMO_SELF = re.compile(r"^L\['self'\]\.?")
-
-
-def _module_path(path: str) -> str:
-    """Dynamo spells module paths from the local `self` (L['self'].fc1); AOTI as fc1."""
-    return _DYNAMO_SELF.sub("", path) or path
-
-
-def _py_around(wrapper, st: PyWrapperState, kernel: str, prov: Provenance, args: List[Arg],
-               kind: str, emit_call) -> None:
-    prov = dataclasses.replace(prov, modules=tuple(_module_path(m) for m in prov.modules))
-    args = by_data_flow(st, args)
-    site = new_site(st, kernel, prov, _py_display(st, args), kind)   # numbered even when filtered out
-    nan = _active.nan_check.enabled and site.args
-    shown = selected(kernel, prov)
-    if shown or nan:
-        wrapper.header.writeline(python_emit.site_definition(site))
-    for line in python_emit.before_launch(site) if shown else python_emit.skipped_launch(site):
-        wrapper.writeline(line)
-    emit_call()
-    # the filter narrows logging only: every launch is checked
-    for line in (python_emit.after_launch(site) if shown else []) + (python_emit.nan_after(site) if nan else []):
-        wrapper.writeline(line)
-
-
-def py_around_kernel_call(wrapper, kernel_name, call_args, arg_types, emit_call) -> None:
-    st = py_state(wrapper)
-    if st is None or st.in_call:
-        emit_call()
-        return
-    prov = take_provenance(st, kernel_name)
-    args = kernel_call_args(st, kernel_name, list(call_args), arg_types)
-    st.in_call = True
-    try:
-        _py_around(wrapper, st, kernel_name, prov, args, "kernel", emit_call)
-    finally:
-        st.in_call = False
-
-
 # a view Inductor builds inline for an extern call: reinterpret_tensor(NAME, ...)
 _PY_VIEW = re.compile(r"^reinterpret_tensor\((\w+),")
 
@@ -434,7 +403,7 @@ def py_around_extern_out(wrapper, kernel: str, out: str, out_view, args, device,
     name = adapter.extern_launch_name(node, device) if node is not None else kernel
     prov = take_provenance(st, name)
     outs = [Arg(f"{out}_as_strided", out_view, OUT) if out_view else Arg(out, out, OUT)]
-    _py_around(wrapper, st, name, prov, outs + _py_tensor_args(args), "extern", emit_call)
+    launch(wrapper, st, name, prov, outs + _py_tensor_args(args), "extern", emit_call)
 
 
 def py_around_extern_alloc(wrapper, node, args, emit_call) -> None:
@@ -448,7 +417,7 @@ def py_around_extern_alloc(wrapper, node, args, emit_call) -> None:
     tensors = _py_tensor_args(args)
     if adapter.returns_value(node):
         tensors.append(Arg(node.get_name(), node.get_name(), OUT))
-    _py_around(wrapper, st, name, prov, tensors, "extern", emit_call)
+    launch(wrapper, st, name, prov, tensors, "extern", emit_call)
 
 
 def py_on_header(wrapper) -> None:

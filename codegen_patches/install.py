@@ -1,13 +1,15 @@
 """Switching the codegen patches on and off.
 
 `activate()` is what the process-start hook (aoti_debug/_startup.py) and
-`aoti_debug.instrument()` call.  Patches are installed once and stay
+`aoti_debug.instrument()` (below) call.  Patches are installed once and stay
 inert while nothing is active, so turning instrumentation off restores
 upstream's output exactly.
 """
 
 from __future__ import annotations
 
+import contextlib
+from typing import Iterator, Optional, Sequence, Union
 
 from aoti_debug import settings as settings_mod
 
@@ -37,3 +39,24 @@ def _quiet_upstream_printers() -> None:
         aot.debug_intermediate_value_printer = "0"
     if hasattr(aot, "filtered_kernel_names"):
         aot.filtered_kernel_names = None
+
+
+@contextlib.contextmanager
+def instrument(level: Optional[int] = None,
+               kernels: Union[str, Sequence[str], None] = None,
+               check_inputs: Optional[bool] = None,
+               nan_check: Optional[str] = None) -> Iterator[settings_mod.Settings]:
+    """`aoti_debug.instrument()`: compile-time settings for the AOTI compiles
+    in the `with` block.
+
+    Arguments win over the environment (settings.py gives the full order);
+    a bad value raises SettingsError before anything is compiled.
+    """
+    overrides = {"level": level, "kernels": kernels, "check_inputs": check_inputs,
+                 "nan_check": nan_check}
+    resolved = settings_mod.read(overrides=overrides)
+    previous = activate(resolved)
+    try:
+        yield resolved
+    finally:
+        restore(previous)

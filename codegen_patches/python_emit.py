@@ -1,5 +1,5 @@
 """Python text for torch.compile's wrapper (PythonWrapperCodegen): the calls
-into aoti_debug/launches.py, the Python twin of cpp_emit.py.
+into aoti_debug/runtime/launches.py, the Python twin of cpp_emit.py.
 
 Site descriptions and the model object live at module level (written into
 the wrapper's header); the calls go into `call(args)`.  At level 0 a launch
@@ -18,7 +18,7 @@ MODEL = "_aotid_model"
 
 def header(settings, model: str) -> List[str]:
     import torch
-    return ["from aoti_debug.launches import Model as _aotid_Model, Site as _aotid_Site",
+    return ["from aoti_debug.runtime.launches import Model as _aotid_Model, Site as _aotid_Site",
             f"{MODEL} = _aotid_Model({model!r}, {int(settings.level)}, "
             f"{','.join(settings.kernels)!r}, {str(settings.nan_check)!r}, "
             f"{bool(settings.check_inputs)!r}, {str(torch.__version__)!r})"]
@@ -69,6 +69,24 @@ def nan_after(site: Site) -> List[str]:
     sources = _tuple([repr(output_source(site, a) if a.role != IN else "") for a in site.args])
     return [f"if {RUN}.nan: {RUN}.nan_after({site_name(site)}, {sources}, "
             f"{_tuple([a.expr for a in site.args])})"]
+
+
+class Emitter:
+    """Python lines for hooks.launch: a site's description is a module-level
+    object in the wrapper's header, written only when the launch is logged or
+    checked."""
+
+    @staticmethod
+    def launch(site: Site, shown: bool, nan_check: bool):
+        """(header, before, after) lines around the launch."""
+        nan = nan_check and bool(site.args)
+        header = [site_definition(site)] if shown or nan else []
+        before = before_launch(site) if shown else skipped_launch(site)
+        after = (after_launch(site) if shown else []) + (nan_after(site) if nan else [])
+        return header, before, after
+
+
+EMITTER = Emitter()
 
 
 def run_begin(inputs: Sequence[str], labels: Sequence[str]) -> List[str]:

@@ -11,9 +11,9 @@ import shutil
 
 import pytest
 
-from aoti_debug.analysis import closeness, dumps, records
+from aoti_debug.analysis import closeness, dumps, load
 from aoti_debug.cli import main
-from aoti_debug.format import number
+from aoti_debug.runtime.format import number
 from conftest import clean_env, run_package, run_python
 from test_analysis_diff import model_log
 from test_analysis_logs import write_log
@@ -223,7 +223,7 @@ def test_a_log_against_a_dump_compares_statistics(mlp_dumps, capsys):
 
 def test_a_dumped_launch_reads_as_its_log_records(mlp_dumps):
     dump_dir, log = mlp_dumps[0]
-    dumped, logged = records.read(dump_dir), records.read(log)
+    dumped, logged = load.read(dump_dir), load.read(log)
     assert [l.title for l in dumped.launches] == [l.title for l in logged.launches]
     for d, g in zip(dumped.launches, logged.launches):
         assert d.origin == g.origin

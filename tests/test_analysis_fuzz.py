@@ -2,7 +2,7 @@
 
 Real inputs are made once per module, without compiling anything (as in
 test_analysis_untrusted.py): the level-5 and level-10 logs the Python logger
-writes for `log_api` calls and for a run of aoti_debug.launches (the runtime
+writes for `log_api` calls and for a run of aoti_debug.runtime.launches (the runtime
 torch.compile's wrapper calls), a hand-made launch log (test_analysis_logs.py),
 and the level-10 dump folders of those runs (`-calls` and `-model-run1`).
 Hypothesis mutates them: bytes, lines, digit runs, JSON fields of manifest

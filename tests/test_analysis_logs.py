@@ -8,7 +8,7 @@ formatter, so a hand-made log cannot drift from what the runtimes write.
 
 import pytest
 
-from aoti_debug.format import number
+from aoti_debug.runtime.format import number
 
 PID = 4242
 RULE = "=" * 80
@@ -150,7 +150,7 @@ def write_log(tmp_path, name, writer_or_text):
 
 def test_tensor_blocks_match_the_python_formatter():
     torch = pytest.importorskip("torch")
-    from aoti_debug import format as fmt
+    from aoti_debug.runtime import format as fmt
     x = torch.tensor([[-1.0, 3.0, 0.0], [1.0, 2.0, 1.0]])
     assert fmt.item("in x", x, 5) == item("in x", T(-1.0, 3.0, 1.0))
     assert fmt.item("in x", x, 3) == item("in x", T())

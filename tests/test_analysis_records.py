@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from aoti_debug.analysis import records
+from aoti_debug.analysis import load, records
 from aoti_debug.analysis.records import Container, LogInputError, Tensor, parse
 from conftest import clean_env, run_python
 from test_analysis_logs import PID, LogWriter, Seq, T, nan_model_log, write_log
@@ -28,7 +28,7 @@ def logger_log(tmp_path, level, code=CHAIN):
 
 
 def test_python_logger_log_parses_into_calls_with_nested_containers(tmp_path):
-    log = records.read(str(logger_log(tmp_path, 5)))
+    log = load.read(str(logger_log(tmp_path, 5)))
     assert [(r.kind, r.id, r.name) for r in log.records] == [
         ("call", "1", "__main__.pair"), ("return", "1", "__main__.pair")]
     assert len(log.banners) == 1 and log.banners[0].facts["aoti-debug version"] == "0.1.0"
@@ -51,7 +51,7 @@ def test_python_logger_log_parses_into_calls_with_nested_containers(tmp_path):
 
 @pytest.mark.parametrize("level", [1, 3, 5])
 def test_level_hint_says_what_the_log_holds(tmp_path, level):
-    assert records.read(str(logger_log(tmp_path, level))).level_hint() == level
+    assert load.read(str(logger_log(tmp_path, level))).level_hint() == level
 
 
 def test_launch_and_launch_end_are_grouped_with_origin_inputs_and_outputs():
@@ -175,12 +175,12 @@ def test_masked_logs_parse_too():
 
 def test_read_errors_name_the_path_and_what_is_accepted(tmp_path):
     with pytest.raises(LogInputError) as missing:
-        records.read(str(tmp_path / "nope.log"))
+        load.read(str(tmp_path / "nope.log"))
     assert str(missing.value) == (f"{tmp_path}/nope.log: no such file or directory (expected a log "
                                   "file written by aoti-debug, or a dump directory)")
     empty = write_log(tmp_path, "empty.log", "hello\n")
     with pytest.raises(LogInputError) as no_records:
-        records.read(empty)
+        load.read(empty)
     assert str(no_records.value) == (f"{empty}: holds no aoti-debug records "
                                      "(expected a log written with AOTI_DEBUG_LOGLEVEL >= 1)")
 
@@ -194,7 +194,7 @@ def test_a_dump_directory_reads_its_logs_merged_by_time(tmp_path):
     second.launch("1.1", "c")
     write_log(dump / "11-model", "debug_11.log", first)
     write_log(dump, "debug_12.log", second)
-    log = records.read(str(dump))
+    log = load.read(str(dump))
     assert [(l.pid, l.name) for l in log.launches] == [(11, "a"), (12, "c"), (11, "b")]
     assert all(l.finished for l in log.launches) and len(log.banners) == 2
 
@@ -203,14 +203,14 @@ def test_a_directory_without_logs_or_usable_dumps_says_so(tmp_path):
     (tmp_path / "11-model").mkdir()
     (tmp_path / "11-model" / "manifest.jsonl").write_text("")
     with pytest.raises(LogInputError) as err:
-        records.read(str(tmp_path))
+        load.read(str(tmp_path))
     assert str(err.value) == (
         f"{tmp_path}: the directory holds no *.log file with records and 1 manifest.jsonl file(s) "
         "with no dumped launch or call (expected *.log files written by aoti-debug, e.g. with "
         "AOTI_DEBUG_LOGDEST=<dir>/debug_%i.log, or the dump directory of a run at AOTI_DEBUG_LOGLEVEL=10)")
     (tmp_path / "11-model" / "manifest.jsonl").unlink()
     with pytest.raises(LogInputError) as err:
-        records.read(str(tmp_path))
+        load.read(str(tmp_path))
     assert str(err.value).startswith(f"{tmp_path}: the directory holds no *.log file with records and "
                                      "no dump folder (manifest.jsonl) (expected ")
 
@@ -218,7 +218,8 @@ def test_a_directory_without_logs_or_usable_dumps_says_so(tmp_path):
 def test_parsing_needs_no_torch():
     proc = run_python("""
         import sys
-        import aoti_debug.cli, aoti_debug.analysis.records, aoti_debug.analysis.nan_origin
+        import aoti_debug.cli, aoti_debug.analysis.records, aoti_debug.analysis.load
+        import aoti_debug.analysis.nan_origin
         import aoti_debug.analysis.diff, aoti_debug.analysis.report
         from aoti_debug.commands import nan_origin, diff, report
         print(sorted(m for m in ("torch", "numpy") if m in sys.modules))

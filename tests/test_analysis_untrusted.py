@@ -6,7 +6,7 @@ answer.  A file that cannot be read is unknown: never a divergence, never "no Na
 
 The dumps are real, without compiling anything: `log_api` calls at level 10, and
 a run folder written by the Python runtime that torch.compile's wrapper calls
-(aoti_debug.launches), driven here by hand as the generated wrapper drives it.
+(aoti_debug.runtime.launches), driven here by hand as the generated wrapper drives it.
 """
 
 import json
@@ -28,10 +28,10 @@ torch = pytest.importorskip("torch")
 CALLS_MODULE = "untrusted_calls"
 CALLS_SOURCE = CHAIN.replace("CALL", "")       # shift, scale, take_log (NaN from finite inputs), ...
 
-# one run of a three-kernel model, as the generated wrapper drives aoti_debug.launches
+# one run of a three-kernel model, as the generated wrapper drives aoti_debug.runtime.launches
 RUN_DRIVER = '''
 import torch
-from aoti_debug.launches import Model, Site
+from aoti_debug.runtime.launches import Model, Site
 model = Model("model", 10)
 x = torch.tensor([[-2.0, 1.0, 3.0], [0.5, 4.0, -1.0]])
 sites = [Site("cpp_fused_add_0", "add", "/srv/app/model.py:11", "", (("arg0_1", "in"), ("buf0", "out"))),

@@ -100,7 +100,7 @@ def test_run_end_holds_every_output_views_included(tmp_path, viewed, level):
     proc = run_python(f"""
         import sys; sys.path.insert(0, {TESTS!r})
         import torch, models
-        from aoti_debug import format as fmt
+        from aoti_debug.runtime import format as fmt
         outs = torch._inductor.aoti_load_package({viewed!r})(*models.example("viewed")[1])
         print("".join(l + "\\n" for o in outs for l in fmt.item("out buf2", o, {level})), end="")
     """, env=clean_env(AOTI_DEBUG_LOGLEVEL=str(level), AOTI_DEBUG_LOGDEST=str(log)))

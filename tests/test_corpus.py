@@ -169,7 +169,7 @@ def test_every_launch_names_a_line_of_transformers(model):
 
 def test_run_end_holds_every_model_output(model):
     """The run-end record lists each output the caller gets, with its values' statistics."""
-    from aoti_debug import format as fmt
+    from aoti_debug.runtime import format as fmt
     outputs, text = model.level5[0]
     run_end = parsed.parse(mask(text)).records[-1]
     assert (run_end.kind, run_end.id) == ("run-end", "1")

@@ -133,7 +133,7 @@ import sys, site
 sys.path[:] = [p for p in sys.path if 'site-packages' not in p and p != '']
 sys.path.extend({SITES!r})         # torch, without running those directories' .pth files
 site.addsitedir({str(target)!r})   # runs aoti_debug.pth
-import aoti_debug, aoti_debug._native as native
+import aoti_debug, aoti_debug.native.core as native
 import torch
 torch.export.export(torch.nn.ReLU(), (torch.ones(2),))   # the first entry point installs
 from aoti_debug.codegen_patches import hooks

@@ -62,7 +62,7 @@ def test_package_stems():
 
 
 def test_instances_are_numbered_without_the_compiled_core(monkeypatch):
-    from aoti_debug import sink
+    from aoti_debug.runtime import sink
     monkeypatch.setattr(sink, "native", lambda: None)
     monkeypatch.setattr(sink, "_local_names", {})
     assert [sink.instance_name(n) for n in ("a", "b", "a", "a")] == ["a", "b", "a#2", "a#3"]
@@ -70,8 +70,9 @@ def test_instances_are_numbered_without_the_compiled_core(monkeypatch):
 
 def test_instances_are_numbered_across_runtimes_in_a_process():
     proc = run_python("""
-        from aoti_debug import _native, sink
-        from aoti_debug.launches import Model
+        from aoti_debug.native import core as _native
+from aoti_debug.runtime import sink
+        from aoti_debug.runtime.launches import Model
         print(Model("m", 1).name, _native.instance_name("m"), sink.instance_name("m"), Model("n", 1).name)
     """, env=clean_env())
     assert proc.stdout.split() == ["m", "m#2", "m#3", "n"]

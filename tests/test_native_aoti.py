@@ -12,7 +12,8 @@ import subprocess
 import pytest
 import torch
 
-from aoti_debug import _native, format as pyfmt
+from aoti_debug.native import core as _native
+from aoti_debug.runtime import format as pyfmt
 
 pytestmark = pytest.mark.torch_matrix
 

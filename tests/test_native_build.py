@@ -1,4 +1,4 @@
-"""Building and loading the C++ runtime for Python (aoti_debug/_native.py)."""
+"""Building and loading the C++ runtime for Python (aoti_debug/native/)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import subprocess
 import sys
 import textwrap
 
-from aoti_debug import _native
+from aoti_debug.native import core as _native
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -27,7 +27,7 @@ def test_include_dir_holds_the_headers():
 
 def test_import_does_not_import_torch():
     proc = subprocess.run([sys.executable, "-c",
-                           "import sys, aoti_debug._native; print('torch' in sys.modules)"],
+                           "import sys, aoti_debug.native.core; print('torch' in sys.modules)"],
                           env=env_with(), capture_output=True, text=True, timeout=120, check=True)
     assert proc.stdout.strip() == "False"
 
@@ -36,9 +36,10 @@ def test_concurrent_first_builds_share_one_cached_library(tmp_path):
     cache = tmp_path / "cache"
     code = textwrap.dedent("""
         import torch
-        from aoti_debug import _native
+        from aoti_debug.native import core as _native
+        from aoti_debug.runtime.stats import compute_native
         assert _native.lib() is not None
-        print(_native.compute_stats(torch.arange(10.0)).mean)
+        print(compute_native(torch.arange(10.0)).mean)
     """)
     procs = [subprocess.Popen([sys.executable, "-c", code], env=env_with(AOTI_DEBUG_CACHE_DIR=str(cache)),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -53,7 +54,7 @@ def test_concurrent_first_builds_share_one_cached_library(tmp_path):
 def test_no_compiler_means_one_warning_and_none(tmp_path):
     code = textwrap.dedent("""
         import warnings
-        from aoti_debug import _native
+        from aoti_debug.native import core as _native
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
             assert _native.lib() is None and _native.lib() is None

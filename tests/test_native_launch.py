@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from aoti_debug import _native
+from aoti_debug.native import core as _native
 
 TS = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}"
 

@@ -1,5 +1,5 @@
 """Byte parity of the Tensor block between the C++ shim (rendered through
-aoti_debug._native) and the Python logger (aoti_debug.format)."""
+aoti_debug.native.core) and the Python logger (aoti_debug.runtime.format)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import warnings
 import pytest
 import torch
 
-from aoti_debug import _native, format as pyfmt
+from aoti_debug.native import core as _native
+from aoti_debug.runtime import format as pyfmt
 
 
 @pytest.fixture(scope="session")

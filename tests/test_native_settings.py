@@ -9,7 +9,8 @@ import fnmatch
 
 import pytest
 
-from aoti_debug import _native, settings
+from aoti_debug import settings
+from aoti_debug.native import core as _native
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 """Destinations, banner, process registry and crash trailer of the C++ runtime
-(cpp_runtime/include/aoti_debug/detail/registry.h) through aoti_debug._native,
+(cpp_runtime/include/aoti_debug/detail/registry.h) through aoti_debug.native.core,
 mostly in fresh interpreters so that each process starts with no registry."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from aoti_debug import _native
+from aoti_debug.native import core as _native
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TS = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}"
@@ -102,7 +102,7 @@ def test_two_processes_share_a_file(tmp_path):
     path = tmp_path / "two.log"
     code = f"""
         import sys
-        from aoti_debug import _native
+        from aoti_debug.native import core as _native
         for i in range(300):
             _native.sink_write({str(path)!r}, "[2026-01-01 00:00:00.000000] [pid 1] note - p%s-%d\\n"
                                % (sys.argv[1], i) + "  " + "y" * 3000 + "\\n", "v")
@@ -122,7 +122,7 @@ def test_two_processes_share_a_file(tmp_path):
 def test_banner_once_per_destination_and_exact(tmp_path):
     a, b = tmp_path / "a.log", tmp_path / "b.log"
     proc = run_child(f"""
-        from aoti_debug import _native
+        from aoti_debug.native import core as _native
         for dest in ({str(a)!r}, {str(b)!r}, {str(a)!r}, "stdout", "stdout", "stderr", "stderr"):
             _native.sink_write(dest, "[2026-01-01 00:00:00.000000] [pid 1] note - to-" + dest[-5:] + "\\n",
                                "2.13.0+cpu")
@@ -139,7 +139,7 @@ def test_percent_i_mkdir_p_and_mode(tmp_path):
     proc = run_child(f"""
         import os
         os.umask(0o022)
-        from aoti_debug import _native
+        from aoti_debug.native import core as _native
         _native.sink_write({dest!r}, "[2026-01-01 00:00:00.000000] [pid 1] note - hi\\n", "v")
         print(os.getpid())
     """)
@@ -154,7 +154,7 @@ def test_unopenable_destination_falls_back_to_stderr_with_one_note(tmp_path):
     dest = str(tmp_path / "file.txt" / "sub" / "x_%i.log")
     proc = run_child(f"""
         import os
-        from aoti_debug import _native
+        from aoti_debug.native import core as _native
         for i in range(2):
             _native.sink_write({dest!r}, "[2026-01-01 00:00:00.000000] [pid 1] note - r%d\\n" % i, "v")
         print(os.getpid())
@@ -173,7 +173,7 @@ def test_unopenable_destination_falls_back_to_stderr_with_one_note(tmp_path):
 def test_note_once_per_process(tmp_path):
     path = tmp_path / "n.log"
     run_child(f"""
-        from aoti_debug import _native
+        from aoti_debug.native import core as _native
         for _ in range(3):
             _native.write_note({str(path)!r}, "settings", "first line\\nsecond line", once=True, torch_version="v")
         _native.write_note({str(path)!r}, "other", "x", once=False, torch_version="v")
@@ -188,7 +188,7 @@ def test_registry_is_published_and_forked_child_starts_its_own(tmp_path):
     path = tmp_path / "fork.log"
     proc = run_child(f"""
         import ctypes, os
-        from aoti_debug import _native
+        from aoti_debug.native import core as _native
         libc = ctypes.CDLL(None)
         libc.getenv.restype = ctypes.c_char_p
         _native.sink_write({str(path)!r}, "[2026-01-01 00:00:00.000000] [pid 1] note - parent\\n", "v")
@@ -233,7 +233,7 @@ def test_copies_in_one_process_share_the_registry(second_copy, tmp_path):
     path = tmp_path / "shared.log"
     proc = run_child(f"""
         import ctypes
-        from aoti_debug import _native
+        from aoti_debug.native import core as _native
         copy = ctypes.CDLL({str(second_copy)!r})
         _native.sink_write({str(path)!r}, "[2026-01-01 00:00:00.000000] [pid 1] note - python\\n", "py-version")
         copy.copy_write({str(path).encode()!r}, b"[2026-01-01 00:00:00.000000] [pid 1] note - copy\\n")
@@ -250,7 +250,7 @@ def test_stale_registry_variable_is_ignored(tmp_path):
     path = tmp_path / "stale.log"
     proc = run_child(f"""
         import os
-        from aoti_debug import _native
+        from aoti_debug.native import core as _native
         _native.sink_write({str(path)!r}, "[2026-01-01 00:00:00.000000] [pid 1] note - ok\\n", "v")
     """, AOTI_DEBUG_RUNTIME_REGISTRY="1:0x10:1")
     assert proc.returncode == 0
@@ -263,7 +263,7 @@ def crash_child(tmp_path, body: str, files=("crash.log",)):
     paths = [str(tmp_path / f) for f in files]
     code = f"""
         import ctypes, os, signal, faulthandler
-        from aoti_debug import _native
+        from aoti_debug.native import core as _native
         paths = {paths!r}
         for p in paths:
             _native.sink_write(p, "[2026-01-01 00:00:00.000000] [pid 1] note - before\\n", "v")
@@ -311,7 +311,7 @@ def test_crash_handler_chains_to_the_previous_handler(native, tmp_path):
     proc = run_child(f"""
         import ctypes, faulthandler
         faulthandler.enable()  # installed first: ours must hand the signal on to it
-        from aoti_debug import _native
+        from aoti_debug.native import core as _native
         _native.sink_write({str(tmp_path / "crash.log")!r}, "[2026-01-01 00:00:00.000000] [pid 1] note - before\\n", "v")
         _native.install_crash_handler()
         _native.set_inflight(4, 2, "triton_poi_fused_0")

@@ -1,5 +1,5 @@
 """The statistics core (cpp_runtime/include/aoti_debug/detail/stats.h) and the
-number format, through aoti_debug._native, against independent references:
+number format, through aoti_debug.native.core, against independent references:
 torch conversions to float64, Python's own arithmetic for the fixed summation
 order, and Python's '%.6f' / '%.6e' for numbers."""
 
@@ -12,8 +12,9 @@ import struct
 import pytest
 import torch
 
-from aoti_debug import _native
-from aoti_debug.format import stats_lines
+from aoti_debug.native import core as _native
+from aoti_debug.runtime.stats import compute_native
+from aoti_debug.runtime.format import stats_lines
 
 BLOCK = 65536
 
@@ -177,7 +178,7 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_stats_match_reference(native, name):
     t = CASES[name]()
-    check(t, native.compute_stats(t))
+    check(t, compute_native(t))
 
 
 @pytest.mark.parametrize("view", ["transpose", "step-slice", "storage-offset", "expanded",
@@ -208,19 +209,19 @@ def test_stats_strided_views(native, view, dtype):
         "narrow-columns": lambda: base[:, 10:13],
     }[view]()
     assert not t.is_contiguous() or view in ("storage-offset", "size-one-dims")
-    check(t, native.compute_stats(t))
+    check(t, compute_native(t))
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")  # qint8 / complex32 creation
 def test_stats_empty_and_unsupported(native):
-    s = native.compute_stats(torch.empty(0, 3))
+    s = compute_native(torch.empty(0, 3))
     assert (s.kind, s.numel, s.skipped) == ("float", 0, "empty tensor")
-    assert native.compute_stats(torch.empty(2, 0, dtype=torch.int64)).skipped == "empty tensor"
+    assert compute_native(torch.empty(2, 0, dtype=torch.int64)).skipped == "empty tensor"
     with pytest.raises(ValueError):  # not a strided tensor
-        native.compute_stats(torch.ones(2).to_sparse())
+        compute_native(torch.ones(2).to_sparse())
     for t in (torch.quantize_per_tensor(torch.ones(4), 0.1, 0, torch.qint8),
               torch.ones(3, dtype=torch.complex32)):
-        s = native.compute_stats(t)
+        s = compute_native(t)
         assert (s.kind, s.numel, s.skipped) == ("none", t.numel(), "dtype not supported")
         assert stats_lines(s) == ["stats=skipped (dtype not supported)"]
 
@@ -228,7 +229,7 @@ def test_stats_empty_and_unsupported(native):
 def test_stats_neg_view_is_resolved(native):
     z = torch.tensor([1 + 2j, -3 + 0.5j], dtype=torch.complex64).conj().imag  # a neg view
     assert z.is_neg()
-    s = native.compute_stats(z)
+    s = compute_native(z)
     assert (s.min, s.max) == (-2.0, -0.5)
 
 
@@ -245,13 +246,13 @@ def big_case(dtype, numel, seed):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
 def test_stats_multi_block_fixed_order(native, dtype):
     x = big_case(dtype, 5 * BLOCK + 123, 11)
-    s = native.compute_stats(x)
+    s = compute_native(x)
     check(x, s)
     assert s.first_nan == BLOCK * 2 + 5 and s.first_inf == BLOCK * 4 + 17
     # the same elements through the strided (gathered, converted) path
     wide = torch.zeros(x.numel(), 2, dtype=dtype)
     wide[:, 1] = x
-    s2 = native.compute_stats(wide[:, 1])
+    s2 = compute_native(wide[:, 1])
     assert s2 == s and bits(s2.mean) == bits(s.mean)
 
 
@@ -262,7 +263,7 @@ def test_stats_same_bits_for_any_threads_and_vector_width(native, dtype):
     x = big_case(torch.float32, numel, 12) * 100
     x = torch.complex(x, -x) if dtype.is_complex else (
         x.to(dtype) if dtype.is_floating_point else x.nan_to_num(0, 7, -7).to(dtype))
-    results = {(th, isa): native.compute_stats(x, max_threads=th, isa_limit=isa)
+    results = {(th, isa): compute_native(x, max_threads=th, isa_limit=isa)
                for th in (1, 0, 3) for isa in (2, 4, 8)}
     first = next(iter(results.values()))
     for key, s in results.items():
@@ -318,5 +319,5 @@ def test_stats_lines_match_cpp_block(native):
     t = torch.tensor([[1.0, -2.0, math.nan], [math.inf, 0.5, -0.0]])
     block = native.render_tensor_block(t, 5, 4)
     lines = [line.strip() for line in block.splitlines()[7:-1]]
-    assert lines == stats_lines(native.compute_stats(t)) == [
+    assert lines == stats_lines(compute_native(t)) == [
         "min=-2.000000", "max=inf", "mean=inf", "nan_count=1", "inf_count=1"]

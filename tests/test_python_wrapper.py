@@ -1,5 +1,5 @@
 """torch.compile (Inductor's Python wrapper) instrumented like the AOTI wrapper:
-the same records from the Python runtime (aoti_debug/launches.py), the same
+the same records from the Python runtime (aoti_debug/runtime/launches.py), the same
 generated code as upstream when nothing is on, bit-identical outputs, and
 the compile-time settings in Inductor's FX graph cache key."""
 
@@ -20,7 +20,7 @@ DRIVER = r"""
 import hashlib, json, os, sys
 sys.path.insert(0, {tests!r})
 import torch, models
-from aoti_debug import runtime
+from aoti_debug.runtime import state as runtime
 import aoti_debug
 import torch._inductor.codecache as codecache
 from torch._inductor import config
@@ -103,7 +103,7 @@ def test_level_1_headers_only(compiled):
 def expected_records(level):
     """The records the MLP must give, rendered from eager tensors."""
     import torch
-    from aoti_debug import format as fmt
+    from aoti_debug.runtime import format as fmt
     from models import line_of, seeded
     model, (x,), _ = seeded("mlp")
     model.requires_grad_(False)
@@ -367,7 +367,7 @@ def test_level_10_dumps_in_the_aoti_layout_and_diff_against_aoti_dumps(tmp_path,
 VIEWED = r"""
 import os, sys; sys.path.insert(0, {tests!r})
 import torch, models, aoti_debug
-from aoti_debug import format as fmt, runtime
+from aoti_debug.runtime import format as fmt, state as runtime
 model, (x,), _ = models.seeded("viewed")
 model.requires_grad_(False)
 for level in (3, 5):

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from aoti_debug import _native, settings
+from aoti_debug import settings
+from aoti_debug.native import core as _native
 
 
 class ok(str):

@@ -14,7 +14,7 @@ from aoti_debug.analysis import records as records_mod
 SCRIPT = """
 import os, resource, signal, sys
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)     # EFBIG instead of a killed process
-from aoti_debug import format as fmt, sink
+from aoti_debug.runtime import format as fmt, sink
 if {writer!r} == "python":
     sink.native = lambda: None
 elif sink.native() is None:

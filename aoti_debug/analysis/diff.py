@@ -26,7 +26,7 @@ import math
 import re
 from typing import List, Optional, Sequence, Tuple
 
-from ..format import number
+from ..runtime.format import number
 
 from . import closeness
 from .records import COUNT_KEYS, Event, Item, Launch, Log, Record, Tensor, parse_number

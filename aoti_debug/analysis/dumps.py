@@ -3,7 +3,7 @@
 Each manifest line becomes the record the runtime logged at that moment:
 `run`, `launch`, `launch-end`, `run-end` for an AOTI run folder; `call`,
 `return`, `raise` for a Python `-calls` folder.  The records are written with
-the logger's own formatter (aoti_debug.format, statistics included) and read
+the logger's own formatter (aoti_debug.runtime.format, statistics included) and read
 back with records.parse, so nan-origin, diff and report see a dump exactly as
 they see a log.  Every tensor keeps a reference to its file (`Tensor.dump`),
 so that diff can compare the values themselves; a file that cannot be read
@@ -116,7 +116,7 @@ class _Writer:
 
     def record(self, line: int, entry: Dict[str, Any], kind: str, ident: Any, name: Any,
                body: List[str], sources: List[Source]) -> None:
-        from .. import format as fmt
+        from ..runtime import format as fmt
         self.parts.append(fmt.record(fmt.header(kind, str(ident), str(name), self.pid,
                                                 float(entry["time"])), body))
         self.lines.append(line)
@@ -125,7 +125,7 @@ class _Writer:
     def item(self, label: str, file: Optional[str], keys: Tuple[Any, ...] = (),
              error: str = "") -> Tuple[List[str], List[Source]]:
         """Lines and tensor sources of one argument saved in `file` (under `keys`)."""
-        from .. import format as fmt
+        from ..runtime import format as fmt
         if not file:
             return skipped(label, f"{NOT_DUMPED}: {error}" if error else NOT_DUMPED, None)
         try:
@@ -173,7 +173,7 @@ def skipped(label: str, why: str, source: Source) -> Tuple[List[str], List[Sourc
 
 def _tensor_keys(value: Any, keys: Tuple[Any, ...] = ()) -> Iterator[Tuple[Any, ...]]:
     """Keys of every tensor in `value`, in the order the formatter writes them."""
-    from .. import format as fmt
+    from ..runtime import format as fmt
     if fmt.holds_tensor(value) and not isinstance(value, (list, tuple, dict)):
         yield keys
     elif isinstance(value, dict):
@@ -227,7 +227,7 @@ def _run(w: _Writer, line: int, e: Dict[str, Any]) -> None:
 
 def _call(w: _Writer, line: int, e: Dict[str, Any]) -> None:
     """A line of a Python `-calls` folder: arguments have no parameter names in a dump."""
-    from ..logger import argument_items
+    from ..runtime.logger import argument_items
     number, name, event = e["index"], e["name"], e["event"]
     saved = {f["file"].rsplit("_", 1)[-1]: f["file"] for f in e["files"] if f["file"]}
     body: List[str] = []

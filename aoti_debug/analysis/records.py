@@ -11,8 +11,7 @@ for a line that claims to be a record header but is not one: a damaged header
 would regroup every record after it.  Numbers are read only as the format
 writes them, in ASCII, integers of at most 20 digits.  Files are read through
 untrusted.py (regular files only, bounded lines).  Pure text processing: no torch.
-A directory whose logs hold no statistics is read from its level-10 dumps
-instead (dumps.py, which imports torch).
+load.read picks between a log file, a folder of logs and level-10 dumps.
 """
 
 from __future__ import annotations
@@ -24,8 +23,7 @@ import os
 import re
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
-from .untrusted import InputError, shorten, walk, where
-from .untrusted import read_text as _read_text
+from .untrusted import InputError, shorten, where
 
 RULE = "=" * 80
 _HEADER = re.compile(
@@ -686,48 +684,6 @@ def _open_key(open_launches, key, rec: Record):
 
 
 # -- files and directories ------------------------------------------------------
-
-LOG_SUFFIXES = (".log",)
-
-
-def read(path: str) -> Log:
-    """Read a log file, or the logs inside a dump directory, into one `Log`.
-
-    Raises InputError (LogInputError when nothing usable is there; one line naming
-    the file, and the line where it is one, and what was wrong).
-    """
-    if os.path.isdir(path):
-        return _read_dir(path)
-    if not os.path.exists(path):
-        raise LogInputError(f"{path}: no such file or directory "
-                            "(expected a log file written by aoti-debug, or a dump directory)")
-    log = parse(_read_text(path), path)
-    if not log.records:
-        raise LogInputError(f"{path}: holds no aoti-debug records "
-                            "(expected a log written with AOTI_DEBUG_LOGLEVEL >= 1)")
-    return log
-
-
-def _read_dir(path: str) -> Log:
-    files = list(walk(path, depth=2))        # logs and dumps live in <dir>/ and <dir>/<pid>-<label>/
-    logs = [f for f in files if f.endswith(LOG_SUFFIXES)]
-    parsed = [log for log in (parse(_read_text(p), p) for p in logs) if log.records]
-    folders = sorted({os.path.dirname(f) for f in files if os.path.basename(f) == "manifest.jsonl"})
-    if folders and not any(log.level_hint() >= 5 for log in parsed):
-        # the logs have no statistics (or there are none): the dumped tensors give them
-        from . import dumps
-        dumped = dumps.read(path, folders)
-        if dumped.records:
-            return dumped
-    if not parsed:
-        what = (f"{len(folders)} manifest.jsonl file(s) with no dumped launch or call" if folders
-                else "no dump folder (manifest.jsonl)")
-        raise LogInputError(f"{path}: the directory holds no *.log file with records and {what} "
-                            "(expected *.log files written by aoti-debug, e.g. with "
-                            "AOTI_DEBUG_LOGDEST=<dir>/debug_%i.log, or the dump directory of a "
-                            "run at AOTI_DEBUG_LOGLEVEL=10)")
-    return merge(path, parsed)
-
 
 def merge(path: Optional[str], logs: List[Log]) -> Log:
     """One Log of several files (or dump folders), each in write order, merged by timestamp."""

@@ -21,11 +21,11 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from ..analysis import diff, records
+    from ..analysis import diff, load
     from ..analysis.untrusted import InputError
     check_tolerances(args.atol, args.rtol)
     try:
-        log_a, log_b = records.read(args.log_a), records.read(args.log_b)
+        log_a, log_b = load.read(args.log_a), load.read(args.log_b)
         result = diff.diff(log_a, log_b, run=args.run, atol=args.atol, rtol=args.rtol)
     except InputError as exc:
         raise UsageError(str(exc)) from None

@@ -69,7 +69,7 @@ def system_facts():
     else:
         facts.append(("GPUs", "none visible"))
     try:
-        from .. import _native
+        from ..native import core as _native
         facts.append(("compiled core", "ready" if _native.lib() is not None else "unavailable"))
     except Exception as exc:
         facts.append(("compiled core", f"unavailable ({exc})"))

@@ -12,10 +12,10 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from ..analysis import nan_origin, records
+    from ..analysis import load, nan_origin
     from ..analysis.untrusted import InputError
     try:
-        log = records.read(args.path)
+        log = load.read(args.path)
     except InputError as exc:
         raise UsageError(str(exc)) from None
     level = log.level_hint()

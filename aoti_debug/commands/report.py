@@ -18,11 +18,11 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from ..analysis import diff, records, report
+    from ..analysis import diff, load, report
     from ..analysis.untrusted import InputError
     try:
-        log = records.read(args.log)
-        other = records.read(args.against) if args.against else None
+        log = load.read(args.log)
+        other = load.read(args.against) if args.against else None
         divergence = diff.diff(log, other, run=args.run) if other is not None else None
     except InputError as exc:
         raise UsageError(str(exc)) from None

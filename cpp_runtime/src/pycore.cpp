@@ -1,4 +1,4 @@
-// C entry points for the Python side (aoti_debug/_native.py, via ctypes).
+// C entry points for the Python side (aoti_debug/native/core.py, via ctypes).
 //
 // The Python logger uses the very code an artifact compiles in: the
 // statistics core, the destinations with their banner and lock (so Python

@@ -1,7 +1,7 @@
 // The dump directory is shared (docs/dumps.md, "A shared dump directory"):
 // other processes write into it at the same time, and whoever else may write
 // to it may have put names there first.  The Python recorder
-// (aoti_debug/dumpdir.py) keeps the same rules, so both honour one ledger:
+// (aoti_debug/runtime/dumpdir.py) keeps the same rules, so both honour one ledger:
 //
 // - Folders and files are created, never opened: mkdir() failing on EEXIST,
 //   open(O_CREAT | O_EXCL | O_NOFOLLOW), so a link planted at a name the

@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Any, Dict, Optional
 
-from . import dumpdir, runtime
+from . import dumpdir, state
 
 MANIFEST = "manifest.jsonl"
 
@@ -38,7 +38,7 @@ class Recorder:
         self._count = 0
 
     def _limits(self):
-        s = runtime.settings()
+        s = state.settings()
         return s.dump_dir, int(s.dump_max_size_gb * 2**30), s.dump_max_count
 
     def folder(self) -> Optional[str]:
@@ -65,7 +65,7 @@ class Recorder:
     def _stop(self, why: str) -> None:
         if not self._stopped:
             self._stopped = True
-            runtime.note("flight-recorder", f"{why}; no more dumps, logging goes on at level 5")
+            state.note("flight-recorder", f"{why}; no more dumps, logging goes on at level 5")
 
     def begin(self) -> bool:
         """Claim one dump slot; False when recording has stopped or the count limit is reached."""
@@ -142,7 +142,7 @@ class Recorder:
 
 
 def _taken(path: str, instead: str) -> None:
-    runtime.note("flight-recorder", f"{path!r} already exists; writing {instead!r} instead")
+    state.note("flight-recorder", f"{path!r} already exists; writing {instead!r} instead")
 
 
 _calls = Recorder("calls")

@@ -14,14 +14,14 @@ import os
 from typing import Any, Callable, List, Optional
 
 from . import format as fmt
-from . import runtime, sink
+from . import sink, state
 
 
 def log_api(func: Optional[Callable] = None, *, name: Optional[str] = None):
     """Decorate ``func`` so each call is logged; usable as ``@log_api`` or ``@log_api()``."""
     if func is None:
         return lambda f: log_api(f, name=name)
-    level = runtime.settings().level
+    level = state.settings().level
     if level == 0:
         return func
     qualname = name or f"{getattr(func, '__module__', None) or '?'}.{getattr(func, '__qualname__', repr(func))}"
@@ -32,7 +32,7 @@ def log_api(func: Optional[Callable] = None, *, name: Optional[str] = None):
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        settings = runtime.settings()
+        settings = state.settings()
         if not _selected(qualname, settings.kernels):
             return func(*args, **kwargs)
         number = sink.next_call_number()
@@ -58,8 +58,8 @@ def log_api(func: Optional[Callable] = None, *, name: Optional[str] = None):
 def _selected(qualname: str, patterns) -> bool:
     if not patterns:
         return True
-    from .filters import matches
-    return matches(patterns, [qualname, qualname.rsplit(".", 1)[-1]])
+    from ..settings import kernels_match
+    return kernels_match(patterns, [qualname, qualname.rsplit(".", 1)[-1]])
 
 
 def _safely(write: Callable, *args: Any) -> Any:
@@ -67,7 +67,7 @@ def _safely(write: Callable, *args: Any) -> Any:
         return write(*args)
     except Exception as exc:  # never let logging change the user's program
         try:
-            runtime.note("logger", f"could not write a record: {type(exc).__name__}: {exc}")
+            state.note("logger", f"could not write a record: {type(exc).__name__}: {exc}")
         except Exception:
             pass
 
@@ -105,18 +105,18 @@ def _write_call(number: int, qualname: str, level: int, signature, args, kwargs)
     if level >= 3:
         for label, value in argument_items(signature, args, kwargs):
             body += fmt.item(label, value, level)
-    runtime.emit(fmt.record(fmt.header("call", str(number), qualname, os.getpid()), body))
+    state.emit(fmt.record(fmt.header("call", str(number), qualname, os.getpid()), body))
 
 
 def _write_return(number: int, qualname: str, level: int, result: Any) -> None:
     body = fmt.item("output", result, level)
-    runtime.emit(fmt.record(fmt.header("return", str(number), qualname, os.getpid()), body))
+    state.emit(fmt.record(fmt.header("return", str(number), qualname, os.getpid()), body))
 
 
 def _write_raise(number: int, qualname: str, exc: BaseException) -> None:
     message = " ".join(str(exc).split("\n"))
     body = [f"  exception: {type(exc).__name__}: {message}"]
-    runtime.emit(fmt.record(fmt.header("raise", str(number), qualname, os.getpid()), body))
+    state.emit(fmt.record(fmt.header("raise", str(number), qualname, os.getpid()), body))
 
 
 def _recorder():

@@ -17,7 +17,7 @@ import threading
 from typing import Dict, Optional
 
 from . import format as fmt
-from ._version import __version__
+from .._version import __version__
 
 
 def torch_version() -> str:
@@ -35,9 +35,9 @@ def platform_name() -> str:
 
 
 def native():
-    """The compiled core's binding (aoti_debug._native) when it is usable, else None."""
+    """The compiled core's binding (aoti_debug.native.core) when it is usable, else None."""
     try:
-        from . import _native
+        from ..native import core as _native
         return _native if _native.lib() is not None else None
     except Exception:
         return None

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
 
-from . import runtime
+from . import state
 from . import stats as stats_mod
-from .settings import NanCheck
+from ..settings import NanCheck
 
 _ORDER = {"off": 0, "warn": 1, "raise": 2}
 
@@ -115,7 +115,7 @@ class NanChecks:
         else:
             msg += ("its input " if len(tainted) == 1 else "its inputs ") + ", ".join(tainted)
             msg += " already held NaN/Inf (look earlier)" if self.count_inf else " already held NaN (look earlier)"
-        runtime.note("nan-check", msg)
+        state.note("nan-check", msg)
         if self.raise_ and not tainted:
             raise NanCheckError("aoti-debug NaN check: " + msg)
         self.failures.append(msg)
@@ -132,6 +132,6 @@ class NanChecks:
             per_kernel[k] = per_kernel.get(k, 0) + 1
         summary = f"run {self.run}: NaN/Inf in {n} launch{'' if n == 1 else 'es'}:" + ",".join(
             f" {k} x{c}" for k, c in per_kernel.items())
-        runtime.note("nan-check", summary)
+        state.note("nan-check", summary)
         if self.raise_:
             raise NanCheckError("aoti-debug NaN check: " + self.failures[0])

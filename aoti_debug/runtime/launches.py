@@ -4,7 +4,7 @@ The Python twin of cpp_runtime/include/aoti_debug/detail/launch.h: the same
 records (docs/log-format.md), the same numbering and the same rules for the
 run-time level (the compiled level, lowered by AOTI_DEBUG_LOGLEVEL when it is
 set, never raised: one note per process says what to recompile with), built
-on format.py, stats.py, runtime.py and filters.py.
+on format.py, stats.py, state.py and the kernel filter of settings.py.
 
 What the codegen (codegen_patches/python_emit.py) emits:
 
@@ -35,11 +35,10 @@ import os
 import threading
 from typing import Any, Optional, Sequence, Tuple
 
-from . import filters
 from . import format as fmt
 from . import nan_checks
-from . import runtime, sink
-from . import settings as settings_mod
+from . import sink, state
+from .. import settings as settings_mod
 
 IN, OUT, INOUT = "in", "out", "inout"
 
@@ -94,7 +93,7 @@ class Model:
         with self._lock:
             if self._ready:
                 return
-            s = runtime.settings()
+            s = state.settings()
             set_from = s.sources.get("level", "default")
             level = self.compiled_level
             lines = []
@@ -140,8 +139,8 @@ class Model:
         m = site._selected
         if m is None:
             names = site.filter_names()
-            m = filters.matches(self.compiled_kernels, names) and (
-                self._runtime_kernels is None or filters.matches(self._runtime_kernels, names))
+            m = settings_mod.kernels_match(self.compiled_kernels, names) and (
+                self._runtime_kernels is None or settings_mod.kernels_match(self._runtime_kernels, names))
             site._selected = m
         return m
 
@@ -163,7 +162,7 @@ class Run:
         body = []
         if self.level >= 3:
             body = _named("in", names, values, self.level)
-        runtime.emit(fmt.record(fmt.header("run", str(self.run), self.model.name, os.getpid()), body))
+        state.emit(fmt.record(fmt.header("run", str(self.run), self.model.name, os.getpid()), body))
         if self.level >= 10:
             self.dumps = RunDumps(self.model.name, self.run)
             self.dumps.begin(names, values)
@@ -180,7 +179,7 @@ class Run:
         body = []
         if self.level >= 3:
             body = [site.origin_line()] + site.lines.splitlines() + _args(site, values, False, self.level)
-        runtime.emit(fmt.record(fmt.header("launch", self._id(), site.kernel, os.getpid()), body))
+        state.emit(fmt.record(fmt.header("launch", self._id(), site.kernel, os.getpid()), body))
 
     def after(self, site: Site, values: Sequence[Any]) -> None:
         """`launch-end R.K kernel` with the outputs (level >= 3)."""
@@ -191,7 +190,7 @@ class Run:
 
     def _write_launch_end(self, site: Site, values) -> None:
         body = _args(site, values, True, self.level)
-        runtime.emit(fmt.record(fmt.header("launch-end", self._id(), site.kernel, os.getpid()), body))
+        state.emit(fmt.record(fmt.header("launch-end", self._id(), site.kernel, os.getpid()), body))
         if self.dumps is not None:
             self.dumps.launch(self.launch, site, values, True)
 
@@ -203,7 +202,7 @@ class Run:
 
     def _write_end(self, names, values) -> None:
         body = _named("out", names, values, self.level)
-        runtime.emit(fmt.record(fmt.header("run-end", str(self.run), self.model.name, os.getpid()), body))
+        state.emit(fmt.record(fmt.header("run-end", str(self.run), self.model.name, os.getpid()), body))
         if self.dumps is not None:
             self.dumps.end(self.launch)
 
@@ -285,7 +284,7 @@ def _checked(check, *args) -> None:
     except nan_checks.NanCheckError:
         raise
     except Exception as exc:
-        _safely(runtime.note, "logger", f"NaN check failed: {type(exc).__name__}: {exc}")
+        _safely(state.note, "logger", f"NaN check failed: {type(exc).__name__}: {exc}")
 
 
 def _args(site: Site, values, out_side: bool, level: int):
@@ -309,7 +308,7 @@ def _safely(write, *args) -> None:
         write(*args)
     except Exception as exc:   # logging never changes the model's behaviour
         try:
-            runtime.note("logger", f"could not write a record: {type(exc).__name__}: {exc}")
+            state.note("logger", f"could not write a record: {type(exc).__name__}: {exc}")
         except Exception:
             pass
 
@@ -328,7 +327,7 @@ def _note_once(dest: str, topic: str, lines) -> None:
             pass
     if (topic, text) not in _noted:
         _noted.add((topic, text))
-        runtime.note(topic, *lines)
+        state.note(topic, *lines)
 
 
 def _crash_handler() -> None:

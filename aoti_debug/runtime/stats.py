@@ -68,12 +68,19 @@ def compute(t) -> Stats:
     if t.device.type != "cpu":
         return Stats(kind=kind_of(t.dtype), skipped=SKIP_DEVICE)
     try:
-        from . import _native
+        from ..native import core as _native
         if _native.lib() is not None:
-            return _native.compute_stats(t)
+            return Stats(**_native.compute_stats(t))
     except ImportError:
         pass
     return compute_with_torch(t)
+
+
+def compute_native(t, max_threads: int = 0, isa_limit: int = 0) -> Stats:
+    """By the compiled core alone (NativeUnavailable without it); the thread
+    and ISA limits exist for tests: results never depend on them."""
+    from ..native import core as _native
+    return Stats(**_native.compute_stats(t, max_threads, isa_limit))
 
 
 def compute_with_torch(t) -> Stats:

@@ -25,11 +25,10 @@ import warnings
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Tuple
 
-from . import _build
-from .stats import Stats
+from . import build as _build
 
 __all__ = [
-    "NativeUnavailable", "Stats", "lib", "include_dir", "runtime_dir", "compute_stats",
+    "NativeUnavailable", "lib", "include_dir", "runtime_dir", "compute_stats",
     "render_tensor_block", "format_number", "sink_write", "write_note", "set_inflight",
     "clear_inflight", "install_crash_handler", "next_call_number", "instance_name", "read_settings",
     "glob_match", "dtype_code", "vector_width",
@@ -182,8 +181,9 @@ def _view_args(tensor, need_data: bool):
     return tensor, data, dtype_code(tensor.dtype), ndim, sizes, strides
 
 
-def compute_stats(tensor, max_threads: int = 0, isa_limit: int = 0) -> Stats:
-    """Section-3 statistics of a CPU tensor (any strides), by the shared C++ core.
+def compute_stats(tensor, max_threads: int = 0, isa_limit: int = 0) -> dict:
+    """Section-3 statistics of a CPU tensor (any strides), by the shared C++ core:
+    the fields of a runtime.stats.Stats.
 
     ``max_threads``/``isa_limit`` exist for tests: results never depend on them.
     """
@@ -211,7 +211,7 @@ def compute_stats(tensor, max_threads: int = 0, isa_limit: int = 0) -> Stats:
         fields.update(imin=out.umin, imax=out.umax, mean=out.mean)
     elif kind == "bool":
         fields.update(true_count=out.true_count, false_count=out.false_count)
-    return Stats(**fields)
+    return fields
 
 
 def render_tensor_block(tensor, level: int, indent: int) -> str:

@@ -11,7 +11,7 @@ import threading
 from typing import Optional
 
 from . import format as fmt
-from . import settings as settings_mod
+from .. import settings as settings_mod
 from . import sink
 
 _lock = threading.Lock()

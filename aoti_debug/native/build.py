@@ -2,7 +2,7 @@
 
 Two things are built from it, each once per set of sources, compiler, flags
 and machine, into ``$AOTI_DEBUG_CACHE_DIR`` (default ``~/.cache/aoti_debug``):
-the Python binding's library (``src/pycore.cpp``, see _native.py) and the
+the Python binding's library (``src/pycore.cpp``, see core.py) and the
 core objects linked into AOTI artifacts (``src/core.cpp``, see
 config.h's AOTI_DEBUG_LINKED_CORE).  Each output is written under a temporary
 name and renamed into place, so several processes may build at once.
@@ -32,7 +32,7 @@ class BuildError(RuntimeError):
 
 def runtime_dir() -> Path:
     """The cpp_runtime folder: installed package data or the source checkout."""
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parent.parent     # the aoti_debug package
     for cand in (here / "_cpp_runtime", here.parent / "cpp_runtime"):
         if (cand / "include" / "aoti_debug" / "config.h").is_file():
             return cand

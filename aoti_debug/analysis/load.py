@@ -1,0 +1,54 @@
+"""What the analysis commands read: a log file, or a folder of logs and
+level-10 dump folders, as one `records.Log`.
+
+A folder whose logs hold no statistics is read from its dumps instead
+(dumps.py, which imports torch); every file goes through untrusted.py.
+"""
+
+from __future__ import annotations
+
+import os
+
+from . import dumps
+from .records import Log, LogInputError, merge, parse
+from .untrusted import read_text, walk
+
+LOG_SUFFIXES = (".log",)
+
+
+def read(path: str) -> Log:
+    """Read a log file, or the logs inside a dump directory, into one `Log`.
+
+    Raises InputError (LogInputError when nothing usable is there; one line naming
+    the file, and the line where it is one, and what was wrong).
+    """
+    if os.path.isdir(path):
+        return _read_dir(path)
+    if not os.path.exists(path):
+        raise LogInputError(f"{path}: no such file or directory "
+                            "(expected a log file written by aoti-debug, or a dump directory)")
+    log = parse(read_text(path), path)
+    if not log.records:
+        raise LogInputError(f"{path}: holds no aoti-debug records "
+                            "(expected a log written with AOTI_DEBUG_LOGLEVEL >= 1)")
+    return log
+
+
+def _read_dir(path: str) -> Log:
+    files = list(walk(path, depth=2))        # logs and dumps live in <dir>/ and <dir>/<pid>-<label>/
+    logs = [f for f in files if f.endswith(LOG_SUFFIXES)]
+    parsed = [log for log in (parse(read_text(p), p) for p in logs) if log.records]
+    folders = sorted({os.path.dirname(f) for f in files if os.path.basename(f) == "manifest.jsonl"})
+    if folders and not any(log.level_hint() >= 5 for log in parsed):
+        # the logs have no statistics (or there are none): the dumped tensors give them
+        dumped = dumps.read(path, folders)
+        if dumped.records:
+            return dumped
+    if not parsed:
+        what = (f"{len(folders)} manifest.jsonl file(s) with no dumped launch or call" if folders
+                else "no dump folder (manifest.jsonl)")
+        raise LogInputError(f"{path}: the directory holds no *.log file with records and {what} "
+                            "(expected *.log files written by aoti-debug, e.g. with "
+                            "AOTI_DEBUG_LOGDEST=<dir>/debug_%i.log, or the dump directory of a "
+                            "run at AOTI_DEBUG_LOGLEVEL=10)")
+    return merge(path, parsed)

@@ -1,0 +1,81 @@
+"""hooks.launch, the one driver of the C++ and the Python wrapper's launches,
+with each wrapper's emitter (cpp_emit.Emitter, python_emit.Emitter)."""
+
+from __future__ import annotations
+
+import pytest
+
+from aoti_debug import settings
+from aoti_debug.codegen_patches import hooks
+from aoti_debug.codegen_patches.plan import Provenance
+
+
+class FakeWrapper:
+    class _Header:
+        def __init__(self):
+            self.lines = []
+
+        def writeline(self, line):
+            self.lines.append(line)
+
+    def __init__(self):
+        self.lines = []
+        self.header = self._Header()
+
+    def writeline(self, line):
+        self.lines.append(line)
+
+
+@pytest.fixture
+def active(monkeypatch):
+    # outside a compile there is no graph whose inputs carry the user's names
+    monkeypatch.setattr(hooks.guards, "label_map", dict)
+    previous = hooks.active()
+
+    def set_to(**overrides):
+        hooks.set_active(settings.read(environ={}, overrides=overrides))
+    yield set_to
+    hooks.set_active(previous)
+
+
+STATES = {"C++": hooks.WrapperState, "Python": hooks.PyWrapperState}
+
+
+@pytest.mark.parametrize("wrapper_kind", sorted(STATES))
+@pytest.mark.parametrize("kernels", [None, "other_kernel"], ids=["logged", "filtered-out"])
+def test_a_launch_handed_on_inside_the_wrapper_is_one_launch(active, wrapper_kind, kernels):
+    """The GPU wrapper hands a CPU kernel's launch to the CPU wrapper's method,
+    which is patched too: whether or not the filter logs the kernel, that is one
+    launch, one number and one upstream call."""
+    active(level=5, kernels=kernels)
+    st, wrapper = STATES[wrapper_kind](), FakeWrapper()
+
+    def handed_on():
+        hooks.launch(wrapper, st, "cpp_fused_add_0", Provenance(), [], "kernel",
+                     lambda: wrapper.writeline("UPSTREAM CALL"))
+
+    hooks.launch(wrapper, st, "cpp_fused_add_0", Provenance(), [], "kernel", handed_on)
+    assert st.launches == 1 and [s.index for s in st.sites] == [1]
+    assert wrapper.lines.count("UPSTREAM CALL") == 1
+    assert st.in_call is False
+    if kernels is not None:    # left out of the log, the launch still takes its number
+        numbering = {"C++": "++aotid_run.launch;", "Python": "_aotid_run.launch += 1"}[wrapper_kind]
+        assert wrapper.lines == [numbering, "UPSTREAM CALL"]
+
+
+def test_both_emitters_put_the_same_calls_around_a_logged_launch(active):
+    active(level=5)
+    lines = {}
+    for kind, make in STATES.items():
+        st, wrapper = make(), FakeWrapper()
+        hooks.launch(wrapper, st, "k", Provenance(modules=("L['self'].fc1",)), [], "kernel",
+                     lambda: wrapper.writeline("UPSTREAM CALL"))
+        lines[kind] = wrapper
+        assert st.sites[0].provenance.modules == ("fc1",)   # Dynamo's spelling, as AOTI's
+    cpp, py = lines["C++"], lines["Python"]
+    assert cpp.header.lines == []
+    assert cpp.lines[-3:] == ["AOTI_DEBUG_LAUNCH(aotid_run, aotid_site_1);", "UPSTREAM CALL",
+                              "AOTI_DEBUG_LAUNCH_END(aotid_run, aotid_site_1);"]
+    assert py.header.lines == ["_aotid_site_1 = _aotid_Site('k', '', '', 'fc1', (), '')"]
+    assert py.lines == ["_aotid_run.launch += 1", "if _aotid_run.level: _aotid_run.before(_aotid_site_1, ())",
+                        "UPSTREAM CALL", "if _aotid_run.level: _aotid_run.after(_aotid_site_1, ())"]

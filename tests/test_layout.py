@@ -1,0 +1,115 @@
+"""The package's layout follows DESIGN.md's data flow: settings -> codegen ->
+runtimes -> analysis -> the tools, with no import circle.
+
+Imports are read from the source (every `import`, also those inside
+functions, which are still dependencies), not by importing anything.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+PACKAGE = pathlib.Path(__file__).resolve().parent.parent
+SOURCES = {"aoti_debug": PACKAGE / "aoti_debug",
+           "aoti_debug.codegen_patches": PACKAGE / "codegen_patches"}
+
+# each stage may import its own and earlier stages only
+STAGES = [
+    ("settings", ["aoti_debug._version", "aoti_debug.settings"]),
+    ("native core", ["aoti_debug.native"]),
+    ("codegen", ["aoti_debug.codegen_patches", "aoti_debug._startup"]),
+    ("runtimes", ["aoti_debug.runtime"]),
+    ("analysis", ["aoti_debug.analysis"]),
+    ("tools", ["aoti_debug.cli", "aoti_debug.commands", "aoti_debug.runner", "aoti_debug.demo",
+               "aoti_debug.__main__", "aoti_debug"]),
+]
+
+
+def modules():
+    found = {}
+    for prefix, root in SOURCES.items():
+        for path in root.rglob("*.py"):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join([prefix] + parts)] = path
+    return found
+
+
+def imports(name: str, path: pathlib.Path, known) -> set:
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        targets = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            # `from pkg import mod` depends on mod; `from pkg import name` on pkg
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base
+                       for a in node.names]
+        for t in targets:
+            while t and t not in known:
+                t = t.rpartition(".")[0]
+            if t and t != name:
+                out.add(t)
+    return out
+
+
+def graph():
+    known = modules()
+    return {name: imports(name, path, known) for name, path in known.items()}
+
+
+def stage_of(name: str) -> int:
+    best = None
+    for i, (_, prefixes) in enumerate(STAGES):
+        for p in prefixes:
+            if name == p or name.startswith(p + "."):
+                if best is None or len(p) > best[1]:
+                    best = (i, len(p))
+    assert best is not None, f"{name} belongs to no stage of the layout"
+    return best[0]
+
+
+def test_no_import_circle():
+    g = graph()
+    state, path, circles = {}, [], []
+
+    def visit(n):
+        state[n] = "open"
+        path.append(n)
+        for m in sorted(g[n]):
+            if state.get(m) == "open":
+                circles.append(path[path.index(m):] + [m])
+            elif m not in state:
+                visit(m)
+        path.pop()
+        state[n] = "done"
+
+    for n in sorted(g):
+        if n not in state:
+            visit(n)
+    assert circles == []
+
+
+def test_imports_follow_the_data_flow():
+    g = graph()
+    backwards = sorted(f"{a} ({STAGES[stage_of(a)][0]}) imports {b} ({STAGES[stage_of(b)][0]})"
+                       for a, deps in g.items() for b in deps
+                       # a package's __init__ may name what its modules offer (lazily)
+                       if stage_of(b) > stage_of(a) and a != "aoti_debug")
+    assert backwards == []
+
+
+def test_the_layout_check_sees_the_modules():
+    g = graph()
+    assert "aoti_debug.runtime.launches" in g and "aoti_debug.codegen_patches.hooks" in g
+    assert "aoti_debug.native.core" in g["aoti_debug.runtime.sink"] or \
+        "aoti_debug.native" in g["aoti_debug.runtime.sink"]
+    assert "aoti_debug.analysis.dumps" in g["aoti_debug.analysis.load"]
