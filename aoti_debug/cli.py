@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import List, Optional
 
 OK = 0            # success; for checks: nothing found / everything agrees
 FOUND = 1         # a check found something: a failure, a NaN origin, a divergence
 USAGE = 2         # bad command line or unreadable input
+CLOSED = 141      # the reader of our output went away (`| head`): 128 + SIGPIPE, as a shell says
 
 # name -> (module implementing add_arguments(parser) and run(args) -> int, one-line help)
 COMMANDS = {
@@ -27,21 +29,41 @@ COMMANDS = {
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    try:
+        status = _main(sys.argv[1:] if argv is None else list(argv))
+        sys.stdout.flush()   # a buffered stdout meets the closed pipe here, not at exit
+        return status
+    except BrokenPipeError:
+        # a closed pipe ends the command quietly; the interpreter's own final
+        # flush of stdout must not raise again
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return CLOSED
+
+
+def _main(argv: List[str]) -> int:
+    from ._version import __version__
     parser = argparse.ArgumentParser(
         prog="aoti-debug",
         description="Debugging instrumentation for AOT Inductor artifacts.",
-        epilog="exit status: 0 ok, 1 a check found something, 2 bad usage or input")
+        epilog=f"exit status: {OK} ok, {FOUND} a check found something, {USAGE} bad usage or input, "
+               f"{CLOSED} the output's reader went away (e.g. | head)")
+    parser.add_argument("--version", action="version", version=f"aoti-debug {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    argv = sys.argv[1:] if argv is None else list(argv)
     chosen = next((a for a in argv if not a.startswith("-")), None)
-    modules = {}
+    modules, parsers = {}, {}
     for name, (module_name, help_text) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        parsers[name] = p = sub.add_parser(name, help=help_text, description=help_text)
         if name == chosen:   # only the command that runs pays for its imports
             modules[name] = importlib.import_module(module_name)
             modules[name].add_arguments(p)
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:            # said by the command's own parser, with its own usage line
+            (parsers[args.command] if args.command else parser).error(
+                "unrecognized arguments: " + " ".join(extra))
     except SystemExit as exc:
         return USAGE if exc.code not in (0, None) else OK
     if not args.command:
