@@ -6,13 +6,16 @@
 2. compile it with instrumentation (level 5, NaN checks in warn mode);
 3. run it from Python and from the C++ runner, each writing its own log;
 4. show the log around the launch that went wrong;
-5. let `aoti-debug nan-origin` name the guilty kernel and source line.
+5. let `aoti-debug nan-origin` name the guilty kernel and source line;
+then print the commands to try next, ready to copy.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -118,7 +121,33 @@ def main(argv=None) -> int:
     print(f"    $ aoti-debug nan-origin {python_log}", flush=True)
     status = cli(["nan-origin", python_log])
     print(f"\n    logs: {work}")
+    step("next: try these (ready to copy)")
+    for line in next_steps(work, python_log, cpp_log):
+        print("    " + line)
     return 0 if status == 1 else 1    # 1 = a NaN origin was found, as planted
+
+
+def cli_command() -> str:
+    """How to call the CLI from a shell: `aoti-debug` when that is this
+    interpreter's, else its full path (a venv that is not activated)."""
+    mine = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "aoti-debug")
+    found = shutil.which("aoti-debug")
+    if found and os.path.realpath(found) == os.path.realpath(mine):
+        return "aoti-debug"
+    if os.access(mine, os.X_OK):
+        return shlex.quote(mine)
+    return f"{shlex.quote(sys.executable)} -m aoti_debug"
+
+
+def next_steps(work: str, python_log: str, cpp_log) -> list:
+    tool = cli_command()
+    lines = ["# the whole run on one page: timeline, statistics, the NaN origin",
+             f"{tool} report {shlex.quote(python_log)} -o {shlex.quote(os.path.join(work, 'report.html'))}"]
+    if cpp_log:
+        lines += ["# the Python and the C++ run compared launch by launch (exit 0: they agree)",
+                  f"{tool} diff {shlex.quote(python_log)} {shlex.quote(cpp_log)}"]
+    lines += ["# every workflow step by step: docs/tutorial.md in the aoti-debug checkout"]
+    return lines
 
 
 def _newest(folder: str, prefix: str) -> str:
@@ -126,15 +155,26 @@ def _newest(folder: str, prefix: str) -> str:
     return max(logs, key=os.path.getmtime)
 
 
+def _records(text: str) -> list:
+    """The log's records, each whole: a header line and its indented body."""
+    records = []
+    for line in text.splitlines():
+        if line.startswith("[") or not records or line.startswith("="):
+            records.append([line])
+        else:
+            records[-1].append(line)
+    return records
+
+
 def _excerpt(text: str) -> str:
-    """The note that flagged the first NaN, with the launch record before it."""
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        if "note - nan-check" in line:
-            start = max(j for j in range(i) if " launch " in lines[j] and "launch-end" not in lines[j])
-            keep = [l for l in lines[start:i + 2]
-                    if "Tensor(" not in l and not l.strip().startswith(("stride=", "device=", "requires_grad=", "is_contiguous="))]
-            return "    " + "\n    ".join(keep)
+    """The launch whose outputs the NaN check flagged, through the check's note:
+    whole records, `…` where records are left out."""
+    records = _records(text)
+    for i, rec in enumerate(records):
+        if "note - nan-check" in rec[0]:
+            start = max((j for j in range(i) if " launch " in records[j][0]), default=i)
+            shown = [line for r in records[start:i + 1] for line in r]
+            return "    " + "\n    ".join(["…"] + shown + ["…"])
     return "    (no NaN was flagged)"
 
 

@@ -24,3 +24,19 @@ def test_demo_names_the_planted_kernel_and_line(tmp_path):
     assert re.search(r"^NaN/Inf origin: launch 1\.\d+ cpp_fused_\w*log\w*", out, re.M), out
     assert f"  source: {demo.__file__}:{line}\n" in out
     assert re.search(r"later launches show NaN/Inf too \(victims\): ", out)
+    # step 4 shows whole records: every tensor block that opens also closes
+    excerpt = out.split("=== 4.", 1)[1].split("=== 5.", 1)[0].splitlines()[1:]
+    body = [l.strip() for l in excerpt if l.strip()]
+    assert body[0] == body[-1] == "…"
+    assert body.count("Tensor(") == body.count(")") > 0
+    assert sum(l.startswith("stride=") for l in body) == body.count("Tensor(")
+    # the next steps run as printed, from a shell whose PATH does not know the venv
+    steps = out.split("=== next: try these (ready to copy)\n", 1)[1].splitlines()
+    commands = [l.strip() for l in steps if l.strip() and not l.strip().startswith("#")]
+    assert [c.split()[1] for c in commands] == ["report", "diff"]
+    env = clean_env(PATH="/usr/bin:/bin")
+    report = subprocess.run(commands[0], shell=True, env=env, capture_output=True, text=True, timeout=300)
+    assert report.returncode == 0, report.stderr
+    assert (tmp_path / "report.html").read_text().startswith("<!DOCTYPE html>")
+    diff = subprocess.run(commands[1], shell=True, env=env, capture_output=True, text=True, timeout=300)
+    assert diff.returncode == 0, diff.stdout + diff.stderr
