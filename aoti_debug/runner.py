@@ -131,7 +131,7 @@ def build_runner(force: bool = False) -> pathlib.Path:
     with _locked(prefix.parent / f"{prefix.name}.lock"):
         if exe.is_file() and not force:     # another process built it while we waited
             return exe
-        print(f"aoti-debug: building {RUNNER_NAME} in {prefix} (once; under a minute)", file=sys.stderr)
+        print(f"aoti-debug: building {RUNNER_NAME} in {prefix} (once; 20 s to 90 s measured on 2 cores)", file=sys.stderr)
         start = time.monotonic()
         work = pathlib.Path(tempfile.mkdtemp(prefix=f"{prefix.name}.tmp-", dir=prefix.parent))
         try:
