@@ -135,3 +135,29 @@ def test_instrument_refuses_a_bad_variable_even_one_its_argument_overrides(monke
         with aoti_debug.instrument(level=5):
             pytest.fail("the block ran")
     assert str(info.value) == "AOTI_DEBUG_LOGLEVEL='\u0663' is not valid: expected one of 0, 1, 3, 5, 10"
+
+
+def _info(**env):
+    return run_python("import sys; from aoti_debug.cli import main; sys.exit(main(['info']))",
+                      env=clean_env(**env), check=False)
+
+
+def test_info_tries_the_log_destination_as_a_run_opens_it(tmp_path):
+    regular = tmp_path / "file"
+    regular.write_text("")
+    dest = f"{regular}/x.log"            # under a regular file: no run can open it
+    proc = _info(AOTI_DEBUG_LOGDEST=dest)
+    assert proc.returncode == 2
+    assert proc.stderr == (f"\nerror: AOTI_DEBUG_LOGDEST={dest}: cannot open {dest} (Not a directory); "
+                           "a run would write its records to stderr instead\n")
+    fresh = tmp_path / "new" / "deeper" / "debug_%i.log"
+    proc = _info(AOTI_DEBUG_LOGDEST=str(fresh))
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]     # the try left nothing behind
+
+
+def test_info_puts_a_long_value_on_its_own_line(tmp_path):
+    dest = str(tmp_path / "logs" / "debug_%i.log")
+    lines = _info(AOTI_DEBUG_LOGDEST=dest).stdout.splitlines()
+    i = lines.index(f"  AOTI_DEBUG_LOGDEST             {dest}")
+    assert lines[i + 1] == " " * 54 + f"from AOTI_DEBUG_LOGDEST={dest}"

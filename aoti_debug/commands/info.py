@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 
@@ -22,7 +23,16 @@ def run(args) -> int:
         shown = ",".join(value) if isinstance(value, tuple) else str(value)
         if isinstance(value, bool):
             shown = "1" if value else "0"
-        print(f"  {var.name:<30} {shown or '(all)':<20} from {resolved.sources[var.field]}")
+        shown = shown or "(all)"
+        if len(shown) > 20:       # a long value on a line of its own keeps the columns
+            print(f"  {var.name:<30} {shown}\n  {'':<30} {'':<20} from {resolved.sources[var.field]}")
+        else:
+            print(f"  {var.name:<30} {shown:<20} from {resolved.sources[var.field]}")
+    from ..runtime import sink
+    unusable = sink.try_destination(resolved.logdest, os.getpid())
+    if unusable:     # tried as a run opens it: records would go to stderr instead
+        problems = list(problems) + [f"AOTI_DEBUG_LOGDEST={resolved.logdest}: {unusable}; "
+                                     "a run would write its records to stderr instead"]
     print()
     print("system")
     for key, value in system_facts():

@@ -172,6 +172,39 @@ class _PythonWriter:
             return None
 
 
+def try_destination(dest: str, pid: int) -> Optional[str]:
+    """Why the log destination cannot be opened as a run would open it (None
+    when it can), leaving nothing behind: a file or folders made for the try
+    are removed again."""
+    if dest in ("stdout", "stderr"):
+        return None
+    path = resolve(dest, pid)
+    made = []
+    try:
+        parent = os.path.dirname(path)
+        missing = []
+        while parent and not os.path.lexists(parent):
+            missing.append(parent)
+            parent = os.path.dirname(parent)
+        for folder in reversed(missing):
+            os.mkdir(folder)
+            made.append(folder)
+        if os.path.lexists(path):
+            os.close(os.open(path, os.O_WRONLY | os.O_APPEND))
+        else:
+            os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644))
+            made.append(path)
+        return None
+    except OSError as exc:
+        return f"cannot open {path} ({exc.strerror})"
+    finally:
+        for p in reversed(made):
+            try:
+                (os.rmdir if os.path.isdir(p) else os.unlink)(p)
+            except OSError:
+                pass
+
+
 def lost_line(path: str, error: str) -> str:
     """The one stderr line a failed log write leaves (once per destination)."""
     return f"aoti-debug: cannot write the log to {path} ({error}); records are lost until a write succeeds\n"
