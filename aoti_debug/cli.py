@@ -15,6 +15,7 @@ from typing import List, Optional
 OK = 0            # success; for checks: nothing found / everything agrees
 FOUND = 1         # a check found something: a failure, a NaN origin, a divergence
 USAGE = 2         # bad command line or unreadable input
+CRASHED = 3       # the run in the log crashed or never finished (said first)
 CLOSED = 141      # the reader of our output went away (`| head`): 128 + SIGPIPE, as a shell says
 
 # name -> (module implementing add_arguments(parser) and run(args) -> int, one-line help)
@@ -49,6 +50,7 @@ def _main(argv: List[str]) -> int:
         prog="aoti-debug",
         description="Debugging instrumentation for AOT Inductor artifacts.",
         epilog=f"exit status: {OK} ok, {FOUND} a check found something, {USAGE} bad usage or input, "
+               f"{CRASHED} nan-origin: the run crashed or never finished, "
                f"{CLOSED} the output's reader went away (e.g. | head)")
     parser.add_argument("--version", action="version", version=f"aoti-debug {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -165,11 +165,26 @@ def test_crash_trailer_and_truncated_last_record(tmp_path, capsys):
                                                   "  in arg0_1:", "    Tensor(", "      shape=(2, 3)"])
     log = write_log(tmp_path, "x.log", w.text()[:-3])
     code, out, _ = cli(capsys, log)
-    assert code == 1
-    assert out.splitlines()[0] == "NaN/Inf origin: launch 1.2 cpp_fused_log_1 (pid 4242, x.log:68)"
-    assert out.splitlines()[-2:] == [
-        "note: launch 1.5 cpp_fused_relu_4 never finished (crash: signal: SIGSEGV); its outputs are unknown",
-        "note: launch 2.1 cpp_fused_add_0 never finished (no end record); its outputs are unknown"]
+    assert code == 3            # the crash is said first and outranks the NaN origin before it
+    assert out.splitlines()[:4] == [
+        "the run crashed:",
+        "  launch 1.5 cpp_fused_relu_4 never finished (crash: signal: SIGSEGV); its outputs are unknown",
+        "  launch 2.1 cpp_fused_add_0 never finished (no end record); its outputs are unknown",
+        "NaN/Inf origin: launch 1.2 cpp_fused_log_1 (pid 4242, x.log:68)"]
+
+
+def test_a_run_cut_short_without_a_crash_trailer_and_a_lone_trailer(tmp_path, capsys):
+    w = nan_model_log()
+    w.record("launch", "2.1", "cpp_fused_add_0", ["  origin: nodes=add source=/srv/app/model.py:11"])
+    code, out, _ = cli(capsys, write_log(tmp_path, "cut.log", w))
+    assert (code, out.splitlines()[:2]) == (3, [
+        "the run did not finish:",
+        "  launch 2.1 cpp_fused_add_0 never finished (no end record); its outputs are unknown"])
+    w = nan_model_log()
+    w.record("crash", "7", "mylib::gather_rows", ["  signal: SIGBUS"])
+    code, out, _ = cli(capsys, write_log(tmp_path, "lone.log", w))
+    assert (code, out.splitlines()[:2]) == (3, [
+        "the run crashed:", "  crash trailer 7 mylib::gather_rows (pid 4242): signal: SIGBUS"])
 
 
 def test_a_dump_directory_with_logs(tmp_path, capsys):

@@ -172,3 +172,21 @@ def test_the_page_renders_in_headless_chromium(tmp_path):
     assert dom.by_id("divergence-summary").all_text().startswith(
         f"First divergence from other.log: 1.2 cpp_fused_log_1 at {SRC}:12: out buf1 nan_count 2 vs 0")
     assert "open" in dom.by_id("stats-2").attrs and "open" not in dom.by_id("stats-1").attrs
+
+
+def test_a_crashed_run_is_the_first_finding_and_not_ok():
+    w = LogWriter()
+    w.launch("1.1", "cpp_fused_add_0", "add", f"{SRC}:10", inputs=[("in arg0_1", T(-1.0, 1.0, 0.0))],
+             outputs=[("out buf0", T(0.0, 2.0, 1.0))])
+    w.record("launch", "1.2", "cpp_fused_relu_1", ["  origin: nodes=relu source=-"])
+    w.record("crash", "1.2", "cpp_fused_relu_1", ["  signal: SIGSEGV"])
+    page = report.render(records.parse(w.text(), "x.log"))
+    assert page.summary == "the run crashed; 2 launches/calls"
+    text = page.html
+    assert text.index('id="crashes"') < text.index('id="nan-summary"')
+    assert ('<div class="finding crashed" id="crashes"><p>The run crashed</p><ul><li>'
+            '<a href="#event-2">1.2 cpp_fused_relu_1</a> never finished (crash: signal: SIGSEGV); '
+            'its outputs are unknown</li></ul></div>') in text
+    assert ('<div class="finding plain" id="nan-summary"><pre>no NaN/Inf in the 2 launches of the log'
+            '</pre></div>') in text
+    assert '<div class="finding ok"' not in text

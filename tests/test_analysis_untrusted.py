@@ -512,22 +512,24 @@ def test_a_damaged_record_is_unknown_and_named(tmp_path, capsys):
                    "whether A and B agree cannot be told\n")
 
 
-@pytest.mark.parametrize("bad, problem", [
+# cut_status: a cut header that still names its launch is a launch that never
+# finished (exit 3); one that names none is left out (exit 0)
+@pytest.mark.parametrize("bad, problem, cut_status", [
     ("[2026-11-21 05:30:45.000220] [pid 4242] launch",
-     "not a record header (expected `[timestamp] [pid N] kind id name`)"),
+     "not a record header (expected `[timestamp] [pid N] kind id name`)", 0),
     ("[2026-11-21 05:30:4X.000220] [pid 4242] launch 1.2 cpp_fused_log_1",
-     "timestamp '2026-11-21 05:30:4X.000220' is not of the form YYYY-MM-DD hh:mm:ss.micro"),
+     "timestamp '2026-11-21 05:30:4X.000220' is not of the form YYYY-MM-DD hh:mm:ss.micro", 3),
     ("[2026-11-21 05:30:45.000220] [pid 42 42] launch 1.2 cpp_fused_log_1",
-     "pid '42 42' is not a process id (a decimal of at most 20 digits)"),
+     "pid '42 42' is not a process id (a decimal of at most 20 digits)", 0),
 ])
 def test_a_damaged_header_is_exit_2_but_a_header_cut_by_the_end_of_the_file_is_not(tmp_path, capsys,
-                                                                                   bad, problem):
+                                                                                   bad, problem, cut_status):
     lines = nan_model_log().text().splitlines()
     n = next(i for i, l in enumerate(lines) if l.endswith("] launch 1.2 cpp_fused_log_1"))
     log = write_log(tmp_path, "x.log", "\n".join(lines[:n] + [bad] + lines[n + 1:]) + "\n")
     assert cli(capsys, "nan-origin", log) == (2, "", f"aoti-debug nan-origin: {log}:{n + 1}: {problem}\n")
     cut = write_log(tmp_path, "cut.log", "\n".join(lines[:n] + [bad]))
-    assert cli(capsys, "nan-origin", cut)[0] == 0
+    assert cli(capsys, "nan-origin", cut)[0] == cut_status
 
 
 def test_tolerances_that_are_not_numbers_are_refused(tmp_path, capsys):

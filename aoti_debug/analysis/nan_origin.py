@@ -89,10 +89,16 @@ class Finding:
     # ended before the origin (or the first NaN/Inf input) with outputs that cannot be read
     earlier_unknown: List[Check] = dataclasses.field(default_factory=list)
     left_out: List[str] = dataclasses.field(default_factory=list)     # parts of the log not understood
+    crashes: List[Record] = dataclasses.field(default_factory=list)   # every crash trailer
 
     @property
     def found(self) -> bool:
         return self.origin is not None or self.entered is not None
+
+    @property
+    def stopped_short(self) -> bool:
+        """The run crashed, or a launch or call in it never finished: a finding."""
+        return bool(self.unfinished or self.crashes)
 
 
 def checks(log: Log) -> List[Check]:
@@ -109,7 +115,7 @@ def checks(log: Log) -> List[Check]:
 def find(log: Log) -> Finding:
     all_checks = checks(log)
     finding = Finding(all_events=[c.event for c in all_checks], unreadable=log.unreadable(),
-                      left_out=list(log.left_out))
+                      left_out=list(log.left_out), crashes=list(log.crashes))
     finding.unfinished = [c.event for c in all_checks if not c.event.finished]
     by_output_time = sorted(all_checks, key=lambda c: c.end)
     candidates = [c for c in by_output_time if c.outputs_bad and c.inputs_state != NONFINITE]
@@ -203,8 +209,27 @@ def describe(check: Check, heading: str) -> List[str]:
     return lines
 
 
+def stopped(finding: Finding) -> List[str]:
+    """How the run stopped short, said before anything else: each launch or
+    call that never finished, and each crash trailer no launch or call claims."""
+    if not finding.stopped_short:
+        return []
+    lines = ["the run crashed:" if finding.crashes else "the run did not finish:"]
+    claimed = set()
+    for event in finding.unfinished:
+        crash = event.crash
+        if crash is not None:
+            claimed.add(id(crash))
+        why = f"crash: {crash.notes[0]}" if crash is not None and crash.notes else "no end record"
+        lines.append(f"  {_named(event)} never finished ({why}); its outputs are unknown")
+    for r in finding.crashes:
+        if id(r) not in claimed:
+            lines.append(f"  crash trailer {r.id} {r.name} (pid {r.pid}): {'; '.join(r.notes) or '-'}")
+    return lines
+
+
 def text(finding: Finding) -> List[str]:
-    lines: List[str] = []
+    lines: List[str] = stopped(finding)
     if finding.origin is not None:
         origin = finding.origin
         lines += describe(origin, "NaN/Inf origin")
@@ -242,8 +267,4 @@ def text(finding: Finding) -> List[str]:
                      f"{_nouns(finding.all_events) if finding.all_events else 'launches'} of the log")
     lines += capped([f"note: {why}; its tensors are unknown" for why in finding.unreadable])
     lines += [f"note: {what}" for what in finding.left_out]
-    for event in finding.unfinished:
-        crash = event.crash
-        why = f"crash: {crash.notes[0]}" if crash is not None and crash.notes else "no end record"
-        lines.append(f"note: {_named(event)} never finished ({why}); its outputs are unknown")
     return lines

@@ -32,6 +32,8 @@ tr.crashed td { background: #e9d5ff; }
 .finding { border-left: 5px solid #c92a2a; background: #fff5f5; padding: .4em 1em; margin: .6em 0; }
 .finding.divergence { border-color: #e8590c; background: #fff4e6; }
 .finding.ok { border-color: #2b8a3e; background: #ebfbee; }
+.finding.plain { border-color: #868e96; background: #f8f9fa; }
+.finding.crashed { border-color: #7048e8; background: #f3f0ff; }
 .bar { background: #4c6ef5; height: .8em; min-width: 1px; }
 .tag { display: inline-block; padding: 0 .4em; border-radius: 3px; font-size: 11px; color: #fff; }
 .tag.nan-origin { background: #c92a2a; } .tag.nan { background: #f08c8c; }
@@ -119,9 +121,9 @@ def render(log: Log, against: Optional[Log] = None,
         f"<h1>aoti-debug report: <code>{esc(name)}</code></h1>",
         _overview(log, level, against),
         '<section id="findings"><h2>Findings</h2>',
+        _crash_section(log, number),
         _nan_section(finding, number, log),
         _divergence_section(divergence, first_div, number, log, against),
-        _crash_section(log),
         "</section>",
         _timeline(events, marks, number, log),
         _statistics(events, marks, number, level),
@@ -130,6 +132,8 @@ def render(log: Log, against: Optional[Log] = None,
         "</body></html>",
     ]
     summary = f"{len(events)} launches/calls"
+    if log.crashes or any(not e.finished for e in events):
+        summary = ("the run crashed; " if log.crashes else "the run did not finish; ") + summary
     if finding is not None and finding.origin is not None:
         summary += f"; NaN/Inf origin: {finding.origin.event.title}"
     if first_div is not None and first_div.a is not None:
@@ -167,7 +171,7 @@ def _anchor(event: Event, number: Dict[int, int]) -> str:
 def _nan_section(finding, number, log: Log) -> str:
     if finding is None:
         return '<p class="muted">No NaN/Inf analysis: the log has no statistics (level 5 needed).</p>'
-    text = "\n".join(nan_origin.text(finding))
+    text = "\n".join(nan_origin.text(finding)[len(nan_origin.stopped(finding)):])
     if finding.origin is not None:
         event = finding.origin.event
         bad = [e.label for e in finding.origin.outputs if e.state == nan_origin.NONFINITE]
@@ -177,8 +181,9 @@ def _nan_section(finding, number, log: Log) -> str:
                    if event.origin and event.origin.nodes else ""))
     elif finding.entered is not None:
         head = f"NaN/Inf were already in the inputs of {_anchor(finding.entered.event, number)}"
-    else:
-        return f'<div class="finding ok" id="nan-summary">{esc(text)}</div>'
+    else:     # nothing found is "ok" only for a run that finished
+        style = "plain" if finding.stopped_short else "ok"
+        return f'<div class="finding {style}" id="nan-summary"><pre>{esc(text)}</pre></div>'
     return (f'<div class="finding" id="nan-summary"><p>{head}</p>'
             f"<pre>{esc(text)}</pre></div>")
 
@@ -197,12 +202,20 @@ def _divergence_section(result, first, number, log: Log, against) -> str:
             f"<pre>{esc(text)}</pre></div>")
 
 
-def _crash_section(log: Log) -> str:
-    if not log.crashes:
+def _crash_section(log: Log, number: Dict[int, int]) -> str:
+    """First of the findings: the run crashed or did not finish; each launch or
+    call that never finished links to its record (its arguments)."""
+    unfinished = [e for e in log.events if not e.finished]
+    if not log.crashes and not unfinished:
         return ""
-    items = "".join(f"<li><code>{esc(r.id)} {esc(r.name)}</code> pid {esc(r.pid)}: "
-                    f"{esc('; '.join(r.notes))}</li>" for r in log.crashes)
-    return f'<div class="finding" id="crashes"><p>Crash trailers</p><ul>{items}</ul></div>'
+    claimed = {id(e.crash) for e in unfinished if e.crash is not None}
+    items = [f"<li>{_anchor(e, number)} never finished"
+             + (f" (crash: {esc('; '.join(e.crash.notes) or '-')})" if e.crash is not None else
+                " (no end record)") + "; its outputs are unknown</li>" for e in unfinished]
+    items += [f"<li>crash trailer <code>{esc(r.id)} {esc(r.name)}</code> pid {esc(r.pid)}: "
+              f"{esc('; '.join(r.notes))}</li>" for r in log.crashes if id(r) not in claimed]
+    head = "The run crashed" if log.crashes else "The run did not finish"
+    return f'<div class="finding crashed" id="crashes"><p>{head}</p><ul>{"".join(items)}</ul></div>'
 
 
 def _outputs_cell(event: Event) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..cli import FOUND, OK, UsageError, echo, undecided
+from ..cli import CRASHED, FOUND, OK, UsageError, echo, undecided
 
 
 def add_arguments(parser) -> None:
@@ -23,7 +23,9 @@ def run(args) -> int:
         raise UsageError(f"{args.path}: has no tensor statistics (it looks like a level-{level} log); "
                          "nan-origin needs a log written at level 5 (AOTI_DEBUG_LOGLEVEL=5)")
     finding = nan_origin.find(log)
-    if not finding.found and finding.unreadable:
+    if not finding.found and finding.unreadable and not finding.stopped_short:
         raise undecided(finding.unreadable, "whether NaN/Inf appear")
     echo(nan_origin.text(finding))
+    if finding.stopped_short:        # a crash outranks what was found before it
+        return CRASHED
     return FOUND if finding.found else OK
