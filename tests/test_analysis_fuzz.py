@@ -219,7 +219,8 @@ def command(*argv):
     with alarm(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(list(argv))
     out, err = out.getvalue(), err.getvalue()
-    assert code in (0, 1, 2), (argv, code)
+    # 3: nan-origin read a run that crashed or never finished (a fuzzed log is often cut short)
+    assert code in ((0, 1, 2, 3) if argv[0] == "nan-origin" else (0, 1, 2)), (argv, code)
     for text in (out, err):
         assert not untrusted.has_control(text.replace("\n", "")), (argv, text)
     if code == 2:
