@@ -71,7 +71,7 @@ def test_instances_are_numbered_without_the_compiled_core(monkeypatch):
 def test_instances_are_numbered_across_runtimes_in_a_process():
     proc = run_python("""
         from aoti_debug.native import core as _native
-from aoti_debug.runtime import sink
+        from aoti_debug.runtime import sink
         from aoti_debug.runtime.launches import Model
         print(Model("m", 1).name, _native.instance_name("m"), sink.instance_name("m"), Model("n", 1).name)
     """, env=clean_env())
