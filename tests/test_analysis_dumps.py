@@ -79,18 +79,20 @@ def test_nan_origin_on_dumps_names_the_planted_kernel(planted_dumps, capsys):
     assert re.fullmatch(r"cpp_fused_\w*sqrt\w*", sqrt) and cumsum == "aoti_torch_cpu_cumsum"
     code, out, err = cli(capsys, "nan-origin", dump_dir)
     assert (code, err) == (1, "")
-    assert out.splitlines() == [
+    lines = out.splitlines()
+    assert lines[:2] == [
         f"NaN/Inf origin: launch 1.1 {sqrt} (pid {pid}, {pid}-planted-run1/manifest.jsonl:2)",
-        f"  source: {models.line_of('planted.sqrt')}",
-        "  nodes:  sqrt, add",
-        "  inputs (all finite):",
-        "    in b: shape=(5,) dtype=torch.float32 min=-4.000000 max=1.000000 mean=0.000000 "
-        "nan_count=0 inf_count=0",
-        "  outputs (NaN/Inf):",
-        "    out buf2: shape=(5,) dtype=torch.float32 min=2.000000 max=2.000000 mean=2.000000 "
-        "nan_count=1 inf_count=0",
-        f"1 later launch shows NaN/Inf too (victims): 1.2 {cumsum}",
-    ]
+        f"  source: {models.line_of('planted.sqrt')}"]
+    # what holds on every release; the kernel's other nodes and outputs are Inductor's
+    # choice (2.15 fuses the model's other branch into this kernel)
+    assert "sqrt" in lines[2].removeprefix("  nodes:  ").split(", ")
+    assert lines[3] == "  inputs (all finite):"
+    assert ("    in b: shape=(5,) dtype=torch.float32 min=-4.000000 max=1.000000 mean=0.000000 "
+            "nan_count=0 inf_count=0") in lines[4:lines.index("  outputs (NaN/Inf):")]
+    assert [l for l in lines if re.fullmatch(
+        r"    out buf\d+: shape=\(5,\) dtype=torch\.float32 min=2\.000000 max=2\.000000 "
+        r"mean=2\.000000 nan_count=1 inf_count=0", l)] != []
+    assert lines[-1] == f"1 later launch shows NaN/Inf too (victims): 1.2 {cumsum}"
     # a dump reads as the log the same run wrote
     assert without_location(cli(capsys, "nan-origin", log)[1]) == without_location(out)
 
@@ -100,8 +102,9 @@ def test_nan_origin_on_dumps_skips_clean_launches(planted_dumps, capsys):
     code, out, _ = cli(capsys, "nan-origin", only_folder(dump_dir))    # one run folder will do too
     lines = out.splitlines()
     assert code == 1
-    assert re.fullmatch(r"NaN/Inf origin: launch 1\.3 cpp_fused_\w*log\w* \(pid \d+, "
-                        r"\d+-planted-run1/manifest\.jsonl:6\)", lines[0])
+    # the launch's number is Inductor's fusion (1.3 on 2.13; 2.15 fuses it into 1.1)
+    assert re.fullmatch(r"NaN/Inf origin: launch 1\.\d+ cpp_fused_\w*log\w* \(pid \d+, "
+                        r"\d+-planted-run1/manifest\.jsonl:\d+\)", lines[0])
     assert lines[1] == f"  source: {models.line_of('planted.log')}"
     assert "    in a: shape=(6,) dtype=torch.float32 min=-1.000000 max=1.000000 mean=0.666667 " \
            "nan_count=0 inf_count=0" in lines
