@@ -19,6 +19,16 @@ def clean_env(**extra):
     return env
 
 
+# torch's own glog-style warnings (a CUDA build of torch on a machine with a CUDA
+# toolkit but no GPU says "No CUDA runtime is found" on importing cpp_extension):
+# upstream's words, not ours, so the comparisons of what aoti-debug prints skip them
+TORCH_LOG_LINE = re.compile(r"^[IWE]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ torch/\S+:\d+\] .*(?:\n|$)", re.M)
+
+
+def without_torch_logs(text: str) -> str:
+    return TORCH_LOG_LINE.sub("", text)
+
+
 def run_python(code, env=None, cwd=None, timeout=300, check=True):
     """Run `code` in a fresh interpreter; returns the CompletedProcess (text mode)."""
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)],
