@@ -155,26 +155,17 @@ def _newest(folder: str, prefix: str) -> str:
     return max(logs, key=os.path.getmtime)
 
 
-def _records(text: str) -> list:
-    """The log's records, each whole: a header line and its indented body."""
-    records = []
-    for line in text.splitlines():
-        if line.startswith("[") or not records or line.startswith("="):
-            records.append([line])
-        else:
-            records[-1].append(line)
-    return records
-
-
 def _excerpt(text: str) -> str:
     """The launch whose outputs the NaN check flagged, through the check's note:
-    whole records, `…` where records are left out."""
-    records = _records(text)
-    for i, rec in enumerate(records):
-        if "note - nan-check" in rec[0]:
-            start = max((j for j in range(i) if " launch " in records[j][0]), default=i)
-            shown = [line for r in records[start:i + 1] for line in r]
-            return "    " + "\n    ".join(["…"] + shown + ["…"])
+    whole records (where the log parser says each begins), `…` where records
+    are left out."""
+    from aoti_debug.analysis.records import parse
+    lines, recs = text.splitlines(), parse(text).records
+    for i, rec in enumerate(recs):
+        if rec.kind == "note" and rec.name == "nan-check":
+            start = max((r.line for r in recs[:i] if r.kind == "launch"), default=rec.line)
+            end = recs[i + 1].line - 1 if i + 1 < len(recs) else len(lines)
+            return "    " + "\n    ".join(["…"] + lines[start - 1:end] + ["…"])
     return "    (no NaN was flagged)"
 
 

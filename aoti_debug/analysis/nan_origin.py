@@ -209,27 +209,38 @@ def describe(check: Check, heading: str) -> List[str]:
     return lines
 
 
+def why_unfinished(event: Event) -> str:
+    """Why a launch or call has no end record: its crash trailer's first note, if any."""
+    crash = event.crash
+    return f"crash: {crash.notes[0]}" if crash is not None and crash.notes else "no end record"
+
+
+def lone_crashes(unfinished: List[Event], crashes: List[Record]) -> List[Record]:
+    """The crash trailers no unfinished launch or call claims."""
+    claimed = {id(e.crash) for e in unfinished if e.crash is not None}
+    return [r for r in crashes if id(r) not in claimed]
+
+
 def stopped(finding: Finding) -> List[str]:
     """How the run stopped short, said before anything else: each launch or
     call that never finished, and each crash trailer no launch or call claims."""
     if not finding.stopped_short:
         return []
     lines = ["the run crashed:" if finding.crashes else "the run did not finish:"]
-    claimed = set()
-    for event in finding.unfinished:
-        crash = event.crash
-        if crash is not None:
-            claimed.add(id(crash))
-        why = f"crash: {crash.notes[0]}" if crash is not None and crash.notes else "no end record"
-        lines.append(f"  {_named(event)} never finished ({why}); its outputs are unknown")
-    for r in finding.crashes:
-        if id(r) not in claimed:
-            lines.append(f"  crash trailer {r.id} {r.name} (pid {r.pid}): {'; '.join(r.notes) or '-'}")
+    lines += [f"  {_named(e)} never finished ({why_unfinished(e)}); its outputs are unknown"
+              for e in finding.unfinished]
+    lines += [f"  crash trailer {r.id} {r.name} (pid {r.pid}): {'; '.join(r.notes) or '-'}"
+              for r in lone_crashes(finding.unfinished, finding.crashes)]
     return lines
 
 
 def text(finding: Finding) -> List[str]:
-    lines: List[str] = stopped(finding)
+    """nan-origin's answer: how the run stopped short, if it did, then the NaN/Inf finding."""
+    return stopped(finding) + finding_text(finding)
+
+
+def finding_text(finding: Finding) -> List[str]:
+    lines: List[str] = []
     if finding.origin is not None:
         origin = finding.origin
         lines += describe(origin, "NaN/Inf origin")

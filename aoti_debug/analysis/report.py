@@ -92,6 +92,7 @@ def duration_us(event: Event) -> Optional[float]:
 def render(log: Log, against: Optional[Log] = None,
            divergence: Optional[diff_mod.Result] = None) -> Page:
     events = log.events
+    unfinished = [e for e in events if not e.finished]
     level = log.level_hint()
     finding = nan_origin.find(log) if level >= 5 else None
     marks: Dict[int, List[str]] = {id(e): [] for e in events}
@@ -121,7 +122,7 @@ def render(log: Log, against: Optional[Log] = None,
         f"<h1>aoti-debug report: <code>{esc(name)}</code></h1>",
         _overview(log, level, against),
         '<section id="findings"><h2>Findings</h2>',
-        _crash_section(log, number),
+        _crash_section(log, unfinished, number),
         _nan_section(finding, number, log),
         _divergence_section(divergence, first_div, number, log, against),
         "</section>",
@@ -132,7 +133,7 @@ def render(log: Log, against: Optional[Log] = None,
         "</body></html>",
     ]
     summary = f"{len(events)} launches/calls"
-    if log.crashes or any(not e.finished for e in events):
+    if log.crashes or unfinished:
         summary = ("the run crashed; " if log.crashes else "the run did not finish; ") + summary
     if finding is not None and finding.origin is not None:
         summary += f"; NaN/Inf origin: {finding.origin.event.title}"
@@ -171,7 +172,7 @@ def _anchor(event: Event, number: Dict[int, int]) -> str:
 def _nan_section(finding, number, log: Log) -> str:
     if finding is None:
         return '<p class="muted">No NaN/Inf analysis: the log has no statistics (level 5 needed).</p>'
-    text = "\n".join(nan_origin.text(finding)[len(nan_origin.stopped(finding)):])
+    text = "\n".join(nan_origin.finding_text(finding))     # the crash has its own box
     if finding.origin is not None:
         event = finding.origin.event
         bad = [e.label for e in finding.origin.outputs if e.state == nan_origin.NONFINITE]
@@ -202,18 +203,15 @@ def _divergence_section(result, first, number, log: Log, against) -> str:
             f"<pre>{esc(text)}</pre></div>")
 
 
-def _crash_section(log: Log, number: Dict[int, int]) -> str:
+def _crash_section(log: Log, unfinished: List[Event], number: Dict[int, int]) -> str:
     """First of the findings: the run crashed or did not finish; each launch or
     call that never finished links to its record (its arguments)."""
-    unfinished = [e for e in log.events if not e.finished]
     if not log.crashes and not unfinished:
         return ""
-    claimed = {id(e.crash) for e in unfinished if e.crash is not None}
-    items = [f"<li>{_anchor(e, number)} never finished"
-             + (f" (crash: {esc('; '.join(e.crash.notes) or '-')})" if e.crash is not None else
-                " (no end record)") + "; its outputs are unknown</li>" for e in unfinished]
+    items = [f"<li>{_anchor(e, number)} never finished ({esc(nan_origin.why_unfinished(e))}); "
+             "its outputs are unknown</li>" for e in unfinished]
     items += [f"<li>crash trailer <code>{esc(r.id)} {esc(r.name)}</code> pid {esc(r.pid)}: "
-              f"{esc('; '.join(r.notes))}</li>" for r in log.crashes if id(r) not in claimed]
+              f"{esc('; '.join(r.notes))}</li>" for r in nan_origin.lone_crashes(unfinished, log.crashes)]
     head = "The run crashed" if log.crashes else "The run did not finish"
     return f'<div class="finding crashed" id="crashes"><p>{head}</p><ul>{"".join(items)}</ul></div>'
 

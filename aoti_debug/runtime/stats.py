@@ -70,7 +70,7 @@ def compute(t) -> Stats:
     try:
         from ..native import core as _native
         if _native.lib() is not None:
-            return Stats(**_native.compute_stats(t))
+            return compute_native(t)
     except ImportError:
         pass
     return compute_with_torch(t)
