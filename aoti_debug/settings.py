@@ -21,6 +21,7 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 
 LEVELS = (0, 1, 3, 5, 10)
 NAN_MODES = ("off", "warn", "raise", "warn:nan", "raise:nan", "warn:naninf", "raise:naninf")
+COMPILE_MODES = ("selected", "all")
 BOOL_WORDS = {"1": True, "true": True, "yes": True, "on": True,
               "0": False, "false": False, "no": False, "off": False, "": False}
 # upstream AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER values -> our levels
@@ -51,6 +52,16 @@ class NanCheck:
 
 
 @dataclasses.dataclass(frozen=True)
+class RunDefaults:
+    """What an artifact does while a run-time variable is unset, when that is
+    less than what was compiled in (AOTI_DEBUG_COMPILE=all)."""
+    level: int
+    kernels: Tuple[str, ...]
+    nan_check: NanCheck
+    check_inputs: bool
+
+
+@dataclasses.dataclass(frozen=True)
 class Settings:
     level: int = 0
     logdest: str = "stdout"
@@ -61,12 +72,32 @@ class Settings:
     dump_dir: str = "aoti_debug_dumps"
     dump_max_size_gb: float = 20.0
     dump_max_count: int = 1000
+    compile: str = "selected"
+    # set by compiled(): what a run does while its variables are unset (None: what is compiled in)
+    run_defaults: Optional[RunDefaults] = None
     # where each field's value came from: "default", "argument", or "NAME=value"
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
 
     @property
     def anything_compiled_in(self) -> bool:
-        return self.level > 0 or self.check_inputs or self.nan_check.enabled
+        return (self.compile == "all" or self.level > 0 or self.check_inputs
+                or self.nan_check.enabled)
+
+    def compiled(self) -> "Settings":
+        """What goes into an artifact.  With compile=all that is everything
+        (level 10, NaN/Inf checks, guards, every kernel), and the values asked
+        for become what a run does until its own variables ask for more."""
+        if self.compile != "all":
+            return self
+        return dataclasses.replace(
+            self, level=10, kernels=(), nan_check=NanCheck("raise", True), check_inputs=True,
+            run_defaults=RunDefaults(self.level, self.kernels, self.nan_check, self.check_inputs))
+
+    @property
+    def defaults(self) -> RunDefaults:
+        """What a run does while its variables are unset."""
+        return self.run_defaults or RunDefaults(self.level, self.kernels, self.nan_check,
+                                                self.check_inputs)
 
 
 # -- the grammar, the same in the C++ shim (detail/settings.h) ---------------
@@ -209,6 +240,15 @@ def _sets_closed(glob: str) -> bool:
     return True
 
 
+def _parse_compile(text: str) -> str:
+    key = _word(text)
+    if key not in COMPILE_MODES:
+        raise ValueError("expected selected (what the other variables ask for) or all "
+                         "(level 10, NaN/Inf checks and input guards, off at run time "
+                         "until asked for)")
+    return key
+
+
 def _parse_dest(text: str) -> str:
     if not _strip(text):
         raise ValueError("expected stdout, stderr, or a file path (%i becomes the process id)")
@@ -250,6 +290,8 @@ VARIABLES: Tuple[Variable, ...] = (
     Variable("level", "AOTI_DEBUG_LOGLEVEL", _parse_level,
              "AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER", _parse_upstream_level,
              help="0/1/3/5/10: what each launch writes"),
+    Variable("compile", "AOTI_DEBUG_COMPILE", _parse_compile, when="compile",
+             help="all: compile everything in, off at run time until asked for"),
     Variable("logdest", "AOTI_DEBUG_LOGDEST", _parse_dest, when="run",
              help="stdout, stderr or a path; %i becomes the process id"),
     Variable("kernels", "AOTI_DEBUG_KERNELS", _parse_kernels,

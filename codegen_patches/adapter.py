@@ -762,7 +762,8 @@ def settings_pass(settings, user_pass):
     here = os.path.dirname(os.path.abspath(__file__))
     digest = hashlib.sha256()
     digest.update(repr(("aoti-debug", __version__, settings.level, tuple(settings.kernels),
-                        str(settings.nan_check), bool(settings.check_inputs))).encode())
+                        str(settings.nan_check), bool(settings.check_inputs),
+                        repr(settings.run_defaults))).encode())
     for part in ("python_emit.py", "hooks.py", "adapter.py", "plan.py"):
         try:
             with open(os.path.join(here, part), "rb") as f:

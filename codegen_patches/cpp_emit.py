@@ -237,10 +237,20 @@ class Emitter:
 EMITTER = Emitter()
 
 
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
 def model_config(settings, model: str) -> str:
-    return (f"aoti_debug::ModelConfig{{{c_string(model)}, {settings.level}, "
-            f"{c_string(','.join(settings.kernels))}, {c_string(str(settings.nan_check))}, "
-            f"{'true' if settings.check_inputs else 'false'}, {c_string(_torch_version())}}}")
+    """What is compiled in, then (AOTI_DEBUG_COMPILE=all) what a run does while unset."""
+    fields = [c_string(model), str(settings.level), c_string(",".join(settings.kernels)),
+              c_string(str(settings.nan_check)), _bool(settings.check_inputs),
+              c_string(_torch_version())]
+    d = settings.run_defaults
+    if d is not None:
+        fields.append(f"{{true, {d.level}, {c_string(','.join(d.kernels))}, "
+                      f"{c_string(str(d.nan_check))}, {_bool(d.check_inputs)}}}")
+    return f"aoti_debug::ModelConfig{{{', '.join(fields)}}}"
 
 
 def _torch_version() -> str:

@@ -21,7 +21,7 @@ def activate(resolved: settings_mod.Settings):
     from . import adapter
     adapter.install_patches(hooks)
     previous = hooks.active()
-    hooks.set_active(resolved if resolved.anything_compiled_in else None)
+    hooks.set_active(resolved.compiled() if resolved.anything_compiled_in else None)
     _quiet_upstream_printers()
     return previous
 
@@ -45,15 +45,17 @@ def _quiet_upstream_printers() -> None:
 def instrument(level: Optional[int] = None,
                kernels: Union[str, Sequence[str], None] = None,
                check_inputs: Optional[bool] = None,
-               nan_check: Optional[str] = None) -> Iterator[settings_mod.Settings]:
+               nan_check: Optional[str] = None,
+               compile: Optional[str] = None) -> Iterator[settings_mod.Settings]:
     """`aoti_debug.instrument()`: compile-time settings for the AOTI compiles
-    in the `with` block.
+    in the `with` block.  ``compile="all"`` compiles everything in and makes
+    the other values what a run does while its variables are unset.
 
     Arguments win over the environment (settings.py gives the full order);
     a bad value raises SettingsError before anything is compiled.
     """
     overrides = {"level": level, "kernels": kernels, "check_inputs": check_inputs,
-                 "nan_check": nan_check}
+                 "nan_check": nan_check, "compile": compile}
     resolved = settings_mod.read(overrides=overrides)
     previous = activate(resolved)
     try:

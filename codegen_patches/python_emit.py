@@ -18,10 +18,14 @@ MODEL = "_aotid_model"
 
 def header(settings, model: str) -> List[str]:
     import torch
+    d = settings.run_defaults
+    defaults = ("" if d is None else
+                f", ({int(d.level)}, {','.join(d.kernels)!r}, {str(d.nan_check)!r}, "
+                f"{bool(d.check_inputs)!r})")
     return ["from aoti_debug.runtime.launches import Model as _aotid_Model, Site as _aotid_Site",
             f"{MODEL} = _aotid_Model({model!r}, {int(settings.level)}, "
             f"{','.join(settings.kernels)!r}, {str(settings.nan_check)!r}, "
-            f"{bool(settings.check_inputs)!r}, {str(torch.__version__)!r})"]
+            f"{bool(settings.check_inputs)!r}, {str(torch.__version__)!r}{defaults})"]
 
 
 def _tuple(items: Sequence[str]) -> str:

@@ -12,7 +12,8 @@ def emit_plan(settings, sites, inputs: List[dict]) -> None:
     from torch._logging._internal import trace_structured_artifact
     plan = {
         "settings": {"level": settings.level, "kernels": list(settings.kernels),
-                     "check_inputs": settings.check_inputs, "nan_check": str(settings.nan_check)},
+                     "check_inputs": settings.check_inputs, "nan_check": str(settings.nan_check),
+                     "compile": settings.compile},
         "launches": [site.to_json() for site in sites],
         "inputs": inputs,
     }

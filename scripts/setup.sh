@@ -45,9 +45,10 @@ then
 fi
 
 stamp="$VENV/.aoti-debug-installed"
-# the project's files and its folder: a venv kept outside a clone (CI's cache)
+# the project's files (settings.py names the variables the start-up hook
+# looks for) and its folder: a venv kept outside a clone (CI's cache)
 # is re-pointed at each new clone
-want="$( { cat pyproject.toml setup.py; pwd; } | sha256sum | cut -c1-16)"
+want="$( { cat pyproject.toml setup.py aoti_debug/settings.py; pwd; } | sha256sum | cut -c1-16)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing aoti-debug (editable) and test tools into $VENV" >&2
   # torch is already there and satisfies the requirement: pip keeps it

@@ -30,7 +30,8 @@ def test_plan_is_in_tlparse_output(tmp_path, dynamic, dynamic_trace):
     plans = glob.glob(str(out / "**" / "aoti_debug_plan_*.json"), recursive=True)
     assert len(plans) == 1, sorted(glob.glob(str(out / "**"), recursive=True))
     plan = json.loads(open(plans[0]).read())
-    assert plan["settings"] == {"level": 3, "kernels": [], "check_inputs": True, "nan_check": "raise:nan"}
+    assert plan["settings"] == {"level": 3, "kernels": [], "check_inputs": True, "nan_check": "raise:nan",
+                                "compile": "selected"}
     assert [(i["label"], i["sizes"], i["dtype"]) for i in plan["inputs"]] == [
         ("x", [plan["inputs"][0]["sizes"][0], "4"], "torch.float32"),
         ("y", [f"2*{plan['inputs'][0]['sizes'][0]}", "4"], "torch.float32")]

@@ -72,17 +72,22 @@ class Model:
     """What a wrapper was compiled with; the first run reads the run-time settings."""
 
     def __init__(self, name: str, level: int, kernels: str = "", nan_check: str = "off",
-                 check_inputs: bool = False, torch_version: str = "") -> None:
+                 check_inputs: bool = False, torch_version: str = "",
+                 defaults: Optional[Tuple[int, str, str, bool]] = None) -> None:
         self.name = sink.instance_name(name or "model")
         self.compiled_level = int(level)
         self.compiled_kernels = settings_mod.split_kernels(kernels or "")
         self.compiled_nan_check = settings_mod._parse_nan(nan_check or "off")
-        self.nan_check = self.compiled_nan_check
         self.compiled_check_inputs = bool(check_inputs)
         self.torch_version = torch_version
+        # what a run does while its variables are unset (AOTI_DEBUG_COMPILE=all:
+        # less than is compiled in)
+        d_level, d_kernels, d_nan, _ = defaults or (level, kernels, nan_check, check_inputs)
+        self.default_level = int(d_level)
+        self.nan_check = settings_mod._parse_nan(d_nan or "off")
         self.level = 0
-        self.kernels: Tuple[str, ...] = ()
-        self._runtime_kernels: Optional[Tuple[str, ...]] = None
+        self._runtime_kernels: Optional[Tuple[str, ...]] = (
+            settings_mod.split_kernels(d_kernels or "") if defaults else None)
         self._ready = False
         self._lock = threading.Lock()
         self._runs = itertools.count(1)   # next() on a count is atomic under the GIL
@@ -95,7 +100,7 @@ class Model:
                 return
             s = state.settings()
             set_from = s.sources.get("level", "default")
-            level = self.compiled_level
+            level = self.default_level
             lines = []
             if "=" in set_from and not set_from.startswith("default"):
                 if s.level > self.compiled_level:
@@ -104,7 +109,7 @@ class Model:
                         f"{name}={text!r} asks for more than model {self.name!r} was compiled "
                         f"with ({self.compiled_level}); using {self.compiled_level}. "
                         f"Recompile with AOTI_DEBUG_LOGLEVEL={s.level} to get it.")
-                level = min(level, s.level)
+                level = min(self.compiled_level, s.level)
             nan_from = s.sources.get("nan_check", "default")
             if "=" in nan_from and not nan_from.startswith("default"):
                 c, r = self.compiled_nan_check, s.nan_check

@@ -14,6 +14,9 @@
 //       "off",           // compiled AOTI_DEBUG_NAN_CHECK (settings.py's str(NanCheck))
 //       false,           // compiled AOTI_DEBUG_CHECK_INPUTS
 //       "2.13.0+cpu"});  // torch.__version__ at compile time (banner)
+//   AOTI_DEBUG_COMPILE=all compiles in level 10, "raise:naninf" and the guards,
+//   and appends what a run does while its variables are unset:
+//       ..., "2.13.0+cpu", {true, 0, "", "off", false}});
 //
 //   // Once per launch site: static description (roles: In, Out, InOut).
 //   static const aoti_debug::ArgSpec aotid_args_3[] = {
@@ -103,6 +106,17 @@ struct Site {
   mutable int32_t match_cache = -1;  // filter decision of the owning model (-1: not yet)
 };
 
+// What a run does while a run-time variable is unset, when that is less than
+// what was compiled in (AOTI_DEBUG_COMPILE=all).  `given` false: the
+// compiled-in values.
+struct RunDefaults {
+  bool given;
+  int level;
+  const char* kernels;
+  const char* nan_check;
+  bool check_inputs;
+};
+
 // What the artifact was compiled with.
 struct ModelConfig {
   const char* name;
@@ -111,6 +125,7 @@ struct ModelConfig {
   const char* nan_check;
   bool check_inputs;
   const char* torch_version;
+  RunDefaults defaults = {false, 0, "", "off", false};
 };
 
 class Model;
@@ -155,7 +170,8 @@ class Model {
   bool selected(const Site& site) const {
     int32_t m = __atomic_load_n(&site.match_cache, __ATOMIC_RELAXED);
     if (m < 0) {
-      m = matches(compiled_kernels_, site) && (!settings_.kernels_set || matches(settings_.kernels, site));
+      // settings_.kernels: the run-time filter, or the default one while unset
+      m = matches(compiled_kernels_, site) && matches(settings_.kernels, site);
       __atomic_store_n(&site.match_cache, m, __ATOMIC_RELAXED);
     }
     return m != 0;
@@ -189,8 +205,9 @@ class Model {
   std::string name_;
   int compiled_level_;
   std::vector<std::string> compiled_kernels_;
-  detail::NanCheck nan_check_;
-  bool check_inputs_;
+  detail::NanCheck nan_check_;  // compiled in; after init(), what runs do
+  bool check_inputs_;           // likewise
+  detail::Settings defaults_;   // what an unset run-time variable keeps
   std::string torch_version_;
   detail::Settings settings_;
   int level_ = 0;
@@ -211,19 +228,26 @@ AOTI_DEBUG_CORE_FN Model::Model(const ModelConfig& c)
       torch_version_(c.torch_version ? c.torch_version : "unknown") {
   std::string err;
   if (!detail::parse_nan(c.nan_check ? c.nan_check : "off", &nan_check_, &err)) nan_check_ = {};
+  defaults_.level = compiled_level_;
+  defaults_.kernels = compiled_kernels_;
+  defaults_.nan_check = nan_check_;
+  defaults_.check_inputs = check_inputs_;
+  if (c.defaults.given) {
+    defaults_.level = c.defaults.level;
+    defaults_.kernels = detail::parse_kernels(c.defaults.kernels ? c.defaults.kernels : "");
+    if (!detail::parse_nan(c.defaults.nan_check ? c.defaults.nan_check : "off",
+                           &defaults_.nan_check, &err))
+      defaults_.nan_check = {};
+    defaults_.check_inputs = c.defaults.check_inputs;
+  }
   pthread_mutex_init(&mu_, nullptr);
 }
 
 AOTI_DEBUG_CORE_FN void Model::init() {
   pthread_mutex_lock(&mu_);
   if (!ready_) {
-    detail::Settings fallback;
-    fallback.level = compiled_level_;
-    fallback.kernels = compiled_kernels_;
-    fallback.nan_check = nan_check_;
-    fallback.check_inputs = check_inputs_;
     std::vector<std::string> problems;
-    settings_ = detail::read_settings(detail::Env{}, fallback, &problems);
+    settings_ = detail::read_settings(detail::Env{}, defaults_, &problems);
     std::string lines;
     for (const std::string& p : problems) lines += p + "\n";
     // Run time may lower what was compiled in, never raise it.
