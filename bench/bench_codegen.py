@@ -3,10 +3,12 @@
     python bench/bench_codegen.py [--launches 60] [--runs 2000]
 
 A launch-bound model (per step an extern addmm and a small Inductor kernel,
-which cannot fuse across the addmm) is compiled twice: plain, and instrumented at
-level 5.  It prints both compile times and their ratio (target <= 1.15), then
-the per-run latency of the plain artifact and of the instrumented one run at
-levels 0, 1 and 3 (target at level 0: <= 1.02x), against the median of the
+which cannot fuse across the addmm) is compiled three times: plain,
+instrumented at level 5, and with AOTI_DEBUG_COMPILE=all.  It prints the
+compile times and their ratios (target <= 1.15 at level 5), then the per-run
+latency of the plain artifact, of the level-5 one run at levels 0, 1 and 3,
+and of the compile-all one run with nothing set (target for both at level 0:
+<= 1.02x), against the median of the
 plain artifact and a copy of it, whose own ratio shows the noise.  Each
 configuration runs in its own process (the level is read once per process);
 runs are interleaved in rounds so drift on a shared machine hits all of them
@@ -95,15 +97,20 @@ def main() -> int:
     # compile each once to warm the shared caches (precompiled headers, kernel
     # objects), then time each again, alternating
     inst_env = dict(base, AOTI_DEBUG_LOGLEVEL="5")
-    compile_package(plain, args.launches, base)
-    compile_package(inst, args.launches, inst_env)
-    plain_times, inst_times = [], []
+    # everything compiled in (level 10, NaN/Inf checks, guards), off at run time
+    every = os.path.join(work, "all.pt2")
+    every_env = dict(base, AOTI_DEBUG_COMPILE="all")
+    builds = [(plain, base), (inst, inst_env), (every, every_env)]
+    for path, env in builds:
+        compile_package(path, args.launches, env)
+    times = {path: [] for path, _ in builds}
     for _ in range(2):
-        plain_times.append(compile_package(plain, args.launches, base))
-        inst_times.append(compile_package(inst, args.launches, inst_env))
-    t_plain, t_inst = min(plain_times), min(inst_times)
+        for path, env in builds:
+            times[path].append(compile_package(path, args.launches, env))
+    t_plain, t_inst, t_every = (min(times[path]) for path, _ in builds)
     print(f"compile  plain {t_plain:7.2f} s   instrumented (level 5) {t_inst:7.2f} s   "
           f"ratio {t_inst / t_plain:.3f}  (target <= 1.15)")
+    print(f"compile  AOTI_DEBUG_COMPILE=all {t_every:7.2f} s   ratio {t_every / t_plain:.3f}")
 
     log = os.path.join(work, "bench.log")
     # a second copy of the plain artifact measures the noise floor of the ratios
@@ -111,6 +118,7 @@ def main() -> int:
     shutil.copy(plain, plain_copy)
     configs = [("plain", plain, {}), ("plain copy", plain_copy, {}),
                ("level 0", inst, {"AOTI_DEBUG_LOGLEVEL": "0"}),
+               ("all, unset", every, {}),
                ("level 1", inst, {"AOTI_DEBUG_LOGLEVEL": "1", "AOTI_DEBUG_LOGDEST": log}),
                ("level 3", inst, {"AOTI_DEBUG_LOGLEVEL": "3", "AOTI_DEBUG_LOGDEST": log})]
     results = {name: [] for name, _, _ in configs}
@@ -125,7 +133,7 @@ def main() -> int:
     print(f"latency per run ({launches} launches), median of {args.rounds} rounds:")
     for name, _, _ in configs:
         value = statistics.median(results[name])
-        target = "  (target <= 1.02)" if name == "level 0" else ""
+        target = "  (target <= 1.02)" if name in ("level 0", "all, unset") else ""
         print(f"  {name:10s} {value:9.1f} us   ratio {value / ref:6.3f}{target}")
     return 0
 

@@ -278,6 +278,9 @@ def ranked(tmp_path, ctx="contextlib.nullcontext()", **env):
                       env=clean_env(AOTI_DEBUG_LOGDEST=log, TORCHINDUCTOR_FX_GRAPH_CACHE="0", **env))
     notes = [r.split("\n", 1)[1].strip() for r in records(mask(log.read_text())) if "note - nan-check" in r] \
         if log.exists() else []
+    # level 0 writes no record: its warnings are stderr lines
+    said = "aoti-debug nan-check: "
+    notes += [mask(line)[len(said):] for line in proc.stderr.splitlines() if line.startswith(said)]
     return proc.stdout.strip().splitlines()[-1], notes
 
 
@@ -288,6 +291,8 @@ def test_nan_checks_name_the_origin_as_the_aoti_artifact_does(tmp_path):
                         + re.escape(line_of("ranked.log")) + r"\) wrote 0 NaN and 1 Inf into buf0 \(first at "
                         r"flat index 15\); its inputs were finite, so this launch is where they first appear",
                         out), out
+    assert notes == []   # level 0: the exception alone says it
+    out, notes = ranked(tmp_path, AOTI_DEBUG_NAN_CHECK="raise:naninf", AOTI_DEBUG_LOGLEVEL="1")
     assert notes == [out[len("RAISED: aoti-debug NaN check: "):]]
     # NaN only: -inf passes; the launch that computes -inf - -inf is the origin
     # (Inductor numbers the buffers differently from one release to the next)

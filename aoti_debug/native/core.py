@@ -112,7 +112,7 @@ _SIGNATURES = {
                                          _buf, _i64]),
     "aotid_format_number": (_i32, [_dbl, _buf]),
     "aotid_sink_write": (_i32, [_str, _str, _i64, _str]),
-    "aotid_write_note": (_i32, [_str, _str, _str, _i32, _str]),
+    "aotid_write_note": (_i32, [_str, _str, _str, _i32, _i32, _str]),
     "aotid_next_call_number": (_i64, []),
     "aotid_instance_name": (_i64, [_str, _buf, _i64]),
     "aotid_set_inflight": (None, [_i64, _i64, _str]),
@@ -257,11 +257,12 @@ def sink_write(dest: str, text: str, torch_version: Optional[str] = None) -> Non
     _need().aotid_sink_write(dest.encode("utf-8"), data, len(data), _torch_version(torch_version))
 
 
-def write_note(dest: str, topic: str, lines: str, once: bool = True,
+def write_note(dest: str, topic: str, lines: str, once: bool = True, level: int = 1,
                torch_version: Optional[str] = None) -> None:
-    """A ``note - topic`` record, one body line per line; ``once``: first time per process."""
+    """A ``note - topic`` record, one body line per line; at level 0 no record
+    but ``aoti-debug <topic>: <line>`` lines on stderr; ``once``: first time per process."""
     _need().aotid_write_note(dest.encode("utf-8"), topic.encode("utf-8"), lines.encode("utf-8"),
-                             1 if once else 0, _torch_version(torch_version))
+                             1 if once else 0, int(level), _torch_version(torch_version))
 
 
 def next_call_number() -> int:

@@ -37,6 +37,20 @@ def timestamp(now: Optional[float] = None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds)) + ".%06d" % micro
 
 
+_HEADER_TIME = None
+
+
+def restamp(text: str, stamp: str) -> str:
+    """Every header line (`[timestamp] [pid N] ...`) of `text` with `stamp`:
+    the writer stamps under its lock, so a log's timestamps never go
+    backwards (detail::restamp in the C++ core)."""
+    global _HEADER_TIME
+    if _HEADER_TIME is None:
+        import re
+        _HEADER_TIME = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}\]", re.M)
+    return _HEADER_TIME.sub(f"[{stamp}]", text)
+
+
 def header(kind: str, ident: str, name: str, pid: int, now: Optional[float] = None) -> str:
     return f"[{timestamp(now)}] [pid {pid}] {kind} {ident} {name}\n"
 

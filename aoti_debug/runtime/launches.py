@@ -123,7 +123,7 @@ class Model:
             if "=" in kernels_from and not kernels_from.startswith("default"):
                 self._runtime_kernels = tuple(s.kernels)
             if lines:
-                _note_once(s.logdest, "settings", lines)
+                state.tell(level, "settings", *lines, once=True)
             if level >= 1:
                 _crash_handler()
             self.level = level
@@ -136,7 +136,7 @@ class Model:
         if run.level:
             _safely(run._write_begin, input_names, inputs)
         if self.nan_check.enabled:
-            run.nan = nan_checks.NanChecks(self.nan_check, run.run)
+            run.nan = nan_checks.NanChecks(self.nan_check, run.run, run.level)
             _safely(run.nan.inputs, inputs)
         return run
 
@@ -316,23 +316,6 @@ def _safely(write, *args) -> None:
             state.note("logger", f"could not write a record: {type(exc).__name__}: {exc}")
         except Exception:
             pass
-
-
-_noted: set = set()
-
-
-def _note_once(dest: str, topic: str, lines) -> None:
-    text = "\n".join(lines)
-    core = sink.native()
-    if core is not None:
-        try:
-            core.write_note(dest, topic, text, once=True)
-            return
-        except Exception:
-            pass
-    if (topic, text) not in _noted:
-        _noted.add((topic, text))
-        state.note(topic, *lines)
 
 
 def _crash_handler() -> None:

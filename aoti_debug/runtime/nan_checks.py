@@ -44,10 +44,11 @@ def _tensor(value: Any) -> bool:
 class NanChecks:
     """One per run; `Run.nan` is None when the check is off."""
 
-    def __init__(self, check: NanCheck, run: int) -> None:
+    def __init__(self, check: NanCheck, run: int, level: int = 1) -> None:
         self.raise_ = check.action == "raise"
         self.count_inf = check.count_inf
         self.run = run
+        self.level = level   # 0: warnings go to stderr, not into a log
         # by data pointer, not name: a reused buffer keeps what its writer found
         self.known: Dict[int, bool] = {}
         self.failures: List[str] = []
@@ -115,8 +116,10 @@ class NanChecks:
         else:
             msg += ("its input " if len(tainted) == 1 else "its inputs ") + ", ".join(tainted)
             msg += " already held NaN/Inf (look earlier)" if self.count_inf else " already held NaN (look earlier)"
-        state.note("nan-check", msg)
-        if self.raise_ and not tainted:
+        raising = self.raise_ and not tainted
+        if self.level >= 1 or not raising:   # at level 0 the exception alone says it
+            state.tell(self.level, "nan-check", msg)
+        if raising:
             raise NanCheckError("aoti-debug NaN check: " + msg)
         self.failures.append(msg)
         if self.failed_launch != launch:   # a launch with several bad outputs counts once
@@ -132,6 +135,6 @@ class NanChecks:
             per_kernel[k] = per_kernel.get(k, 0) + 1
         summary = f"run {self.run}: NaN/Inf in {n} launch{'' if n == 1 else 'es'}:" + ",".join(
             f" {k} x{c}" for k, c in per_kernel.items())
-        state.note("nan-check", summary)
+        state.tell(self.level, "nan-check", summary)
         if self.raise_:
             raise NanCheckError("aoti-debug NaN check: " + self.failures[0])

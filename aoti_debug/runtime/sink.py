@@ -55,6 +55,14 @@ def write(dest: str, text: str) -> None:
     _fallback.write(dest, text)
 
 
+def write_stderr(text: str) -> None:
+    """Lines for the user on stderr, in one write; never raises."""
+    try:
+        os.write(2, text.encode("utf-8", "backslashreplace"))
+    except OSError:
+        pass
+
+
 _local_calls = itertools.count(1)   # next() on a count is atomic under the GIL
 _local_names: Dict[str, int] = {}
 _names_lock = threading.Lock()
@@ -126,7 +134,7 @@ class _PythonWriter:
         if d.lost:
             head = ("\n" if d.torn else "") + head + fmt.record(
                 fmt.header("note", "-", "log", pid), ["  " + lost_note(d.lost, d.path, d.error)])
-        data = (head + text).encode()
+        data = fmt.restamp(head + text, fmt.timestamp()).encode()
         done = 0
         try:
             while done < len(data):

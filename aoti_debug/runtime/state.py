@@ -26,8 +26,9 @@ def settings() -> settings_mod.Settings:
             if _settings is None:
                 resolved, problems = settings_mod.read_with_problems()
                 _settings = resolved   # set first: the notes below emit through it
-                for text in problems:
-                    note("settings", settings_mod.with_fallback(text))
+                if problems:
+                    tell(resolved.level, "settings",
+                         *map(settings_mod.with_fallback, problems), once=True)
             current = _settings
     return current
 
@@ -45,3 +46,30 @@ def emit(text: str) -> None:
 
 def note(topic: str, *lines: str) -> None:
     emit(fmt.record(fmt.header("note", "-", topic, os.getpid()), ["  " + l for l in lines]))
+
+
+_told: set = set()
+_told_lock = threading.Lock()   # settings() tells while holding _lock
+
+
+def tell(level: int, topic: str, *lines: str, once: bool = False) -> None:
+    """Something the user must see (a NaN-check warning, a refused setting):
+    a note record at level >= 1; at level 0 the log stays empty and each line
+    goes to stderr as ``aoti-debug <topic>: <line>``.  ``once``: first time
+    per process, counted with every C++ runtime in it (detail::tell)."""
+    dest = settings().logdest
+    core = sink.native()
+    if core is not None:
+        try:
+            core.write_note(dest, topic, "\n".join(lines), once=once, level=level)
+            return
+        except Exception:
+            pass
+    with _told_lock:
+        if once and (topic, lines) in _told:
+            return
+        _told.add((topic, lines))
+    if level >= 1:
+        note(topic, *lines)
+    else:
+        sink.write_stderr("".join(f"aoti-debug {topic}: {line}\n" for line in lines))

@@ -92,12 +92,12 @@ AOTID_EXPORT int32_t aotid_sink_write(const char* dest, const char* text, int64_
   }
 }
 
-// A note record; once != 0: only the first time this process sees it.
+// A note the user must see (detail::tell): a record at level >= 1, stderr
+// lines at level 0; once != 0: only the first time this process sees it.
 AOTID_EXPORT int32_t aotid_write_note(const char* dest, const char* topic, const char* lines,
-                                      int32_t once, const char* torch_version) noexcept {
+                                      int32_t once, int32_t level, const char* torch_version) noexcept {
   try {
-    if (once) aoti_debug::detail::note_once(dest, topic, lines, torch_version);
-    else aoti_debug::detail::write_record(dest, aoti_debug::detail::note_record(topic, lines), torch_version);
+    aoti_debug::detail::tell(level, dest, topic, lines, torch_version, once != 0);
     return 0;
   } catch (...) {
     return -1;

@@ -37,7 +37,7 @@ inline const Settings& process_settings() {
     Settings r = read_settings(Env{}, Settings{}, &problems);
     std::string lines;
     for (const std::string& p : problems) lines += (lines.empty() ? "" : "\n") + p;
-    if (!lines.empty()) note_once(r.logdest, "settings", lines, AOTI_DEBUG_TORCH_VERSION);
+    if (!lines.empty()) tell(r.level, r.logdest, "settings", lines, AOTI_DEBUG_TORCH_VERSION, true);
     if (r.level >= 1 && AOTI_DEBUG_SCOPE_MAX_LEVEL >= 1) install_crash_handler();
     return r;
   }();

@@ -145,8 +145,10 @@ class NanChecks {
       for (size_t i = 0; i < tainted.size(); ++i) msg += (i ? ", " : "") + tainted[i];
       msg += count_inf_ ? " already held NaN/Inf (look earlier)" : " already held NaN (look earlier)";
     }
-    model_.write(detail::note_record("nan-check", msg));
-    if (raise_ && tainted.empty()) throw std::runtime_error("aoti-debug NaN check: " + msg);
+    const bool raising = raise_ && tainted.empty();
+    // at level 0 the exception alone says it: no record, no stderr line twice
+    if (run_.level >= 1 || !raising) model_.tell(run_.level, "nan-check", msg);
+    if (raising) throw std::runtime_error("aoti-debug NaN check: " + msg);
     failures_.push_back(msg);
     if (failed_launch_ != run_.launch) {  // a launch with several bad outputs counts once
       failed_launch_ = run_.launch;
@@ -275,7 +277,7 @@ AOTI_DEBUG_CORE_FN void InputGuard::finish(const Run& run, const char* const* la
         named = named || p.compare(0, std::strlen(label), label) == 0;
       if (named) detail::append_item(rec, 2, "in", label, v, run.level < 3 ? 3 : run.level);
     }
-    model_.write(rec);
+    model_.write(std::move(rec));
   }
   throw std::runtime_error(text);
 }
@@ -330,7 +332,7 @@ AOTI_DEBUG_CORE_FN void NanChecks::finish() {
   }
   for (size_t i = 0; i < order.size(); ++i)
     summary += (i ? ", " : " ") + order[i] + " x" + std::to_string(per_kernel[order[i]]);
-  model_.write(detail::note_record("nan-check", summary));
+  model_.tell(run_.level, "nan-check", summary);
   if (raise_) throw std::runtime_error("aoti-debug NaN check: " + failures_.front());
 }
 #endif  // AOTI_DEBUG_CORE_BODIES

@@ -177,8 +177,12 @@ class Model {
     return m != 0;
   }
 
-  void write(const std::string& record) const {
-    detail::write_record(settings_.logdest, record, torch_version_.c_str());
+  void write(std::string record) const {
+    detail::write_record(settings_.logdest, std::move(record), torch_version_.c_str());
+  }
+  // A note the user must see: a record, or a stderr line at level 0 (detail::tell).
+  void tell(int level, const std::string& topic, const std::string& lines, bool once = false) const {
+    detail::tell(level, settings_.logdest, topic, lines, torch_version_.c_str(), once);
   }
 
  private:
@@ -273,7 +277,7 @@ AOTI_DEBUG_CORE_FN void Model::init() {
     check_inputs_ = check_inputs_ && settings_.check_inputs;
     if (!lines.empty()) {
       lines.pop_back();
-      detail::note_once(settings_.logdest, "settings", lines, torch_version_.c_str());
+      tell(level_, "settings", lines, true);
     }
     if (level_ >= 1) detail::install_crash_handler();
 #if AOTI_DEBUG_ENABLE_DUMPS
@@ -465,7 +469,7 @@ AOTI_DEBUG_CORE_FN void run_begin(Run& run, const char* const* input_names,
   const Model& m = *run.model;
   std::string rec = detail::header_line("run", std::to_string(run.run), m.name().c_str());
   if (run.level >= 3) detail::append_named(rec, "in", input_names, inputs, run.level);
-  m.write(rec);
+  m.write(std::move(rec));
   if (run.level >= 10) detail::dump_run(run, input_names, inputs);
 }
 
@@ -485,7 +489,7 @@ AOTI_DEBUG_CORE_FN void before_launch(Run& run, const Site& site,
       if (site.lines != nullptr) rec += site.lines;
       detail::append_args(rec, site, args, false, run.level);
     }
-    m.write(rec);  // flushed (one write(2)) before the kernel runs
+    m.write(std::move(rec));  // flushed (one write(2)) before the kernel runs
     if (run.level >= 10) detail::dump_launch(run, site, args, false);  // before the launch too
   }
   detail::set_inflight(run.run, run.launch, site.kernel);
@@ -500,7 +504,7 @@ AOTI_DEBUG_CORE_FN void after_launch(Run& run, const Site& site,
   std::string rec =
       detail::header_line("launch-end", detail::run_launch_id(run.run, run.launch), site.kernel);
   detail::append_args(rec, site, args, true, run.level);
-  m.write(rec);
+  m.write(std::move(rec));
   if (run.level >= 10) detail::dump_launch(run, site, args, true);
 }
 
@@ -511,7 +515,7 @@ AOTI_DEBUG_CORE_FN void end_run(Run& run, const char* const* output_names,
   const Model& m = *run.model;
   std::string rec = detail::header_line("run-end", std::to_string(run.run), m.name().c_str());
   detail::append_named(rec, "out", output_names, outputs, run.level);
-  m.write(rec);
+  m.write(std::move(rec));
   if (run.level >= 10) detail::dump_run_end(run);
 }
 

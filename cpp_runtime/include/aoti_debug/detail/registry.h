@@ -312,7 +312,7 @@ inline void append_line_prefix(std::string& out) {
 inline std::string banner(const char* torch_version) {
   const std::string rule(80, '=');
   std::string b = rule + "\n";
-  append_line_prefix(b);
+  append_line_prefix(b);  // stamped again with the write's time (restamp)
   b += "aoti-debug - System Information\n" + rule + "\n";
   b += "aoti-debug version: " AOTI_DEBUG_VERSION "\n";
   b += std::string("PyTorch version: ") + (torch_version && *torch_version ? torch_version : "unknown") + "\n";
@@ -474,13 +474,28 @@ inline std::string lost_note(int64_t lost, const std::string& path, int err) {
          errno_text(err) + ")";
 }
 
+// Gives every header line of `text` (`[timestamp] [pid N] ...`) the
+// timestamp `ts` (format_timestamp's fixed width `n`).  Records are formatted
+// before the lock is taken; stamped again under it, with the time of the
+// write, a log's timestamps never go backwards, whichever thread or copy of
+// the runtime formatted first.  Body lines are indented: only headers start
+// with '['.
+inline void restamp(std::string& text, const char* ts, size_t n) {
+  size_t i = 0;
+  while (i + n + 1 < text.size()) {
+    if (text[i] == '[' && text[i + n + 1] == ']') text.replace(i + 1, n, ts, n);  // in place
+    const size_t nl = text.find('\n', i);
+    if (nl == std::string::npos) break;
+    i = nl + 1;
+  }
+}
+
 // Writes one complete record (or several, already concatenated) to `dest`
 // with one write(2) under the process lock, after the destination's banner
 // the first time.  `torch_version` is only used for the banner.  A failed or
 // short write is said once on stderr and counted; the next write that
 // succeeds starts with a note saying how many records were lost.
-inline void write_record(const std::string& dest, const std::string& text,
-                         const char* torch_version) {
+inline void write_record(const std::string& dest, std::string text, const char* torch_version) {
   Registry* r = registry();
   if (r == nullptr) {  // no registry (mmap failed): still never lose the record
     write_all(2, text.data(), text.size());
@@ -497,11 +512,13 @@ inline void write_record(const std::string& dest, const std::string& text,
     if (e.torn) buf.insert(0, "\n");  // end the torn line: the note starts a record
     buf += note_record("log", lost_note(e.lost, e.key, e.lost_errno));
   }
-  const std::string* out = &text;
+  std::string* out = &text;
   if (!buf.empty()) {
     buf += text;
     out = &buf;
   }
+  char ts[32];
+  restamp(*out, ts, static_cast<size_t>(format_timestamp(ts)));
   const size_t done = write_full(e.fd, out->data(), out->size());
   if (done == out->size()) {
     e.banner_done = 1;
@@ -525,6 +542,28 @@ inline void write_record(const std::string& dest, const std::string& text,
 inline void note_once(const std::string& dest, const std::string& topic, const std::string& lines,
                       const char* torch_version) {
   if (first_time(topic + "\n" + lines)) write_record(dest, note_record(topic, lines), torch_version);
+}
+
+// Something the user must see (a NaN-check warning, a refused setting).  With
+// records on (level >= 1) it is a note in the log; at level 0 the log stays
+// empty (no banner either) and each line goes to stderr as
+// `aoti-debug <topic>: <line>`, in one write.  `once`: first time per process.
+inline void tell(int level, const std::string& dest, const std::string& topic,
+                 const std::string& lines, const char* torch_version, bool once) {
+  if (once && !first_time(topic + "\n" + lines)) return;
+  if (level >= 1) {
+    write_record(dest, note_record(topic, lines), torch_version);
+    return;
+  }
+  std::string out;
+  size_t start = 0;
+  while (start < lines.size()) {
+    size_t end = lines.find('\n', start);
+    if (end == std::string::npos) end = lines.size();
+    out += "aoti-debug " + topic + ": " + lines.substr(start, end - start) + "\n";
+    start = end + 1;
+  }
+  write_all(2, out.data(), out.size());
 }
 
 // The name a newly loaded model writes in its records: its compiled name the
