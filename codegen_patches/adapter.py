@@ -295,7 +295,7 @@ def extern_launch_nodes() -> frozenset:
     from torch._inductor.virtualized import V
     from .plan import own_fx_nodes
     graph = V.graph
-    operations = list(getattr(graph, "operations", ()) or ())
+    operations = getattr(graph, "operations", None) or ()
     known = _extern_nodes.get(graph)
     if known is None or known[0] != len(operations):
         known = (len(operations), frozenset(n for op in operations if isinstance(op, ir.ExternKernel)
