@@ -26,6 +26,7 @@ import functools
 import inspect
 import os
 import sys
+import weakref
 from typing import Callable, Iterable, List, Optional
 
 # The releases scripts/test.sh's matrix runs against (TORCH=2.1x.y ./scripts/test.sh).
@@ -282,6 +283,27 @@ def tensor_names_in(values: Iterable) -> List[str]:
     return [n for n in names if n.isidentifier() and is_tensor_name(n)]
 
 
+# graph -> (operation count, the FX nodes its extern launches compute)
+_extern_nodes: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def extern_launch_nodes() -> frozenset:
+    """The FX nodes computed by the extern kernels and custom ops of the graph
+    being generated (plan.own_fx_nodes of each), which no fused kernel computes.
+    Lowering is over when kernels are generated: worked out once per graph."""
+    from torch._inductor import ir
+    from torch._inductor.virtualized import V
+    from .plan import own_fx_nodes
+    graph = V.graph
+    operations = getattr(graph, "operations", None) or ()
+    known = _extern_nodes.get(graph)
+    if known is None or known[0] != len(operations):
+        known = (len(operations), frozenset(n for op in operations if isinstance(op, ir.ExternKernel)
+                                            for n in own_fx_nodes(op)))
+        _extern_nodes[graph] = known
+    return known[1]
+
+
 def buffer_source(name: str, kernel_nodes=()) -> str:
     """The user's line where the values of one output buffer can turn non-finite, or '-'.
 
@@ -298,7 +320,8 @@ def buffer_source(name: str, kernel_nodes=()) -> str:
     if buf is None:
         return "-"
     inside = set(kernel_nodes)
-    seen, todo = {}, list(getattr(buf, "origins", ()) or ())
+    # the buffer's origins may name the op that made it (a custom op's input copy), not computed here
+    seen, todo = {}, [n for n in getattr(buf, "origins", ()) or () if not inside or n.name in inside]
     while todo:
         node = todo.pop()
         if node.name in seen:

@@ -100,7 +100,7 @@ def new_site(st: WrapperState, kernel: str, provenance: Provenance, args: List[A
 
 def on_scheduled_kernel_comment(node_schedule, kernel_name) -> None:
     if _active is not None:
-        note_provenance(plan.provenance_of_schedule(node_schedule))
+        note_provenance(plan.provenance_of_schedule(node_schedule, adapter.extern_launch_nodes()))
 
 
 def on_extern_kernel_comment(ir_node) -> None:
@@ -355,7 +355,7 @@ def _py_note_provenance(make) -> None:
 
 def py_on_scheduled_kernel_comment(node_schedule) -> None:
     if _active is not None:
-        _py_note_provenance(lambda: plan.provenance_of_schedule(node_schedule))
+        _py_note_provenance(lambda: plan.provenance_of_schedule(node_schedule, adapter.extern_launch_nodes()))
 
 
 def py_on_extern_kernel_comment(ir_node) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Collection, Dict, Iterable, List, Optional, Sequence, Tuple
 
 IN, OUT, INOUT = "in", "out", "inout"
 
@@ -160,25 +160,46 @@ def provenance_of_fx_nodes(fx_nodes: Iterable) -> Provenance:
                       tuple((line, tuple(by_line[line])) for line in ordered))
 
 
-def provenance_of_schedule(node_schedule: Sequence) -> Provenance:
-    """FX origins of every IR node in a fused kernel's schedule, in schedule order."""
+def provenance_of_schedule(node_schedule: Sequence, elsewhere: Collection = ()) -> Provenance:
+    """The FX nodes a fused kernel computes, in schedule order: the origins of
+    its IR nodes (the op of each buffer with the producers inlined into it),
+    less `elsewhere`, the nodes an extern kernel or custom op launch computes.
+    Inductor counts the node being lowered among the origins of everything its
+    lowering creates, so the copy it makes of an input in the layout a custom
+    op requires lists the op, which runs in a launch of its own."""
     fx_nodes: List = []
     for snode in node_schedule:
         for ir_node in _ir_nodes(snode):
-            fx_nodes += _sorted_origins(getattr(ir_node, "origins", ()) or ())
+            fx_nodes += [n for n in _sorted_origins(getattr(ir_node, "origins", ()) or ())
+                         if n not in elsewhere]
     return provenance_of_fx_nodes(fx_nodes)
 
 
-def provenance_of_ir_node(ir_node) -> Provenance:
-    """An extern kernel or custom op computes its own op only; its IR node's
-    other origins are the ops that produced its inputs (other launches)."""
+def own_fx_nodes(ir_node) -> List:
+    """The FX nodes an extern kernel or custom op itself computes: the node whose
+    value it is (origin_node), else, for a fallback kernel returning several
+    tensors, the origins calling its op.  Empty when Inductor does not say."""
     origin = getattr(ir_node, "origin_node", None)
     if origin is not None:
-        return provenance_of_fx_nodes([origin])
+        return [origin]
+    op = getattr(ir_node, "op_overload", None)
     origins = _sorted_origins(getattr(ir_node, "origins", ()) or ())
-    op = getattr(ir_node, "op_overload", None)      # a fallback kernel (SDPA, sort) knows its op
-    own = [n for n in origins if op is not None and getattr(n, "target", None) == op]
-    return provenance_of_fx_nodes(own or origins)
+    return [n for n in origins if op is not None and getattr(n, "target", None) == op]
+
+
+def provenance_of_ir_node(ir_node) -> Provenance:
+    """An extern kernel or custom op computes its own op only: its IR node's
+    other origins are the ops that produced its inputs (other launches)."""
+    return provenance_of_fx_nodes(own_fx_nodes(ir_node)
+                                  or _unconsumed(_sorted_origins(getattr(ir_node, "origins", ()) or ())))
+
+
+def _unconsumed(fx_nodes: List) -> List:
+    """The nodes no other of `fx_nodes` reads.  An extern kernel's origins are
+    the op being lowered and the producers it reads (all upstream of it), so
+    when Inductor does not name its op, the op is the one nothing else reads."""
+    fed = {p for n in fx_nodes for p in getattr(n, "all_input_nodes", ())}
+    return [n for n in fx_nodes if n not in fed] or fx_nodes
 
 
 def _ir_nodes(snode) -> List:

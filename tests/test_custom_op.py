@@ -169,3 +169,7 @@ def test_torch_compile_logs_the_op_as_the_aoti_package_does(tmp_path, gather, my
         "[TIMESTAMP] [pid PID] return 1 mylib::gather_rows", "[TIMESTAMP] [pid PID] launch-end 1.K mylib.gather_rows.default"]
     assert "      nan_count=0\n" in compiled[1]
     assert compiled == aoti
+    # the kernel before the op computes relu, the op's input, not the op (the
+    # AOTI package, which also copies the bias for addmm: test_provenance)
+    nodes = re.findall(r"^  origin: nodes=(\S+) ", py_log.read_text(), re.M)
+    assert nodes == ["addmm", "relu", "gather_rows", "mul,sum_1"]

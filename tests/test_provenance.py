@@ -160,6 +160,47 @@ def test_extern_kernels_list_their_own_op_only(tmp_path, packages):
     assert re.search(r"^  origin: nodes=_scaled_dot_product_\w+ source=", sdpa[0], re.M), sdpa[0]
 
 
+
+def nodes_per_launch(text):
+    return [re.search(r"^  origin: nodes=(\S+) ", r, re.M).group(1) for _, _, r in launches(text)]
+
+
+def test_each_launch_of_the_tutorial_models_lists_exactly_the_ops_it_computes(tmp_path, packages, mylib_so):
+    """Ranked and Gather are the tutorial's two models: every op is listed by
+    the one launch that computes it, as nan-origin and the kernel filter need."""
+    text = log_of(tmp_path, packages.get("ranked", **FULL), "ranked", "ranked.log", AOTI_DEBUG_LOGLEVEL="3")
+    assert nodes_per_launch(text) == ["sigmoid,log", "cumsum", "sort", "mean,sub"]
+    # lowering the custom op, Inductor copies relu's result into the layout the
+    # op requires and counts the op among that copy's origins (and in its kernel's
+    # name); the op runs in the next launch
+    gather = packages.get("gather", MYLIB_SO=mylib_so, AOTI_DEBUG_LOGLEVEL="5")    # test_custom_op's build
+    text = log_of(tmp_path, gather, "gather", "gather.log", AOTI_DEBUG_LOGLEVEL="3", MYLIB_SO=mylib_so)
+    assert [kernel for _, kernel, _ in launches(text)][2:4] == ["cpp_fused_gather_rows_relu_1",
+                                                                "mylib.gather_rows.default"]
+    assert nodes_per_launch(text) == ["fc_bias", "addmm", "relu", "gather_rows", "mul,sum_1"]
+
+
+def test_plan_credits_each_op_to_the_launch_that_runs_it():
+    """The rules on Inductor's origins, on a real FX graph: a fused kernel leaves
+    out the ops extern launches run; an extern kernel whose op Inductor does not
+    name lists the origin nothing else reads, not the producers it inlined."""
+    import types
+    import torch
+    from aoti_debug.codegen_patches import plan
+
+    def f(s):
+        return torch.cumsum(torch.log(torch.sigmoid(s)), 1)
+    node = {n.name: n for n in torch.fx.symbolic_trace(f).graph.nodes}
+    origins = [node["cumsum"], node["log"], node["sigmoid"]]
+    copy = types.SimpleNamespace(node=types.SimpleNamespace(origins=origins))
+    assert plan.provenance_of_schedule([copy], {node["cumsum"]}).nodes == ("sigmoid", "log")
+    assert plan.provenance_of_schedule([copy]).nodes == ("sigmoid", "log", "cumsum")
+    unnamed = types.SimpleNamespace(origin_node=None, op_overload=None, origins=origins)
+    assert plan.own_fx_nodes(unnamed) == []
+    assert plan.provenance_of_ir_node(unnamed).nodes == ("cumsum",)
+    named = types.SimpleNamespace(origin_node=node["cumsum"], origins=origins)
+    assert plan.own_fx_nodes(named) == [node["cumsum"]]
+
 def test_kernel_filter_follows_the_nodes_a_launch_computes(tmp_path, packages):
     """Selecting by an op selects the launches that compute it, not those fed by it."""
     text = log_of(tmp_path, packages.get("ranked", **FULL), "ranked", "log.txt",
