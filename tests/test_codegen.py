@@ -132,9 +132,9 @@ def test_asking_for_more_than_compiled_gives_one_note(tmp_path, packages):
     notes = [r for r in records(text) if " note " in r.splitlines()[0]]
     assert notes == ["[TIMESTAMP] [pid PID] note - settings\n"
                      "  AOTI_DEBUG_LOGLEVEL='10' asks for more than model 'conv' was compiled with (5); "
-                     "using 5. Recompile with AOTI_DEBUG_LOGLEVEL=10 to get it.\n"
+                     "using 5. Recompile with AOTI_DEBUG_LOGLEVEL=10 (or AOTI_DEBUG_COMPILE=all) to get it.\n"
                      "  AOTI_DEBUG_NAN_CHECK='raise' asks for more than model 'conv' was compiled with "
-                     "(warn:nan); using warn:nan. Recompile with AOTI_DEBUG_NAN_CHECK=raise:nan to get it.\n"]
+                     "(warn:nan); using warn:nan. Recompile with AOTI_DEBUG_NAN_CHECK=raise:nan (or AOTI_DEBUG_COMPILE=all) to get it.\n"]
     assert "      nan_count=0\n" in text
 
 

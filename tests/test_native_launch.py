@@ -243,7 +243,7 @@ def test_asking_for_more_than_compiled_gives_one_note(harness, tmp_path):
     run(harness, ["model", "3", "", "2"], log, AOTI_DEBUG_LOGLEVEL="5")
     note = (head("note", "-", "settings")
             + "  AOTI_DEBUG_LOGLEVEL='5' asks for more than model 'toy' was compiled with (3); "
-              "using 3. Recompile with AOTI_DEBUG_LOGLEVEL=5 to get it.\n")
+              "using 3. Recompile with AOTI_DEBUG_LOGLEVEL=5 (or AOTI_DEBUG_COMPILE=all) to get it.\n")
     assert masked(log) == note + expected(3, runs=2)
 
 

@@ -250,7 +250,7 @@ def test_run_time_level_and_filter(tmp_path, fx_cache_dir):
     recs = records(text)
     assert recs[0] == (H + "note - settings\n  AOTI_DEBUG_LOGLEVEL='10' asks for more than model "
                        "'model' was compiled with (3); using 3. Recompile with "
-                       "AOTI_DEBUG_LOGLEVEL=10 to get it.\n")
+                       "AOTI_DEBUG_LOGLEVEL=10 (or AOTI_DEBUG_COMPILE=all) to get it.\n")
     heads = headers(text)[1:]
     assert [h for h in heads if " launch " in h] == [
         H + "launch 1.1 aoti_torch_cpu_addmm_out", H + "launch 1.3 aoti_torch_cpu_addmm_out",

@@ -104,20 +104,14 @@ class Model:
             lines = []
             if "=" in set_from and not set_from.startswith("default"):
                 if s.level > self.compiled_level:
-                    name, _, text = set_from.partition("=")
-                    lines.append(
-                        f"{name}={text!r} asks for more than model {self.name!r} was compiled "
-                        f"with ({self.compiled_level}); using {self.compiled_level}. "
-                        f"Recompile with AOTI_DEBUG_LOGLEVEL={s.level} to get it.")
+                    lines.append(self._more(set_from, self.compiled_level, "AOTI_DEBUG_LOGLEVEL",
+                                            s.level))
                 level = min(self.compiled_level, s.level)
             nan_from = s.sources.get("nan_check", "default")
             if "=" in nan_from and not nan_from.startswith("default"):
                 c, r = self.compiled_nan_check, s.nan_check
                 if nan_checks.asks_for_more(c, r):
-                    name, _, text = nan_from.partition("=")
-                    lines.append(
-                        f"{name}={text!r} asks for more than model {self.name!r} was compiled "
-                        f"with ({c}); using {c}. Recompile with AOTI_DEBUG_NAN_CHECK={r} to get it.")
+                    lines.append(self._more(nan_from, c, "AOTI_DEBUG_NAN_CHECK", r))
                 self.nan_check = nan_checks.effective(c, r)
             kernels_from = s.sources.get("kernels", "default")
             if "=" in kernels_from and not kernels_from.startswith("default"):
@@ -128,6 +122,13 @@ class Model:
                 _crash_handler()
             self.level = level
             self._ready = True
+
+    def _more(self, set_from: str, compiled, variable: str, wanted) -> str:
+        """The note for a run-time value above what was compiled in (as detail/launch.h)."""
+        name, _, text = set_from.partition("=")
+        return (f"{name}={text!r} asks for more than model {self.name!r} was compiled with "
+                f"({compiled}); using {compiled}. Recompile with {variable}={wanted} "
+                f"(or AOTI_DEBUG_COMPILE=all) to get it.")
 
     def begin_run(self, input_names: Sequence[str] = (), inputs: Sequence[Any] = ()) -> "Run":
         if not self._ready:

@@ -259,7 +259,8 @@ AOTI_DEBUG_CORE_FN void Model::init() {
     auto more = [&](const std::string& from, const std::string& compiled, const char* var,
                     const std::string& wanted) {
       lines += from + " asks for more than model " + model + " was compiled with (" + compiled +
-               "); using " + compiled + ". Recompile with " + var + "=" + wanted + " to get it.\n";
+               "); using " + compiled + ". Recompile with " + var + "=" + wanted +
+               " (or AOTI_DEBUG_COMPILE=all) to get it.\n";
     };
     level_ = settings_.level < compiled_level_ ? settings_.level : compiled_level_;
     if (settings_.level_set && settings_.level > compiled_level_)
