@@ -49,7 +49,8 @@ struct Settings {
   double dump_max_size_gb = 20.0;
   int64_t dump_max_count = 1000;
   // Which variables the environment set (validly): run time may lower these.
-  bool level_set = false, kernels_set = false, check_inputs_set = false, nan_check_set = false;
+  // (The kernel filter needs no flag: unset, it is the fallback's, which Model reads as is.)
+  bool level_set = false, check_inputs_set = false, nan_check_set = false;
   std::string level_from, check_inputs_from, nan_check_from;  // "NAME='value'" that set them
 };
 
@@ -443,7 +444,7 @@ struct Env {
 inline Settings read_settings(const Env& env, const Settings& fallback,
                               std::vector<std::string>* problems) {
   Settings s = fallback;
-  s.level_set = s.kernels_set = s.check_inputs_set = s.nan_check_set = false;
+  s.level_set = s.check_inputs_set = s.nan_check_set = false;
   std::string value, err;
   auto bad = [&](const char* name, const std::string& keeping) {
     problems->push_back(problem(name, value, err) + "; keeping " + keeping);
@@ -473,11 +474,10 @@ inline Settings read_settings(const Env& env, const Settings& fallback,
   // the empty filter is spelled "*" in messages, as the variable would be set
   const std::string kernels_kept = fallback.kernels.empty() ? "*" : join_kernels(fallback.kernels);
   if (env.get("AOTI_DEBUG_KERNELS", &value)) {
-    if (parse_kernel_filter(value, &s.kernels, &err)) s.kernels_set = true;
-    else bad("AOTI_DEBUG_KERNELS", kernels_kept);
+    if (!parse_kernel_filter(value, &s.kernels, &err)) bad("AOTI_DEBUG_KERNELS", kernels_kept);
   } else if (env.get("AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT", &value)) {
-    if (parse_kernel_filter(value, &s.kernels, &err)) s.kernels_set = true;
-    else bad("AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT", kernels_kept);
+    if (!parse_kernel_filter(value, &s.kernels, &err))
+      bad("AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT", kernels_kept);
   }
 
   if (env.get("AOTI_DEBUG_CHECK_INPUTS", &value)) {
