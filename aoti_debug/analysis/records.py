@@ -39,6 +39,10 @@ _LABELLED = re.compile(
 _CONTAINER = re.compile(r"^(?P<kind>list|tuple|dict)\(len=(?P<len>[0-9]{1,20})\)$", re.A)
 _ORIGIN = re.compile(r"^origin: nodes=(?P<nodes>\S+) source=(?P<source>.+)$")
 _SOURCE_LINE = re.compile(r"^source-line: (?P<source>.+) nodes=(?P<nodes>\S+)$")
+# what a run or call header says after its name (section 1): the thread, and the rank where known
+_HEADER_FACTS = re.compile(r"^(?P<name>.*) thread=(?P<thread>[0-9]{1,20}|TID)"
+                           r"(?: rank=(?P<rank>[0-9]{1,20})(?:/(?P<world>[0-9]{1,20}))?)?$", re.A)
+_BANNER_RANK = re.compile(r"^(?P<rank>[0-9]{1,20})(?: of (?P<world>[0-9]{1,20}))?$", re.A)
 
 FLOATING = {"float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e4m3fnuz",
             "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu"}
@@ -246,6 +250,9 @@ class Record:
     truncated: bool = False
     header_cut: bool = False                # the file ends inside the header line itself
     damage: Optional[str] = None            # a body line that cannot be read: where and what
+    thread: Optional[int] = None            # run and call records: the thread that ran it (-1: masked)
+    rank: Optional[int] = None              # run records: the process's rank, where known
+    world: Optional[int] = None             # run records: the world size, where known
 
     @property
     def where(self) -> str:
@@ -263,6 +270,27 @@ class Banner:
     timestamp: str
     facts: Dict[str, str]
     line: int
+
+    @property
+    def rank(self) -> Tuple[Optional[int], Optional[int]]:
+        """(rank, world size) from the `Rank:` line; (None, None) when the process had no rank."""
+        match = _BANNER_RANK.match(self.facts.get("Rank", ""))
+        if not match:
+            return None, None
+        return int(match["rank"]), (int(match["world"]) if match["world"] else None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Process:
+    """One process of a log: its pid, and its rank and world size where the log says them."""
+    pid: int
+    rank: Optional[int] = None
+    world: Optional[int] = None
+
+    @property
+    def label(self) -> str:
+        """`rank 2 (pid 4242)`, or `pid 4242` for a process without a rank."""
+        return f"rank {self.rank} (pid {self.pid})" if self.rank is not None else f"pid {self.pid}"
 
 
 def _split_id(ident: str) -> Tuple[Optional[int], Optional[int]]:
@@ -378,6 +406,22 @@ class Log:
         order = {id(r): n for n, r in enumerate(self.records)}
         return sorted([*self.launches, *self.calls], key=lambda e: order[id(e.first)])
 
+    def processes(self) -> List[Process]:
+        """Every process with records, in order of its first record; a rank comes from the
+        process's banner or its run records."""
+        ranks: Dict[int, Tuple[Optional[int], Optional[int]]] = {}
+        for banner in self.banners:
+            if banner.rank[0] is not None:
+                ranks.setdefault(banner.pid, banner.rank)
+        for r in self.records:
+            if r.rank is not None:
+                ranks.setdefault(r.pid, (r.rank, r.world))
+        pids = dict.fromkeys(r.pid for r in self.records)
+        return [Process(pid, *ranks.get(pid, (None, None))) for pid in pids]
+
+    def process(self, pid: int) -> Process:
+        return next((p for p in self.processes() if p.pid == pid), Process(pid))
+
     def unreadable(self) -> List[str]:
         """What could not be read, in log order, once each: a dumped file (why), a damaged
         record (where).  What a check finds nothing in without these is not known."""
@@ -441,6 +485,8 @@ def parse(text: str, path: Optional[str] = None) -> Log:
         if match:
             current = Record(kind=match["kind"], id=match["id"], name=match["name"] or "",
                              pid=_pid(match), timestamp=match["ts"], line=i + 1, file=path)
+            if current.kind in ("run", "call"):
+                _header_facts(current)
         elif line.strip():
             unknown.append((i + 1, line))
         i += 1
@@ -470,6 +516,18 @@ def _header(line: str, path: Optional[str], number: int, strict: bool) -> Option
     else:
         return match
     raise InputError(f"{where(path, number)}: {problem}")
+
+
+def _header_facts(record: Record) -> None:
+    """Split `thread=T rank=R/W` off a run or call header's name."""
+    match = _HEADER_FACTS.match(record.name)
+    if match is None:
+        return
+    record.name = match["name"]
+    record.thread = -1 if match["thread"] == "TID" else int(match["thread"])
+    if match["rank"] is not None:
+        record.rank = int(match["rank"])
+        record.world = int(match["world"]) if match["world"] else None
 
 
 def _pid(match: "re.Match[str]") -> Optional[int]:
