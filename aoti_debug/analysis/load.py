@@ -7,7 +7,9 @@ A folder whose logs hold no statistics is read from its dumps instead
 
 from __future__ import annotations
 
+import glob
 import os
+from typing import List, Sequence
 
 from . import dumps
 from .records import Log, LogInputError, merge, parse
@@ -32,6 +34,31 @@ def read(path: str) -> Log:
         raise LogInputError(f"{path}: holds no aoti-debug records "
                             "(expected a log written with AOTI_DEBUG_LOGLEVEL >= 1)")
     return log
+
+
+def expand(patterns: Sequence[str]) -> List[str]:
+    """Paths and globs (for a shell that left them unexpanded) as paths, each once, in order.
+
+    Raises LogInputError for a glob that matches nothing."""
+    out: List[str] = []
+    for pattern in patterns:
+        if glob.has_magic(pattern) and not os.path.exists(pattern):
+            matches = sorted(glob.glob(pattern))
+            if not matches:
+                raise LogInputError(f"{pattern}: no file or directory matches "
+                                    "(expected logs or dump directories written by aoti-debug)")
+        else:
+            matches = [pattern]
+        out += [m for m in matches if m not in out]
+    return out
+
+
+def read_many(patterns: Sequence[str]) -> Log:
+    """Several logs or dump directories of one job (paths or globs) as one `Log`, their
+    records merged by time; one path is read as `read` reads it."""
+    paths = expand(patterns)
+    logs = [read(p) for p in paths]
+    return logs[0] if len(logs) == 1 else merge(", ".join(paths), logs)
 
 
 def _read_dir(path: str) -> Log:
