@@ -73,6 +73,9 @@ class Settings:
     dump_max_size_gb: float = 20.0
     dump_max_count: int = 1000
     compile: str = "selected"
+    # the process's rank and world size (process_rank): not variables of ours, read with them
+    rank: Optional[int] = None
+    world: Optional[int] = None
     # set by compiled(): what a run does while its variables are unset (None: what is compiled in)
     run_defaults: Optional[RunDefaults] = None
     # where each field's value came from: "default", "argument", or "NAME=value"
@@ -251,14 +254,40 @@ def _parse_compile(text: str) -> str:
 
 def _parse_dest(text: str) -> str:
     if not _strip(text):
-        raise ValueError("expected stdout, stderr, or a file path (%i becomes the process id)")
+        raise ValueError("expected stdout, stderr, or a file path (%i becomes the process id, %r its rank)")
     return _strip(text)
 
 
 def _parse_dir(text: str) -> str:
     if not _strip(text):
-        raise ValueError("expected a directory path")
+        raise ValueError("expected a directory path (%r becomes the process's rank)")
     return _strip(text)
+
+
+RANK_VARIABLES = (("RANK", "WORLD_SIZE"), ("LOCAL_RANK", "LOCAL_WORLD_SIZE"))
+
+
+def process_rank(env: Mapping[str, str]) -> Tuple[Optional[int], Optional[int]]:
+    """(rank, world size) of the process: RANK, else LOCAL_RANK (torchrun sets
+    both), as a whole number; the world size from WORLD_SIZE (LOCAL_WORLD_SIZE
+    with LOCAL_RANK).  None where unknown.  detail::process_rank is the same rule."""
+    for rank_name, world_name in RANK_VARIABLES:
+        rank = _whole(env[rank_name]) if rank_name in env else None
+        if rank is None:
+            continue
+        world = _whole(env[world_name]) if world_name in env else None
+        return rank, (world if world else None)
+    return None, None
+
+
+def expand_rank(path: str, rank: Optional[int]) -> str:
+    """`path` with %r replaced by the rank; ValueError when %r is there and the rank unknown."""
+    if "%r" not in path:
+        return path
+    if rank is None:
+        raise ValueError("%r becomes the process's rank, read from RANK, else LOCAL_RANK "
+                         "(torchrun sets both), and neither is set to a whole number")
+    return path.replace("%r", str(rank))
 
 
 def _parse_size_gb(text: str) -> float:
@@ -351,6 +380,7 @@ def read_with_problems(environ: Optional[Mapping[str, str]] = None,
     values: Dict[str, object] = {}
     sources: Dict[str, str] = {}
     problems: List[str] = []
+    values["rank"], values["world"] = rank, _ = process_rank(env)
     for var in VARIABLES:
         # The variable is checked even when an argument wins: a bad value of
         # any variable fails the compile (the process-start hook sees it too).
@@ -360,7 +390,7 @@ def read_with_problems(environ: Optional[Mapping[str, str]] = None,
                 continue
             text = env[name]
             try:
-                values[var.field] = parse(text)
+                values[var.field] = _with_rank(var, parse(text), rank)
                 sources[var.field] = f"{name}={text}"
             except ValueError as exc:
                 problems.append(problem(name, text, str(exc)))
@@ -369,13 +399,17 @@ def read_with_problems(environ: Optional[Mapping[str, str]] = None,
         if var.field in overrides and overrides[var.field] is not None:
             value = overrides[var.field]
             try:
-                values[var.field] = _coerce_argument(var, value)
+                values[var.field] = _with_rank(var, _coerce_argument(var, value), rank)
                 sources[var.field] = "argument"
             except ValueError as exc:
                 values.pop(var.field, None)
                 problems.append(problem(f"argument {var.field}", str(value), str(exc)))
                 sources[var.field] = "default (bad argument)"
     return Settings(sources=sources, **values), problems
+
+
+def _with_rank(var: Variable, value: object, rank: Optional[int]) -> object:
+    return expand_rank(value, rank) if var.field in ("logdest", "dump_dir") else value  # type: ignore[arg-type]
 
 
 def _coerce_argument(var: Variable, value: object) -> object:

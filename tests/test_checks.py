@@ -131,7 +131,7 @@ def test_guard_writes_the_offending_inputs_at_level_1(tmp_path, dynamic):
     run_package(dynamic, "dynamic", inputs=f"({X}.double(), {Y})", AOTI_DEBUG_LOGLEVEL="1",
                 AOTI_DEBUG_LOGDEST=str(log))
     recs = records(mask(log.read_text()))
-    assert recs[0] == "[TIMESTAMP] [pid PID] run 1 dynamic\n"
+    assert recs[0] == "[TIMESTAMP] [pid PID] run 1 dynamic thread=TID\n"
     assert recs[1] == ("[TIMESTAMP] [pid PID] note - input-check\n"
                        "  x.dtype is torch.float64, expected torch.float32\n"
                        "  in x:\n    Tensor(\n      shape=(4, 4)\n      stride=(4, 1)\n"

@@ -33,7 +33,7 @@ def mlp10(packages):
 def test_level_1_one_line_per_launch_between_run_and_run_end(tmp_path, mlp10):
     proc, text = log_of(tmp_path, mlp10, "mlp", AOTI_DEBUG_LOGLEVEL="1")
     heads = headers(text)
-    assert heads[0] == "[TIMESTAMP] [pid PID] run 1 mlp"
+    assert heads[0] == "[TIMESTAMP] [pid PID] run 1 mlp thread=TID"
     launches = heads[1:]
     assert launches, text
     for k, line in enumerate(launches, 1):
@@ -50,7 +50,7 @@ def test_level_3_inputs_before_outputs_after_with_provenance(tmp_path, mlp10):
     from models import line_of
     _, text = log_of(tmp_path, mlp10, "mlp", AOTI_DEBUG_LOGLEVEL="3")
     recs = records(text)
-    assert recs[0].startswith("[TIMESTAMP] [pid PID] run 1 mlp\n  in x:\n    Tensor(\n      shape=(4, 8)\n")
+    assert recs[0].startswith("[TIMESTAMP] [pid PID] run 1 mlp thread=TID\n  in x:\n    Tensor(\n      shape=(4, 8)\n")
     assert recs[-1].startswith("[TIMESTAMP] [pid PID] run-end 1 mlp\n  out ")
     launches = [r for r in recs if " launch " in r.splitlines()[0]]
     ends = [r for r in recs if " launch-end " in r.splitlines()[0]]

@@ -90,7 +90,7 @@ def test_level_10_is_one_variable_away(tmp_path, planted_all):
                        AOTI_DEBUG_LOGDEST=str(log), AOTI_DEBUG_DUMP_DIR=str(dumps))
     assert proc.stdout.count("OUTPUT") == 4 and proc.stderr.count("aoti-debug") == 0
     text = mask(log.read_text())
-    assert [r.split("\n", 1)[0] for r in records(text)][0] == "[TIMESTAMP] [pid PID] run 1 planted"
+    assert [r.split("\n", 1)[0] for r in records(text)][0] == "[TIMESTAMP] [pid PID] run 1 planted thread=TID"
     assert "      nan_count=0\n" in text        # statistics: level 5 and up
     [run_dir] = [p for p in dumps.iterdir() if p.is_dir()]
     events = [(e["event"], e.get("id")) for e in map(json.loads, (run_dir / "manifest.jsonl").open())]
@@ -105,12 +105,12 @@ def test_compile_time_values_become_the_run_time_defaults(packages):
         proc = run_package(pt2, "mlp", **env)
         return [r.split("\n", 1)[0] for r in records(mask(proc.stdout)) if r.startswith("[")]
 
-    assert heads() == ["[TIMESTAMP] [pid PID] run 1 mlp",
+    assert heads() == ["[TIMESTAMP] [pid PID] run 1 mlp thread=TID",
                        "[TIMESTAMP] [pid PID] launch 1.2 cpp_fused_relu_0",
                        "[TIMESTAMP] [pid PID] launch 1.4 cpp_fused_relu_1"]
     # more than the defaults, up to what is compiled in
     assert heads(AOTI_DEBUG_KERNELS="*") == [
-        "[TIMESTAMP] [pid PID] run 1 mlp"] + [
+        "[TIMESTAMP] [pid PID] run 1 mlp thread=TID"] + [
         f"[TIMESTAMP] [pid PID] launch 1.{k} {name}" for k, name in enumerate(
             ["aoti_torch_cpu_addmm_out", "cpp_fused_relu_0", "aoti_torch_cpu_addmm_out",
              "cpp_fused_relu_1", "aoti_torch_cpu_addmm_out", "cpp_fused__softmax_2"], 1)]
@@ -137,7 +137,7 @@ def test_torch_compile_with_instrument_compile_all(tmp_path):
         return [r.split("\n", 1)[0] for r in records(mask(proc.stdout))]
 
     # one kernel serves both ReLUs here
-    assert heads() == ["[TIMESTAMP] [pid PID] run 1 model",
+    assert heads() == ["[TIMESTAMP] [pid PID] run 1 model thread=TID",
                        "[TIMESTAMP] [pid PID] launch 1.2 cpp_fused_relu_0",
                        "[TIMESTAMP] [pid PID] launch 1.4 cpp_fused_relu_0"]
     level5 = heads(AOTI_DEBUG_LOGLEVEL="5")

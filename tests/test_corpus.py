@@ -130,7 +130,7 @@ def test_instrumented_package_logs_one_whole_run(model):
         begin, end = launches[2 * k].split(" ", 2), launches[2 * k + 1].split(" ", 2)
         assert begin[:2] == ["launch", f"1.{k + 1}"] and end == ["launch-end", f"1.{k + 1}", begin[2]]
     run = records(mask(text))[0]
-    assert run.startswith(f"[TIMESTAMP] [pid PID] run 1 {model.name}\n  in input_ids:\n")
+    assert run.startswith(f"[TIMESTAMP] [pid PID] run 1 {model.name} thread=TID\n  in input_ids:\n")
     assert "\n  in attention_mask:\n" in run and run.count("Tensor(") == 2
     # clean inputs: the NaN check (warn) has nothing to say, and nan-origin neither
     assert "note - nan-check" not in text

@@ -100,9 +100,9 @@ def test_cpp_process_honours_run_time_variables(tmp_path, exe, mlp10):
     assert re.fullmatch(r"server_\d+\.log", log.name)
     pid = log.name[len("server_"):-len(".log")]
     text = log.read_text()
-    assert f"[pid {pid}] run 1 mlp\n" in text
+    assert f"[pid {pid}] run 1 mlp thread=" in text
     heads = [r.splitlines()[0] for r in records(mask(text))]
-    assert heads[0] == "[TIMESTAMP] [pid PID] run 1 mlp"
+    assert heads[0] == "[TIMESTAMP] [pid PID] run 1 mlp thread=TID"
     assert len(heads) == 4 and all(h.endswith("aoti_torch_cpu_addmm_out") for h in heads[1:])
     assert all(r.count("\n") == 1 for r in records(text))        # level 1, lowered from 10
 

@@ -53,8 +53,8 @@ def test_eager_records_equal_the_python_loggers(tmp_path, mylib_so, level):
     """, env=clean_env(AOTI_DEBUG_LOGLEVEL=level, AOTI_DEBUG_LOGDEST=log))
     recs = records(mask(log.read_text()))
     assert [r.splitlines()[0] for r in recs] == [
-        "[TIMESTAMP] [pid PID] call 1 mylib::gather_rows", "[TIMESTAMP] [pid PID] return 1 mylib::gather_rows",
-        "[TIMESTAMP] [pid PID] call 2 mylib::gather_rows", "[TIMESTAMP] [pid PID] return 2 mylib::gather_rows"]
+        "[TIMESTAMP] [pid PID] call 1 mylib::gather_rows thread=TID", "[TIMESTAMP] [pid PID] return 1 mylib::gather_rows",
+        "[TIMESTAMP] [pid PID] call 2 mylib::gather_rows thread=TID", "[TIMESTAMP] [pid PID] return 2 mylib::gather_rows"]
     # the C++ scope labels its arguments as the Python signature does
     assert "\n  arg[0] x:\n" in recs[0] and "\n  arg[1] idx:\n" in recs[0]
     assert ("      mean=0.500000\n" in recs[1]) == (level == "5")
@@ -71,7 +71,7 @@ def test_eager_op_follows_level_and_filter(tmp_path, mylib_so):
     run_python(code, env=clean_env(AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_LOGDEST=one))
     run_python(code, env=clean_env(AOTI_DEBUG_LOGLEVEL="3", AOTI_DEBUG_LOGDEST=other,
                                    AOTI_DEBUG_KERNELS="*softmax*"))
-    assert records(mask(one.read_text())) == ["[TIMESTAMP] [pid PID] call 1 mylib::gather_rows\n"]
+    assert records(mask(one.read_text())) == ["[TIMESTAMP] [pid PID] call 1 mylib::gather_rows thread=TID\n"]
     assert not other.exists()
 
 
@@ -124,7 +124,7 @@ def test_crash_in_the_op_ends_the_log_with_its_inputs_and_the_trailer(tmp_path, 
     recs = records(logs["cpp"])
     assert recs[-1] == "[TIMESTAMP] [pid PID] crash 1 mylib::gather_rows\n  signal: SIGSEGV\n"
     call = recs[-2].splitlines()
-    assert call[0] == "[TIMESTAMP] [pid PID] call 1 mylib::gather_rows"
+    assert call[0] == "[TIMESTAMP] [pid PID] call 1 mylib::gather_rows thread=TID"
     assert call[1] == "  arg[0] x:" and "  arg[1] idx:" in call
     assert recs[-3].splitlines()[0] == "[TIMESTAMP] [pid PID] launch 1.4 mylib.gather_rows.default"
 
@@ -165,7 +165,7 @@ def test_torch_compile_logs_the_op_as_the_aoti_package_does(tmp_path, gather, my
     run_package(gather, "gather", MYLIB_SO=mylib_so, AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_LOGDEST=aoti_log)
     compiled, aoti = op_records(py_log.read_text()), op_records(aoti_log.read_text())
     assert [r.splitlines()[0] for r in compiled] == [
-        "[TIMESTAMP] [pid PID] launch 1.K mylib.gather_rows.default", "[TIMESTAMP] [pid PID] call 1 mylib::gather_rows",
+        "[TIMESTAMP] [pid PID] launch 1.K mylib.gather_rows.default", "[TIMESTAMP] [pid PID] call 1 mylib::gather_rows thread=TID",
         "[TIMESTAMP] [pid PID] return 1 mylib::gather_rows", "[TIMESTAMP] [pid PID] launch-end 1.K mylib.gather_rows.default"]
     assert "      nan_count=0\n" in compiled[1]
     assert compiled == aoti

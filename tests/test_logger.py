@@ -65,8 +65,8 @@ def test_level_1_one_line_per_call_and_the_exception(tmp_path):
     proc, text = run_model(tmp_path, 1)
     assert proc.stdout == "caught bad n=4\n"
     assert records(text) == [
-        "[TIMESTAMP] [pid PID] call 1 __main__.scale\n",
-        "[TIMESTAMP] [pid PID] call 2 __main__.boom\n",
+        "[TIMESTAMP] [pid PID] call 1 __main__.scale thread=TID\n",
+        "[TIMESTAMP] [pid PID] call 2 __main__.boom thread=TID\n",
         "[TIMESTAMP] [pid PID] raise 2 __main__.boom\n  exception: ValueError: bad n=4\n",
     ]
 
@@ -74,14 +74,14 @@ def test_level_1_one_line_per_call_and_the_exception(tmp_path):
 def test_level_3_arguments_in_order_then_output(tmp_path):
     _, text = run_model(tmp_path, 3)
     assert records(text) == [
-        "[TIMESTAMP] [pid PID] call 1 __main__.scale\n"
+        "[TIMESTAMP] [pid PID] call 1 __main__.scale thread=TID\n"
         "  arg[0] x:\n" + TENSOR_IN + "    )\n"
         "  arg[1] factor: 3\n"
         '  kwarg tag: "a\\"b"\n'
         "  default mode: Mode.FAST\n",
         "[TIMESTAMP] [pid PID] return 1 __main__.scale\n"
         "  output:\n" + TENSOR_IN + "    )\n",
-        "[TIMESTAMP] [pid PID] call 2 __main__.boom\n  arg[0] n: 4\n",
+        "[TIMESTAMP] [pid PID] call 2 __main__.boom thread=TID\n  arg[0] n: 4\n",
         "[TIMESTAMP] [pid PID] raise 2 __main__.boom\n  exception: ValueError: bad n=4\n",
     ]
 
@@ -89,7 +89,7 @@ def test_level_3_arguments_in_order_then_output(tmp_path):
 def test_level_5_adds_statistics(tmp_path):
     _, text = run_model(tmp_path, 5)
     recs = records(text)
-    assert recs[0].startswith("[TIMESTAMP] [pid PID] call 1 __main__.scale\n  arg[0] x:\n" + TENSOR_IN
+    assert recs[0].startswith("[TIMESTAMP] [pid PID] call 1 __main__.scale thread=TID\n  arg[0] x:\n" + TENSOR_IN
                               + "      min=0.000000\n      max=5.000000\n      mean=2.500000\n"
                               "      nan_count=0\n      inf_count=0\n    )\n")
     assert "      min=0.000000\n      max=15.000000\n      mean=7.500000\n" in recs[1]
@@ -111,7 +111,7 @@ f(None, True, -7, 0.1, float("nan"), float("-inf"), 1e-7, 2.5e20, "x\\ty\\x01", 
 '''
     _, text = run_model(tmp_path, 3, code)
     assert records(text)[0] == (
-        "[TIMESTAMP] [pid PID] call 1 __main__.f\n"
+        "[TIMESTAMP] [pid PID] call 1 __main__.f thread=TID\n"
         "  arg[0] args[0]: None\n"
         "  arg[1] args[1]: True\n"
         "  arg[2] args[2]: -7\n"
@@ -161,8 +161,8 @@ def test_stdout_and_stderr_destinations():
     code = MODEL.replace('print("caught", exc, flush=True)', 'pass')
     out = run_python(code, env=clean_env(AOTI_DEBUG_LOGLEVEL=1))
     assert [r for r in records(mask(out.stdout))] == [
-        "[TIMESTAMP] [pid PID] call 1 __main__.scale\n",
-        "[TIMESTAMP] [pid PID] call 2 __main__.boom\n",
+        "[TIMESTAMP] [pid PID] call 1 __main__.scale thread=TID\n",
+        "[TIMESTAMP] [pid PID] call 2 __main__.boom thread=TID\n",
         "[TIMESTAMP] [pid PID] raise 2 __main__.boom\n  exception: ValueError: bad n=4\n"]
     assert out.stderr == ""
     err = run_python(code, env=clean_env(AOTI_DEBUG_LOGLEVEL=1, AOTI_DEBUG_LOGDEST="stderr"))
@@ -177,7 +177,7 @@ def test_pid_substitution_and_missing_directory_is_created(tmp_path):
     pid = proc.stdout.split()[-1]
     path = tmp_path / "new" / "dir" / f"log_{pid}.txt"
     text = path.read_text()
-    assert f"[pid {pid}] call 1 __main__.scale\n" in text
+    assert f"[pid {pid}] call 1 __main__.scale thread=" in text
     assert len(banners(text)) == 1
 
 
@@ -191,8 +191,8 @@ def test_unwritable_destination_falls_back_to_stderr_with_one_warning(tmp_path):
     assert recs[0] == ("[TIMESTAMP] [pid PID] note - settings\n"
                        f"  AOTI_DEBUG_LOGDEST='{blocker}/log.txt' is not valid: cannot open "
                        f"{blocker}/log.txt (Not a directory); keeping stderr\n")
-    assert recs[1:] == ["[TIMESTAMP] [pid PID] call 1 __main__.scale\n",
-                        "[TIMESTAMP] [pid PID] call 2 __main__.boom\n",
+    assert recs[1:] == ["[TIMESTAMP] [pid PID] call 1 __main__.scale thread=TID\n",
+                        "[TIMESTAMP] [pid PID] call 2 __main__.boom thread=TID\n",
                         "[TIMESTAMP] [pid PID] raise 2 __main__.boom\n  exception: ValueError: bad n=4\n"]
 
 
@@ -214,8 +214,8 @@ def test_bad_filter_at_run_time_is_a_note_and_every_call_is_still_logged():
         "[TIMESTAMP] [pid PID] note - settings\n"
         "  AOTI_DEBUG_KERNELS='scale,' is not valid: expected comma-separated globs (*, ?, [...]), "
         "none of them empty, every [ closed by ]; keeping *\n"
-        "[TIMESTAMP] [pid PID] call 1 __main__.scale\n"
-        "[TIMESTAMP] [pid PID] call 2 __main__.boom\n"
+        "[TIMESTAMP] [pid PID] call 1 __main__.scale thread=TID\n"
+        "[TIMESTAMP] [pid PID] call 2 __main__.boom thread=TID\n"
         "[TIMESTAMP] [pid PID] raise 2 __main__.boom\n  exception: ValueError: bad n=4\n"
         "caught bad n=4\n")
 
@@ -282,6 +282,6 @@ crash(torch.full((2,), 7.0), "planted")
     proc = run_python(code, env=clean_env(AOTI_DEBUG_LOGLEVEL=5, AOTI_DEBUG_LOGDEST=log), check=False)
     assert proc.returncode == -signal.SIGABRT
     recs = records(mask(log.read_text()))
-    assert recs[0].startswith("[TIMESTAMP] [pid PID] call 1 __main__.crash\n  arg[0] x:\n    Tensor(\n")
+    assert recs[0].startswith("[TIMESTAMP] [pid PID] call 1 __main__.crash thread=TID\n  arg[0] x:\n    Tensor(\n")
     assert "      min=7.000000\n      max=7.000000\n      mean=7.000000\n" in recs[0]
     assert recs[0].endswith('  arg[1] why: "planted"\n')

@@ -27,8 +27,8 @@ def test_two_packages_and_a_second_load_are_told_apart(tmp_path, packages):
         other(*models.planted_inputs())
     """, env=clean_env(AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_LOGDEST=str(log)))
     runs = [r.splitlines()[0] for r in records(mask(log.read_text())) if " run " in r.splitlines()[0]]
-    assert runs == ["[TIMESTAMP] [pid PID] run 1 mlp", "[TIMESTAMP] [pid PID] run 1 mlp#2",
-                    "[TIMESTAMP] [pid PID] run 2 mlp", "[TIMESTAMP] [pid PID] run 1 planted"]
+    assert runs == ["[TIMESTAMP] [pid PID] run 1 mlp thread=TID", "[TIMESTAMP] [pid PID] run 1 mlp#2 thread=TID",
+                    "[TIMESTAMP] [pid PID] run 2 mlp thread=TID", "[TIMESTAMP] [pid PID] run 1 planted thread=TID"]
 
 
 @pytest.fixture

@@ -22,13 +22,13 @@ def native():
 BAD = [
     ("AOTI_DEBUG_LOGLEVEL", ["7", "", "x", "2", "-1", "1.0", "five", "10 0", "0x5"]),
     ("AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER", ["4", "", "x", "-1"]),
-    ("AOTI_DEBUG_LOGDEST", ["", "   ", "\t"]),
+    ("AOTI_DEBUG_LOGDEST", ["", "   ", "\t", "rank%r.log"]),
     ("AOTI_DEBUG_CHECK_INPUTS", ["2", "maybe", "enable"]),
     ("AOTI_RUNTIME_CHECK_INPUTS", ["2", "y"]),
     ("AOTI_DEBUG_NAN_CHECK", ["1", "raise:inf", "yes", "on", "error"]),
     ("TORCHINDUCTOR_NAN_ASSERTS", ["2", "yes", "raise"]),
     ("AOTI_DEBUG_SYNC", ["2", "sometimes"]),
-    ("AOTI_DEBUG_DUMP_DIR", ["", "  "]),
+    ("AOTI_DEBUG_DUMP_DIR", ["", "  ", "dumps/%r"]),
     ("AOTI_DEBUG_DUMP_MAX_SIZE_GB", ["0", "-1", "x", "inf", "nan", "1e", "0x10", "1__0", "", "-0.0",
                                      "1e-3", "+.5", "1E2"]),
     ("AOTI_DEBUG_DUMP_MAX_COUNT", ["-1", "1.5", "x", "", "1_000", "+3"]),
@@ -70,6 +70,8 @@ def as_text(field, value):
         return ",".join(value)
     if field == "dump_max_size_gb":
         return repr(float(value))
+    if field in ("rank", "world") and value is None:
+        return "-1"
     return str(value)
 
 
@@ -152,3 +154,35 @@ def test_glob_matches_python_fnmatch_case_insensitively(native, pattern):
     for text in GLOB_TEXTS:
         want = bool(text) and fnmatch.fnmatchcase(text.lower(), pattern.lower())
         assert native.glob_match(pattern, text) == want, (pattern, text)
+
+
+RANKED = "AOTI_DEBUG_LOGDEST", "log_r%r_p%i.log", "AOTI_DEBUG_DUMP_DIR", "dumps/%r"
+# (environment, (rank, world), (logdest, dump_dir) or the problem of each)
+RANK_CASES = [
+    ({"RANK": "2", "WORLD_SIZE": "4"}, ("2", "4"), ("log_r2_p%i.log", "dumps/2")),
+    ({"RANK": " 02 ", "WORLD_SIZE": "x"}, ("2", "-1"), ("log_r2_p%i.log", "dumps/2")),
+    ({"LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "WORLD_SIZE": "8"}, ("1", "2"),
+     ("log_r1_p%i.log", "dumps/1")),
+    ({"RANK": "-1", "LOCAL_RANK": "3"}, ("3", "-1"), ("log_r3_p%i.log", "dumps/3")),
+    ({"RANK": "3", "WORLD_SIZE": "0"}, ("3", "-1"), ("log_r3_p%i.log", "dumps/3")),
+    ({}, ("-1", "-1"), None),
+    ({"RANK": "two", "WORLD_SIZE": "4"}, ("-1", "-1"), None),
+]
+
+
+@pytest.mark.parametrize("env,rank,paths", RANK_CASES)
+def test_rank_and_percent_r_alike_in_both_runtimes(native, env, rank, paths):
+    env = {**env, RANKED[0]: RANKED[1], RANKED[2]: RANKED[3]}
+    py, py_problems = settings.read_with_problems(env)
+    problems, values = native.read_settings(env)
+    assert (values["rank"], values["world"]) == rank == (as_text("rank", py.rank), as_text("world", py.world))
+    if paths is not None:
+        assert problems == py_problems == []
+        assert (values["logdest"], values["dump_dir"]) == paths == (py.logdest, py.dump_dir)
+        return
+    why = ("%r becomes the process's rank, read from RANK, else LOCAL_RANK (torchrun sets both), "
+           "and neither is set to a whole number")
+    assert py_problems == [f"AOTI_DEBUG_LOGDEST='log_r%r_p%i.log' is not valid: {why}",
+                           f"AOTI_DEBUG_DUMP_DIR='dumps/%r' is not valid: {why}"]
+    assert problems == [py_problems[0] + "; keeping stdout", py_problems[1] + "; keeping aoti_debug_dumps"]
+    assert (values["logdest"], values["dump_dir"]) == ("stdout", "aoti_debug_dumps") == (py.logdest, py.dump_dir)

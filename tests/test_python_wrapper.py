@@ -95,7 +95,7 @@ NAMES = {1: "model", 3: "model#2", 5: "model#3"}
 def test_level_1_headers_only(compiled):
     out, _ = compiled
     text = log(out, 1)
-    assert headers(text) == [H + "run 1 model"] + [
+    assert headers(text) == [H + "run 1 model thread=TID"] + [
         H + f"launch 1.{k} {name}" for k, name in enumerate(KERNELS, 1)]
     assert all(r.count("\n") == 1 for r in records(text))
 

@@ -56,7 +56,7 @@ def test_nan_modes(value, text):
      "expected one of off, warn, raise, warn:nan, raise:nan, warn:naninf, raise:naninf"),
     ("AOTI_DEBUG_SYNC", "sometimes", "expected one of 0, 1, true, false, yes, no, on, off"),
     ("AOTI_DEBUG_CHECK_INPUTS", "2", "expected one of 0, 1, true, false, yes, no, on, off"),
-    ("AOTI_DEBUG_LOGDEST", " ", "expected stdout, stderr, or a file path (%i becomes the process id)"),
+    ("AOTI_DEBUG_LOGDEST", " ", "expected stdout, stderr, or a file path (%i becomes the process id, %r its rank)"),
     ("AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER", "5",
      "expected one of 0, 1, 2, 3 (1 -> level 10, 2 -> level 5, 3 -> level 1)"),
     ("TORCHINDUCTOR_NAN_ASSERTS", "yes please", "expected 0 or 1"),

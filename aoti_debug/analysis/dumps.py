@@ -115,10 +115,10 @@ class _Writer:
         self._last: Tuple[str, Any] = ("", None)     # the last file read: its value or its InputError
 
     def record(self, line: int, entry: Dict[str, Any], kind: str, ident: Any, name: Any,
-               body: List[str], sources: List[Source]) -> None:
+               body: List[str], sources: List[Source], facts: str = "") -> None:
         from ..runtime import format as fmt
         self.parts.append(fmt.record(fmt.header(kind, str(ident), str(name), self.pid,
-                                                float(entry["time"])), body))
+                                                float(entry["time"]), facts), body))
         self.lines.append(line)
         self.sources.append(sources)
 
@@ -201,6 +201,7 @@ def _read_folder(folder: str) -> records.Log:
 
 def _run(w: _Writer, line: int, e: Dict[str, Any]) -> None:
     """A line of an AOTI run folder (C++ shim)."""
+    from ..runtime import format as fmt
     event, run = e["event"], e["run"]
     if event == "run":
         body: List[str] = []
@@ -209,7 +210,8 @@ def _run(w: _Writer, line: int, e: Dict[str, Any]) -> None:
         for i, name in enumerate(e["inputs"] if saved else []):
             lines, s = w.item(f"in {name}", saved, (i,))
             body, sources = body + lines, sources + s
-        w.record(line, e, "run", run, e["model"], body, sources)
+        facts = fmt.header_facts(e["thread"], e.get("rank"), e.get("world")) if "thread" in e else ""
+        w.record(line, e, "run", run, e["model"], body, sources, facts)
     elif event in ("before", "after"):
         body = []
         if event == "before":

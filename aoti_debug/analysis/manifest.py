@@ -106,7 +106,7 @@ _CALL = {"index": COUNT, "name": TEXT, "module": TEXT_OR_NULL, "qualname": TEXT_
          "files": FILES, "time": TIME}
 LINES: Dict[Tuple[str, str], Tuple[Dict[str, Check], Dict[str, Check]]] = {
     ("run", "run"): ({**_RUN_LINE, "status": one_of("ok", "incomplete"), "model": TEXT, "pid": COUNT,
-                      "inputs": NAMES}, {"so": TEXT, "so_copy": SO_COPY, "so_sha256": SHA256, "error": FREE_TEXT}),
+                      "inputs": NAMES}, {"thread": COUNT, "rank": COUNT, "world": COUNT, "so": TEXT, "so_copy": SO_COPY, "so_sha256": SHA256, "error": FREE_TEXT}),
     ("launch", "before"): ({**_LAUNCH, "status": one_of("running")}, {"lines": SITE_LINES}),
     ("launch", "after"): ({**_LAUNCH, "status": one_of("ok", "incomplete")}, {"lines": SITE_LINES}),
     ("run-end", "run-end"): ({**_RUN_LINE, "status": one_of("ok"), "model": TEXT, "launches": COUNT}, {}),

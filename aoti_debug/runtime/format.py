@@ -51,8 +51,18 @@ def restamp(text: str, stamp: str) -> str:
     return _HEADER_TIME.sub(f"[{stamp}]", text)
 
 
-def header(kind: str, ident: str, name: str, pid: int, now: Optional[float] = None) -> str:
-    return f"[{timestamp(now)}] [pid {pid}] {kind} {ident} {name}\n"
+def header(kind: str, ident: str, name: str, pid: int, now: Optional[float] = None,
+           facts: str = "") -> str:
+    return f"[{timestamp(now)}] [pid {pid}] {kind} {ident} {name}{facts}\n"
+
+
+def header_facts(thread: int, rank: Optional[int] = None, world: Optional[int] = None) -> str:
+    """What a run or call header says after its name: ` thread=T`, then ` rank=R/W`
+    (` rank=R` without a world size) when the process has a rank."""
+    text = f" thread={thread}"
+    if rank is not None:
+        text += f" rank={rank}" + (f"/{world}" if world else "")
+    return text
 
 
 # -- inline values (section 1.4) --------------------------------------------
@@ -211,7 +221,9 @@ BANNER_RULE = "=" * 80
 
 
 def banner(pid: int, aoti_debug_version: str, torch_version: str, platform: str,
-           now: Optional[float] = None) -> str:
+           now: Optional[float] = None, rank: Optional[int] = None,
+           world: Optional[int] = None) -> str:
+    ranked = [] if rank is None else [f"Rank: {rank}" + (f" of {world}" if world else "")]
     return "\n".join([
         BANNER_RULE,
         f"[{timestamp(now)}] [pid {pid}] aoti-debug - System Information",
@@ -219,5 +231,6 @@ def banner(pid: int, aoti_debug_version: str, torch_version: str, platform: str,
         f"aoti-debug version: {aoti_debug_version}",
         f"PyTorch version: {torch_version}",
         f"Platform: {platform}",
+        *ranked,
         BANNER_RULE,
     ]) + "\n"

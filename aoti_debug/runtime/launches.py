@@ -168,7 +168,9 @@ class Run:
         body = []
         if self.level >= 3:
             body = _named("in", names, values, self.level)
-        state.emit(fmt.record(fmt.header("run", str(self.run), self.model.name, os.getpid()), body))
+        s = state.settings()
+        facts = fmt.header_facts(threading.get_native_id(), s.rank, s.world)
+        state.emit(fmt.record(fmt.header("run", str(self.run), self.model.name, os.getpid(), None, facts), body))
         if self.level >= 10:
             self.dumps = RunDumps(self.model.name, self.run)
             self.dumps.begin(names, values)
@@ -241,8 +243,10 @@ class RunDumps:
             return
         saved = self.rec.save("inputs.pt", [_host(v) for v in values])
         files = [dict(saved, name="inputs", role="in")] if saved and saved.get("file") else []
+        s = state.settings()
+        ranked = {} if s.rank is None else dict(rank=s.rank, **({"world": s.world} if s.world else {}))
         self._line("run", "ok" if files else "incomplete", "run", files, model=self.model, pid=os.getpid(),
-                   inputs=[n or "-" for n in names])
+                   thread=threading.get_native_id(), **ranked, inputs=[n or "-" for n in names])
 
     def launch(self, k: int, site: Site, values, out_side: bool) -> None:
         if not out_side:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import threading
 from typing import Any, Callable, List, Optional
 
 from . import format as fmt
@@ -105,7 +106,8 @@ def _write_call(number: int, qualname: str, level: int, signature, args, kwargs)
     if level >= 3:
         for label, value in argument_items(signature, args, kwargs):
             body += fmt.item(label, value, level)
-    state.emit(fmt.record(fmt.header("call", str(number), qualname, os.getpid()), body))
+    facts = fmt.header_facts(threading.get_native_id())
+    state.emit(fmt.record(fmt.header("call", str(number), qualname, os.getpid(), None, facts), body))
 
 
 def _write_return(number: int, qualname: str, level: int, result: Any) -> None:

@@ -18,6 +18,7 @@ from typing import Dict, Optional
 
 from . import format as fmt
 from .._version import __version__
+from ..settings import process_rank
 
 
 def torch_version() -> str:
@@ -130,7 +131,8 @@ class _PythonWriter:
             pass
 
     def _write(self, d: _Dest, text: str, pid: int) -> None:
-        head = "" if d.bannered else fmt.banner(pid, __version__, torch_version(), platform_name())
+        head = "" if d.bannered else fmt.banner(pid, __version__, torch_version(), platform_name(),
+                                                 None, *process_rank(os.environ))
         if d.lost:
             head = ("\n" if d.torn else "") + head + fmt.record(
                 fmt.header("note", "-", "log", pid), ["  " + lost_note(d.lost, d.path, d.error)])

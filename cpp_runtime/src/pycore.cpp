@@ -177,6 +177,8 @@ AOTID_EXPORT int64_t aotid_read_settings(const char* const* env, int32_t level, 
     out += "dump_dir=" + s.dump_dir + "\n";
     out += "dump_max_size_gb=" + d::py_float_repr(s.dump_max_size_gb) + "\n";
     out += "dump_max_count=" + std::to_string(s.dump_max_count) + "\n";
+    out += "rank=" + std::to_string(s.rank) + "\n";
+    out += "world=" + std::to_string(s.world) + "\n";
     return give(out, buf, cap);
   } catch (...) {
     return -1;

@@ -115,7 +115,7 @@ class Scope {
   AOTI_DEBUG_NOINLINE void enter(std::initializer_list<Value> args) {
     call_ = detail::next_call_number();
     exceptions_ = std::uncaught_exceptions();
-    std::string rec = detail::header_line("call", std::to_string(call_), site_.name);
+    std::string rec = detail::header_line("call", std::to_string(call_), site_.name, detail::header_facts(-1, -1));
     if (level_ >= 3) {
       const std::vector<std::string> names = detail::split_arg_text(site_.arg_text);
       int k = 0;

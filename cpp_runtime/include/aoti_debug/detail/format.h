@@ -62,8 +62,9 @@ struct Value {
 
 namespace detail {
 
-// "[timestamp] [pid N] kind id name\n"
-inline std::string header_line(const char* kind, const std::string& id, const char* name) {
+// "[timestamp] [pid N] kind id name<facts>\n" (facts: header_facts, run and call records)
+inline std::string header_line(const char* kind, const std::string& id, const char* name,
+                               const std::string& facts = std::string()) {
   std::string out;
   append_line_prefix(out);
   out += kind;
@@ -71,6 +72,7 @@ inline std::string header_line(const char* kind, const std::string& id, const ch
   out += id;
   out += ' ';
   out += name && *name ? name : "-";
+  out += facts;
   out += '\n';
   return out;
 }

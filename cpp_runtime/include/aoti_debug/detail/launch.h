@@ -374,7 +374,11 @@ AOTI_DEBUG_NOINLINE inline void dump_run(Run& run, const char* const* names,
   std::string l = dump_line_start("run", errors.empty() ? "ok" : "incomplete", "run", run.run);
   l += ", \"model\": ";
   json_str(l, run.model->name().c_str());
-  l += ", \"pid\": " + std::to_string(getpid()) + ", \"so\": ";
+  l += ", \"pid\": " + std::to_string(getpid()) + ", \"thread\": " + std::to_string(thread_id());
+  const Settings& ps = run.model->settings();
+  if (ps.rank >= 0) l += ", \"rank\": " + std::to_string(ps.rank);
+  if (ps.rank >= 0 && ps.world > 0) l += ", \"world\": " + std::to_string(ps.world);
+  l += ", \"so\": ";
   static const std::string so = artifact_path();
   json_str(l, so.c_str());
   std::string sha256;
@@ -468,7 +472,8 @@ AOTI_DEBUG_CORE_FN void end_run(Run& run, const char* const* output_names, std::
 AOTI_DEBUG_CORE_FN void run_begin(Run& run, const char* const* input_names,
                                           std::initializer_list<Value> inputs) {
   const Model& m = *run.model;
-  std::string rec = detail::header_line("run", std::to_string(run.run), m.name().c_str());
+  std::string rec = detail::header_line("run", std::to_string(run.run), m.name().c_str(),
+                                        detail::header_facts(m.settings().rank, m.settings().world));
   if (run.level >= 3) detail::append_named(rec, "in", input_names, inputs, run.level);
   m.write(std::move(rec));
   if (run.level >= 10) detail::dump_run(run, input_names, inputs);

@@ -48,6 +48,7 @@ struct Settings {
   std::string dump_dir = "aoti_debug_dumps";
   double dump_max_size_gb = 20.0;
   int64_t dump_max_count = 1000;
+  int64_t rank = -1, world = -1;  // the process's rank and world size; -1: unknown (process_rank)
   // Which variables the environment set (validly): run time may lower these.
   // (The kernel filter needs no flag: unset, it is the fallback's, which Model reads as is.)
   bool level_set = false, check_inputs_set = false, nan_check_set = false;
@@ -438,6 +439,49 @@ struct Env {
   }
 };
 
+// The process's rank: RANK, else LOCAL_RANK (torchrun sets both), as a whole
+// number; the world size from WORLD_SIZE (LOCAL_WORLD_SIZE with LOCAL_RANK).
+// -1 where unknown.  aoti_debug/settings.py:process_rank is the same rule.
+struct ProcessRank {
+  int64_t rank = -1, world = -1;
+};
+
+inline ProcessRank process_rank(const Env& env) {
+  static const char* const names[2][2] = {{"RANK", "WORLD_SIZE"}, {"LOCAL_RANK", "LOCAL_WORLD_SIZE"}};
+  ProcessRank r;
+  std::string value;
+  for (const auto& n : names) {
+    int64_t x = 0;
+    if (!env.get(n[0], &value) || !whole_number(value, &x)) continue;
+    r.rank = x;
+    if (env.get(n[1], &value) && whole_number(value, &x) && x > 0) r.world = x;
+    break;
+  }
+  return r;
+}
+
+// `dest` with %r replaced by the rank; false (and *err) when %r is there and the rank unknown.
+inline bool expand_rank(std::string* dest, int64_t rank, std::string* err) {
+  const size_t at = dest->find("%r");
+  if (at == std::string::npos) return true;
+  if (rank < 0) {
+    *err = "%r becomes the process's rank, read from RANK, else LOCAL_RANK (torchrun sets both), "
+           "and neither is set to a whole number";
+    return false;
+  }
+  std::string out;
+  for (size_t i = 0; i < dest->size(); ++i) {
+    if ((*dest)[i] == '%' && i + 1 < dest->size() && (*dest)[i + 1] == 'r') {
+      append_i64(out, rank);
+      ++i;
+    } else {
+      out += (*dest)[i];
+    }
+  }
+  *dest = out;
+  return true;
+}
+
 // Reads every variable.  `fallback` holds what a bad or absent value leaves
 // in place (compiled-in values for an artifact); each bad value appends
 // "<problem>; keeping <fallback>" to *problems.
@@ -461,13 +505,18 @@ inline Settings read_settings(const Env& env, const Settings& fallback,
     else bad("AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER", std::to_string(fallback.level));
   }
 
+  const ProcessRank pr = process_rank(env);
+  s.rank = pr.rank, s.world = pr.world;
+
   if (env.get("AOTI_DEBUG_LOGDEST", &value)) {
-    const std::string d = setting_strip(value);
-    if (!d.empty()) {
-      s.logdest = d;
-    } else {
-      err = "expected stdout, stderr, or a file path (%i becomes the process id)";
+    std::string d = setting_strip(value);
+    if (d.empty()) {
+      err = "expected stdout, stderr, or a file path (%i becomes the process id, %r its rank)";
       bad("AOTI_DEBUG_LOGDEST", fallback.logdest);
+    } else if (!expand_rank(&d, s.rank, &err)) {
+      bad("AOTI_DEBUG_LOGDEST", fallback.logdest);
+    } else {
+      s.logdest = d;
     }
   }
 
@@ -504,12 +553,14 @@ inline Settings read_settings(const Env& env, const Settings& fallback,
     bad("AOTI_DEBUG_SYNC", fallback.sync ? "1" : "0");
 
   if (env.get("AOTI_DEBUG_DUMP_DIR", &value)) {
-    const std::string d = setting_strip(value);
-    if (!d.empty()) {
-      s.dump_dir = d;
-    } else {
-      err = "expected a directory path";
+    std::string d = setting_strip(value);
+    if (d.empty()) {
+      err = "expected a directory path (%r becomes the process's rank)";
       bad("AOTI_DEBUG_DUMP_DIR", fallback.dump_dir);
+    } else if (!expand_rank(&d, s.rank, &err)) {
+      bad("AOTI_DEBUG_DUMP_DIR", fallback.dump_dir);
+    } else {
+      s.dump_dir = d;
     }
   }
 
