@@ -29,7 +29,7 @@ from typing import List, Optional, Sequence, Tuple
 from ..runtime.format import number
 
 from . import closeness
-from .records import COUNT_KEYS, Event, Item, Launch, Log, Record, Tensor, parse_number
+from .records import COUNT_KEYS, Event, Item, Launch, Log, Process, Record, Tensor, parse_number
 from .untrusted import InputError, printable
 
 OK, DIFFERS, UNKNOWN, ONLY_A, ONLY_B = "ok", "DIFFERS", "not compared", "only in A", "only in B"
@@ -507,6 +507,103 @@ def diff(log_a: Log, log_b: Log, run: int = 1, atol: float = 1e-5, rtol: float =
     if all(ends):
         rows.append(compare(ends[0], ends[1], atol, rtol))
     return Result(rows, notes_a + notes_b, atol, rtol)
+
+
+# -- replicas of one job (--ranks) -------------------------------------------------
+
+@dataclasses.dataclass
+class Replica:
+    """One process of a job against the reference process, run by run."""
+    process: Process
+    runs: List[Tuple[int, Result]]          # every run both processes have, in order
+    unmatched: List[int]                    # runs only one of the two has
+
+    @property
+    def divergence(self) -> Optional[Tuple[int, Row]]:
+        """(run, row) of this process's first differing launch."""
+        return next(((run, result.first_divergence) for run, result in self.runs
+                     if result.first_divergence is not None), None)
+
+
+@dataclasses.dataclass
+class Replicas:
+    reference: Process
+    others: List[Replica]
+
+    @property
+    def first(self) -> Optional[Replica]:
+        """The process that differs first: by run, then by when its differing launch was written."""
+        differing = [r for r in self.others if r.divergence is not None]
+        return min(differing, key=lambda r: (r.divergence[0], _written(r.divergence[1].b)), default=None)
+
+    @property
+    def unreadable(self) -> List[str]:
+        return list(dict.fromkeys(why for r in self.others for _, res in r.runs for why in res.unreadable))
+
+
+def _written(event: Optional[Event]) -> str:
+    return event.first.timestamp if event is not None else ""
+
+
+def _runs(log: Log) -> List[int]:
+    return sorted({l.run for l in log.launches if l.run is not None})
+
+
+def diff_replicas(log: Log, atol: float = 1e-5, rtol: float = 1e-3,
+                  run: Optional[int] = None) -> Replicas:
+    """Compare every process of a job with the one of the lowest rank (else the first), run
+    by run (or only `run`): replicas that should agree (data parallel)."""
+    from .nan_origin import _rank_key
+    processes = sorted(log.processes(), key=_rank_key)
+    if len(processes) < 2:
+        raise DiffInputError(f"{log.path}: --ranks compares the processes of one job, and this holds "
+                             f"{'one' if processes else 'no'} process{'' if processes else 'es'}"
+                             + (f" ({processes[0].label})" if processes else "")
+                             + " (expected the logs of two or more ranks)")
+    reference, others = processes[0], processes[1:]
+    ref = log.of_process(reference.pid)
+    out = []
+    for p in others:
+        sub = log.of_process(p.pid)
+        mine, theirs = set(_runs(ref)), set(_runs(sub))
+        both = sorted(mine & theirs) if run is None else [run]
+        out.append(Replica(p, [(r, diff(ref, sub, run=r, atol=atol, rtol=rtol)) for r in both],
+                           sorted(mine ^ theirs) if run is None else []))
+    return Replicas(reference, out)
+
+
+def replicas_text(rep: Replicas) -> List[str]:
+    """A line per process, then the first divergence in full."""
+    lines = [f"reference: {rep.reference.label}"]
+    for r in rep.others:
+        compared = sum(res.compared for _, res in r.runs)
+        only = f"; run(s) {', '.join(map(str, r.unmatched))} only on one side (not compared)" if r.unmatched else ""
+        if r.divergence is None:
+            lines.append(f"{r.process.label}: agrees: {len(r.runs)} run(s), {compared} aligned launch(es) "
+                         f"compared{only}")
+            continue
+        at, row = r.divergence
+        lines.append(f"{r.process.label}: differs from run {at}: {_title(row)}{only}")
+    first = rep.first
+    if first is None:
+        return lines
+    at, row = first.divergence
+    result = dict(first.runs)[at]
+    lines.append(f"first divergence: {first.process.label}, run {at}, {_title(row)} "
+                 f"(A: {rep.reference.label}, B: {first.process.label})")
+    said = summary(result)
+    return lines + said[_summary_start(said) + 1:]
+
+
+def _title(row: Row) -> str:
+    event = row.b or row.a
+    return f"launch {event.title}" if isinstance(event, Launch) and not isinstance(event, ModelOutputs) \
+        else "the model's outputs"
+
+
+def _summary_start(lines: List[str]) -> int:
+    """Index of summary()'s `first divergence:` line (what follows it describes the launch)."""
+    return next(i for i, line in enumerate(lines) if line.startswith("first divergence: "))
 
 
 @dataclasses.dataclass

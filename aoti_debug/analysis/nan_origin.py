@@ -9,9 +9,9 @@ its enclosing calls are reported as such, not as the origin.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
-from .records import Event, Item, Log, Record, Tensor, inline_nonfinite
+from .records import Event, Item, Log, Process, Record, Tensor, inline_nonfinite
 
 FINITE, NONFINITE, UNKNOWN = "finite", "nonfinite", "unknown"
 
@@ -90,10 +90,20 @@ class Finding:
     earlier_unknown: List[Check] = dataclasses.field(default_factory=list)
     left_out: List[str] = dataclasses.field(default_factory=list)     # parts of the log not understood
     crashes: List[Record] = dataclasses.field(default_factory=list)   # every crash trailer
+    processes: Dict[int, Process] = dataclasses.field(default_factory=dict)  # by pid: rank where known
 
     @property
     def found(self) -> bool:
         return self.origin is not None or self.entered is not None
+
+    @property
+    def when(self) -> Optional[str]:
+        """The timestamp of the record where NaN/Inf was first seen: the origin's outputs,
+        else the first inputs that held it; None when nothing was found."""
+        if self.origin is not None:
+            event = self.origin.event
+            return (event.end or event.crash or event.first).timestamp
+        return self.entered.event.first.timestamp if self.entered is not None else None
 
     @property
     def stopped_short(self) -> bool:
@@ -115,7 +125,8 @@ def checks(log: Log) -> List[Check]:
 def find(log: Log) -> Finding:
     all_checks = checks(log)
     finding = Finding(all_events=[c.event for c in all_checks], unreadable=log.unreadable(),
-                      left_out=list(log.left_out), crashes=list(log.crashes))
+                      left_out=list(log.left_out), crashes=list(log.crashes),
+                      processes={p.pid: p for p in log.processes()})
     finding.unfinished = [c.event for c in all_checks if not c.event.finished]
     by_output_time = sorted(all_checks, key=lambda c: c.end)
     candidates = [c for c in by_output_time if c.outputs_bad and c.inputs_state != NONFINITE]
@@ -143,6 +154,57 @@ def find(log: Log) -> Finding:
         finding.earlier_unknown = [c for c in by_output_time if c.end < seen
                                    and any(e.unreadable for e in c.outputs)]
     return finding
+
+
+@dataclasses.dataclass
+class Ranked:
+    """A job's logs: each process's own finding, in the order its NaN/Inf appeared."""
+    first: Optional[Finding]                # the process that went bad first; None: none did
+    order: List[Tuple[Process, Finding]]    # bad processes by time, then the clean ones by rank
+    whole: Finding                          # the merged log: how the job stopped short, what is unreadable
+
+
+def by_process(log: Log) -> Ranked:
+    """nan-origin for a job: one finding per process (rank), each from its own records, ordered
+    by when NaN/Inf first showed in it.  Timestamps are compared as written: the clocks of one
+    machine."""
+    per = [(p, find(log.of_process(p.pid))) for p in log.processes()]
+    bad = sorted((x for x in per if x[1].found), key=lambda x: x[1].when)
+    clean = sorted((x for x in per if not x[1].found), key=lambda x: _rank_key(x[0]))
+    return Ranked(bad[0][1] if bad else None, bad + clean, find(log))
+
+
+def _rank_key(p: Process) -> Tuple[int, int]:
+    return (0, p.rank) if p.rank is not None else (1, p.pid)
+
+
+def ranked_text(ranked: Ranked) -> List[str]:
+    """The first process to go bad, in full, then every process in the order it went bad."""
+    whole = ranked.whole
+    lines = stopped(whole)
+    if ranked.first is not None:
+        lines += _first_only(ranked.first)
+    lines.append(f"{len(ranked.order)} processes, in the order NaN/Inf appeared "
+                 "(timestamps as written: clocks of one machine):")
+    for process, f in ranked.order:
+        if f.found:
+            check = f.origin or f.entered
+            how = "origin" if f.origin is not None else "first inputs with NaN/Inf"
+            lines.append(f"  {process.label}: {how} {_named(check.event)} at {f.when}")
+        elif f.unreadable:
+            lines.append(f"  {process.label}: cannot tell ({len(f.unreadable)} file(s) or record(s) "
+                         "cannot be read)")
+        else:
+            lines.append(f"  {process.label}: no NaN/Inf in {len(f.all_events)} "
+                         f"{_nouns(f.all_events) if f.all_events else 'launches'}")
+    if ranked.first is None:
+        lines += finding_text(whole)
+    return lines
+
+
+def _first_only(finding: Finding) -> List[str]:
+    """A process's finding without the notes the merged log says once for the job."""
+    return finding_text(dataclasses.replace(finding, unreadable=[], left_out=[]))
 
 
 def checker_notes(log: Log, event: Event) -> List[str]:
@@ -190,9 +252,16 @@ def capped(notes: List[str], limit: int = 10) -> List[str]:
     return notes[:limit] + ([f"note: ... and {more} more like it"] if more > 0 else [])
 
 
-def describe(check: Check, heading: str) -> List[str]:
+def _process(event: Event, processes: Dict[int, Process]) -> str:
+    """`rank 2, pid 4242`, or `pid 4242` for a process without a rank."""
+    p = processes.get(event.pid)
+    return f"rank {p.rank}, pid {p.pid}" if p is not None and p.rank is not None else f"pid {event.pid}"
+
+
+def describe(check: Check, heading: str, processes: Optional[Dict[int, Process]] = None) -> List[str]:
+    processes = processes or {}
     event = check.event
-    lines = [f"{heading}: {_named(event)} (pid {event.pid}, {event.first.where})"]
+    lines = [f"{heading}: {_named(event)} ({_process(event, processes)}, {event.first.where})"]
     if not _is_call(event):
         origin = event.origin
         # a kernel fusing independent computations: the line of the outputs that hold NaN/Inf
@@ -227,8 +296,9 @@ def stopped(finding: Finding) -> List[str]:
     if not finding.stopped_short:
         return []
     lines = ["the run crashed:" if finding.crashes else "the run did not finish:"]
-    lines += [f"  {_named(e)} never finished ({why_unfinished(e)}); its outputs are unknown"
-              for e in finding.unfinished]
+    many = len(finding.processes) > 1       # a job's logs: say whose
+    lines += [f"  {_named(e)}{f' ({_process(e, finding.processes)})' if many else ''} never finished "
+              f"({why_unfinished(e)}); its outputs are unknown" for e in finding.unfinished]
     lines += [f"  crash trailer {r.id} {r.name} (pid {r.pid}): {'; '.join(r.notes) or '-'}"
               for r in lone_crashes(finding.unfinished, finding.crashes)]
     return lines
@@ -243,7 +313,7 @@ def finding_text(finding: Finding) -> List[str]:
     lines: List[str] = []
     if finding.origin is not None:
         origin = finding.origin
-        lines += describe(origin, "NaN/Inf origin")
+        lines += describe(origin, "NaN/Inf origin", finding.processes)
         unknown = [e for e in origin.inputs if e.state == UNKNOWN]
         if unknown:
             lines.append(f"  note: {len(unknown)} input(s) have no statistics, so their "
@@ -266,7 +336,7 @@ def finding_text(finding: Finding) -> List[str]:
                          "NaN/Inf were already in the inputs")
         else:
             lines.append("before that, NaN/Inf were already in the inputs")
-        lines += describe(finding.entered, "first inputs with NaN/Inf")
+        lines += describe(finding.entered, "first inputs with NaN/Inf", finding.processes)
     if finding.earlier_unknown:
         lines.append(f"note: the outputs of {_counted(finding.earlier_unknown, 'earlier')} cannot be "
                      f"read, so NaN/Inf may have appeared earlier: {_list(finding.earlier_unknown)}")

@@ -422,6 +422,13 @@ class Log:
     def process(self, pid: int) -> Process:
         return next((p for p in self.processes() if p.pid == pid), Process(pid))
 
+    def of_process(self, pid: int) -> "Log":
+        """The records of one process, as a Log of their own."""
+        log = _group(self.path, [r for r in self.records if r.pid == pid],
+                     [b for b in self.banners if b.pid == pid], [])
+        log.left_out = list(self.left_out)
+        return log
+
     def unreadable(self) -> List[str]:
         """What could not be read, in log order, once each: a dumped file (why), a damaged
         record (where).  What a check finds nothing in without these is not known."""

@@ -126,6 +126,7 @@ def render(log: Log, against: Optional[Log] = None,
         _nan_section(finding, number, log),
         _divergence_section(divergence, first_div, number, log, against),
         "</section>",
+        _ranks(log, level, number),
         _timeline(events, marks, number, log),
         _statistics(events, marks, number, level),
         _diff_table(divergence),
@@ -139,6 +140,8 @@ def render(log: Log, against: Optional[Log] = None,
         summary += f"; NaN/Inf origin: {finding.origin.event.title}"
     if first_div is not None and first_div.a is not None:
         summary += f"; first divergence: {first_div.a.title}"
+    if len(log.processes()) > 1:
+        summary += f"; {len(log.processes())} processes side by side"
     unreadable = log.unreadable()
     if unreadable:
         summary += f"; {len(unreadable)} file(s) or record(s) cannot be read (first: {unreadable[0]})"
@@ -223,6 +226,70 @@ def _outputs_cell(event: Event) -> str:
     if not event.finished:
         return "never finished"
     return str(sum(1 for i in event.outputs for _ in i.tensors()))
+
+
+def _ranks(log: Log, level: int, number: Dict[int, int]) -> str:
+    """The processes of a job side by side, a column each (by rank): where NaN/Inf first
+    appeared in each, whether it agrees with the lowest rank, and each run."""
+    if len(log.processes()) < 2:
+        return ""
+    processes = sorted(log.processes(), key=nan_origin._rank_key)
+    subs = {p.pid: log.of_process(p.pid) for p in processes}
+    # a process's own Log regroups the same records: its events link as the page's do
+    merged = {id(e.first): e for e in log.events}
+
+    def link(event: Event) -> str:
+        return _anchor(merged.get(id(event.first), event), number)
+
+    ranked = nan_origin.by_process(log) if level >= 5 else None
+    findings = {p.pid: f for p, f in ranked.order} if ranked else {}
+    went_bad = [p.pid for p, f in ranked.order if f.found] if ranked else []
+    verdicts: Dict[int, str] = {processes[0].pid: "reference"}
+    divergent: Dict[int, Event] = {}
+    if level >= 5:
+        for r in diff_mod.diff_replicas(log).others:
+            if r.divergence is None:
+                verdicts[r.process.pid] = f"agrees ({len(r.runs)} run(s))"
+            else:
+                run, row = r.divergence
+                divergent[r.process.pid] = row.b
+                verdicts[r.process.pid] = f"differs from run {run}: {link(row.b)}"
+
+    def first_nan(p) -> str:
+        f = findings.get(p.pid)
+        if f is None:
+            return '<span class="muted">no statistics</span>'
+        if not f.found:
+            return "none"
+        check = f.origin or f.entered
+        return (f'<span class="tag nan-origin">#{went_bad.index(p.pid) + 1}</span> {link(check.event)} '
+                f'<span class="muted">{esc(f.when)}</span>')
+
+    def run_cell(p, run: int) -> str:
+        launches = [l for l in subs[p.pid].launches if l.run == run]
+        if not launches:
+            return '<span class="muted">-</span>'
+        f = findings.get(p.pid)
+        tags = []
+        firsts = {id(l.first) for l in launches}
+        if f is not None and f.origin is not None and id(f.origin.event.first) in firsts:
+            tags.append(f'<span class="tag nan-origin">NaN/Inf</span> {link(f.origin.event)}')
+        if p.pid in divergent and id(divergent[p.pid].first) in firsts:
+            tags.append(f'<span class="tag divergence">differs</span> {link(divergent[p.pid])}')
+        return f"{len(launches)} launches" + "".join(f"<br>{t}" for t in tags)
+
+    runs = sorted({l.run for sub in subs.values() for l in sub.launches if l.run is not None})
+    rows = [("pid", [esc(p.pid) for p in processes]),
+            ("launches", [esc(len(subs[p.pid].launches)) for p in processes]),
+            ("first NaN/Inf (in order)", [first_nan(p) for p in processes]),
+            ("against the lowest rank", [verdicts.get(p.pid, "-") for p in processes])]
+    rows += [(f"run {r}", [run_cell(p, r) for p in processes]) for r in runs]
+    head = "<tr><th></th>" + "".join(f"<th>{esc(p.label)}</th>" for p in processes) + "</tr>"
+    body = "".join(f"<tr><th>{esc(k)}</th>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+                   for k, cells in rows)
+    return (f'<section id="ranks"><h2>Ranks side by side</h2>'
+            f'<p class="muted">Processes of one job; times as written (clocks of one machine).</p>'
+            f'<table id="ranks-table"><thead>{head}</thead><tbody>{body}</tbody></table></section>')
 
 
 def _timeline(events: List[Event], marks, number, log: Log) -> str:

@@ -7,12 +7,15 @@ from ..cli import FOUND, OK, UsageError, check_tolerances, echo, undecided
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("log_a", metavar="A", help="level-5 log or level-10 dump directory of the "
-                        "reference run (e.g. torch.compile)")
-    parser.add_argument("log_b", metavar="B", help="level-5 log or level-10 dump directory of the run "
-                        "to check (e.g. the AOTI artifact)")
-    parser.add_argument("--run", type=int, default=1, metavar="R",
-                        help="which run of the model to compare (default: 1)")
+    parser.add_argument("paths", nargs="+", metavar="LOG",
+                        help="A B: level-5 logs or level-10 dump directories of the reference run (e.g. "
+                        "torch.compile) and of the run to check (e.g. the AOTI artifact); with --ranks, "
+                        "the logs of one job (paths or globs)")
+    parser.add_argument("--ranks", action="store_true",
+                        help="compare the processes of one job, replicas that should agree (data "
+                        "parallel), with the lowest rank, run by run; name the first launch where one differs")
+    parser.add_argument("--run", type=int, default=None, metavar="R",
+                        help="which run of the model to compare (default: 1; with --ranks, every run)")
     parser.add_argument("--atol", type=float, default=1e-5,
                         help="absolute tolerance on min/max/mean, or on every element when both sides "
                         "are dumps (default: 1e-5)")
@@ -24,14 +27,35 @@ def run(args) -> int:
     from ..analysis import diff, load
     from ..analysis.untrusted import InputError
     check_tolerances(args.atol, args.rtol)
+    if args.ranks:
+        return _ranks(args)
+    if len(args.paths) != 2:
+        raise UsageError(f"expected two logs, A and B, and got {len(args.paths)} "
+                         "(or --ranks with the logs of one job)")
+    log_a_path, log_b_path = args.paths
     try:
-        log_a, log_b = load.read(args.log_a), load.read(args.log_b)
-        result = diff.diff(log_a, log_b, run=args.run, atol=args.atol, rtol=args.rtol)
+        log_a, log_b = load.read(log_a_path), load.read(log_b_path)
+        result = diff.diff(log_a, log_b, run=args.run or 1, atol=args.atol, rtol=args.rtol)
     except InputError as exc:
         raise UsageError(str(exc)) from None
-    echo([f"A: {args.log_a}", f"B: {args.log_b}", *diff.table(result), *diff.summary(result)])
+    echo([f"A: {log_a_path}", f"B: {log_b_path}", *diff.table(result), *diff.summary(result)])
     if result.first_divergence is not None:
         return FOUND
     if result.unreadable:       # nothing differs where it could be read: no verdict
         raise undecided(result.unreadable, "whether A and B agree")
+    return OK
+
+
+def _ranks(args) -> int:
+    from ..analysis import diff, load
+    from ..analysis.untrusted import InputError
+    try:
+        replicas = diff.diff_replicas(load.read_many(args.paths), args.atol, args.rtol, args.run)
+    except InputError as exc:
+        raise UsageError(str(exc)) from None
+    echo(diff.replicas_text(replicas))
+    if replicas.first is not None:
+        return FOUND
+    if replicas.unreadable:
+        raise undecided(replicas.unreadable, "whether the ranks agree")
     return OK

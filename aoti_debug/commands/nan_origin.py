@@ -6,26 +6,32 @@ from ..cli import CRASHED, FOUND, OK, UsageError, echo, undecided
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("path", metavar="LOG_OR_DUMP_DIR",
+    parser.add_argument("paths", nargs="+", metavar="LOG_OR_DUMP_DIR",
                         help="a log written at AOTI_DEBUG_LOGLEVEL=5, or a directory: its *.log files, "
-                             "else its level-10 dumps (AOTI_DEBUG_DUMP_DIR)")
+                             "else its level-10 dumps (AOTI_DEBUG_DUMP_DIR); several (paths or globs) "
+                             "for the processes of one job, e.g. one log per rank")
 
 
 def run(args) -> int:
     from ..analysis import load, nan_origin
     from ..analysis.untrusted import InputError
     try:
-        log = load.read(args.path)
+        log = load.read_many(args.paths)
     except InputError as exc:
         raise UsageError(str(exc)) from None
     level = log.level_hint()
     if level < 5:
-        raise UsageError(f"{args.path}: has no tensor statistics (it looks like a level-{level} log); "
+        raise UsageError(f"{log.path}: has no tensor statistics (it looks like a level-{level} log); "
                          "nan-origin needs a log written at level 5 (AOTI_DEBUG_LOGLEVEL=5)")
-    finding = nan_origin.find(log)
+    if len(log.processes()) > 1:     # a job: each process on its own, in the order they went bad
+        ranked = nan_origin.by_process(log)
+        finding, lines = ranked.whole, nan_origin.ranked_text(ranked)
+    else:
+        finding = nan_origin.find(log)
+        lines = nan_origin.text(finding)
     if not finding.found and finding.unreadable and not finding.stopped_short:
         raise undecided(finding.unreadable, "whether NaN/Inf appear")
-    echo(nan_origin.text(finding))
+    echo(lines)
     if finding.stopped_short:        # a crash outranks what was found before it
         return CRASHED
     return FOUND if finding.found else OK

@@ -8,7 +8,9 @@ from ..cli import OK, UsageError, echo
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("log", metavar="LOG", help="a log written by aoti-debug (level 5 shows statistics)")
+    parser.add_argument("paths", nargs="+", metavar="LOG",
+                        help="a log written by aoti-debug (level 5 shows statistics), or several of one job "
+                        "(paths or globs, e.g. one log per rank): shown side by side")
     parser.add_argument("-o", "--output", default="report.html", metavar="HTML",
                         help="where to write the page (default: report.html)")
     parser.add_argument("--against", metavar="OTHER_LOG",
@@ -21,7 +23,7 @@ def run(args) -> int:
     from ..analysis import diff, load, report
     from ..analysis.untrusted import InputError
     try:
-        log = load.read(args.log)
+        log = load.read_many(args.paths)
         other = load.read(args.against) if args.against else None
         divergence = diff.diff(log, other, run=args.run) if other is not None else None
     except InputError as exc:
