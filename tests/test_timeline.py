@@ -420,6 +420,15 @@ def test_masked_pids_and_thread_ids_get_ids_of_their_own(tmp_path, capsys):
     assert [(e["name"], e["args"]["thread"]) for e in of(events, "X", cat="run")] == [("run 1 m", "TID (masked)")]
 
 
+def test_timestamps_are_microseconds_since_the_epoch_or_none():
+    from aoti_debug.analysis.timeline import micros
+    assert micros("2026-11-21 05:30:45.000120") == at(120)
+    assert micros("1970-01-01 00:00:00.000001") == 1
+    for unreadable in ("TIMESTAMP", "2026-13-01 00:00:00.000000", "2026-11-21 05:30:60.000000",
+                       "1969-12-31 23:59:59.999999", "9999-01-01 00:00:00.000000", "2026-11-21 05:30:45"):
+        assert micros(unreadable) is None, unreadable
+
+
 def test_a_missing_log_is_exit_2_naming_it(tmp_path, capsys):
     missing = tmp_path / "nope.log"
     assert timeline(capsys, missing, "-o", tmp_path / "t.json") == (
