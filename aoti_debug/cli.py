@@ -24,6 +24,7 @@ COMMANDS = {
     "nan-origin": ("aoti_debug.commands.nan_origin", "name the first launch or call that turned finite inputs into NaN/Inf"),
     "diff": ("aoti_debug.commands.diff", "align two logs launch by launch and name the first diverging launch"),
     "report": ("aoti_debug.commands.report", "write one self-contained HTML page: timeline, statistics, NaN origin, divergence"),
+    "timeline": ("aoti_debug.commands.timeline", "write a trace of one job's logs (one process per rank) for ui.perfetto.dev or chrome://tracing"),
     "replay": ("aoti_debug.commands.replay", "re-run level-10 dumps (Python calls, AOTI runs) and compare with the recorded outputs"),
     "build-runner": ("aoti_debug.commands.build_runner", "build aoti-debug-run, the C++ runner for .pt2 packages, and print its path"),
 }
