@@ -126,3 +126,43 @@ def test_report_shows_the_four_ranks_side_by_side(job, capsys, tmp_path):
     page = out_html.read_text()
     head = re.search(r'<table id="ranks-table"><thead>(.*?)</thead>', page).group(1)
     assert re.findall(r"<th>(rank \d) \(pid \d+\)</th>", head) == [f"rank {r}" for r in range(WORLD)]
+
+
+def test_timeline_of_the_job_has_four_processes_a_slice_per_launch_and_rank_2s_nan(job, capsys, tmp_path):
+    out = tmp_path / "job.json"
+    code, text, err = cli(capsys, "timeline", str(job / "debug_rank*.log"), "-o", str(out))
+    launches = [len(re.findall(r"\] launch ", open(p).read())) for p in logs(job)]
+    assert (code, err) == (0, "")
+    instants = re.fullmatch(rf"wrote {re.escape(str(out))}: 4 process\(es\), 4 thread track\(s\), "
+                            rf"{sum(launches)} launch slice\(s\), 16 run\(s\), (\d+) instant event\(s\)\n", text)
+    assert instants, text
+    events = json.loads(out.read_text())["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    pid_of = {int(re.match(r"rank (\d) \(pid (\d+)\)", n)[1]): p for p, n in names.items()}
+    assert sorted(pid_of) == [0, 1, 2, 3] and all(names[pid_of[r]] == f"rank {r} (pid {pid_of[r]})"
+                                                  for r in range(WORLD))
+    slices = [e for e in events if e["ph"] == "X" and e["cat"] == "launch"]
+    assert [sum(1 for e in slices if e["pid"] == pid_of[r]) for r in range(WORLD)] == launches
+    nan = [(e["pid"], e["args"]["id"]) for e in events if e["ph"] == "i" and e["cat"] == "nan-inf"
+           and not e["args"]["id"].startswith("call ")]
+    assert [p for p, _ in nan] == [pid_of[2]] * 2 and [i.split(".")[0] for _, i in nan] == ["3", "4"]
+    # every instant (NaN/Inf, the NaN check's warnings) is rank 2's
+    marks = [e for e in events if e["ph"] == "i"]
+    assert len(marks) == int(instants[1]) and {e["pid"] for e in marks} == {pid_of[2]}
+    assert {e["cat"] for e in marks} == {"nan-inf", "check"}
+
+
+def test_timeline_of_the_job_in_perfetto_format_reads_back_through_its_protos(job, capsys, tmp_path):
+    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace, TrackEvent
+    out = tmp_path / "job.pftrace"
+    code, _, _ = cli(capsys, "timeline", *logs(job), "-o", str(out))
+    assert code == 0
+    trace = Trace()
+    trace.ParseFromString(out.read_bytes())
+    descriptors = [p.track_descriptor for p in trace.packet if p.HasField("track_descriptor")]
+    assert sorted(re.sub(r"\d+\)$", "N)", d.process.process_name) for d in descriptors if d.HasField("process")) \
+        == [f"rank {r} (pid N)" for r in range(WORLD)]
+    begins = [p.track_event.name for p in trace.packet if p.HasField("track_event")
+              and p.track_event.type == TrackEvent.TYPE_SLICE_BEGIN]
+    kernels = [m for p in logs(job) for m in re.findall(r"\] launch \S+ (\S+)\n", open(p).read())]
+    assert sorted(n for n in begins if not n.startswith(("run ", "__main__."))) == sorted(kernels)
