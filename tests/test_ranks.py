@@ -183,3 +183,45 @@ def test_diff_ranks_needs_two_processes_and_plain_diff_two_logs(job, capsys):
     code, out, err = cli(capsys, "diff", *paths[:3])
     assert (code, out) == (2, "")
     assert err == "aoti-debug diff: expected two logs, A and B, and got 3 (or --ranks with the logs of one job)\n"
+
+
+# -- the runtimes ------------------------------------------------------------------
+
+@pytest.mark.parametrize("writer", ["compiled core", "Python writer"])
+def test_the_python_runtime_writes_the_rank_in_the_banner_and_run_header(tmp_path, writer):
+    from conftest import clean_env, run_python
+    proc = run_python(f"""
+        import threading
+        from aoti_debug.runtime import sink
+        if {writer == "Python writer"}:
+            sink.native = lambda: None       # as when the core cannot be built
+        from aoti_debug.runtime.launches import Model
+        Model("m", 1).begin_run()
+        print(threading.get_native_id())
+    """, env=clean_env(RANK="3", WORLD_SIZE="8", AOTI_DEBUG_LOGLEVEL="1",
+                       AOTI_DEBUG_LOGDEST=str(tmp_path / "debug_rank%r.log")))
+    assert [p.name for p in tmp_path.iterdir()] == ["debug_rank3.log"]
+    text = (tmp_path / "debug_rank3.log").read_text()
+    assert f" run 1 m thread={proc.stdout.strip()} rank=3/8\n" in text
+    assert mask(text).split("\n", 5)[5] == (
+        f"Platform: {records.parse(text).banners[0].facts['Platform']}\nRank: 3 of 8\n{RULE}\n"
+        "[TIMESTAMP] [pid PID] run 1 m thread=TID rank=3/8\n")
+
+
+def test_info_shows_the_rank_and_refuses_percent_r_without_one(monkeypatch, tmp_path, capsys):
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AOTI_DEBUG_LOGDEST", str(tmp_path / "r%r.log"))
+    code, out, err = cli(capsys, "info")
+    assert code == 2
+    assert "  Rank                           none (RANK and LOCAL_RANK unset)\n" in out
+    assert err == (f"\nerror: AOTI_DEBUG_LOGDEST='{tmp_path}/r%r.log' is not valid: %r becomes the "
+                   "process's rank, read from RANK, else LOCAL_RANK (torchrun sets both), and neither "
+                   "is set to a whole number\n")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    code, out, err = cli(capsys, "info")
+    assert (code, err) == (0, "")
+    assert "  Rank                           1 of 2\n" in out
+    assert f"  AOTI_DEBUG_LOGDEST             {tmp_path}/r1.log\n" in out
+    assert list(tmp_path.iterdir()) == []       # tried, left nothing behind

@@ -62,9 +62,12 @@ def torch_support() -> str:
 
 
 def system_facts():
+    rank, world = settings_mod.process_rank(os.environ)
     facts = [("aoti-debug version", __version__),
              ("Python version", platform.python_version()),
-             ("Platform", f"{platform.system()} {platform.machine()}")]
+             ("Platform", f"{platform.system()} {platform.machine()}"),
+             ("Rank", "none (RANK and LOCAL_RANK unset)" if rank is None
+              else f"{rank}" + (f" of {world}" if world else ""))]
     try:
         import torch
     except Exception as exc:
