@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from aoti_debug.cli import main
-from conftest import PLANTED, TESTS, clean_env
+from conftest import PLANTED, TESTS, clean_env, run_package
 
 pytestmark = pytest.mark.slow
 
@@ -166,3 +166,27 @@ def test_timeline_of_the_job_in_perfetto_format_reads_back_through_its_protos(jo
               and p.track_event.type == TrackEvent.TYPE_SLICE_BEGIN]
     kernels = [m for p in logs(job) for m in re.findall(r"\] launch \S+ (\S+)\n", open(p).read())]
     assert sorted(n for n in begins if not n.startswith(("run ", "__main__."))) == sorted(kernels)
+
+
+def test_dump_directories_named_by_rank_are_read_as_one_job(packages, tmp_path, capsys):
+    """Level 10 with AOTI_DEBUG_DUMP_DIR=dumps/rank%r: the C++ shim expands %r, its manifests
+    carry the rank, and nan-origin over the folders (a glob) names the rank that went bad."""
+    pt2 = packages.get("planted", AOTI_DEBUG_LOGLEVEL="10")      # test_analysis_dumps' package
+    for rank, bug in ((0, None), (1, "log")):
+        run_package(pt2, "planted", inputs=f"models.planted_inputs({bug!r})", AOTI_DEBUG_LOGLEVEL="10",
+                    AOTI_DEBUG_DUMP_DIR=str(tmp_path / "dumps" / "rank%r"), RANK=str(rank), WORLD_SIZE="2",
+                    AOTI_DEBUG_LOGDEST=str(tmp_path / f"rank{rank}.log"))
+    assert sorted(os.listdir(tmp_path / "dumps")) == ["rank0", "rank1"]
+    for rank in (0, 1):
+        (folder,) = [d for d in (tmp_path / "dumps" / f"rank{rank}").iterdir() if d.is_dir()]
+        run = json.loads((folder / "manifest.jsonl").read_text().splitlines()[0])
+        assert (run["event"], run["rank"], run["world"], run["thread"]) == ("run", rank, 2, run["pid"])
+    code, out, err = cli(capsys, "nan-origin", str(tmp_path / "dumps" / "rank*"))
+    assert (code, err) == (1, "")
+    lines = out.splitlines()
+    assert re.fullmatch(r"NaN/Inf origin: launch 1\.\d+ \S+ \(rank 1, pid \d+, \d+-planted-run1/manifest\.jsonl:\d+\)",
+                        lines[0]), lines[0]
+    order = lines[lines.index("2 processes, in the order NaN/Inf appeared "
+                              "(timestamps as written: clocks of one machine):") + 1:]
+    assert re.fullmatch(r"  rank 1 \(pid \d+\): origin launch 1\.\d+ \S+ at .*", order[0]), order
+    assert re.fullmatch(r"  rank 0 \(pid \d+\): no NaN/Inf in \d+ launches", order[1]), order
