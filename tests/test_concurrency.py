@@ -56,7 +56,7 @@ def server_log(packages, tmp_path_factory):
 def test_one_banner_and_every_record_whole(server_log):
     assert len(BANNER.findall(server_log)) == 1 and server_log.startswith("=" * 80)
     log = parsed.parse(server_log)
-    heads = Counter(re.sub(r" \d+(\.\d+)? ", " N ", r.split("] ", 2)[2].splitlines()[0])
+    heads = Counter(re.sub(r" \d+(\.\d+)? ", " N ", r.split("] ", 2)[2].splitlines()[0].split(" thread=")[0])
                     for r in re.findall(r"^\[[^\n]*\] \[pid \d+\] [^\n]*(?:\n  [^\n]*)*", server_log, re.M)
                     if "System Information" not in r)
     # per mlp run: run, 6 launches, 6 launch-ends, run-end; per planted run the same with 3
@@ -68,6 +68,8 @@ def test_one_banner_and_every_record_whole(server_log):
     assert sum(n for h, n in heads.items() if h.startswith("launch-end N ")) == 800 * 6 + 800 * 3
     assert len(log.launches) == 800 * 9 and all(l.finished for l in log.launches)
     assert len(log.calls) == 800 and all(c.finished for c in log.calls)
+    # each run and call names its thread: the eight workers
+    assert len({r.thread for r in log.records if r.kind in ("run", "call")}) == 8
 
 
 def test_each_model_counts_its_own_runs_and_each_call_number_once(server_log):

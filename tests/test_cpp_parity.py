@@ -60,6 +60,8 @@ def dump_tree(root):
             lines = []
             for line in path.read_text().splitlines():
                 rec = json.loads(line)
+                if "thread" in rec:       # the thread that ran it: the process's main thread here
+                    assert rec.pop("thread") == rec["pid"], rec
                 for key in ("time", "pid", "so"):
                     rec.pop(key, None)
                 if "so_copy" in rec:

@@ -22,9 +22,10 @@ def heads(text):
 def renumber(record, number):
     """A record with its call number replaced, to compare two calls."""
     first, _, body = record.partition("\n")
-    kind, ident, name = first.rsplit(" ", 2)
+    head, thread, tid = first.partition(" thread=")
+    kind, ident, name = head.rsplit(" ", 2)
     assert ident == str(number), first
-    return f"{kind} N {name}\n{body}"
+    return f"{kind} N {name}{thread}{tid}\n{body}"
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +84,7 @@ def test_op_inside_a_package_logs_within_its_proxy_launch(gather, mylib_so):
     recs = records(mask(open(log).read()))
     names = [r.splitlines()[0].split("] ", 2)[2] for r in recs]
     k = names.index("launch 1.4 mylib.gather_rows.default")
-    assert names[k:k + 4] == ["launch 1.4 mylib.gather_rows.default", "call 1 mylib::gather_rows",
+    assert names[k:k + 4] == ["launch 1.4 mylib.gather_rows.default", "call 1 mylib::gather_rows thread=TID",
                               "return 1 mylib::gather_rows", "launch-end 1.4 mylib.gather_rows.default"]
     assert recs[k].splitlines()[1] == f"  origin: nodes=gather_rows source={models.line_of('gather.op')}"
     # what the launch passed in is what the op received, what it returned is the launch's output

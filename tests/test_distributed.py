@@ -99,7 +99,7 @@ def test_nan_origin_names_rank_2_its_planted_launch_and_line(job, capsys):
     assert "log" in lines[2][len("  nodes:  "):].split(", ")
     order = lines[lines.index("4 processes, in the order NaN/Inf appeared "
                               "(timestamps as written: clocks of one machine):") + 1:]
-    assert re.fullmatch(rf"  rank 2 \(pid \d+\): origin launch 3\.{head[1]} {head[2]} at \S+ \S+", order[0])
+    assert re.fullmatch(rf"  rank 2 \(pid \d+\): origin launch 3\.{head[1]} {head[2]} at \[\S+ \S+\]", order[0])
     events = [len(re.findall(r"\] (?:launch|call) ", open(logs(job)[r]).read())) for r in (0, 1, 3)]
     assert [re.sub(r"pid \d+", "pid N", line) for line in order[1:]] == [
         f"  rank {r} (pid N): no NaN/Inf in {n} launches and calls" for r, n in zip((0, 1, 3), events)]

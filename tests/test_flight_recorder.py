@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from aoti_debug import cli
+from aoti_debug.analysis.mask import mask
 from conftest import TESTS, clean_env, records, run_python
 
 pytestmark = pytest.mark.torch_matrix
@@ -190,7 +191,7 @@ def test_python_recorder_keeps_inputs_of_a_crashing_call(tmp_path):
     saved = torch.load(dump_dir / folder / "call000001_inputs.pt", weights_only=True)
     assert torch.equal(saved["args"][0], torch.arange(6.0).reshape(2, 3)) and saved["kwargs"] == {"scale": 3.0}
     # the call record was written before the call ran
-    assert re.search(r"\] call 1 crashmod\.crash\n  arg\[0\] x:\n", (tmp_path / "log.txt").read_text())
+    assert re.search(r"\] call 1 crashmod\.crash thread=\d+\n  arg\[0\] x:\n", (tmp_path / "log.txt").read_text())
 
 
 def test_count_limit_under_a_storm_of_launches(mlp10, tmp_path):
@@ -295,8 +296,8 @@ def test_python_recorder_on_a_full_disk(full_disk, tmp_path):
                          + NOTE_TAIL + "\n")
     # (call 2's return record was written before its output was dumped); logging goes on at
     # level 5: call 3 is logged with statistics
-    later = [r.splitlines()[0].split("] ", 2)[2] for r in records(text.split(note)[1])]
-    assert later == ["call 3 fullmod.scale", "return 3 fullmod.scale"]
+    later = [r.splitlines()[0].split("] ", 2)[2] for r in records(mask(text.split(note)[1]))]
+    assert later == ["call 3 fullmod.scale thread=TID", "return 3 fullmod.scale"]
     assert text.split(note)[1].count("      mean=") == 2
 
 

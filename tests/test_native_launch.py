@@ -13,6 +13,7 @@ import subprocess
 
 import pytest
 
+from aoti_debug.analysis.mask import mask
 from aoti_debug.native import core as _native
 
 TS = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}"
@@ -148,7 +149,7 @@ def masked(path) -> str:
     text = open(path).read()
     text = re.sub(r"\A={80}\n.*?\n={80}\n(?:.*\n)*?={80}\n", "", text)
     text = re.sub(rf"\[{TS}\]", "[TIMESTAMP]", text)
-    return re.sub(r"\[pid \d+\]", "[pid PID]", text)
+    return mask(re.sub(r"\[pid \d+\]", "[pid PID]", text))
 
 
 # ---------------------------------------------------------------- expected text
@@ -176,7 +177,8 @@ def item(label, t, level):
 
 
 def head(kind, ident, name):
-    return f"[TIMESTAMP] [pid PID] {kind} {ident} {name}\n"
+    facts = " thread=TID" if kind in ("run", "call") else ""
+    return f"[TIMESTAMP] [pid PID] {kind} {ident} {name}{facts}\n"
 
 
 def expected(level, runs=1, only=None):

@@ -125,7 +125,8 @@ def expected_records(level):
                 f"  source-line: {line_of(origin[1])} nodes={origin[0]}",
                 f"  holds: {origin[2]}"] if origin else []
         body = [] if level < 3 else head + [line for label, value in items for line in fmt.item(label, value, level)]
-        return H + f"{kind} {ident} {name}\n" + "".join(l + "\n" for l in body)
+        facts = " thread=TID" if kind == "run" else ""
+        return H + f"{kind} {ident} {name}{facts}\n" + "".join(l + "\n" for l in body)
 
     inputs = [("in fc1_weight", w1), ("in fc1_bias", b1), ("in x", x), ("in fc2_weight", w2),
               ("in fc2_bias", b2), ("in fc3_weight", w3), ("in fc3_bias", b3)]

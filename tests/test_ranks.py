@@ -108,8 +108,9 @@ def test_nan_origin_names_the_first_rank_then_the_others_in_the_order_they_went_
     assert lines[1:3] == [f"  source: {SRC}:6", "  nodes:  log"]
     assert lines[-5:] == [
         "4 processes, in the order NaN/Inf appeared (timestamps as written: clocks of one machine):",
-        "  rank 2 (pid 102): origin launch 3.2 cpp_fused_log_1 at 2026-11-24 10:00:00.000452",
-        "  rank 0 (pid 100): origin launch 3.2 cpp_fused_log_1 at 2026-11-24 10:00:00.005450",
+        "  rank 2 (pid 102): origin launch 3.2 cpp_fused_log_1 at [2026-11-24 10:00:00.000452]",
+        "  rank 0 (pid 100): origin launch 3.2 cpp_fused_log_1 at [2026-11-24 10:00:00.005450], "
+        "+4.998 ms after the first",
         "  rank 1 (pid 101): no NaN/Inf in 6 launches",
         "  rank 3 (pid 103): no NaN/Inf in 6 launches"]
 

@@ -553,8 +553,7 @@ def diff_replicas(log: Log, atol: float = 1e-5, rtol: float = 1e-3,
                   run: Optional[int] = None) -> Replicas:
     """Compare every process of a job with the one of the lowest rank (else the first), run
     by run (or only `run`): replicas that should agree (data parallel)."""
-    from .nan_origin import _rank_key
-    processes = sorted(log.processes(), key=_rank_key)
+    processes = sorted(log.processes(), key=lambda p: p.order)
     if len(processes) < 2:
         raise DiffInputError(f"{log.path}: --ranks compares the processes of one job, and this holds "
                              f"{'one' if processes else 'no'} process{'' if processes else 'es'}"

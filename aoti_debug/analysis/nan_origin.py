@@ -9,6 +9,7 @@ its enclosing calls are reported as such, not as the origin.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from typing import Dict, List, Optional, Tuple
 
 from .records import Event, Item, Log, Process, Record, Tensor, inline_nonfinite
@@ -170,12 +171,8 @@ def by_process(log: Log) -> Ranked:
     machine."""
     per = [(p, find(log.of_process(p.pid))) for p in log.processes()]
     bad = sorted((x for x in per if x[1].found), key=lambda x: x[1].when)
-    clean = sorted((x for x in per if not x[1].found), key=lambda x: _rank_key(x[0]))
+    clean = sorted((x for x in per if not x[1].found), key=lambda x: x[0].order)
     return Ranked(bad[0][1] if bad else None, bad + clean, find(log))
-
-
-def _rank_key(p: Process) -> Tuple[int, int]:
-    return (0, p.rank) if p.rank is not None else (1, p.pid)
 
 
 def ranked_text(ranked: Ranked) -> List[str]:
@@ -186,11 +183,14 @@ def ranked_text(ranked: Ranked) -> List[str]:
         lines += _first_only(ranked.first)
     lines.append(f"{len(ranked.order)} processes, in the order NaN/Inf appeared "
                  "(timestamps as written: clocks of one machine):")
+    first = ranked.first.when if ranked.first is not None else None
     for process, f in ranked.order:
         if f.found:
             check = f.origin or f.entered
             how = "origin" if f.origin is not None else "first inputs with NaN/Inf"
-            lines.append(f"  {process.label}: {how} {_named(check.event)} at {f.when}")
+            later = _after(first, f.when)
+            lines.append(f"  {process.label}: {how} {_named(check.event)} at [{f.when}]"
+                         + (f", {later} after the first" if later else ""))
         elif f.unreadable:
             lines.append(f"  {process.label}: cannot tell ({len(f.unreadable)} file(s) or record(s) "
                          "cannot be read)")
@@ -200,6 +200,16 @@ def ranked_text(ranked: Ranked) -> List[str]:
     if ranked.first is None:
         lines += finding_text(whole)
     return lines
+
+
+def _after(first: Optional[str], when: Optional[str]) -> Optional[str]:
+    """`+5.023 ms`: how long after `first` a timestamp is; None for the same time or unreadable ones."""
+    try:
+        t0, t1 = (datetime.datetime.strptime(t, "%Y-%m-%d %H:%M:%S.%f") for t in (first, when))
+    except (TypeError, ValueError):
+        return None
+    ms = (t1 - t0).total_seconds() * 1e3
+    return f"+{ms:.3f} ms" if ms > 0 else None
 
 
 def _first_only(finding: Finding) -> List[str]:

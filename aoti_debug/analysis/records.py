@@ -288,6 +288,11 @@ class Process:
     world: Optional[int] = None
 
     @property
+    def order(self) -> Tuple[int, int]:
+        """Sort key: processes by rank, then those without one by pid."""
+        return (0, self.rank) if self.rank is not None else (1, self.pid)
+
+    @property
     def label(self) -> str:
         """`rank 2 (pid 4242)`, or `pid 4242` for a process without a rank."""
         return f"rank {self.rank} (pid {self.pid})" if self.rank is not None else f"pid {self.pid}"

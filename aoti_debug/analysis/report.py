@@ -233,7 +233,7 @@ def _ranks(log: Log, level: int, number: Dict[int, int]) -> str:
     appeared in each, whether it agrees with the lowest rank, and each run."""
     if len(log.processes()) < 2:
         return ""
-    processes = sorted(log.processes(), key=nan_origin._rank_key)
+    processes = sorted(log.processes(), key=lambda p: p.order)
     subs = {p.pid: log.of_process(p.pid) for p in processes}
     # a process's own Log regroups the same records: its events link as the page's do
     merged = {id(e.first): e for e in log.events}

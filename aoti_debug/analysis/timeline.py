@@ -488,7 +488,7 @@ def _tensor(tensor: Tensor) -> Dict[str, Any]:
 def _assemble(log: Log, slices: Dict[Key, List[Slice]], instants: Dict[Key, List[Instant]],
               process_instants: Dict[int, List[Instant]], not_placed: Dict[str, int],
               notes: List[str]) -> Timeline:
-    processes = sorted(log.processes(), key=lambda p: (p.rank is None, p.rank or 0))
+    processes = sorted(log.processes(), key=lambda p: p.order)
     keys = list(dict.fromkeys([*slices, *instants]))
     ids = _Ids({p.pid for p in processes} | {k[1] for k in keys if k[1] is not None})
     taken_tids: set = set()
