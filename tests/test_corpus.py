@@ -123,7 +123,7 @@ def test_instrumented_package_logs_one_whole_run(model):
     """Every launch has its end record, numbered in order, between the run and its end."""
     outputs, text = model.level5[0]
     heads = [h[len("[TIMESTAMP] [pid PID] "):] for h in headers(text)]
-    assert heads[0] == f"run 1 {model.name}" and heads[-1] == f"run-end 1 {model.name}", heads
+    assert heads[0] == f"run 1 {model.name} thread=TID" and heads[-1] == f"run-end 1 {model.name}", heads
     launches = heads[1:-1]
     assert len(launches) >= 20 and len(launches) % 2 == 0
     for k in range(len(launches) // 2):
