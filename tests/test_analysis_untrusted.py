@@ -468,8 +468,8 @@ def test_names_from_a_log_cannot_drive_the_terminal(tmp_path, capsys):
     assert out.endswith(f"NaN/Inf origin: 1.2 {shown}\n")
     missing = str(tmp_path / "gone\x1b[2J.log")
     assert cli(capsys, "nan-origin", missing)[2] == (
-        f"aoti-debug nan-origin: {tmp_path}/gone\\x1b[2J.log: no such file or directory (expected a log "
-        "file written by aoti-debug, or a dump directory)\n")
+        f"aoti-debug nan-origin: {tmp_path}/gone\\x1b[2J.log: no such file or directory, and as a glob "
+        "it matches none (expected logs or dump directories written by aoti-debug)\n")
     assert untrusted.printable("a\u202eb\u2028c\td") == "a\\u202eb\\u2028c\\x09d"
 
 

@@ -129,8 +129,8 @@ def test_nan_origin_takes_globs_and_a_clean_job_exits_0(job, tmp_path, capsys):
 def test_a_glob_that_matches_nothing_is_a_usage_error(tmp_path, capsys):
     code, out, err = cli(capsys, "nan-origin", str(tmp_path / "rank*.log"))
     assert (code, out) == (2, "")
-    assert err == (f"aoti-debug nan-origin: {tmp_path}/rank*.log: no file or directory matches "
-                   "(expected logs or dump directories written by aoti-debug)\n")
+    assert err == (f"aoti-debug nan-origin: {tmp_path}/rank*.log: no such file or directory, and as a "
+                   "glob it matches none (expected logs or dump directories written by aoti-debug)\n")
 
 
 def test_by_process_orders_by_time_and_keeps_each_finding_to_its_process(job):

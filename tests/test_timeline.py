@@ -439,8 +439,8 @@ def test_a_missing_log_is_exit_2_naming_it(tmp_path, capsys):
 
 def test_a_glob_that_matches_nothing_is_exit_2(tmp_path, capsys):
     assert timeline(capsys, tmp_path / "rank*.log", "-o", tmp_path / "t.json") == (
-        2, "", f"aoti-debug timeline: {tmp_path}/rank*.log: no file or directory matches "
-               "(expected logs or dump directories written by aoti-debug)\n")
+        2, "", f"aoti-debug timeline: {tmp_path}/rank*.log: no such file or directory, and as a glob "
+               "it matches none (expected logs or dump directories written by aoti-debug)\n")
 
 
 @pytest.mark.parametrize("where", ["missing-dir/t.json", "."])

@@ -45,8 +45,8 @@ def expand(patterns: Sequence[str]) -> List[str]:
         if glob.has_magic(pattern) and not os.path.exists(pattern):
             matches = sorted(glob.glob(pattern))
             if not matches:
-                raise LogInputError(f"{pattern}: no file or directory matches "
-                                    "(expected logs or dump directories written by aoti-debug)")
+                raise LogInputError(f"{pattern}: no such file or directory, and as a glob it matches "
+                                    "none (expected logs or dump directories written by aoti-debug)")
         else:
             matches = [pattern]
         out += [m for m in matches if m not in out]
