@@ -590,19 +590,13 @@ def replicas_text(rep: Replicas) -> List[str]:
     result = dict(first.runs)[at]
     lines.append(f"first divergence: {first.process.label}, run {at}, {_title(row)} "
                  f"(A: {rep.reference.label}, B: {first.process.label})")
-    said = summary(result)
-    return lines + said[_summary_start(said) + 1:]
+    return lines + divergence_detail(result, row)
 
 
 def _title(row: Row) -> str:
     event = row.b or row.a
     return f"launch {event.title}" if isinstance(event, Launch) and not isinstance(event, ModelOutputs) \
         else "the model's outputs"
-
-
-def _summary_start(lines: List[str]) -> int:
-    """Index of summary()'s `first divergence:` line (what follows it describes the launch)."""
-    return next(i for i, line in enumerate(lines) if line.startswith("first divergence: "))
 
 
 @dataclasses.dataclass
@@ -672,9 +666,16 @@ def summary(result: Result) -> List[str]:
         lines.append(f"{verdict}: {result.compared} aligned launch(es) compared "
                      f"(atol={result.atol:g}, rtol={result.rtol:g}; {how})")
         return lines
+    assert row.a is not None and row.b is not None
+    lines.append(f"first divergence: A {row.a.title} / B {row.b.title}")
+    return lines + divergence_detail(result, row)
+
+
+def divergence_detail(result: Result, row: Row) -> List[str]:
+    """What the first diverging pair `row` shows: its line, nodes, the deltas beyond the
+    tolerance, both sides' outputs, and how many later pairs differ too."""
     a, b = row.a, row.b
-    assert a is not None and b is not None
-    lines.append(f"first divergence: A {a.title} / B {b.title}")
+    lines: List[str] = []
     origin = a.origin or b.origin
     # a kernel fusing independent computations: the line of the outputs that diverge
     source = origin.source_of([d.label for d in row.deltas if d.violates]) if origin else None

@@ -9,10 +9,9 @@ its enclosing calls are reported as such, not as the origin.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 from typing import Dict, List, Optional, Tuple
 
-from .records import Event, Item, Log, Process, Record, Tensor, inline_nonfinite
+from .records import Event, Item, Log, Process, Record, Tensor, inline_nonfinite, moment
 
 FINITE, NONFINITE, UNKNOWN = "finite", "nonfinite", "unknown"
 
@@ -204,9 +203,8 @@ def ranked_text(ranked: Ranked) -> List[str]:
 
 def _after(first: Optional[str], when: Optional[str]) -> Optional[str]:
     """`+5.023 ms`: how long after `first` a timestamp is; None for the same time or unreadable ones."""
-    try:
-        t0, t1 = (datetime.datetime.strptime(t, "%Y-%m-%d %H:%M:%S.%f") for t in (first, when))
-    except (TypeError, ValueError):
+    t0, t1 = moment(first), moment(when)
+    if t0 is None or t1 is None:
         return None
     ms = (t1 - t0).total_seconds() * 1e3
     return f"+{ms:.3f} ms" if ms > 0 else None

@@ -17,6 +17,7 @@ load.read picks between a log file, a folder of logs and level-10 dumps.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import functools
 import heapq
 import os
@@ -57,6 +58,14 @@ ITEM_KINDS = {"call", "return", "run", "run-end", "launch", "launch-end"}
 
 class LogInputError(InputError):
     """A path that cannot be read as a log: missing, unreadable, or without records."""
+
+
+def moment(stamp: str) -> Optional[datetime.datetime]:
+    """A header's timestamp as a (UTC) datetime; None for a masked or malformed one."""
+    try:
+        return datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S.%f")
+    except (TypeError, ValueError):
+        return None
 
 
 def decimal(text: str) -> Optional[int]:

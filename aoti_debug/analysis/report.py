@@ -7,7 +7,6 @@ mailed, attached to a bug, or opened from a machine without network access.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import html
 import os
 import urllib.parse
@@ -15,7 +14,7 @@ from typing import Dict, List, Optional
 
 from . import diff as diff_mod
 from . import nan_origin
-from .records import STAT_KEYS, Event, Log, Origin
+from .records import STAT_KEYS, Event, Log, Origin, moment
 
 _CSS = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #1d1d1f; }
@@ -74,18 +73,11 @@ def source_link(origin: Optional[Origin], log_path: Optional[str], outputs=None)
     return f'<a class="source" href="{esc(href)}">{esc(origin.source)}</a>'
 
 
-def _time(stamp: str) -> Optional[datetime.datetime]:
-    try:
-        return datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S.%f")
-    except ValueError:
-        return None
-
-
 def duration_us(event: Event) -> Optional[float]:
     end = event.end or event.crash
     if event.first is None or end is None:
         return None
-    t0, t1 = _time(event.first.timestamp), _time(end.timestamp)
+    t0, t1 = moment(event.first.timestamp), moment(end.timestamp)
     return None if t0 is None or t1 is None else (t1 - t0).total_seconds() * 1e6
 
 
@@ -231,9 +223,9 @@ def _outputs_cell(event: Event) -> str:
 def _ranks(log: Log, level: int, number: Dict[int, int]) -> str:
     """The processes of a job side by side, a column each (by rank): where NaN/Inf first
     appeared in each, whether it agrees with the lowest rank, and each run."""
-    if len(log.processes()) < 2:
-        return ""
     processes = sorted(log.processes(), key=lambda p: p.order)
+    if len(processes) < 2:
+        return ""
     subs = {p.pid: log.of_process(p.pid) for p in processes}
     # a process's own Log regroups the same records: its events link as the page's do
     merged = {id(e.first): e for e in log.events}
