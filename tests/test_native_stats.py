@@ -321,3 +321,78 @@ def test_stats_lines_match_cpp_block(native):
     lines = [line.strip() for line in block.splitlines()[7:-1]]
     assert lines == stats_lines(compute_native(t)) == [
         "min=-2.000000", "max=inf", "mean=inf", "nan_count=1", "inf_count=1"]
+
+
+# ---------------------------------------------------------------- the NaN/Inf check's scan
+
+def _reference_finite(t, count_inf):
+    t = t.resolve_neg()
+    if t.dtype.is_complex:
+        parts = torch.view_as_real(t.resolve_conj())
+        return not (bool(parts.isnan().any()) or (count_inf and bool(parts.isinf().any())))
+    if not (t.dtype.is_floating_point):
+        return True
+    wide = t.to(torch.float64) if t.dtype.itemsize == 1 else t
+    return not (bool(wide.isnan().any()) or (count_inf and bool(wide.isinf().any())))
+
+
+SCAN_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.float8_e5m2,
+               torch.complex64, torch.int32, torch.bool]
+
+
+@pytest.mark.parametrize("dtype", SCAN_DTYPES, ids=str)
+@pytest.mark.parametrize("n", [1, 7, 511, 512, 513, 4096 + 37])
+def test_all_finite_finds_each_bad_value_wherever_it_is(native, dtype, n):
+    """Every position (first, last, inside a scanned block, in the tail) and every
+    kind of bad value; NaN-only checks let Inf through."""
+    base = torch.ones(n, dtype=torch.float64).to(dtype)
+    assert native.all_finite(base, True) and native.all_finite(base, False)
+    if not (dtype.is_floating_point or dtype.is_complex):
+        return
+    specials = [math.nan, -math.nan, math.inf, -math.inf]
+    for pos in sorted({0, n // 2, n - 1, min(n - 1, 511), min(n - 1, 512)}):
+        for x in specials:
+            t = base.clone()
+            t[pos] = x
+            for count_inf in (True, False):
+                assert native.all_finite(t, count_inf) == _reference_finite(t, count_inf), (pos, x, count_inf)
+
+
+def test_all_finite_large_values_are_finite(native):
+    """Largest finite and smallest subnormal of each dtype: never taken for Inf."""
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        info = torch.finfo(dtype)
+        t = torch.tensor([info.max, -info.max, info.tiny, -0.0, info.smallest_normal / 4], dtype=dtype)
+        assert native.all_finite(t.repeat(200), True), dtype
+
+
+@pytest.mark.parametrize("view", ["transposed", "stepped", "offset", "expanded", "column"])
+def test_all_finite_strided_views_see_only_their_elements(native, view):
+    """A NaN outside the view is not the view's; one inside is found."""
+    base = torch.zeros(64, 64)
+    make = {"transposed": lambda b: b.t(), "stepped": lambda b: b[::2, ::3],
+            "offset": lambda b: b[1:, 1:], "expanded": lambda b: b[:1].expand(64, 64),
+            "column": lambda b: b[:, 5]}[view]
+    assert not make(base).is_contiguous()
+    assert native.all_finite(make(base), True)
+    # which elements of the base the view reads: mark each with its own index
+    seen = set(make(torch.arange(64 * 64, dtype=torch.float32).reshape(64, 64)).reshape(-1).tolist())
+    inside = next(i for i in range(64 * 64) if i in seen)
+    outside = next((i for i in range(64 * 64) if i not in seen), None)
+    for index, expected in ((inside, False), (outside, True)):
+        if index is None:  # the view reads every element
+            continue
+        base.zero_()
+        base.view(-1)[index] = math.nan
+        assert native.all_finite(make(base), True) is expected, (view, index)
+
+
+def test_all_finite_parallel_scan_finds_a_nan_in_any_slice(native):
+    """Tensors large enough to be split over threads: a NaN in the last slice is found."""
+    n = (1 << 22) + 3
+    t = torch.zeros(n)
+    assert native.all_finite(t, True)
+    for pos in (0, n // 2 + 1, n - 1):
+        t[pos] = math.inf
+        assert not native.all_finite(t, True) and native.all_finite(t, False)
+        t[pos] = 0

@@ -28,7 +28,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 from . import build as _build
 
 __all__ = [
-    "NativeUnavailable", "lib", "include_dir", "runtime_dir", "compute_stats",
+    "NativeUnavailable", "lib", "include_dir", "runtime_dir", "compute_stats", "all_finite",
     "render_tensor_block", "format_number", "sink_write", "write_note", "set_inflight",
     "clear_inflight", "install_crash_handler", "next_call_number", "instance_name", "read_settings",
     "glob_match", "dtype_code", "vector_width",
@@ -108,6 +108,7 @@ _SIGNATURES = {
     "aotid_vector_width": (_i32, []),
     "aotid_compute_stats": (_i32, [_ptr, _i32, _i64, _i64p, _i64p, _i32, _i32,
                                    ctypes.POINTER(_StatsC)]),
+    "aotid_all_finite": (_i32, [_ptr, _i32, _i64, _i64p, _i64p, _i32]),
     "aotid_render_tensor_block": (_i64, [_ptr, _i32, _i64, _i64p, _i64p, _i32, _i32, _i32, _i32,
                                          _buf, _i64]),
     "aotid_format_number": (_i32, [_dbl, _buf]),
@@ -179,6 +180,18 @@ def _view_args(tensor, need_data: bool):
     on_cpu = tensor.device.type == "cpu"
     data = tensor.data_ptr() if on_cpu and tensor.numel() > 0 else None
     return tensor, data, dtype_code(tensor.dtype), ndim, sizes, strides
+
+
+def all_finite(tensor, count_inf: bool) -> bool:
+    """Does a CPU tensor hold no NaN (and, with ``count_inf``, no Inf)?  The
+    NaN/Inf check's clean path: one scan of the raw bits, no statistics."""
+    handle = _need()
+    tensor, data, code, ndim, sizes, strides = _view_args(tensor, True)
+    rc = handle.aotid_all_finite(data, code, ndim, sizes, strides, int(count_inf))
+    del tensor  # kept alive until here: the core reads its memory
+    if rc < 0:
+        raise RuntimeError("aotid_all_finite failed")
+    return rc == 1
 
 
 def compute_stats(tensor, max_threads: int = 0, isa_limit: int = 0) -> dict:

@@ -49,8 +49,11 @@ class NanChecks:
         self.count_inf = check.count_inf
         self.run = run
         self.level = level   # 0: warnings go to stderr, not into a log
-        # by data pointer, not name: a reused buffer keeps what its writer found
-        self.known: Dict[int, bool] = {}
+        # Buffers known to hold NaN/Inf, by data pointer (not name: a reused
+        # buffer keeps what its writer found): model inputs found bad, outputs
+        # last written bad.  Clean ones are not kept: an input a launch only
+        # reads is unchanged since it was written, so the bad path scans it.
+        self.bad: set = set()
         self.failures: List[str] = []
         self.kernels: List[str] = []
         self.failed_launch = -1
@@ -65,38 +68,50 @@ class NanChecks:
         return s.nan_count > 0 or (self.count_inf and s.inf_count > 0)
 
     def _finite(self, t) -> bool:
-        s = self._stats(t)
-        return s is None or not self._bad(s)
+        return not _tensor(t) or stats_mod.finite(t, self.count_inf)
 
     def inputs(self, values: Sequence[Any]) -> None:
         for v in values:
-            if _tensor(v) and v.numel():
-                self.known[v.data_ptr()] = self._finite(v)
+            if _tensor(v) and not self._finite(v):
+                self.bad.add(v.data_ptr())
 
-    def after(self, launch: int, site, sources: Sequence[str], values: Sequence[Any]) -> None:
-        """`values`: every site argument after the launch; `sources[k]`: the user's
-        line that produced output k ("" = the site's)."""
-        tainted = []
-        for (name, role), v in zip(site.args, values):
-            if role == "out":
-                continue
-            known = self.known.get(v.data_ptr()) if _tensor(v) and v.numel() else None
-            finite = known if known is not None else (self._finite(v) if role == "in" else True)
-            if not finite:
-                tainted.append(name)
+    @staticmethod
+    def _outputs(site, values):
+        """(k, label, tensor) of every output; an extern kernel returning several
+        tensors (sort: values, indices) is one tuple here."""
         for k, ((name, role), v) in enumerate(zip(site.args, values)):
             if role == "in":
                 continue
-            # an extern kernel returning several tensors (sort: values, indices) is one tuple here
             parts = [(f"{name}[{i}]", t) for i, t in enumerate(v)] if isinstance(v, (tuple, list)) else [(name, v)]
             for label, t in parts:
-                s = self._stats(t)
-                if s is None:
-                    continue
-                bad = self._bad(s)
-                self.known[t.data_ptr()] = not bad
-                if bad:
-                    self._report(launch, site, label, sources[k] or site.source, s, tainted)
+                if _tensor(t):
+                    yield k, label, t
+
+    def after(self, launch: int, site, sources: Sequence[str], values: Sequence[Any]) -> None:
+        """`values`: every site argument after the launch; `sources[k]`: the user's
+        line that produced output k ("" = the site's).  The clean path scans
+        each output once."""
+        outputs = list(self._outputs(site, values))
+        if not all(self._finite(t) for _, _, t in outputs):
+            return self._after_bad(launch, site, sources, values, outputs)
+        for _, _, t in outputs if self.bad else ():
+            self.bad.discard(t.data_ptr())
+
+    def _after_bad(self, launch, site, sources, values, outputs) -> None:
+        tainted = []
+        for (name, role), v in zip(site.args, values):
+            if role == "out" or not _tensor(v):
+                continue
+            if v.data_ptr() in self.bad or (role == "in" and not self._finite(v)):
+                tainted.append(name)
+        for k, label, t in outputs:
+            s = self._stats(t)
+            if s is None:
+                continue
+            bad = self._bad(s)
+            (self.bad.add if bad else self.bad.discard)(t.data_ptr())
+            if bad:
+                self._report(launch, site, label, sources[k] or site.source, s, tainted)
 
     def _counts(self, s: stats_mod.Stats) -> str:
         return f"{s.nan_count} NaN" + (f" and {s.inf_count} Inf" if self.count_inf else "")

@@ -76,6 +76,24 @@ def compute(t) -> Stats:
     return compute_with_torch(t)
 
 
+def finite(t, count_inf: bool) -> bool:
+    """No NaN (and, with ``count_inf``, no Inf) in ``t``?  The NaN/Inf check's
+    clean path: on the CPU one scan of the raw bits by the compiled core, no
+    statistics.  What cannot be read here (other devices, CUDA graph capture,
+    empty tensors) counts as finite, as in compute()'s skips."""
+    if t.numel() == 0 or t.device.type not in ("cpu", "cuda"):
+        return True
+    if t.device.type == "cpu":
+        try:
+            from ..native import core as _native
+            if _native.lib() is not None:
+                return _native.all_finite(t, count_inf)
+        except ImportError:
+            pass
+    s = compute(t)
+    return bool(s.skipped) or not (s.nan_count > 0 or (count_inf and s.inf_count > 0))
+
+
 def compute_native(t, max_threads: int = 0, isa_limit: int = 0) -> Stats:
     """By the compiled core alone (NativeUnavailable without it); the thread
     and ISA limits exist for tests: results never depend on them."""

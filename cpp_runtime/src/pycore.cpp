@@ -57,6 +57,19 @@ AOTID_EXPORT int32_t aotid_compute_stats(const void* data, int32_t dtype, int64_
   }
 }
 
+// 1 when a CPU tensor holds no NaN (and, with count_inf, no Inf), 0 when it
+// does, -1 on error: the NaN/Inf check's clean path.
+AOTID_EXPORT int32_t aotid_all_finite(const void* data, int32_t dtype, int64_t ndim,
+                                      const int64_t* sizes, const int64_t* strides,
+                                      int32_t count_inf) noexcept {
+  try {
+    return aoti_debug::all_finite(make_view(data, dtype, ndim, sizes, strides, 0, -1), count_inf != 0)
+               ? 1 : 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
 // The Tensor block as the C++ shim writes it ("Tensor(" at `indent` spaces).
 AOTID_EXPORT int64_t aotid_render_tensor_block(const void* data, int32_t dtype, int64_t ndim,
                                                const int64_t* sizes, const int64_t* strides,

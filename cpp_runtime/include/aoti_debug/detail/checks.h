@@ -110,6 +110,7 @@ class NanChecks {
 
   // After a launch: `args` holds every site argument in Site::args order;
   // `sources[k]` is the user's line that produced output k ("" = the site's).
+  // The clean path scans each output once (all_finite) and allocates nothing.
   void after(const Site& site, const char* const* sources, std::initializer_list<Value> args);
 
   // End of run: the summary line, and the deferred error when every failing
@@ -117,16 +118,38 @@ class NanChecks {
   void finish();
 
  private:
+  // CPU tensors; what cannot be read here counts as finite.
   bool is_finite(const Value& v) const {
 #if AOTI_DEBUG_ENABLE_STATS
-    if (v.kind != Value::kTensor || v.t.device_type != 0) return true;
-    const Stats s = compute_stats(v.t);
-    return !(s.nan_count > 0 || (count_inf_ && s.inf_count > 0));
+    if (v.kind != Value::kTensor || v.t.device_type != 0 || v.t.data == nullptr) return true;
+    return all_finite(v.t, count_inf_);
 #else
     (void)v;
     return true;
 #endif
   }
+
+  // Buffers known to hold NaN/Inf, by data pointer: model inputs found bad and
+  // outputs last written bad.  Clean buffers are not kept -- an input a launch
+  // only reads is unchanged since it was written, so the bad path scans it
+  // again -- and a run that stays clean never touches this.
+  bool known_bad(const void* p) const {
+    for (const void* q : bad_)
+      if (q == p) return true;
+    return false;
+  }
+  void set_bad(const void* p, bool bad) {
+    if (p == nullptr) return;
+    for (size_t i = 0; i < bad_.size(); ++i)
+      if (bad_[i] == p) {
+        if (!bad) bad_[i] = bad_.back(), bad_.pop_back();
+        return;
+      }
+    if (bad) bad_.push_back(p);
+  }
+
+  // A launch with a bad output: statistics, taint and reports for all of them.
+  void after_bad(const Site& site, const char* const* sources, std::initializer_list<Value> args);
 
 #if AOTI_DEBUG_ENABLE_STATS
   void report(const Site& site, const char* buffer, const char* source, const Stats& s,
@@ -163,7 +186,7 @@ class NanChecks {
   const bool count_inf_;
   // Keyed by data pointer, not name: the wrapper reuses a buffer under a new
   // name (`auto buf10 = std::move(buf7);`), and model inputs have user labels.
-  std::map<const void*, bool> known_;  // data -> held only finite values
+  std::vector<const void*> bad_;
   std::vector<std::string> failures_;  // one per bad output
   std::vector<std::string> kernels_;   // one per bad launch
   int64_t failed_launch_ = -1;
@@ -284,20 +307,34 @@ AOTI_DEBUG_CORE_FN void InputGuard::finish(const Run& run, const char* const* la
 
 AOTI_DEBUG_CORE_FN void NanChecks::inputs(std::initializer_list<Value> vals) {
   for (const Value& v : vals)
-    if (v.kind == Value::kTensor && v.t.data != nullptr) known_[v.t.data] = is_finite(v);
+    if (v.kind == Value::kTensor && !is_finite(v)) set_bad(v.t.data, true);
 }
 
-AOTI_DEBUG_CORE_FN void NanChecks::after(const Site& site, const char* const* sources, std::initializer_list<Value> args) {
+AOTI_DEBUG_CORE_FN void NanChecks::after(const Site& site, const char* const* sources,
+                                         std::initializer_list<Value> args) {
+  int k = 0;
+  for (const Value* arg = args.begin(); k < site.nargs && arg != args.end(); ++k, ++arg) {
+    if (site.args[k].role == Role::In || arg->kind != Value::kTensor) continue;
+    const bool clean = arg->t.device_type == 0 ? is_finite(*arg) : arg->device_stats == nullptr;
+    if (!clean) return after_bad(site, sources, args);  // device tensors: after_bad asks them
+  }
+  if (bad_.empty()) return;
+  k = 0;  // outputs written clean over a buffer that held NaN/Inf
+  for (const Value* arg = args.begin(); k < site.nargs && arg != args.end(); ++k, ++arg)
+    if (site.args[k].role != Role::In && arg->kind == Value::kTensor) set_bad(arg->t.data, false);
+}
+
+AOTI_DEBUG_CORE_FN void NanChecks::after_bad(const Site& site, const char* const* sources,
+                                             std::initializer_list<Value> args) {
   std::vector<std::string> tainted;  // inputs that already held NaN/Inf
   int k = 0;
   const Value* arg = args.begin();
   for (; k < site.nargs && arg != args.end(); ++k, ++arg) {
     const ArgSpec& a = site.args[k];
     if (a.role == Role::Out) continue;
-    auto it = arg->kind == Value::kTensor && arg->t.data != nullptr ? known_.find(arg->t.data) : known_.end();
-    const bool finite = it != known_.end() ? it->second
-                        : a.role == Role::In ? is_finite(*arg) : true;
-    if (!finite) tainted.push_back(a.name);
+    const bool bad = arg->kind == Value::kTensor &&
+                     (known_bad(arg->t.data) || (a.role == Role::In && !is_finite(*arg)));
+    if (bad) tainted.push_back(a.name);
   }
   k = 0;
   arg = args.begin();
@@ -309,12 +346,16 @@ AOTI_DEBUG_CORE_FN void NanChecks::after(const Site& site, const char* const* so
     Stats s{};
     const char* reason = nullptr;
     if (arg->t.device_type == 0) {
+      if (is_finite(*arg)) {
+        set_bad(arg->t.data, false);
+        continue;
+      }
       s = compute_stats(arg->t);
     } else if (!arg->device_stats(*arg, &s, &reason)) {
       continue;  // e.g. CUDA graph capture: never sync there
     }
     const bool bad = s.nan_count > 0 || (count_inf_ && s.inf_count > 0);
-    if (arg->t.data != nullptr) known_[arg->t.data] = !bad;
+    set_bad(arg->t.data, bad);
     if (bad) report(site, a.name, sources && *sources[k] ? sources[k] : site.source, s, tainted);
 #endif
   }

@@ -657,14 +657,26 @@ AOTI_DEBUG_ALWAYS_INLINE void finish_block(const StatsJob& j, Cursor& c, unsigne
   j.block_sums[b] = combine_lanes(l);
 }
 
+// Conversion and gather space of the calling thread (kStatsChunk doubles,
+// then kStatsChunk elements of up to 16 bytes), allocated on its first use
+// and kept: heap, not stack, as callers may run on small thread stacks.
+inline double* stats_scratch() {
+  struct Scratch {
+    double* p = nullptr;
+    ~Scratch() { std::free(p); }
+  };
+  static thread_local Scratch s;
+  if (s.p == nullptr) s.p = static_cast<double*>(std::malloc(kStatsChunk * (sizeof(double) + 16)));
+  return s.p;
+}
+
 template <int W>
 AOTI_DEBUG_ALWAYS_INLINE void stats_blocks_impl(const StatsJob& j, int64_t b0, int64_t b1,
                                                 StatsPartial& out) {
   typedef typename VecOf<double, W>::type D;
   constexpr int K = 8 / W;
   constexpr int NB = W == 8 ? 4 : W == 4 ? 2 : 1;  // independent sum chains: NB * K = 4..8
-  // Heap, not stack: callers may run on small thread stacks.
-  double* const dbuf = static_cast<double*>(std::malloc(kStatsChunk * (sizeof(double) + 16)));
+  double* const dbuf = stats_scratch();
   if (dbuf == nullptr) {
     out.failed = true;
     return;
@@ -715,7 +727,6 @@ AOTI_DEBUG_ALWAYS_INLINE void stats_blocks_impl(const StatsJob& j, int64_t b0, i
       ++b;
     }
   }
-  std::free(dbuf);
   out.nan = fa.nan_total();
   out.inf = fa.inf_total();
   for (int e = 0; e < 8; ++e) {
@@ -857,30 +868,50 @@ AOTI_DEBUG_NOINLINE inline Stats compute_stats(const TensorView& v, int max_thre
   if (j.nd == 0) j.sizes[0] = 1, j.strides[0] = 1, j.nd = 1;  // one element
   j.contiguous = j.nd == 1 && j.strides[0] == 1;
 
-  std::vector<double> sums(static_cast<size_t>(j.nblocks));
-  std::vector<uint8_t> flags(static_cast<size_t>(j.nblocks), 0);
-  j.block_sums = sums.data();
-  j.block_flags = flags.data();
+  // Small tensors (the common case in a model) touch no heap for bookkeeping.
+  constexpr int64_t kInlineBlocks = 16;
+  double inline_sums[kInlineBlocks];
+  uint8_t inline_flags[kInlineBlocks] = {};
+  std::vector<double> heap_sums;
+  std::vector<uint8_t> heap_flags;
+  if (j.nblocks <= kInlineBlocks) {
+    j.block_sums = inline_sums, j.block_flags = inline_flags;
+  } else {
+    heap_sums.resize(static_cast<size_t>(j.nblocks));
+    heap_flags.assign(static_cast<size_t>(j.nblocks), 0);
+    j.block_sums = heap_sums.data(), j.block_flags = heap_flags.data();
+  }
+  const double* sums = j.block_sums;
+  const uint8_t* flags = j.block_flags;
 
   const int width = stats_vector_width(isa_limit);
-  const int nthreads = stats_thread_count(j.numel, j.nblocks, max_threads);
-  std::vector<StatsPartial> parts(static_cast<size_t>(nthreads));
-  std::vector<StatsThreadArg> args(static_cast<size_t>(nthreads));
-  std::vector<pthread_t> tids(static_cast<size_t>(nthreads));
-  std::vector<char> started(static_cast<size_t>(nthreads), 0);
-  for (int t = 0; t < nthreads; ++t)
-    args[t] = StatsThreadArg{&j, j.nblocks * t / nthreads, j.nblocks * (t + 1) / nthreads, width,
-                             &parts[t]};
-  for (int t = 1; t < nthreads; ++t)
-    started[t] = pthread_create(&tids[t], nullptr, stats_thread_main, &args[t]) == 0;
-  stats_thread_main(&args[0]);
-  for (int t = 1; t < nthreads; ++t) {
-    if (started[t]) pthread_join(tids[t], nullptr);
-    else stats_thread_main(&args[t]);  // could not start a thread: do its share here
+  const int nthreads = stats_thread_count(j.numel, j.nblocks, max_threads);  // <= 64
+  StatsPartial one;
+  StatsPartial* parts = &one;
+  std::vector<StatsPartial> many;
+  if (nthreads == 1) {
+    StatsThreadArg arg{&j, 0, j.nblocks, width, &one};
+    stats_thread_main(&arg);
+  } else {
+    many.resize(static_cast<size_t>(nthreads));
+    parts = many.data();
+    StatsThreadArg args[64];
+    pthread_t tids[64];
+    bool started[64] = {};
+    for (int t = 0; t < nthreads; ++t)
+      args[t] = StatsThreadArg{&j, j.nblocks * t / nthreads, j.nblocks * (t + 1) / nthreads, width,
+                               &parts[t]};
+    for (int t = 1; t < nthreads; ++t)
+      started[t] = pthread_create(&tids[t], nullptr, stats_thread_main, &args[t]) == 0;
+    stats_thread_main(&args[0]);
+    for (int t = 1; t < nthreads; ++t) {
+      if (started[t]) pthread_join(tids[t], nullptr);
+      else stats_thread_main(&args[t]);  // could not start a thread: do its share here
+    }
   }
 
-  for (auto& p : parts)
-    if (p.failed) {  // out of memory: no statistics rather than wrong ones
+  for (int t = 0; t < nthreads; ++t)
+    if (parts[t].failed) {  // out of memory: no statistics rather than wrong ones
       s.kind = kStatsNone;
       return s;
     }
@@ -888,13 +919,14 @@ AOTI_DEBUG_NOINLINE inline Stats compute_stats(const TensorView& v, int max_thre
   for (int64_t b = 0; b < j.nblocks; ++b) total += sums[b];
 
   if (s.kind == kStatsBool) {
-    for (auto& p : parts) s.true_count += p.trues;
+    for (int t = 0; t < nthreads; ++t) s.true_count += parts[t].trues;
     s.false_count = s.numel - s.true_count;
     return s;
   }
   if (v.dtype == kLong || v.dtype == kUInt64) {
     s.imin = INT64_MAX, s.imax = INT64_MIN, s.umin = UINT64_MAX, s.umax = 0;
-    for (auto& p : parts) {
+    for (int t = 0; t < nthreads; ++t) {
+      const StatsPartial& p = parts[t];
       if (p.imin < s.imin) s.imin = p.imin;
       if (p.imax > s.imax) s.imax = p.imax;
       if (p.umin < s.umin) s.umin = p.umin;
@@ -906,7 +938,8 @@ AOTI_DEBUG_NOINLINE inline Stats compute_stats(const TensorView& v, int max_thre
 
   double mn = __builtin_inf(), mx = -__builtin_inf();
   bool negz = false, posz = false;
-  for (auto& p : parts) {
+  for (int t = 0; t < nthreads; ++t) {
+    const StatsPartial& p = parts[t];
     s.nan_count += p.nan;
     s.inf_count += p.inf;
     if (p.mn < mn) mn = p.mn;
@@ -935,6 +968,210 @@ AOTI_DEBUG_NOINLINE inline Stats compute_stats(const TensorView& v, int max_thre
   for (int64_t b = 0; b < j.nblocks && s.first_inf < 0 && s.inf_count > 0; ++b)
     if (flags[b] & 2) s.first_inf = find_in_block(j, b, [](double x) { return std::isinf(x); });
   return s;
+}
+
+// ---- the NaN/Inf check's clean path ----------------------------------------
+//
+// all_finite() answers one question -- does this CPU tensor hold no NaN (and,
+// with count_inf, no Inf)? -- on the raw bits, with no allocation: NaN and
+// Inf are the values whose magnitude bits (sign cleared) exceed, or with
+// count_inf reach, the +Inf pattern.  Contiguous tensors are read in blocks
+// of vector compares OR-ed together; only a block that finds something stops
+// the scan, so a clean tensor is read once at full width.  The counts and
+// first index a report needs come from compute_stats(), on the bad path only.
+
+namespace detail {
+
+constexpr int64_t kFiniteBlock = 512;  // elements between early-exit tests
+
+// Bit layout of a floating dtype the scan reads directly.
+struct FiniteBits {
+  int itemsize;      // 2, 4 or 8
+  uint64_t absmask;  // every bit but the sign
+  uint64_t inf;      // +Inf
+};
+
+inline bool finite_bits(int32_t code, FiniteBits* out) {
+  switch (code) {
+    case kFloat: *out = {4, 0x7fffffffu, 0x7f800000u}; return true;
+    case kDouble: *out = {8, 0x7fffffffffffffffull, 0x7ff0000000000000ull}; return true;
+    case kHalf: *out = {2, 0x7fffu, 0x7c00u}; return true;
+    case kBFloat16: *out = {2, 0x7fffu, 0x7f80u}; return true;
+    default: return false;
+  }
+}
+
+// Does any of n contiguous elements have magnitude bits > lim?  S: the signed
+// integer of the element's width (magnitudes are non-negative, so a signed
+// compare serves and SSE2 has one); VB: vector bytes.
+template <class S, int VB>
+AOTI_DEBUG_ALWAYS_INLINE bool any_above(const unsigned char* p, int64_t n, S mask, S lim) {
+  constexpr int W = VB / static_cast<int>(sizeof(S));
+  typedef typename VecOf<S, W>::type V;
+  V vmask, vlim;
+  fill(vmask, mask), fill(vlim, lim);
+  int64_t i = 0;
+  for (; i + kFiniteBlock <= n; i += kFiniteBlock) {
+    V acc0 = {}, acc1 = {};
+    for (int64_t k = 0; k < kFiniteBlock; k += 2 * W) {
+      V a, b;
+      load_vec(a, p + (i + k) * sizeof(S));
+      load_vec(b, p + (i + k + W) * sizeof(S));
+      acc0 |= (V)((a & vmask) > vlim);
+      acc1 |= (V)((b & vmask) > vlim);
+    }
+    acc0 |= acc1;
+    S any = 0;
+    for (int j = 0; j < W; ++j) any |= acc0[j];
+    if (any) return true;
+  }
+  S any = 0;
+  for (; i < n; ++i) {
+    S v;
+    std::memcpy(&v, p + i * sizeof(S), sizeof(S));
+    any |= (v & mask) > lim;
+  }
+  return any != 0;
+}
+
+template <int VB>
+AOTI_DEBUG_ALWAYS_INLINE bool any_above_bits(const unsigned char* p, int64_t n, const FiniteBits& b,
+                                             uint64_t lim) {
+  switch (b.itemsize) {
+    case 2: return any_above<int16_t, VB>(p, n, static_cast<int16_t>(b.absmask), static_cast<int16_t>(lim));
+    case 4: return any_above<int32_t, VB>(p, n, static_cast<int32_t>(b.absmask), static_cast<int32_t>(lim));
+    default: return any_above<int64_t, VB>(p, n, static_cast<int64_t>(b.absmask), static_cast<int64_t>(lim));
+  }
+}
+
+AOTI_DEBUG_NOINLINE inline bool any_above_w2(const unsigned char* p, int64_t n, const FiniteBits& b,
+                                             uint64_t lim) {
+  return any_above_bits<16>(p, n, b, lim);
+}
+#if AOTI_DEBUG_STATS_X86_DISPATCH
+__attribute__((target("avx2"))) AOTI_DEBUG_NOINLINE inline bool any_above_w4(
+    const unsigned char* p, int64_t n, const FiniteBits& b, uint64_t lim) {
+  return any_above_bits<32>(p, n, b, lim);
+}
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) AOTI_DEBUG_NOINLINE inline bool
+any_above_w8(const unsigned char* p, int64_t n, const FiniteBits& b, uint64_t lim) {
+  return any_above_bits<64>(p, n, b, lim);
+}
+#endif
+
+inline bool any_above_dispatch(const unsigned char* p, int64_t n, const FiniteBits& b, uint64_t lim,
+                               int width) {
+#if AOTI_DEBUG_STATS_X86_DISPATCH
+  if (width == 8) return any_above_w8(p, n, b, lim);
+  if (width == 4) return any_above_w4(p, n, b, lim);
+#endif
+  (void)width;
+  return any_above_w2(p, n, b, lim);
+}
+
+struct FiniteSlice {
+  const unsigned char* p;
+  int64_t n;
+  const FiniteBits* bits;
+  uint64_t lim;
+  int width;
+  bool found;
+};
+
+inline void* finite_thread_main(void* arg) {
+  FiniteSlice* s = static_cast<FiniteSlice*>(arg);
+  s->found = any_above_dispatch(s->p, s->n, *s->bits, s->lim, s->width);
+  return nullptr;
+}
+
+// A large contiguous tensor: the statistics core's threads, each on a slice.
+inline bool any_above_parallel(const unsigned char* p, int64_t n, const FiniteBits& b, uint64_t lim,
+                               int width, int nthreads) {
+  FiniteSlice slices[64];
+  pthread_t tids[64];
+  bool started[64] = {};
+  for (int t = 0; t < nthreads; ++t) {
+    const int64_t lo = n * t / nthreads, hi = n * (t + 1) / nthreads;
+    slices[t] = FiniteSlice{p + lo * b.itemsize, hi - lo, &b, lim, width, false};
+  }
+  for (int t = 1; t < nthreads; ++t)
+    started[t] = pthread_create(&tids[t], nullptr, finite_thread_main, &slices[t]) == 0;
+  finite_thread_main(&slices[0]);
+  bool found = slices[0].found;
+  for (int t = 1; t < nthreads; ++t) {
+    if (started[t]) pthread_join(tids[t], nullptr);
+    else finite_thread_main(&slices[t]);
+    found = found || slices[t].found;
+  }
+  return found;
+}
+
+inline bool element_above(const unsigned char* p, const FiniteBits& b, uint64_t lim) {
+  switch (b.itemsize) {
+    case 2: { uint16_t x; std::memcpy(&x, p, 2); return (x & b.absmask) > lim; }
+    case 4: { uint32_t x; std::memcpy(&x, p, 4); return (x & b.absmask) > lim; }
+    default: { uint64_t x; std::memcpy(&x, p, 8); return (x & b.absmask) > lim; }
+  }
+}
+
+// A strided view: an odometer over its dimensions (size-1 dims dropped),
+// elements tested one by one.  Rare in the check (Inductor's outputs are
+// dense), so kept simple.
+inline bool any_above_strided(const TensorView& v, const FiniteBits& b, uint64_t lim) {
+  int64_t sizes[64], strides[64], idx[64] = {};
+  int nd = 0;
+  for (int64_t d = 0; d < v.ndim && nd < 64; ++d)
+    if (v.sizes[d] != 1) sizes[nd] = v.sizes[d], strides[nd] = v.strides[d] * b.itemsize, ++nd;
+  const unsigned char* base = static_cast<const unsigned char*>(v.data);
+  if (nd == 0) return element_above(base, b, lim);
+  const int last = nd - 1;
+  const unsigned char* row = base;
+  for (;;) {
+    for (int64_t k = 0; k < sizes[last]; ++k)
+      if (element_above(row + k * strides[last], b, lim)) return true;
+    int d = last - 1;
+    for (; d >= 0; --d) {
+      row += strides[d];
+      if (++idx[d] < sizes[d]) break;
+      row -= sizes[d] * strides[d];
+      idx[d] = 0;
+    }
+    if (d < 0) return false;
+  }
+}
+
+}  // namespace detail
+
+// True when the CPU tensor `v` holds no NaN (and, with count_inf, no Inf).
+// Dtypes without NaN are always finite; the rarer floating formats (float8,
+// complex) are decided by compute_stats, with the same answer.
+inline bool all_finite(const TensorView& v, bool count_inf) {
+  using namespace detail;
+  FiniteBits b;
+  if (!finite_bits(v.dtype, &b)) {
+    const int32_t kind = stats_kind(v.dtype);
+    if (kind != kStatsFloat && kind != kStatsComplex) return true;
+    const Stats s = compute_stats(v);
+    return s.nan_count == 0 && (!count_inf || s.inf_count == 0);
+  }
+  const uint64_t lim = count_inf ? b.inf - 1 : b.inf;
+  const unsigned char* p = static_cast<const unsigned char*>(v.data);
+  int64_t n = 1;
+  bool dense = true;  // row-major contiguous, ignoring size-1 dims
+  int64_t expect = 1;
+  for (int64_t d = v.ndim - 1; d >= 0; --d) {
+    const int64_t size = v.sizes[d];
+    if (size == 0) return true;
+    if (size != 1 && v.strides[d] != expect) dense = false;
+    expect *= size;
+    n *= size;
+  }
+  if (!dense) return !any_above_strided(v, b, lim);
+  if (n < kFiniteBlock) return !any_above_bits<16>(p, n, b, lim);  // tiny: inline, no dispatch
+  const int width = stats_vector_width();
+  const int nthreads = stats_thread_count(n, (n + kStatsBlock - 1) / kStatsBlock, 0);
+  if (nthreads > 1) return !any_above_parallel(p, n, b, lim, width, nthreads);
+  return !any_above_dispatch(p, n, b, lim, width);
 }
 
 AOTI_DEBUG_NAMESPACE_END

@@ -1,0 +1,209 @@
+"""What the instrumentation costs on real models, side by side in one run.
+
+    python bench/bench_corpus.py [--models gpt2,llama,bert] [--rounds 30] [--work DIR]
+
+The models are the tests' corpus (tests/corpus.py: transformers GPT-2, Llama
+and BERT from small configs).  Each is compiled plain and once per
+configuration below; every (model, configuration) gets a worker process of
+its own (settings are read once per process), and the driver asks the
+workers for a batch of timed calls in turn, round after round, so drift on a
+shared machine hits every row alike.  Rows are the median per-call time over
+all rounds, as a ratio to the plain package; a byte-identical copy of the
+plain package, measured the same way, is the noise floor printed beside
+them.
+
+With --work DIR the packages are kept there and reused while the runtime
+sources they were built from are unchanged (a stamp file records a hash of
+cpp_runtime/ and codegen_patches/).
+"""
+
+import argparse
+import hashlib
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+# name: (compile-time variables, run-time variables, target ratio or None)
+# "LOG" in a value becomes the worker's own log file.
+CONFIGS = {
+    "plain": ({}, {}, None),
+    "plain copy": (None, {}, None),  # the plain package, copied: the noise floor
+    "guards": ({"AOTI_DEBUG_CHECK_INPUTS": "1"}, {}, 1.02),
+    "nan warn": ({"AOTI_DEBUG_NAN_CHECK": "warn"}, {}, 1.05),
+    "nan raise": ({"AOTI_DEBUG_NAN_CHECK": "raise"}, {}, 1.05),
+    "nan warn + guards": ({"AOTI_DEBUG_NAN_CHECK": "warn", "AOTI_DEBUG_CHECK_INPUTS": "1"}, {}, 1.05),
+    "all compiled, off": ({"AOTI_DEBUG_COMPILE": "all"}, {}, 1.02),
+    "level 1": ({"AOTI_DEBUG_LOGLEVEL": "5"}, {"AOTI_DEBUG_LOGLEVEL": "1", "AOTI_DEBUG_LOGDEST": "LOG"}, 1.15),
+    "level 5": ({"AOTI_DEBUG_LOGLEVEL": "5"}, {"AOTI_DEBUG_LOGLEVEL": "5", "AOTI_DEBUG_LOGDEST": "LOG"}, 2.0),
+}
+
+COMPILE = r'''
+import sys
+sys.path.insert(0, {tests!r})
+import torch, corpus
+ep = corpus.export({model!r})
+torch._inductor.aoti_compile_and_package(ep, package_path={path!r})
+'''
+
+# A worker: loads one package, then answers each line "N" on stdin with the
+# times of N calls (ns, space-separated) on stdout.
+WORKER = r'''
+import sys, time
+sys.path.insert(0, {tests!r})
+import torch, corpus
+m = torch._inductor.aoti_load_package({path!r})
+args = corpus.inputs({model!r})
+for _ in range(20):
+    m(*args)
+print("ready", flush=True)
+clock = time.perf_counter_ns
+for line in sys.stdin:
+    times = []
+    for _ in range(int(line)):
+        t0 = clock(); m(*args); times.append(clock() - t0)
+    print(" ".join(map(str, times)), flush=True)
+'''
+
+
+def sources_hash() -> str:
+    h = hashlib.sha256()
+    for top in ("cpp_runtime", "codegen_patches"):
+        for folder, dirs, files in sorted(os.walk(os.path.join(ROOT, top))):
+            dirs.sort()
+            for name in sorted(files):
+                if name.endswith((".h", ".cpp", ".py", ".in", ".cmake", ".txt")):
+                    path = os.path.join(folder, name)
+                    h.update(path[len(ROOT):].encode())
+                    with open(path, "rb") as f:
+                        h.update(f.read())
+    return h.hexdigest()
+
+
+def build(work: str, models, configs, base: dict) -> dict:
+    """{(model, config): package path}, compiling what is missing or stale
+    (configurations compiled alike share one package)."""
+    stamp = os.path.join(work, "sources.sha256")
+    fresh = sources_hash()
+    if not os.path.exists(stamp) or open(stamp).read() != fresh:
+        for name in os.listdir(work):
+            if name.endswith(".pt2"):
+                os.unlink(os.path.join(work, name))
+    paths = {}
+    for model in models:
+        for config in configs:
+            compile_env = CONFIGS[config][0]
+            if compile_env is None:  # the noise floor: a byte-identical copy
+                path = os.path.join(work, f"{model}-plain-copy.pt2")
+                if not os.path.exists(path):
+                    shutil.copy(paths[model, "plain"], path)
+                paths[model, config] = path
+                continue
+            key = hashlib.sha256(repr(sorted(compile_env.items())).encode()).hexdigest()[:12]
+            path = os.path.join(work, f"{model}-{key}.pt2")
+            paths[model, config] = path
+            if os.path.exists(path):
+                continue
+            print(f"compiling {model}, {config}", file=sys.stderr, flush=True)
+            code = COMPILE.format(tests=os.path.join(ROOT, "tests"), model=model, path=path)
+            subprocess.run([sys.executable, "-c", code], env=dict(base, **compile_env), check=True,
+                           stdout=subprocess.DEVNULL)
+    with open(stamp, "w") as f:
+        f.write(fresh)
+    return paths
+
+
+class Worker:
+    def __init__(self, model, path, env):
+        code = WORKER.format(tests=os.path.join(ROOT, "tests"), model=model, path=path)
+        self.proc = subprocess.Popen([sys.executable, "-c", code], env=env, text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        line = self.proc.stdout.readline()
+        if line.strip() != "ready":
+            raise RuntimeError(f"worker for {path} did not start (exit {self.proc.wait()})")
+
+    def times(self, n):
+        self.proc.stdin.write(f"{n}\n")
+        self.proc.stdin.flush()
+        return [int(t) for t in self.proc.stdout.readline().split()]
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--models", default="gpt2,llama,bert")
+    parser.add_argument("--configs", default=";".join(CONFIGS),
+                        help="semicolon-separated rows (plain and plain copy are always measured)")
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--batch", type=int, default=20, help="calls per worker per round")
+    parser.add_argument("--work", help="keep compiled packages here (default: a temporary folder)")
+    args = parser.parse_args()
+    models = args.models.split(",")
+    wanted = ["plain", "plain copy"] + [c for c in args.configs.split(";") if c not in ("plain", "plain copy")]
+    unknown = [c for c in wanted if c not in CONFIGS]
+    if unknown:
+        parser.error(f"unknown configuration {unknown[0]!r} (accepted: {', '.join(CONFIGS)})")
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith("AOTI_DEBUG_")}
+    base["PYTHONPATH"] = ROOT + os.pathsep + base.get("PYTHONPATH", "")
+    base["HF_HUB_OFFLINE"] = "1"
+    work = args.work or tempfile.mkdtemp(prefix="aoti-debug-corpus-")
+    os.makedirs(work, exist_ok=True)
+    base.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(work, "inductor-cache"))
+    paths = build(work, models, wanted, base)
+
+    logs = tempfile.mkdtemp(prefix="aoti-debug-corpus-logs-")
+    print(f"median per call over {args.rounds} rounds of {args.batch} calls, each configuration "
+          f"in its own process; ratio to the plain package")
+    header = f"{'model':8s} {'configuration':20s} {'per call':>10s} {'ratio':>7s} {'target':>8s}"
+    print(header)
+    failed = []
+    for model in models:
+        workers = {}
+        try:
+            for config in wanted:
+                log = os.path.join(logs, f"{model}-{config.replace(' ', '_')}.log")
+                run_env = {k: v.replace("LOG", log) for k, v in CONFIGS[config][1].items()}
+                workers[config] = Worker(model, paths[model, config], dict(base, **run_env))
+            times = {config: [] for config in wanted}
+            for r in range(args.rounds):
+                order = wanted[r % len(wanted):] + wanted[:r % len(wanted)]
+                for config in order:
+                    times[config] += workers[config].times(args.batch)
+                for name in os.listdir(logs):  # records to a file: keep the file small
+                    open(os.path.join(logs, name), "w").close()
+        finally:
+            for w in workers.values():
+                w.close()
+        plain = statistics.median(times["plain"])
+        for config in wanted:
+            value = statistics.median(times[config])
+            ratio = value / plain
+            target = CONFIGS[config][2]
+            mark = ""
+            if target is not None:
+                mark = f"<= {target:.2f}"
+                if ratio > target:
+                    mark += " MISSED"
+                    failed.append((model, config, ratio))
+            elif config == "plain copy":
+                mark = "(noise)"
+            print(f"{model:8s} {config:20s} {value / 1000:8.1f}us {ratio:7.3f} {mark:>8s}", flush=True)
+    shutil.rmtree(logs, ignore_errors=True)
+    if not args.work:
+        shutil.rmtree(work, ignore_errors=True)
+    print("all targets met" if not failed else
+          "missed: " + ", ".join(f"{m} {c} {r:.3f}" for m, c, r in failed))
+    return 0 if not failed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
