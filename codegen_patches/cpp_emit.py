@@ -195,9 +195,11 @@ def nan_after(site: Site) -> List[str]:
     that come from different lines of the model."""
     n = site.index
     values = ", ".join(_value(a) for a in site.args)
+    outs = ", ".join(_values(site, True))  # the clean path describes the outputs only
     sources = ", ".join(c_string(output_source(site, a) if a.role != IN else "") for a in site.args) or "nullptr"
     return [f"static const char* const aotid_sources_{n}[] = {{{sources}}};",
-            f"if (AOTI_DEBUG_UNLIKELY(aotid_nan.on)) aotid_nan.after(aotid_site_{n}, aotid_sources_{n}, {{{values}}});"]
+            f"if (AOTI_DEBUG_UNLIKELY(aotid_nan.on) && !aotid_nan.clean(aotid_site_{n}, {{{outs}}}))",
+            f"    aotid_nan.after(aotid_site_{n}, aotid_sources_{n}, {{{values}}});"]
 
 
 def output_sources(site: Site) -> dict:

@@ -300,6 +300,10 @@ def number_corpus():
     rng = random.Random(42)
     rand = [rng.uniform(-1, 1) * 10.0 ** rng.randint(-320, 308) for _ in range(4000)]
     halves = [(k + 0.5) / 1e6 for k in range(0, 2000, 7)]  # exact-tie candidates for %.6f
+    # exact binary ties of %.6f: odd multiples of 2^-7 end in ...5 at the 7th decimal
+    halves += [sign * (2.0 ** p + a / 128) for a in range(1, 400, 2) for p in (0, 10, 30, 46)
+               for sign in (1, -1)]
+    halves += [a / 128 for a in range(1, 2000, 2)] + [a / 2 ** 20 for a in range(105, 20000, 97)]
     floats32 = [struct.unpack("<f", struct.pack("<I", rng.getrandbits(32)))[0] for _ in range(2000)]
     return edges + rand + halves + floats32
 

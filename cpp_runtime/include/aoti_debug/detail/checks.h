@@ -108,9 +108,15 @@ class NanChecks {
   // Model inputs: their finiteness is what the first launches read.
   void inputs(std::initializer_list<Value> vals);
 
-  // After a launch: `args` holds every site argument in Site::args order;
-  // `sources[k]` is the user's line that produced output k ("" = the site's).
-  // The clean path scans each output once (all_finite) and allocates nothing.
+  // After a launch, the clean path: `outs` holds the site's arguments in
+  // Site::args order with the ones it only reads left as nullptr (they are not
+  // even described unless something is wrong).  Scans each output once
+  // (all_finite), allocates nothing; false sends the caller to after().
+  bool clean(const Site& site, std::initializer_list<Value> outs);
+
+  // After a launch whose outputs are not all clean: `args` holds every site
+  // argument; `sources[k]` is the user's line that produced output k ("" =
+  // the site's).  Statistics, taint and reports.
   void after(const Site& site, const char* const* sources, std::initializer_list<Value> args);
 
   // End of run: the summary line, and the deferred error when every failing
@@ -147,9 +153,6 @@ class NanChecks {
       }
     if (bad) bad_.push_back(p);
   }
-
-  // A launch with a bad output: statistics, taint and reports for all of them.
-  void after_bad(const Site& site, const char* const* sources, std::initializer_list<Value> args);
 
 #if AOTI_DEBUG_ENABLE_STATS
   void report(const Site& site, const char* buffer, const char* source, const Stats& s,
@@ -310,22 +313,40 @@ AOTI_DEBUG_CORE_FN void NanChecks::inputs(std::initializer_list<Value> vals) {
     if (v.kind == Value::kTensor && !is_finite(v)) set_bad(v.t.data, true);
 }
 
-AOTI_DEBUG_CORE_FN void NanChecks::after(const Site& site, const char* const* sources,
-                                         std::initializer_list<Value> args) {
-  int k = 0;
-  for (const Value* arg = args.begin(); k < site.nargs && arg != args.end(); ++k, ++arg) {
-    if (site.args[k].role == Role::In || arg->kind != Value::kTensor) continue;
-    const bool clean = arg->t.device_type == 0 ? is_finite(*arg) : arg->device_stats == nullptr;
-    if (!clean) return after_bad(site, sources, args);  // device tensors: after_bad asks them
+AOTI_DEBUG_CORE_FN bool NanChecks::clean(const Site& site, std::initializer_list<Value> outs) {
+#if AOTI_DEBUG_ENABLE_STATS
+  // at level >= 5 the launch-end record has just read these outputs
+  const detail::StatsMemo* memo = nullptr;
+  if (run_.level >= 5) {
+    const detail::StatsMemo& m = detail::stats_memo();
+    if (m.run == &run_ && m.launch == run_.launch) memo = &m;
   }
-  if (bad_.empty()) return;
+#endif
+  int k = 0;
+  for (const Value* arg = outs.begin(); k < site.nargs && arg != outs.end(); ++k, ++arg) {
+    if (site.args[k].role == Role::In || arg->kind != Value::kTensor) continue;
+    bool ok;
+    if (arg->t.device_type != 0) {
+      ok = arg->device_stats == nullptr;  // device tensors with their own statistics: after() asks them
+    } else {
+#if AOTI_DEBUG_ENABLE_STATS
+      const Stats* s = memo != nullptr ? memo->find(arg->t) : nullptr;
+      ok = s != nullptr ? !(s->nan_count > 0 || (count_inf_ && s->inf_count > 0)) : is_finite(*arg);
+#else
+      ok = is_finite(*arg);
+#endif
+    }
+    if (!ok) return false;
+  }
+  if (bad_.empty()) return true;
   k = 0;  // outputs written clean over a buffer that held NaN/Inf
-  for (const Value* arg = args.begin(); k < site.nargs && arg != args.end(); ++k, ++arg)
+  for (const Value* arg = outs.begin(); k < site.nargs && arg != outs.end(); ++k, ++arg)
     if (site.args[k].role != Role::In && arg->kind == Value::kTensor) set_bad(arg->t.data, false);
+  return true;
 }
 
-AOTI_DEBUG_CORE_FN void NanChecks::after_bad(const Site& site, const char* const* sources,
-                                             std::initializer_list<Value> args) {
+AOTI_DEBUG_CORE_FN void NanChecks::after(const Site& site, const char* const* sources,
+                                         std::initializer_list<Value> args) {
   std::vector<std::string> tainted;  // inputs that already held NaN/Inf
   int k = 0;
   const Value* arg = args.begin();

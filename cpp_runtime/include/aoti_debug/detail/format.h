@@ -66,6 +66,7 @@ namespace detail {
 inline std::string header_line(const char* kind, const std::string& id, const char* name,
                                const std::string& facts = std::string()) {
   std::string out;
+  out.reserve(160);  // a level-1 record in one allocation
   append_line_prefix(out);
   out += kind;
   out += ' ';
@@ -161,6 +162,40 @@ inline void append_stat(std::string& out, int indent, const char* key) {
 // The statistics lines (section 3) for a computed Stats.
 inline void append_stats_lines(std::string& out, int indent, const Stats& s);
 
+#if AOTI_DEBUG_ENABLE_STATS
+// The statistics a launch-end record computed, kept for the NaN/Inf check
+// that follows it on the same thread, so each output is read once for both
+// (checks.h).  An entry is a Value built from the same handle: same data,
+// dtype and size/stride arrays.
+struct StatsMemo {
+  static constexpr int kSize = 8;
+  struct Entry {
+    const void* data;
+    const int64_t* sizes;
+    const int64_t* strides;
+    int32_t dtype;
+    Stats s;
+  };
+  const void* run = nullptr;  // whose launch-end record filled it
+  int64_t launch = 0;
+  bool recording = false;
+  int n = 0;
+  Entry e[kSize];
+
+  const Stats* find(const TensorView& v) const {
+    for (int i = 0; i < n; ++i)
+      if (e[i].data == v.data && e[i].sizes == v.sizes && e[i].strides == v.strides && e[i].dtype == v.dtype)
+        return &e[i].s;
+    return nullptr;
+  }
+};
+
+inline StatsMemo& stats_memo() {
+  static thread_local StatsMemo m;
+  return m;
+}
+#endif
+
 // The Tensor block, "Tensor(" at `indent` spaces.  Statistics at level >= 5.
 inline void append_tensor_block(std::string& out, const Value& val, int level, int indent) {
   const TensorView& v = val.t;
@@ -196,6 +231,9 @@ inline void append_tensor_block(std::string& out, const Value& val, int level, i
       skip = "dtype not supported";
     } else if (v.device_type == 0 && v.data != nullptr) {
       s = compute_stats(v);
+      StatsMemo& memo = stats_memo();
+      if (memo.recording && memo.n < StatsMemo::kSize)
+        memo.e[memo.n++] = StatsMemo::Entry{v.data, v.sizes, v.strides, v.dtype, s};
     } else if (val.device_stats == nullptr || !val.device_stats(val, &s, &skip)) {
       if (skip == nullptr) skip = "device not supported";
     }

@@ -45,8 +45,9 @@
 // order of Site::args (ints, doubles, bools, strings, nullptr and
 // aoti_debug::Value::int_list(ptr, n) are accepted as they are; an argument of
 // the side not written may be nullptr).  They are only evaluated when the
-// run's level is not 0: at level 0 a launch costs one increment and one
-// predictable branch on `run.level`.  A launch left out at compile time still
+// run's level writes them (3 and up): at level 0 a launch costs one increment
+// and one predictable branch on `run.level`, and a level-1 record describes
+// no tensor.  A launch left out at compile time still
 // takes its number with `++aotid_run.launch;`.  Build an artifact compiled for
 // a level below 5 (and without NaN checks) with -DAOTI_DEBUG_ENABLE_STATS=0:
 // the statistics core is most of the header's compile time.
@@ -509,7 +510,14 @@ AOTI_DEBUG_CORE_FN void after_launch(Run& run, const Site& site,
   if (run.level < 3 || !m.selected(site)) return;
   std::string rec =
       detail::header_line("launch-end", detail::run_launch_id(run.run, run.launch), site.kernel);
+#if AOTI_DEBUG_ENABLE_STATS
+  detail::StatsMemo& memo = detail::stats_memo();  // for the NaN/Inf check right after
+  memo.run = &run, memo.launch = run.launch, memo.n = 0, memo.recording = run.level >= 5;
   detail::append_args(rec, site, args, true, run.level);
+  memo.recording = false;
+#else
+  detail::append_args(rec, site, args, true, run.level);
+#endif
   m.write(std::move(rec));
   if (run.level >= 10) detail::dump_launch(run, site, args, true);
 }
@@ -529,22 +537,30 @@ AOTI_DEBUG_CORE_FN void end_run(Run& run, const char* const* output_names,
 
 AOTI_DEBUG_NAMESPACE_END
 
-#define AOTI_DEBUG_BEGIN_RUN(run_var, model, input_names, ...)  \
-  ::aoti_debug::Run run_var = (model).begin_run();              \
-  if (AOTI_DEBUG_UNLIKELY(run_var.level != 0))                  \
-  ::aoti_debug::run_begin(run_var, input_names, {__VA_ARGS__})
+// Arguments are described (and their macro arguments evaluated) only at the
+// levels that write them: level 1 records name the launch alone.
+#define AOTI_DEBUG_BEGIN_RUN(run_var, model, input_names, ...)                                 \
+  ::aoti_debug::Run run_var = (model).begin_run();                                             \
+  if (AOTI_DEBUG_UNLIKELY(run_var.level != 0))                                                 \
+  ::aoti_debug::run_begin(run_var, input_names,                                                \
+                          run_var.level >= 3 ? std::initializer_list<::aoti_debug::Value>{__VA_ARGS__} \
+                                             : std::initializer_list<::aoti_debug::Value>{})
 
 #define AOTI_DEBUG_LAUNCH(run_var, site, ...)                                                  \
   do {                                                                                         \
     ++(run_var).launch;                                                                        \
-    if (AOTI_DEBUG_UNLIKELY((run_var).level != 0))                                             \
-      ::aoti_debug::before_launch((run_var), (site), {__VA_ARGS__});                           \
+    if (AOTI_DEBUG_UNLIKELY((run_var).level != 0)) {                                           \
+      if ((run_var).level >= 3) ::aoti_debug::before_launch((run_var), (site), {__VA_ARGS__}); \
+      else ::aoti_debug::before_launch((run_var), (site), {});                                 \
+    }                                                                                          \
   } while (0)
 
 #define AOTI_DEBUG_LAUNCH_END(run_var, site, ...)                                              \
   do {                                                                                         \
-    if (AOTI_DEBUG_UNLIKELY((run_var).level != 0))                                             \
-      ::aoti_debug::after_launch((run_var), (site), {__VA_ARGS__});                            \
+    if (AOTI_DEBUG_UNLIKELY((run_var).level != 0)) {                                           \
+      if ((run_var).level >= 3) ::aoti_debug::after_launch((run_var), (site), {__VA_ARGS__});  \
+      else ::aoti_debug::after_launch((run_var), (site), {});                                  \
+    }                                                                                          \
   } while (0)
 
 #define AOTI_DEBUG_END_RUN(run_var, output_names, ...)                                         \

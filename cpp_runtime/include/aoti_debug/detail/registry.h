@@ -139,12 +139,9 @@ inline size_t write_full(int fd, const char* p, size_t n) {
 
 inline void write_all(int fd, const char* p, size_t n) { (void)write_full(fd, p, n); }
 
-// "YYYY-MM-DD hh:mm:ss.micro" (UTC) into buf (>= 27 bytes); returns 26.
-inline int format_timestamp(char* buf) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  int64_t secs = ts.tv_sec;
-  const int64_t micro = ts.tv_nsec / 1000;
+// "YYYY-MM-DD hh:mm:ss.micro" (UTC) of `secs`.`micro` into buf (>= 27 bytes);
+// returns 26.  Async-signal-safe.
+inline int format_time(char* buf, int64_t secs, int64_t micro) {
   int64_t days = secs / 86400, rem = secs % 86400;
   if (rem < 0) rem += 86400, --days;
   // civil date from days since 1970-01-01 (proleptic Gregorian)
@@ -169,6 +166,33 @@ inline int format_timestamp(char* buf) {
   }
   buf[n] = '\0';
   return n;
+}
+
+// The current time, as format_time() writes it.  Async-signal-safe.
+inline int format_timestamp(char* buf) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return format_time(buf, ts.tv_sec, ts.tv_nsec / 1000);
+}
+
+// The same, for records: the date and time of day are formatted once per
+// second and thread, only the microseconds on every record.  Not for signal
+// handlers (thread-local storage).
+inline int format_timestamp_fast(char* buf) {
+  static thread_local int64_t second = -1;
+  static thread_local char text[32];
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  const int64_t micro = ts.tv_nsec / 1000;
+  if (AOTI_DEBUG_UNLIKELY(ts.tv_sec != second)) {
+    format_time(text, ts.tv_sec, 0);
+    second = ts.tv_sec;
+  }
+  std::memcpy(buf, text, 20);  // "YYYY-MM-DD hh:mm:ss."
+  int64_t v = micro;
+  for (int k = 25; k >= 20; --k, v /= 10) buf[k] = static_cast<char>('0' + v % 10);
+  buf[26] = '\0';
+  return 26;
 }
 
 // Bumped in a forked child (pthread_atfork): per-process caches start again.
@@ -249,6 +273,26 @@ inline void registry_after_fork_child() {
 
 inline Registry* registry_slow();
 
+// Per-process caches (the registry pointer, the pid) start again in a forked
+// child; registered once per copy of the runtime, by whichever asks first.
+inline void watch_forks() {
+  static const int atfork = pthread_atfork(nullptr, nullptr, registry_after_fork_child);
+  (void)atfork;
+}
+
+// getpid() without a system call per record: cached, and read again after a fork.
+inline pid_t current_pid() {
+  static uint64_t cached = 0;  // generation << 32 | pid; 0 = not read yet
+  watch_forks();
+  const uint64_t gen = __atomic_load_n(&fork_generation(), __ATOMIC_RELAXED) + 1u;
+  uint64_t c = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (AOTI_DEBUG_UNLIKELY(c >> 32 != gen)) {
+    c = gen << 32 | static_cast<uint32_t>(getpid());
+    __atomic_store_n(&cached, c, __ATOMIC_RELAXED);
+  }
+  return static_cast<pid_t>(static_cast<uint32_t>(c));
+}
+
 // Every record asks for the registry: one load once attached (no getpid
 // syscall, no lock); a forked child starts over through pthread_atfork.
 inline Registry* registry() {
@@ -260,8 +304,7 @@ inline Registry* registry_slow() {
   static Registry* cached = nullptr;  // guarded by `mu` (per copy)
   static pid_t cached_pid = 0;
   static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-  static const int atfork = pthread_atfork(nullptr, nullptr, registry_after_fork_child);
-  (void)atfork;
+  watch_forks();
   const pid_t pid = getpid();
   pthread_mutex_lock(&mu);
   if (cached == nullptr || cached_pid != pid) {
@@ -301,11 +344,11 @@ inline Registry* registry_slow() {
 // "[timestamp] [pid N] " -- the start of every header line.
 inline void append_line_prefix(std::string& out) {
   char ts[32];
-  const int n = format_timestamp(ts);
+  const int n = format_timestamp_fast(ts);
   out += '[';
   out.append(ts, static_cast<size_t>(n));
   out += "] [pid ";
-  append_i64(out, getpid());
+  append_i64(out, current_pid());
   out += "] ";
 }
 
@@ -314,7 +357,7 @@ inline void append_line_prefix(std::string& out) {
 inline int64_t thread_id() {
   static thread_local pid_t cached_pid = 0;
   static thread_local int64_t tid = 0;
-  const pid_t pid = getpid();
+  const pid_t pid = current_pid();
   if (cached_pid != pid) tid = static_cast<int64_t>(syscall(SYS_gettid)), cached_pid = pid;
   return tid;
 }
@@ -390,7 +433,7 @@ inline std::string expand_dest(const std::string& dest) {
   std::string out;
   for (size_t i = 0; i < dest.size(); ++i) {
     if (dest[i] == '%' && i + 1 < dest.size() && dest[i + 1] == 'i') {
-      append_i64(out, getpid());
+      append_i64(out, current_pid());
       ++i;
     } else {
       out += dest[i];
@@ -429,8 +472,13 @@ inline int resolve_dest(Registry* r, const std::string& dest, std::string* note_
     if (i < 0) i = add_dest(r, dest, dest == "stdout" ? 1 : 2, -1);
     return i < 0 ? 0 : r->dest[i].target;
   }
-  const std::string path = expand_dest(dest);
-  int i = find_dest(r, path);
+  const bool plain = dest.find('%') == std::string::npos;  // the common case: no copy
+  if (plain) {
+    const int i = find_dest(r, dest);
+    if (i >= 0) return r->dest[i].target;
+  }
+  const std::string path = plain ? dest : expand_dest(dest);
+  int i = plain ? -1 : find_dest(r, path);
   if (i >= 0) return r->dest[i].target;
   make_parent_dirs(path);
   int fd = -1;
@@ -554,7 +602,7 @@ inline void write_record(const std::string& dest, std::string text, const char* 
     out = &buf;
   }
   char ts[32];
-  restamp(*out, ts, static_cast<size_t>(format_timestamp(ts)));
+  restamp(*out, ts, static_cast<size_t>(format_timestamp_fast(ts)));
   const size_t done = write_full(e.fd, out->data(), out->size());
   if (done == out->size()) {
     e.banner_done = 1;

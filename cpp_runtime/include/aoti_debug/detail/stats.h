@@ -1012,17 +1012,26 @@ AOTI_DEBUG_ALWAYS_INLINE bool any_above(const unsigned char* p, int64_t n, S mas
   fill(vmask, mask), fill(vlim, lim);
   int64_t i = 0;
   for (; i + kFiniteBlock <= n; i += kFiniteBlock) {
-    V acc0 = {}, acc1 = {};
-    for (int64_t k = 0; k < kFiniteBlock; k += 2 * W) {
-      V a, b;
+    // the largest magnitude of the block, in four independent chains
+    V m0 = {}, m1 = {}, m2 = {}, m3 = {};
+    for (int64_t k = 0; k < kFiniteBlock; k += 4 * W) {
+      V a, b, c, d;
       load_vec(a, p + (i + k) * sizeof(S));
       load_vec(b, p + (i + k + W) * sizeof(S));
-      acc0 |= (V)((a & vmask) > vlim);
-      acc1 |= (V)((b & vmask) > vlim);
+      load_vec(c, p + (i + k + 2 * W) * sizeof(S));
+      load_vec(d, p + (i + k + 3 * W) * sizeof(S));
+      a &= vmask, b &= vmask, c &= vmask, d &= vmask;
+      m0 = a > m0 ? a : m0;
+      m1 = b > m1 ? b : m1;
+      m2 = c > m2 ? c : m2;
+      m3 = d > m3 ? d : m3;
     }
-    acc0 |= acc1;
+    m0 = m1 > m0 ? m1 : m0;
+    m2 = m3 > m2 ? m3 : m2;
+    m0 = m2 > m0 ? m2 : m0;
+    const V over = (V)(m0 > vlim);
     S any = 0;
-    for (int j = 0; j < W; ++j) any |= acc0[j];
+    for (int j = 0; j < W; ++j) any |= over[j];
     if (any) return true;
   }
   S any = 0;
