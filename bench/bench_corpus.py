@@ -118,6 +118,70 @@ def build(work: str, models, configs, base: dict) -> dict:
     return paths
 
 
+# The cost of the system calls alone: `records` write(2) calls of `size`
+# bytes each into a file, as a level-1 or level-5 run makes them.
+WRITE_FLOOR = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+static int cmp(const void* a, const void* b) { double x = *(const double*)a, y = *(const double*)b; return (x > y) - (x < y); }
+int main(int argc, char** argv) {
+  int fd = open(argv[1], O_WRONLY | O_APPEND | O_CREAT | O_TRUNC, 0644);
+  int records = atoi(argv[2]), size = atoi(argv[3]), runs = atoi(argv[4]);
+  char* buf = malloc(size); memset(buf, 'x', size); buf[size - 1] = '\n';
+  double* t = malloc(sizeof(double) * runs);
+  for (int r = 0; r < runs; ++r) {
+    struct timespec a, b; clock_gettime(CLOCK_MONOTONIC, &a);
+    for (int i = 0; i < records; ++i) if (write(fd, buf, size) != size) return 1;
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    t[r] = (b.tv_sec - a.tv_sec) * 1e6 + (b.tv_nsec - a.tv_nsec) / 1e3;
+    if (r % 50 == 49) ftruncate(fd, 0);
+  }
+  qsort(t, runs, sizeof(double), cmp);
+  printf("%f\n", t[runs / 2]);
+  return 0;
+}
+"""
+
+
+def write_floor(work: str, log: str, runs: int = 400) -> float:
+    """Median microseconds of one run's write(2) calls, from a log of one run."""
+    with open(log, "rb") as f:
+        data = f.read()
+    body = data.split(b"=" * 80 + b"\n")[-1]  # after the banner, which a process writes once
+    records = body.count(b"\n[") + body.startswith(b"[")
+    if records == 0:
+        return 0.0
+    size = max(1, len(body) // records)
+    exe = os.path.join(work, "write_floor")
+    if not os.path.exists(exe):
+        src = exe + ".c"
+        with open(src, "w") as f:
+            f.write(WRITE_FLOOR)
+        subprocess.run(["cc", "-O2", src, "-o", exe], check=True)
+    out = subprocess.run([exe, os.path.join(work, "write_floor.out"), str(records), str(size), str(runs)],
+                         capture_output=True, text=True, check=True)
+    return float(out.stdout)
+
+
+ONE_RUN = r'''
+import sys
+sys.path.insert(0, {tests!r})
+import torch, corpus
+m = torch._inductor.aoti_load_package({path!r})
+m(*corpus.inputs({model!r}))
+'''
+
+
+def one_run_log(model, path, env, log):
+    """The log of a single run of the package (what write_floor() reads)."""
+    code = ONE_RUN.format(tests=os.path.join(ROOT, "tests"), model=model, path=path)
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, stdout=subprocess.DEVNULL)
+
+
 class Worker:
     def __init__(self, model, path, env):
         code = WORKER.format(tests=os.path.join(ROOT, "tests"), model=model, path=path)
@@ -144,6 +208,8 @@ def main() -> int:
                         help="semicolon-separated rows (plain and plain copy are always measured)")
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--batch", type=int, default=20, help="calls per worker per round")
+    parser.add_argument("--procs", type=int, default=3,
+                        help="worker processes per configuration (memory layout differs per process)")
     parser.add_argument("--work", help="keep compiled packages here (default: a temporary folder)")
     args = parser.parse_args()
     models = args.models.split(",")
@@ -161,23 +227,25 @@ def main() -> int:
     paths = build(work, models, wanted, base)
 
     logs = tempfile.mkdtemp(prefix="aoti-debug-corpus-logs-")
-    print(f"median per call over {args.rounds} rounds of {args.batch} calls, each configuration "
-          f"in its own process; ratio to the plain package")
-    header = f"{'model':8s} {'configuration':20s} {'per call':>10s} {'ratio':>7s} {'target':>8s}"
-    print(header)
+    print(f"median per call over {args.rounds} rounds x {args.batch} calls x {args.procs} processes "
+          f"per configuration; ratio to the plain package")
+    print("write(2) floor: what the same number of write(2) calls of the run's record sizes cost alone, "
+          "as a share of the plain run")
+    print(f"{'model':8s} {'configuration':20s} {'per call':>10s} {'ratio':>7s} {'target':>15s} {'write(2) floor':>15s}")
     failed = []
     for model in models:
         workers = {}
         try:
             for config in wanted:
-                log = os.path.join(logs, f"{model}-{config.replace(' ', '_')}.log")
-                run_env = {k: v.replace("LOG", log) for k, v in CONFIGS[config][1].items()}
-                workers[config] = Worker(model, paths[model, config], dict(base, **run_env))
+                for k in range(args.procs):
+                    log = os.path.join(logs, f"{model}-{config.replace(' ', '_')}-{k}.log")
+                    run_env = {n: v.replace("LOG", log) for n, v in CONFIGS[config][1].items()}
+                    workers[config, k] = Worker(model, paths[model, config], dict(base, **run_env))
             times = {config: [] for config in wanted}
+            keys = list(workers)
             for r in range(args.rounds):
-                order = wanted[r % len(wanted):] + wanted[:r % len(wanted)]
-                for config in order:
-                    times[config] += workers[config].times(args.batch)
+                for key in keys[r % len(keys):] + keys[:r % len(keys)]:
+                    times[key[0]] += workers[key].times(args.batch)
                 for name in os.listdir(logs):  # records to a file: keep the file small
                     open(os.path.join(logs, name), "w").close()
         finally:
@@ -188,7 +256,7 @@ def main() -> int:
             value = statistics.median(times[config])
             ratio = value / plain
             target = CONFIGS[config][2]
-            mark = ""
+            mark, floor = "", ""
             if target is not None:
                 mark = f"<= {target:.2f}"
                 if ratio > target:
@@ -196,7 +264,13 @@ def main() -> int:
                     failed.append((model, config, ratio))
             elif config == "plain copy":
                 mark = "(noise)"
-            print(f"{model:8s} {config:20s} {value / 1000:8.1f}us {ratio:7.3f} {mark:>8s}", flush=True)
+            if "LOG" in CONFIGS[config][1].values():
+                log = os.path.join(logs, "one-run.log")
+                env = {n: v.replace("LOG", log) for n, v in CONFIGS[config][1].items()}
+                one_run_log(model, paths[model, config], dict(base, **env), log)
+                floor = f"{write_floor(work, log) * 1000 / plain:.3f}"
+                os.unlink(log)
+            print(f"{model:8s} {config:20s} {value / 1000:8.1f}us {ratio:7.3f} {mark:>15s} {floor:>15s}", flush=True)
     shutil.rmtree(logs, ignore_errors=True)
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)

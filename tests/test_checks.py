@@ -75,6 +75,18 @@ def test_warn_logs_every_failure_and_a_summary_and_continues(tmp_path, planted):
                         r"cpp_fused_\w+ x1, aoti_torch_cpu_cumsum x1\n", notes[2]), notes[2]
 
 
+def test_level_5_answers_the_check_from_the_records_statistics_with_the_same_notes(tmp_path, planted):
+    """At level 5 the launch-end record has just read each output: its statistics
+    answer the check, and the notes are those of a level-1 run."""
+    notes = {}
+    for level in ("1", "5"):
+        log = tmp_path / f"log{level}.txt"
+        run_package(planted, "planted", inputs="models.planted_inputs('sqrt')", AOTI_DEBUG_NAN_CHECK="warn:naninf",
+                    AOTI_DEBUG_LOGLEVEL=level, AOTI_DEBUG_LOGDEST=str(log))
+        notes[level] = [r.split("\n", 1)[1] for r in records(mask(log.read_text())) if " note - nan-check" in r]
+    assert len(notes["1"]) == 3 and notes["5"] == notes["1"]
+
+
 def test_off_at_run_time_checks_nothing(planted):
     proc = run_package(planted, "planted", inputs="models.planted_inputs('log')",
                        AOTI_DEBUG_NAN_CHECK="off", AOTI_DEBUG_LOGLEVEL="0")

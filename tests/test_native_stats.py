@@ -391,6 +391,20 @@ def test_all_finite_strided_views_see_only_their_elements(native, view):
         assert native.all_finite(make(base), True) is expected, (view, index)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64], ids=str)
+def test_all_finite_long_contiguous_rows_of_a_strided_view(native, dtype):
+    """Rows long enough for the vector scan, inside a view that is not contiguous:
+    a NaN in the last row's tail is found, one in the skipped columns is not."""
+    base = torch.zeros(3, 1500, dtype=dtype)
+    view = base[:, 5:1400]
+    assert native.all_finite(view, True)
+    base[2, 1399] = math.nan  # the view's last element
+    assert not native.all_finite(view, True)
+    base[2, 1399] = 0
+    base[1, 1400] = math.nan  # just past the row
+    assert native.all_finite(view, True)
+
+
 def test_all_finite_parallel_scan_finds_a_nan_in_any_slice(native):
     """Tensors large enough to be split over threads: a NaN in the last slice is found."""
     n = (1 << 22) + 3

@@ -28,13 +28,20 @@ def number(x: float) -> str:
     return "%.6e" % x
 
 
+_second = [-1, ""]   # the last second formatted, and its text: records format the date once a second
+
+
 def timestamp(now: Optional[float] = None) -> str:
     now = time.time() if now is None else now
     seconds = int(now)
     micro = int(round((now - seconds) * 1e6))
     if micro == 1_000_000:
         seconds, micro = seconds + 1, 0
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds)) + ".%06d" % micro
+    cached = _second
+    if cached[0] != seconds:
+        cached = [seconds, time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds))]
+        _second[:] = cached
+    return f"{cached[1]}.{micro:06d}"
 
 
 _HEADER_TIME = None

@@ -31,7 +31,6 @@ At level 0 a launch costs one increment and one branch per side.
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 from typing import Any, Optional, Sequence, Tuple
 
@@ -170,7 +169,7 @@ class Run:
             body = _named("in", names, values, self.level)
         s = state.settings()
         facts = fmt.header_facts(threading.get_native_id(), s.rank, s.world)
-        state.emit(fmt.record(fmt.header("run", str(self.run), self.model.name, os.getpid(), None, facts), body))
+        state.emit(fmt.record(fmt.header("run", str(self.run), self.model.name, state.pid(), None, facts), body))
         if self.level >= 10:
             self.dumps = RunDumps(self.model.name, self.run)
             self.dumps.begin(names, values)
@@ -187,7 +186,7 @@ class Run:
         body = []
         if self.level >= 3:
             body = [site.origin_line()] + site.lines.splitlines() + _args(site, values, False, self.level)
-        state.emit(fmt.record(fmt.header("launch", self._id(), site.kernel, os.getpid()), body))
+        state.emit(fmt.record(fmt.header("launch", self._id(), site.kernel, state.pid()), body))
 
     def after(self, site: Site, values: Sequence[Any]) -> None:
         """`launch-end R.K kernel` with the outputs (level >= 3)."""
@@ -198,7 +197,7 @@ class Run:
 
     def _write_launch_end(self, site: Site, values) -> None:
         body = _args(site, values, True, self.level)
-        state.emit(fmt.record(fmt.header("launch-end", self._id(), site.kernel, os.getpid()), body))
+        state.emit(fmt.record(fmt.header("launch-end", self._id(), site.kernel, state.pid()), body))
         if self.dumps is not None:
             self.dumps.launch(self.launch, site, values, True)
 
@@ -210,7 +209,7 @@ class Run:
 
     def _write_end(self, names, values) -> None:
         body = _named("out", names, values, self.level)
-        state.emit(fmt.record(fmt.header("run-end", str(self.run), self.model.name, os.getpid()), body))
+        state.emit(fmt.record(fmt.header("run-end", str(self.run), self.model.name, state.pid()), body))
         if self.dumps is not None:
             self.dumps.end(self.launch)
 
@@ -245,7 +244,7 @@ class RunDumps:
         files = [dict(saved, name="inputs", role="in")] if saved and saved.get("file") else []
         s = state.settings()
         ranked = {} if s.rank is None else dict(rank=s.rank, **({"world": s.world} if s.world else {}))
-        self._line("run", "ok" if files else "incomplete", "run", files, model=self.model, pid=os.getpid(),
+        self._line("run", "ok" if files else "incomplete", "run", files, model=self.model, pid=state.pid(),
                    thread=threading.get_native_id(), **ranked, inputs=[n or "-" for n in names])
 
     def launch(self, k: int, site: Site, values, out_side: bool) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 import threading
 from typing import Any, Callable, List, Optional
 
@@ -107,18 +106,18 @@ def _write_call(number: int, qualname: str, level: int, signature, args, kwargs)
         for label, value in argument_items(signature, args, kwargs):
             body += fmt.item(label, value, level)
     facts = fmt.header_facts(threading.get_native_id())
-    state.emit(fmt.record(fmt.header("call", str(number), qualname, os.getpid(), None, facts), body))
+    state.emit(fmt.record(fmt.header("call", str(number), qualname, state.pid(), None, facts), body))
 
 
 def _write_return(number: int, qualname: str, level: int, result: Any) -> None:
     body = fmt.item("output", result, level)
-    state.emit(fmt.record(fmt.header("return", str(number), qualname, os.getpid()), body))
+    state.emit(fmt.record(fmt.header("return", str(number), qualname, state.pid()), body))
 
 
 def _write_raise(number: int, qualname: str, exc: BaseException) -> None:
     message = " ".join(str(exc).split("\n"))
     body = [f"  exception: {type(exc).__name__}: {message}"]
-    state.emit(fmt.record(fmt.header("raise", str(number), qualname, os.getpid()), body))
+    state.emit(fmt.record(fmt.header("raise", str(number), qualname, state.pid()), body))
 
 
 def _recorder():

@@ -35,13 +35,20 @@ def platform_name() -> str:
     return f"{_platform.system()} {_platform.machine()}"
 
 
+_core = None   # the binding once asked for; False when it is unusable
+
+
 def native():
-    """The compiled core's binding (aoti_debug.native.core) when it is usable, else None."""
-    try:
-        from ..native import core as _native
-        return _native if _native.lib() is not None else None
-    except Exception:
-        return None
+    """The compiled core's binding (aoti_debug.native.core) when it is usable, else None.
+    Decided once per process (the core is built or loaded only once anyway)."""
+    global _core
+    if _core is None:
+        try:
+            from ..native import core as _native
+            _core = _native if _native.lib() is not None else False
+        except Exception:
+            _core = False
+    return _core or None
 
 
 def write(dest: str, text: str) -> None:

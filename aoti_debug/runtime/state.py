@@ -16,6 +16,19 @@ from . import sink
 
 _lock = threading.Lock()
 _settings: Optional[settings_mod.Settings] = None
+_pid = [os.getpid()]
+
+
+def _forked() -> None:
+    _pid[0] = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)
+
+
+def pid() -> int:
+    """os.getpid() without a system call per record (read again in a forked child)."""
+    return _pid[0]
 
 
 def settings() -> settings_mod.Settings:
@@ -45,7 +58,7 @@ def emit(text: str) -> None:
 
 
 def note(topic: str, *lines: str) -> None:
-    emit(fmt.record(fmt.header("note", "-", topic, os.getpid()), ["  " + l for l in lines]))
+    emit(fmt.record(fmt.header("note", "-", topic, pid()), ["  " + l for l in lines]))
 
 
 _told: set = set()

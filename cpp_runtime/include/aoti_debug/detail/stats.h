@@ -1123,26 +1123,41 @@ inline bool element_above(const unsigned char* p, const FiniteBits& b, uint64_t 
   }
 }
 
-// A strided view: an odometer over its dimensions (size-1 dims dropped),
-// elements tested one by one.  Rare in the check (Inductor's outputs are
-// dense), so kept simple.
-inline bool any_above_strided(const TensorView& v, const FiniteBits& b, uint64_t lim) {
+// A strided view: dimensions merged where they are contiguous with each
+// other, then an odometer over the outer ones.  Rows that are contiguous
+// (Inductor's transposed and sliced buffers) are scanned as vectors, others
+// element by element.
+inline bool any_above_strided(const TensorView& v, const FiniteBits& b, uint64_t lim, int width) {
   int64_t sizes[64], strides[64], idx[64] = {};
   int nd = 0;
-  for (int64_t d = 0; d < v.ndim && nd < 64; ++d)
-    if (v.sizes[d] != 1) sizes[nd] = v.sizes[d], strides[nd] = v.strides[d] * b.itemsize, ++nd;
+  for (int64_t d = 0; d < v.ndim && nd < 64; ++d) {
+    if (v.sizes[d] == 1) continue;
+    if (nd > 0 && strides[nd - 1] == v.strides[d] * v.sizes[d]) {
+      sizes[nd - 1] *= v.sizes[d];
+      strides[nd - 1] = v.strides[d];
+    } else {
+      sizes[nd] = v.sizes[d], strides[nd] = v.strides[d], ++nd;
+    }
+  }
   const unsigned char* base = static_cast<const unsigned char*>(v.data);
   if (nd == 0) return element_above(base, b, lim);
   const int last = nd - 1;
+  const int64_t row_len = sizes[last], step = strides[last] * b.itemsize;
   const unsigned char* row = base;
   for (;;) {
-    for (int64_t k = 0; k < sizes[last]; ++k)
-      if (element_above(row + k * strides[last], b, lim)) return true;
+    if (strides[last] == 1) {
+      if (row_len >= kFiniteBlock ? any_above_dispatch(row, row_len, b, lim, width)
+                                  : any_above_bits<16>(row, row_len, b, lim))
+        return true;
+    } else {
+      for (int64_t k = 0; k < row_len; ++k)
+        if (element_above(row + k * step, b, lim)) return true;
+    }
     int d = last - 1;
     for (; d >= 0; --d) {
-      row += strides[d];
+      row += strides[d] * b.itemsize;
       if (++idx[d] < sizes[d]) break;
-      row -= sizes[d] * strides[d];
+      row -= sizes[d] * strides[d] * b.itemsize;
       idx[d] = 0;
     }
     if (d < 0) return false;
@@ -1175,7 +1190,7 @@ inline bool all_finite(const TensorView& v, bool count_inf) {
     expect *= size;
     n *= size;
   }
-  if (!dense) return !any_above_strided(v, b, lim);
+  if (!dense) return !any_above_strided(v, b, lim, stats_vector_width());
   if (n < kFiniteBlock) return !any_above_bits<16>(p, n, b, lim);  // tiny: inline, no dispatch
   const int width = stats_vector_width();
   const int nthreads = stats_thread_count(n, (n + kStatsBlock - 1) / kStatsBlock, 0);
