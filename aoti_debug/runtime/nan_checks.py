@@ -65,7 +65,7 @@ class NanChecks:
         return None if s.skipped else s
 
     def _bad(self, s: stats_mod.Stats) -> bool:
-        return s.nan_count > 0 or (self.count_inf and s.inf_count > 0)
+        return stats_mod.holds_bad(s, self.count_inf)
 
     def _finite(self, t) -> bool:
         return not _tensor(t) or stats_mod.finite(t, self.count_inf)

@@ -76,6 +76,11 @@ def compute(t) -> Stats:
     return compute_with_torch(t)
 
 
+def holds_bad(s: Stats, count_inf: bool) -> bool:
+    """What the NaN/Inf check fails on: NaN, and with ``count_inf`` Inf too."""
+    return s.nan_count > 0 or (count_inf and s.inf_count > 0)
+
+
 def finite(t, count_inf: bool) -> bool:
     """No NaN (and, with ``count_inf``, no Inf) in ``t``?  The NaN/Inf check's
     clean path: on the CPU one scan of the raw bits by the compiled core, no
@@ -91,7 +96,7 @@ def finite(t, count_inf: bool) -> bool:
         except ImportError:
             pass
     s = compute(t)
-    return bool(s.skipped) or not (s.nan_count > 0 or (count_inf and s.inf_count > 0))
+    return bool(s.skipped) or not holds_bad(s, count_inf)
 
 
 def compute_native(t, max_threads: int = 0, isa_limit: int = 0) -> Stats:

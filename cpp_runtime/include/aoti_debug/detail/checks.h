@@ -275,7 +275,7 @@ AOTI_DEBUG_CORE_FN void InputGuard::finite(const char* label, const Value& v, bo
 #if AOTI_DEBUG_ENABLE_STATS
   if (v.t.device_type != 0) return;  // device tensors: the launch checks cover them
   const Stats s = compute_stats(v.t);
-  if (s.nan_count > 0 || (count_inf && s.inf_count > 0))
+  if (holds_bad(s, count_inf))
     fail(std::string(label) + " holds " + counts(s, count_inf) + " (first at flat index " +
          std::to_string(first_bad(s, count_inf)) + ")");
 #else
@@ -331,7 +331,7 @@ AOTI_DEBUG_CORE_FN bool NanChecks::clean(const Site& site, std::initializer_list
     } else {
 #if AOTI_DEBUG_ENABLE_STATS
       const Stats* s = memo != nullptr ? memo->find(arg->t) : nullptr;
-      ok = s != nullptr ? !(s->nan_count > 0 || (count_inf_ && s->inf_count > 0)) : is_finite(*arg);
+      ok = s != nullptr ? !holds_bad(*s, count_inf_) : is_finite(*arg);
 #else
       ok = is_finite(*arg);
 #endif
@@ -375,7 +375,7 @@ AOTI_DEBUG_CORE_FN void NanChecks::after(const Site& site, const char* const* so
     } else if (!arg->device_stats(*arg, &s, &reason)) {
       continue;  // e.g. CUDA graph capture: never sync there
     }
-    const bool bad = s.nan_count > 0 || (count_inf_ && s.inf_count > 0);
+    const bool bad = holds_bad(s, count_inf_);
     set_bad(arg->t.data, bad);
     if (bad) report(site, a.name, sources && *sources[k] ? sources[k] : site.source, s, tainted);
 #endif

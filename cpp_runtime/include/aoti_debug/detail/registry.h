@@ -472,13 +472,10 @@ inline int resolve_dest(Registry* r, const std::string& dest, std::string* note_
     if (i < 0) i = add_dest(r, dest, dest == "stdout" ? 1 : 2, -1);
     return i < 0 ? 0 : r->dest[i].target;
   }
-  const bool plain = dest.find('%') == std::string::npos;  // the common case: no copy
-  if (plain) {
-    const int i = find_dest(r, dest);
-    if (i >= 0) return r->dest[i].target;
-  }
-  const std::string path = plain ? dest : expand_dest(dest);
-  int i = plain ? -1 : find_dest(r, path);
+  // a path without '%' (the common case) is looked up without a copy
+  const std::string expanded = dest.find('%') == std::string::npos ? std::string() : expand_dest(dest);
+  const std::string& path = expanded.empty() ? dest : expanded;
+  int i = find_dest(r, path);
   if (i >= 0) return r->dest[i].target;
   make_parent_dirs(path);
   int fd = -1;

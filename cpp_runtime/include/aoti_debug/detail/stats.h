@@ -547,6 +547,40 @@ struct Cursor {
   }
 };
 
+// A view's dimensions as its scans walk them: size-1 dims dropped, each dim
+// merged into its outer neighbour when the two are contiguous with each
+// other.  Returns how many remain (0: a single element; at most 63 of size
+// >= 2 in a 64-dim view).
+inline int collapse_dims(const TensorView& v, int64_t* sizes, int64_t* strides) {
+  int nd = 0;
+  for (int64_t d = 0; d < v.ndim; ++d) {
+    if (v.sizes[d] == 1) continue;
+    if (nd > 0 && strides[nd - 1] == v.strides[d] * v.sizes[d]) {
+      sizes[nd - 1] *= v.sizes[d];
+      strides[nd - 1] = v.strides[d];
+    } else {
+      sizes[nd] = v.sizes[d];
+      strides[nd] = v.strides[d];
+      ++nd;
+    }
+  }
+  return nd;
+}
+
+// Runs fn(&args[t]) for every t < n: args[0] on the calling thread, the others
+// on threads of their own (on the calling thread too when one cannot start).
+template <class Arg>
+inline void run_split(void* (*fn)(void*), Arg* args, int n) {
+  pthread_t tids[64];
+  bool started[64] = {};
+  for (int t = 1; t < n; ++t) started[t] = pthread_create(&tids[t], nullptr, fn, &args[t]) == 0;
+  fn(&args[0]);
+  for (int t = 1; t < n; ++t) {
+    if (started[t]) pthread_join(tids[t], nullptr);
+    else fn(&args[t]);
+  }
+}
+
 // Everything a worker needs; layout already simplified.
 struct StatsJob {
   int32_t code;
@@ -851,20 +885,7 @@ AOTI_DEBUG_NOINLINE inline Stats compute_stats(const TensorView& v, int max_thre
   j.numel = s.numel;
   j.nblocks = (s.numel + kStatsBlock - 1) / kStatsBlock;
   j.base = static_cast<const unsigned char*>(v.data);
-  // Drop size-1 dims and merge each dim into its outer neighbour when they
-  // are contiguous with each other (at most 63 dims of size >= 2 remain).
-  j.nd = 0;
-  for (int64_t d = 0; d < v.ndim; ++d) {
-    if (v.sizes[d] == 1) continue;
-    if (j.nd > 0 && j.strides[j.nd - 1] == v.strides[d] * v.sizes[d]) {
-      j.sizes[j.nd - 1] *= v.sizes[d];
-      j.strides[j.nd - 1] = v.strides[d];
-    } else {
-      j.sizes[j.nd] = v.sizes[d];
-      j.strides[j.nd] = v.strides[d];
-      ++j.nd;
-    }
-  }
+  j.nd = collapse_dims(v, j.sizes, j.strides);
   if (j.nd == 0) j.sizes[0] = 1, j.strides[0] = 1, j.nd = 1;  // one element
   j.contiguous = j.nd == 1 && j.strides[0] == 1;
 
@@ -896,18 +917,10 @@ AOTI_DEBUG_NOINLINE inline Stats compute_stats(const TensorView& v, int max_thre
     many.resize(static_cast<size_t>(nthreads));
     parts = many.data();
     StatsThreadArg args[64];
-    pthread_t tids[64];
-    bool started[64] = {};
     for (int t = 0; t < nthreads; ++t)
       args[t] = StatsThreadArg{&j, j.nblocks * t / nthreads, j.nblocks * (t + 1) / nthreads, width,
                                &parts[t]};
-    for (int t = 1; t < nthreads; ++t)
-      started[t] = pthread_create(&tids[t], nullptr, stats_thread_main, &args[t]) == 0;
-    stats_thread_main(&args[0]);
-    for (int t = 1; t < nthreads; ++t) {
-      if (started[t]) pthread_join(tids[t], nullptr);
-      else stats_thread_main(&args[t]);  // could not start a thread: do its share here
-    }
+    run_split(stats_thread_main, args, nthreads);
   }
 
   for (int t = 0; t < nthreads; ++t)
@@ -970,14 +983,19 @@ AOTI_DEBUG_NOINLINE inline Stats compute_stats(const TensorView& v, int max_thre
   return s;
 }
 
+// What the NaN/Inf check fails on: NaN, and with count_inf Inf too.
+inline bool holds_bad(const Stats& s, bool count_inf) {
+  return s.nan_count > 0 || (count_inf && s.inf_count > 0);
+}
+
 // ---- the NaN/Inf check's clean path ----------------------------------------
 //
 // all_finite() answers one question -- does this CPU tensor hold no NaN (and,
 // with count_inf, no Inf)? -- on the raw bits, with no allocation: NaN and
 // Inf are the values whose magnitude bits (sign cleared) exceed, or with
 // count_inf reach, the +Inf pattern.  Contiguous tensors are read in blocks
-// of vector compares OR-ed together; only a block that finds something stops
-// the scan, so a clean tensor is read once at full width.  The counts and
+// whose largest magnitude is taken with vector max; only a block that finds
+// something stops the scan, so a clean tensor is read once at full width.  The counts and
 // first index a report needs come from compute_stats(), on the bad path only.
 
 namespace detail {
@@ -1097,21 +1115,13 @@ inline void* finite_thread_main(void* arg) {
 inline bool any_above_parallel(const unsigned char* p, int64_t n, const FiniteBits& b, uint64_t lim,
                                int width, int nthreads) {
   FiniteSlice slices[64];
-  pthread_t tids[64];
-  bool started[64] = {};
   for (int t = 0; t < nthreads; ++t) {
     const int64_t lo = n * t / nthreads, hi = n * (t + 1) / nthreads;
     slices[t] = FiniteSlice{p + lo * b.itemsize, hi - lo, &b, lim, width, false};
   }
-  for (int t = 1; t < nthreads; ++t)
-    started[t] = pthread_create(&tids[t], nullptr, finite_thread_main, &slices[t]) == 0;
-  finite_thread_main(&slices[0]);
-  bool found = slices[0].found;
-  for (int t = 1; t < nthreads; ++t) {
-    if (started[t]) pthread_join(tids[t], nullptr);
-    else finite_thread_main(&slices[t]);
-    found = found || slices[t].found;
-  }
+  run_split(finite_thread_main, slices, nthreads);
+  bool found = false;
+  for (int t = 0; t < nthreads; ++t) found = found || slices[t].found;
   return found;
 }
 
@@ -1123,24 +1133,12 @@ inline bool element_above(const unsigned char* p, const FiniteBits& b, uint64_t 
   }
 }
 
-// A strided view: dimensions merged where they are contiguous with each
-// other, then an odometer over the outer ones.  Rows that are contiguous
-// (Inductor's transposed and sliced buffers) are scanned as vectors, others
-// element by element.
-inline bool any_above_strided(const TensorView& v, const FiniteBits& b, uint64_t lim, int width) {
-  int64_t sizes[64], strides[64], idx[64] = {};
-  int nd = 0;
-  for (int64_t d = 0; d < v.ndim && nd < 64; ++d) {
-    if (v.sizes[d] == 1) continue;
-    if (nd > 0 && strides[nd - 1] == v.strides[d] * v.sizes[d]) {
-      sizes[nd - 1] *= v.sizes[d];
-      strides[nd - 1] = v.strides[d];
-    } else {
-      sizes[nd] = v.sizes[d], strides[nd] = v.strides[d], ++nd;
-    }
-  }
-  const unsigned char* base = static_cast<const unsigned char*>(v.data);
-  if (nd == 0) return element_above(base, b, lim);
+// A strided view, its dims collapsed (collapse_dims, nd >= 1): an odometer
+// over the outer dims.  Rows that are contiguous (Inductor's transposed and
+// sliced buffers) are scanned as vectors, others element by element.
+inline bool any_above_strided(const unsigned char* base, const int64_t* sizes, const int64_t* strides,
+                              int nd, const FiniteBits& b, uint64_t lim, int width) {
+  int64_t idx[64] = {};
   const int last = nd - 1;
   const int64_t row_len = sizes[last], step = strides[last] * b.itemsize;
   const unsigned char* row = base;
@@ -1175,22 +1173,16 @@ inline bool all_finite(const TensorView& v, bool count_inf) {
   if (!finite_bits(v.dtype, &b)) {
     const int32_t kind = stats_kind(v.dtype);
     if (kind != kStatsFloat && kind != kStatsComplex) return true;
-    const Stats s = compute_stats(v);
-    return s.nan_count == 0 && (!count_inf || s.inf_count == 0);
+    return !holds_bad(compute_stats(v), count_inf);
   }
   const uint64_t lim = count_inf ? b.inf - 1 : b.inf;
   const unsigned char* p = static_cast<const unsigned char*>(v.data);
-  int64_t n = 1;
-  bool dense = true;  // row-major contiguous, ignoring size-1 dims
-  int64_t expect = 1;
-  for (int64_t d = v.ndim - 1; d >= 0; --d) {
-    const int64_t size = v.sizes[d];
-    if (size == 0) return true;
-    if (size != 1 && v.strides[d] != expect) dense = false;
-    expect *= size;
-    n *= size;
-  }
-  if (!dense) return !any_above_strided(v, b, lim, stats_vector_width());
+  const int64_t n = numel_of(v);
+  if (n <= 0) return true;
+  int64_t sizes[64], strides[64];
+  const int nd = collapse_dims(v, sizes, strides);
+  if (nd > 1 || (nd == 1 && strides[0] != 1))
+    return !any_above_strided(p, sizes, strides, nd, b, lim, stats_vector_width());
   if (n < kFiniteBlock) return !any_above_bits<16>(p, n, b, lim);  // tiny: inline, no dispatch
   const int width = stats_vector_width();
   const int nthreads = stats_thread_count(n, (n + kStatsBlock - 1) / kStatsBlock, 0);
