@@ -145,6 +145,26 @@ class Named(torch.nn.Module):
         return (self.emb(input_ids) * attention_mask[..., None]).sum(1)
 
 
+@torch.library.custom_op("aotid_test::noisy_add", mutates_args=())
+def noisy_add(x: torch.Tensor) -> torch.Tensor:
+    """A non-deterministic op: adds noise from a generator seeded by the OS, far below
+    any tolerance (1e-7 relative), so two runs differ only in their bits."""
+    g = torch.Generator().manual_seed(int.from_bytes(os.urandom(7), "little"))
+    return x + x.abs() * 1e-7 * torch.randn(x.shape, generator=g)
+
+
+@noisy_add.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+class Noisy(torch.nn.Module):
+    def forward(self, x):
+        a = torch.relu(x * 2)
+        b = torch.ops.aotid_test.noisy_add(a)  # LINE:noisy.op
+        return torch.sigmoid(b) + 1
+
+
 def named_inputs(seq=8, mask_seq=None):
     g = torch.Generator().manual_seed(0)
     return torch.randint(0, 16, (2, seq), generator=g), torch.ones(2, seq if mask_seq is None else mask_seq)
@@ -207,6 +227,8 @@ def example(name):
     if name == "named":
         seq = Dim("seq", min=2, max=32)
         return Named(), named_inputs(), {"input_ids": {1: seq}, "attention_mask": {1: seq}}
+    if name == "noisy":
+        return Noisy(), (torch.randn(4, 8, generator=g),), None
     if name == "viewed":
         return Viewed(), (torch.randn(4, 8, generator=g),), None
     if name == "dynamic":

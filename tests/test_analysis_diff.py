@@ -12,9 +12,10 @@ KERNELS = [("add", "add", 11, (-2.0, 4.0, 1.0)),
 
 
 def model_log(pid=1, *, change=None, prefix="cpp_fused", extra=None, nodes=True, runs=(1,),
-              level=5):
+              level=5, hashes=None):
     """One launch per kernel and run; `change` maps a kernel kind to other output statistics,
-    `extra` = (after kind, kernel kind) inserts a launch that only this side has."""
+    `extra` = (after kind, kernel kind) inserts a launch that only this side has; `hashes`
+    maps a kernel kind to its output's content hash (none written for the others)."""
     w = LogWriter(pid)
     for run in runs:
         w.run(run)
@@ -30,7 +31,8 @@ def model_log(pid=1, *, change=None, prefix="cpp_fused", extra=None, nodes=True,
                     mn, mx, mean, nan = change[name]
                 k += 1
                 shape = () if name == "sum" else (2, 3)
-                out = T(mn, mx, mean, nan=nan, shape=shape) if level >= 5 else T(shape=shape)
+                digest = (hashes or {}).get(name)
+                out = T(mn, mx, mean, nan=nan, shape=shape, hash=digest) if level >= 5 else T(shape=shape)
                 w.launch(f"{run}.{k}", f"{prefix}_{name}_{k - 1}",
                          fx if nodes else "-", f"{SRC}:{src_line}" if nodes else "-",
                          inputs=[("in x", x)], outputs=[(f"out buf{k - 1}", out)])
@@ -217,3 +219,95 @@ def test_long_runs_with_local_differences_align_in_linear_time():
     statuses = [r.status for r in result.rows]
     assert statuses.count("only in A") == 30 and statuses.count("ok") == 2970
     assert all(r.a.origin.nodes == r.b.origin.nodes for r in result.rows if r.status == "ok")
+
+
+# -- content hashes: identical, the first bitwise difference, --exact -------------------
+
+ALL = {"add": 0x11, "mm": 0x22, "mul": 0x33, "sum": 0x44}
+
+
+def test_equal_hashes_are_identical_bit_for_bit(tmp_path, capsys):
+    a, b = logs(tmp_path, model_log(1, hashes=ALL), model_log(2, hashes=ALL))
+    assert cli(capsys, a, b) == (0, (
+        f"A: {a}\n"
+        f"B: {b}\n"
+        "A    B    kernel           status     largest delta\n"
+        "1.1  1.1  cpp_fused_add_0  identical  0 (bit for bit)\n"
+        "1.2  1.2  cpp_fused_mm_1   identical  0 (bit for bit)\n"
+        "1.3  1.3  cpp_fused_mul_2  identical  0 (bit for bit)\n"
+        "1.4  1.4  cpp_fused_sum_3  identical  0 (bit for bit)\n"
+        "A and B are identical bit for bit: the outputs of 4 aligned launch(es) have equal "
+        "content hashes\n"), "")
+
+
+def test_the_first_bitwise_difference_is_named_even_within_tolerance(tmp_path, capsys):
+    b_hashes = dict(ALL, mul=0x35, sum=0x45)       # mul's bits differ, its statistics do not
+    a, b = logs(tmp_path, model_log(1, hashes=ALL), model_log(2, hashes=b_hashes))
+    code, out, _ = cli(capsys, a, b)
+    assert code == 0
+    assert out.splitlines()[2:] == [
+        "A    B    kernel           status     largest delta",
+        "1.1  1.1  cpp_fused_add_0  identical  0 (bit for bit)",
+        "1.2  1.2  cpp_fused_mm_1   identical  0 (bit for bit)",
+        "1.3  1.3  cpp_fused_mul_2  ok         0 (bits differ)",
+        "1.4  1.4  cpp_fused_sum_3  ok         0 (bits differ)",
+        "first bitwise difference: A 1.3 cpp_fused_mul_2 / B 1.3 cpp_fused_mul_2 (out buf2); "
+        "2 of the 2 aligned pair(s) before it identical",
+        "the logs agree: 4 aligned launch(es) compared (atol=1e-05, rtol=0.001; counts exact)",
+    ]
+    code, out, _ = cli(capsys, "--exact", a, b)
+    assert code == 1
+    assert out.splitlines()[2:] == [
+        "A    B    kernel           status     largest delta",
+        "1.1  1.1  cpp_fused_add_0  identical  0 (bit for bit)",
+        "1.2  1.2  cpp_fused_mm_1   identical  0 (bit for bit)",
+        "1.3  1.3  cpp_fused_mul_2  DIFFERS    out buf2 hash 0000000000000033 vs 0000000000000035",
+        "1.4  1.4  cpp_fused_sum_3  DIFFERS    out buf3 hash 0000000000000044 vs 0000000000000045",
+        "first divergence: A 1.3 cpp_fused_mul_2 / B 1.3 cpp_fused_mul_2",
+        f"  source: {SRC}:13",
+        "  nodes:  mul",
+        "  out buf2 hash 0000000000000033 vs 0000000000000035",
+        "  A out buf2: shape=(2, 3) dtype=torch.float32 min=-3.000000 max=6.000000 mean=1.500000 "
+        "nan_count=0 inf_count=0",
+        "  B out buf2: shape=(2, 3) dtype=torch.float32 min=-3.000000 max=6.000000 mean=1.500000 "
+        "nan_count=0 inf_count=0",
+        "1 later aligned launch(es) differ too",
+    ]
+
+
+def test_a_launch_beyond_tolerance_is_still_the_divergence_after_a_bitwise_one(tmp_path, capsys):
+    a, b = logs(tmp_path, model_log(1, hashes=ALL),
+                model_log(2, hashes=dict(ALL, mm=0x23, mul=0x34), change={"mul": (-3.0, 6.0, 1.6, 0)}))
+    code, out, _ = cli(capsys, a, b)
+    lines = out.splitlines()
+    assert code == 1
+    assert lines[2:6] == [
+        "A    B    kernel           status     largest delta",
+        "1.1  1.1  cpp_fused_add_0  identical  0 (bit for bit)",
+        "1.2  1.2  cpp_fused_mm_1   ok         0 (bits differ)",
+        "1.3  1.3  cpp_fused_mul_2  DIFFERS    out buf2 mean 1.500000 vs 1.600000 (delta 0.1)",
+    ]
+    assert lines[7:9] == [
+        "first bitwise difference: A 1.2 cpp_fused_mm_1 / B 1.2 cpp_fused_mm_1 (out buf1); "
+        "1 of the 1 aligned pair(s) before it identical",
+        "first divergence: A 1.3 cpp_fused_mul_2 / B 1.3 cpp_fused_mul_2"]
+
+
+def test_logs_without_hashes_on_one_side_compare_statistics_only(tmp_path, capsys):
+    a, b = logs(tmp_path, model_log(1, hashes=ALL), model_log(2))
+    code, out, _ = cli(capsys, a, b)
+    assert code == 0 and "identical" not in out and "bitwise" not in out
+    assert out.splitlines()[-1] == \
+        "the logs agree: 4 aligned launch(es) compared (atol=1e-05, rtol=0.001; counts exact)"
+    code, out, _ = cli(capsys, "--exact", a, b)
+    assert code == 0 and out.splitlines()[-2] == (
+        "--exact: 4 output pair(s) without a content hash on both sides (a log older than hashes, "
+        "or statistics skipped) were compared on statistics")
+
+
+def test_a_malformed_hash_is_not_read():
+    text = model_log(1, hashes={"add": 0x11}).text()
+    for bad in ("0x11", "00000000000000111", "000000000000001G", "000000000000001 "):
+        log = records.parse(text.replace("hash=0000000000000011", f"hash={bad}"))
+        tensor = next(t for _, t in log.launches[0].outputs[0].tensors())
+        assert tensor.hash is None and "hash" not in tensor.fields, bad

@@ -124,21 +124,17 @@ def test_logs_with_statistics_are_preferred_to_dumps(planted_dumps, tmp_path, ca
     assert code == 1 and re.match(r"NaN/Inf origin: launch 1\.1 \S+ \(pid \d+, \d+-planted-run1/manifest", out)
 
 
-def test_diff_of_two_dumps_of_the_same_run_agrees_value_by_value(mlp_dumps, capsys):
+def test_diff_of_two_dumps_of_the_same_run_is_identical_bit_for_bit(mlp_dumps, capsys):
     (a, _), (b, _) = mlp_dumps
     assert [e["kernel"] for e in manifest(only_folder(a)) if e["event"] == "after"] == MLP_KERNELS
     assert cli(capsys, "diff", a, b) == (0, (
         f"A: {a}\n"
         f"B: {b}\n"
-        "A    B    kernel                    status  max abs  max rel  largest delta\n"
-        "1.1  1.1  aoti_torch_cpu_addmm_out  ok      0        0        0\n"
-        "1.2  1.2  cpp_fused_relu_0          ok      0        0        0\n"
-        "1.3  1.3  aoti_torch_cpu_addmm_out  ok      0        0        0\n"
-        "1.4  1.4  cpp_fused_relu_1          ok      0        0        0\n"
-        "1.5  1.5  aoti_torch_cpu_addmm_out  ok      0        0        0\n"
-        "1.6  1.6  cpp_fused__softmax_2      ok      0        0        0\n"
-        "the dumps agree: 6 aligned launch(es) compared (atol=1e-05, rtol=0.001; element by element)\n"),
-        "")
+        "A    B    kernel                    status     max abs  max rel  largest delta\n"
+        + "".join(f"1.{k}  1.{k}  {name:<24}  identical  0        0        0 (bit for bit)\n"
+                  for k, name in enumerate(MLP_KERNELS, 1))
+        + "A and B are identical bit for bit: the outputs of 6 aligned launch(es) have equal "
+        "content hashes\n"), "")
 
 
 def perturb(folder, index, element, delta):
@@ -162,15 +158,19 @@ def test_diff_names_the_perturbed_launch_with_its_measured_error(mlp_dumps, tmp_
     assert (code, stderr) == (1, "")
     lines = out.splitlines()
     stats = [line for line in lines if line.startswith(("  A out buf2:", "  B out buf2:"))]
+    # the launches whose dumped outputs are untouched are identical (content hashes);
+    # the perturbed one is compared element by element
     assert lines[2:] == [
-        "A    B    kernel                    status   max abs  max rel  largest delta",
-        "1.1  1.1  aoti_torch_cpu_addmm_out  ok       0        0        0",
-        "1.2  1.2  cpp_fused_relu_0          ok       0        0        0",
-        f"1.3  1.3  aoti_torch_cpu_addmm_out  DIFFERS  {err:<7.6g}  {err / abs(vb):<7.6g}  "
+        "A    B    kernel                    status     max abs  max rel  largest delta",
+        "1.1  1.1  aoti_torch_cpu_addmm_out  identical  0        0        0 (bit for bit)",
+        "1.2  1.2  cpp_fused_relu_0          identical  0        0        0 (bit for bit)",
+        f"1.3  1.3  aoti_torch_cpu_addmm_out  DIFFERS    {err:<7.6g}  {err / abs(vb):<7.6g}  "
         f"out buf2 [1, 5] {number(va)} vs {number(vb)} (delta {err:.3g})",
-        "1.4  1.4  cpp_fused_relu_1          ok       0        0        0",
-        "1.5  1.5  aoti_torch_cpu_addmm_out  ok       0        0        0",
-        "1.6  1.6  cpp_fused__softmax_2      ok       0        0        0",
+        "1.4  1.4  cpp_fused_relu_1          identical  0        0        0 (bit for bit)",
+        "1.5  1.5  aoti_torch_cpu_addmm_out  identical  0        0        0 (bit for bit)",
+        "1.6  1.6  cpp_fused__softmax_2      identical  0        0        0 (bit for bit)",
+        "first bitwise difference: A 1.3 aoti_torch_cpu_addmm_out / B 1.3 aoti_torch_cpu_addmm_out "
+        "(out buf2); 2 of the 2 aligned pair(s) before it identical",
         "first divergence: A 1.3 aoti_torch_cpu_addmm_out / B 1.3 aoti_torch_cpu_addmm_out",
         f"  source: {models.line_of('mlp.fc2')}",
         "  nodes:  addmm_1",
@@ -218,9 +218,9 @@ def test_a_log_against_a_dump_compares_statistics(mlp_dumps, capsys):
     code, out, _ = cli(capsys, "diff", log_a, b)
     assert code == 0
     assert out.splitlines()[2:] == [
-        "A    B    kernel                    status  largest delta",
-        *[f"1.{k}  1.{k}  {name:<24}  ok      0" for k, name in enumerate(MLP_KERNELS, 1)],
-        "the logs agree: 6 aligned launch(es) compared (atol=1e-05, rtol=0.001; counts exact)",
+        "A    B    kernel                    status     largest delta",
+        *[f"1.{k}  1.{k}  {name:<24}  identical  0 (bit for bit)" for k, name in enumerate(MLP_KERNELS, 1)],
+        "A and B are identical bit for bit: the outputs of 6 aligned launch(es) have equal content hashes",
     ]
 
 

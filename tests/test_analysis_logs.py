@@ -36,8 +36,9 @@ def _strides(shape):
 
 
 def T(mn=None, mx=None, mean=None, nan=0, inf=0, *, shape=(2, 3), dtype="torch.float32",
-      skipped=None):
-    """A Tensor block; no statistics (level 3) when mn is None and skipped is None."""
+      skipped=None, hash=None):
+    """A Tensor block; no statistics (level 3) when mn is None and skipped is None; `hash`:
+    the content hash, an int."""
     lines = ["Tensor(", f"  shape={shape}", f"  stride={_strides(shape)}", f"  dtype={dtype}",
              "  device=cpu", "  requires_grad=False", "  is_contiguous=True"]
     if skipped is not None:
@@ -48,6 +49,8 @@ def T(mn=None, mx=None, mean=None, nan=0, inf=0, *, shape=(2, 3), dtype="torch.f
         else:
             lines += [f"  min={number(mn)}", f"  max={number(mx)}", f"  mean={number(mean)}",
                       f"  nan_count={nan}", f"  inf_count={inf}"]
+        if hash is not None:
+            lines.append(f"  hash={hash:016x}")
     return Block(lines + [")"])
 
 
@@ -151,13 +154,14 @@ def write_log(tmp_path, name, writer_or_text):
 def test_tensor_blocks_match_the_python_formatter():
     torch = pytest.importorskip("torch")
     from aoti_debug.runtime import format as fmt
+    from test_content_hash import reference_hash as h
     x = torch.tensor([[-1.0, 3.0, 0.0], [1.0, 2.0, 1.0]])
-    assert fmt.item("in x", x, 5) == item("in x", T(-1.0, 3.0, 1.0))
+    assert fmt.item("in x", x, 5) == item("in x", T(-1.0, 3.0, 1.0, hash=h(x)))
     assert fmt.item("in x", x, 3) == item("in x", T())
     assert fmt.item("out e", torch.zeros(0), 5) == item("out e", T(shape=(0,), skipped="empty tensor"))
     n = torch.tensor([1, 5], dtype=torch.int64)
-    assert fmt.item("in n", n, 5) == item("in n", T(1, 5, 3.0, shape=(2,), dtype="torch.int64"))
-    assert fmt.item("arg[0] xs", [x, 3], 5) == item("arg[0] xs", Seq("list", [("[0]", T(-1.0, 3.0, 1.0)),
+    assert fmt.item("in n", n, 5) == item("in n", T(1, 5, 3.0, shape=(2,), dtype="torch.int64", hash=h(n)))
+    assert fmt.item("arg[0] xs", [x, 3], 5) == item("arg[0] xs", Seq("list", [("[0]", T(-1.0, 3.0, 1.0, hash=h(x))),
                                                                           ("[1]", "3")]))
 
 

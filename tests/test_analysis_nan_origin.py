@@ -65,7 +65,7 @@ def test_the_third_call_is_named_not_the_ones_it_poisoned(tmp_path, capsys):
     pid = pid_of(log)
     assert (code, err) == (1, "")
     assert out.splitlines() == [
-        f"NaN/Inf origin: call 3 __main__.take_log (pid {pid}, chain.log:69)",
+        f"NaN/Inf origin: call 3 __main__.take_log (pid {pid}, chain.log:73)",
         "  inputs (all finite):",
         "    arg[0] x: shape=(2, 3) dtype=torch.float32 min=-1.500000 max=8.000000 "
         "mean=3.083333 nan_count=0 inf_count=0",

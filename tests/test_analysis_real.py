@@ -46,7 +46,9 @@ def test_nan_origin_names_the_sqrt_kernel_and_its_line(planted_logs, capsys):
 
 def test_diff_of_two_clean_runs_agrees_and_the_sqrt_run_diverges_at_its_line(planted_logs, capsys):
     code, out, _ = cli(capsys, "diff", planted_logs["clean"], planted_logs["clean2"])
-    assert code == 0 and "the logs agree: 3 aligned launch(es) compared" in out
+    assert code == 0 and out.splitlines()[-1] == (     # one artifact, one input: the same bits
+        "A and B are identical bit for bit: the outputs of 3 aligned launch(es) and the model's "
+        "outputs have equal content hashes")
     code, out, _ = cli(capsys, "diff", planted_logs["clean"], planted_logs["sqrt"])
     assert code == 1
     assert re.search(r"^first divergence: A 1\.\d+ cpp_fused_\w*sqrt\w* / B ", out, re.M)
@@ -83,7 +85,8 @@ def test_torch_compile_and_aoti_logs_of_one_model_agree(packages, aoti_cache, tm
                 AOTI_DEBUG_LOGDEST=str(aoti))
     code, out, _ = cli(capsys, "diff", str(compiled), str(aoti))
     assert code == 0, out
-    assert "the logs agree: 6 aligned launch(es) compared" in out
+    assert "the logs agree: 6 aligned launch(es) compared" in out \
+        or "A and B are identical bit for bit: the outputs of 6 aligned launch(es)" in out, out
 
 
 @pytest.mark.parametrize("bug", ["log", "sqrt", "div", "overflow"])
@@ -98,3 +101,40 @@ def test_nan_origin_names_the_line_of_each_planted_bug(packages, tmp_path, capsy
     code, out, err = cli(capsys, "nan-origin", log)
     assert (code, err) == (1, "")
     assert out.splitlines()[1] == f"  source: {models.line_of('planted.' + bug)}", out
+
+
+@pytest.fixture(scope="module")
+def noisy_logs(packages, tmp_path_factory):
+    """Two level-5 logs of one artifact whose custom op adds noise below any tolerance."""
+    pt2 = packages.get("noisy", AOTI_DEBUG_LOGLEVEL="5")
+    folder = tmp_path_factory.mktemp("noisy-logs")
+    logs = [str(folder / f"{name}.log") for name in ("a", "b")]
+    for log in logs:
+        run_package(pt2, "noisy", AOTI_DEBUG_LOGDEST=log)
+    return logs
+
+
+def test_diff_names_the_first_non_deterministic_launch_and_nothing_before(noisy_logs, capsys):
+    a, b = noisy_logs
+    code, out, err = cli(capsys, "diff", a, b)
+    op = "aotid_test.noisy_add.default"
+    # within the tolerances the runs agree; their bits part at the noisy op, not before
+    assert (code, err) == (0, "")
+    lines = out.splitlines()[2:]
+    assert re.fullmatch(r"1\.1  1\.1  cpp_fused_\w+_0 +identical  0 \(bit for bit\)", lines[1])
+    assert re.fullmatch(rf"1\.2  1\.2  {op} +ok +(0 \(bits differ\)|out buf2 \w+ delta \S+)", lines[2])
+    assert lines[-2:] == [
+        f"first bitwise difference: A 1.2 {op} / B 1.2 {op} (out buf2); "
+        "1 of the 1 aligned pair(s) before it identical",
+        "the logs agree: 3 aligned launch(es) compared (atol=1e-05, rtol=0.001; counts exact)"]
+    # asked for equal bits, the op's launch is the first divergence
+    code, out, _ = cli(capsys, "diff", "--exact", a, b)
+    lines = out.splitlines()
+    assert code == 1 and f"first divergence: A 1.2 {op} / B 1.2 {op}" in lines
+    assert lines[lines.index(f"first divergence: A 1.2 {op} / B 1.2 {op}") + 1] == \
+        f"  source: {models.line_of('noisy.op')}"
+    assert re.fullmatch(r"  out buf2 hash [0-9a-f]{16} vs [0-9a-f]{16}", lines[lines.index("  nodes:  noisy_add") + 1])
+    # a log against itself is identical bit for bit, the model's outputs included
+    assert cli(capsys, "diff", a, a)[1].splitlines()[-1] == (
+        "A and B are identical bit for bit: the outputs of 3 aligned launch(es) and the model's "
+        "outputs have equal content hashes")

@@ -343,9 +343,9 @@ def test_diff_shows_a_file_it_cannot_read_as_unknown_not_as_a_divergence(made, t
     assert code == 2 and "DIFFERS" not in out
     assert out.splitlines()[2:] == [
         "A    B    kernel           status        max abs  max rel  largest delta",
-        "1.1  1.1  cpp_fused_add_0  ok            0        0        0",
+        "1.1  1.1  cpp_fused_add_0  identical     0        0        0 (bit for bit)",
         f"1.2  1.2  cpp_fused_log_1  not compared  -        -        unknown: {path}: {GARBAGE}",
-        "1.3  1.3  cpp_fused_mul_2  ok            0        0        0",
+        "1.3  1.3  cpp_fused_mul_2  identical     0        0        0 (bit for bit)",
         "1 aligned launch(es) could not be compared (no statistics or outputs)",
         "cannot tell whether A and B agree: 1 file(s) or record(s) cannot be read "
         f"(first: {path}: {GARBAGE})"]

@@ -199,9 +199,11 @@ def test_torch_compile_and_aoti_logs_agree(model, capsys):
                env=clean_env(TORCHINDUCTOR_CACHE_DIR=model.cache, AOTI_DEBUG_LOGDEST=compiled))
     launches = sum(1 for h in headers(compiled.read_text()) if " launch " in h)
     code = main(["diff", str(compiled), str(model.folder / "level5-1.log")])
-    out = capsys.readouterr().out
-    assert code == 0, out
-    assert f"the logs agree: {launches} aligned launch(es) compared" in out, out
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    # within tolerance, or (the same kernels from one Inductor cache) identical bit for bit
+    assert f"the logs agree: {launches} aligned launch(es) compared" in out \
+        or f"A and B are identical bit for bit: the outputs of {launches} aligned launch(es)" in out, out
 
 
 def test_planted_nan_is_named_at_its_kernel_and_transformers_line(model, capsys):

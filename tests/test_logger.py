@@ -7,9 +7,11 @@ import sys
 import textwrap
 
 import pytest
+import torch
 
 from aoti_debug.analysis.mask import mask
 from conftest import BANNER, banners, clean_env, records, run_python
+from test_content_hash import reference_hash
 
 MODEL = '''
 import enum, torch
@@ -91,7 +93,8 @@ def test_level_5_adds_statistics(tmp_path):
     recs = records(text)
     assert recs[0].startswith("[TIMESTAMP] [pid PID] call 1 __main__.scale thread=TID\n  arg[0] x:\n" + TENSOR_IN
                               + "      min=0.000000\n      max=5.000000\n      mean=2.500000\n"
-                              "      nan_count=0\n      inf_count=0\n    )\n")
+                              "      nan_count=0\n      inf_count=0\n"
+                              f"      hash={reference_hash(torch.arange(6.0)):016x}\n    )\n")
     assert "      min=0.000000\n      max=15.000000\n      mean=7.500000\n" in recs[1]
 
 
@@ -243,9 +246,9 @@ threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
     numbers = sorted(int(r.split()[4]) for r in calls)
     assert numbers == list(range(1, 1601))
     for r in calls:
-        assert r.count("\n") == 16 and "      mean=1.000000\n" in r, r
+        assert r.count("\n") == 17 and "      mean=1.000000\n" in r, r
     for r in returns:
-        assert r.count("\n") == 15 and "      nan_count=0\n      inf_count=0\n    )\n" in r, r
+        assert r.count("\n") == 16 and "      nan_count=0\n      inf_count=0\n      hash=" in r, r
 
 
 def test_two_processes_append_to_one_file(tmp_path):

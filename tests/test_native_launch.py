@@ -12,9 +12,11 @@ import signal
 import subprocess
 
 import pytest
+import torch
 
 from aoti_debug.analysis.mask import mask
 from aoti_debug.native import core as _native
+from test_content_hash import reference_hash
 
 TS = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}"
 
@@ -164,12 +166,23 @@ def tensor(ind, shape, stride, dtype, contiguous, stats, level):
     return "\n".join(lines + [f"{pad})"]) + "\n"
 
 
+def hashed(values, dtype=torch.float32):
+    """The content-hash line of a tensor holding `values` in logical order (section 3.1)."""
+    return [f"hash={reference_hash(torch.tensor(values, dtype=dtype)):016x}"]
+
+
 F = ["nan_count=0", "inf_count=0"]
-X = ("(2, 3)", "(3, 1)", "float32", True, ["min=-2.000000", "max=3.000000", "mean=0.833333"] + F)
-BUF0 = ("(2, 3)", "(3, 1)", "float32", True, ["min=0.000000", "max=3.000000", "mean=1.166667"] + F)
-BUF1_BEFORE = ("(4,)", "(1,)", "int64", True, ["min=-5", "max=7", "mean=0.750000"])
-BUF1_AFTER = ("(4,)", "(1,)", "int64", True, ["min=-4", "max=8", "mean=1.750000"])
-XT = ("(3, 2)", "(1, 3)", "float32", False, ["min=-2.000000", "max=3.000000", "mean=0.833333"] + F)
+X_VALUES = [1.0, -2.0, 0.5, 3.0, -0.0, 2.5]
+X = ("(2, 3)", "(3, 1)", "float32", True,
+     ["min=-2.000000", "max=3.000000", "mean=0.833333"] + F + hashed(X_VALUES))
+BUF0 = ("(2, 3)", "(3, 1)", "float32", True, ["min=0.000000", "max=3.000000", "mean=1.166667"] + F
+        + hashed([1.0, 0.0, 0.5, 3.0, 0.0, 2.5]))
+BUF1_BEFORE = ("(4,)", "(1,)", "int64", True, ["min=-5", "max=7", "mean=0.750000"]
+               + hashed([1, -5, 7, 0], torch.int64))
+BUF1_AFTER = ("(4,)", "(1,)", "int64", True, ["min=-4", "max=8", "mean=1.750000"]
+              + hashed([2, -4, 8, 1], torch.int64))
+XT = ("(3, 2)", "(1, 3)", "float32", False, ["min=-2.000000", "max=3.000000", "mean=0.833333"] + F
+      + hashed([X_VALUES[i] for i in (0, 3, 1, 4, 2, 5)]))
 
 
 def item(label, t, level):

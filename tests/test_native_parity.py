@@ -71,4 +71,4 @@ def test_doc_example_block(native):
         "    Tensor(\n      shape=(2, 3)\n      stride=(3, 1)\n      dtype=torch.float32\n"
         "      device=cpu\n      requires_grad=False\n      is_contiguous=True\n"
         "      min=-1.000000\n      max=2.500000\n      mean=0.250000\n      nan_count=0\n"
-        "      inf_count=0\n    )\n")
+        "      inf_count=0\n      hash=8d76fdcd3779af49\n    )\n")

@@ -61,3 +61,10 @@ def test_matches_with_abridged_lines_and_tolerance():
     assert not matches(shown, ["NaN/Inf origin: launch 1.4 k", "  min=-126.212059", "done"])
     assert not matches(shown, ["NaN/Inf origin: launch 1.3 k", "  min=-126.3", "done"])
     assert not matches(shown, ["NaN/Inf origin: launch 1.3 k", "  min=-126.212059"])
+
+
+def test_a_content_hash_matches_any_content_hash_and_nothing_else():
+    assert same_line("      hash=8d76fdcd3779af49", "      hash=0123456789abcdef")
+    assert not same_line("      hash=8d76fdcd3779af49", "      hash=8d76fdcd3779af4")
+    assert not same_line("      hash=8d76fdcd3779af49", "      sum=8d76fdcd3779af49")
+    assert not same_line("  out buf2 hash 6e78cc55d9d3ad94", "  out buf2 hash 423197f498a16a6d")

@@ -15,7 +15,10 @@ comparable instead of being compared with something else.  The model's
 outputs (the `run-end` record) are always compared, in order.
 
 Outputs are compared on their statistics; when both sides were read from
-level-10 dumps (dumps.py), on their values, element by element.
+level-10 dumps (dumps.py), on their values, element by element.  Outputs whose
+content hashes (docs/log-format.md section 3.1) are equal are identical bit for
+bit and need no other comparison; a pair whose hashes differ is still judged by
+the tolerances, unless `exact` asks for equal bits.
 """
 
 from __future__ import annotations
@@ -29,10 +32,11 @@ from typing import List, Optional, Sequence, Tuple
 from ..runtime.format import number
 
 from . import closeness
-from .records import COUNT_KEYS, Event, Item, Launch, Log, Process, Record, Tensor, parse_number
+from .records import COUNT_KEYS, STAT_KEYS, Event, Item, Launch, Log, Process, Record, Tensor, parse_number
 from .untrusted import InputError, printable
 
 OK, DIFFERS, UNKNOWN, ONLY_A, ONLY_B = "ok", "DIFFERS", "not compared", "only in A", "only in B"
+IDENTICAL = "identical"             # every output's content hash equal on both sides
 VALUE_KEYS = ("min", "max", "mean", "abs_min", "abs_max", "abs_mean")
 _MAX_PAIRING_CELLS = 250_000       # larger unmatched stretches stay unpaired
 
@@ -225,6 +229,9 @@ class Row:
     reason: str = ""
     extra: str = ""                         # outputs present on one side only (not compared)
     unreadable: List[str] = dataclasses.field(default_factory=list)  # dumped files that cannot be read
+    bits_differ: Optional[str] = None       # the first output whose content hashes differ
+    unhashed: int = 0                       # tensor pairs without a content hash on both sides
+    dumped: bool = False                    # its outputs were read from dumps on both sides
 
     @property
     def worst(self) -> Optional[Delta]:
@@ -245,14 +252,19 @@ class Row:
 
     @property
     def max_abs(self) -> Optional[float]:
-        """Over the outputs compared element by element; None when none was."""
+        """Over the outputs compared element by element; None when none was (0 for dumped
+        outputs that are identical bit for bit)."""
         values = self._values()
-        return max(v.max_abs for v in values) if values else None
+        if not values:
+            return 0.0 if self.dumped and self.status == IDENTICAL else None
+        return max(v.max_abs for v in values)
 
     @property
     def max_rel(self) -> Optional[float]:
         values = self._values()
-        return max(v.max_rel for v in values) if values else None
+        if not values:
+            return 0.0 if self.dumped and self.status == IDENTICAL else None
+        return max(v.max_rel for v in values)
 
     def kernel(self) -> str:
         if self.a and self.b and self.a.name != self.b.name:
@@ -260,6 +272,8 @@ class Row:
         return self.event.name
 
     def largest(self) -> str:
+        if self.status == IDENTICAL:
+            return "0 (bit for bit)"
         text = self.reason or self._largest_delta()
         return f"{text} ({self.extra})" if self.extra else text
 
@@ -269,7 +283,9 @@ class Row:
             return "-"
         if worst.violates:
             return worst.text()
-        return "0" if worst.size == 0 else f"{worst.label} {worst.field} delta {worst.size:.3g}"
+        if worst.size == 0:     # equal statistics; the content hashes may still tell them apart
+            return "0 (bits differ)" if self.bits_differ else "0"
+        return f"{worst.label} {worst.field} delta {worst.size:.3g}"
 
 
 def _outputs(items: List[Item]) -> List[Tuple[str, object]]:
@@ -284,7 +300,7 @@ def _holds(event: Event) -> Optional[dict]:
     return event.origin.holds if event.origin else None
 
 
-def compare(a: Event, b: Event, atol: float, rtol: float) -> Row:
+def compare(a: Event, b: Event, atol: float, rtol: float, exact: bool = False) -> Row:
     # a damaged record may have lost outputs, and the pairing of the others with them
     damaged = [r.damage for r in (a.end, b.end) if r is not None and r.damage]
     if damaged:
@@ -305,7 +321,17 @@ def compare(a: Event, b: Event, atol: float, rtol: float) -> Row:
     deltas: List[Delta] = []
     unknown = False
     unreadable: List[str] = []
+    hashed = same = 0           # tensor pairs with a content hash on both sides; of the same bytes
+    bits_differ = None
     for label, va, vb in paired:
+        if isinstance(va, Tensor) and isinstance(vb, Tensor) and va.hash and vb.hash:
+            hashed += 1
+            same += same_bytes(va, vb)
+            if va.hash != vb.hash and bits_differ is None:
+                bits_differ = label
+                if exact and va.fields.get("shape") == vb.fields.get("shape") \
+                        and va.dtype == vb.dtype:
+                    deltas.append(Delta(label, "hash", va.hash, vb.hash, math.inf, 0))
         if isinstance(va, Tensor) and isinstance(vb, Tensor):
             try:
                 found = compare_tensors(label, va, vb, atol, rtol)
@@ -320,13 +346,19 @@ def compare(a: Event, b: Event, atol: float, rtol: float) -> Row:
         else:
             deltas.append(Delta(label, "kind", _kind(va), _kind(vb), math.inf, 0))
     if any(d.violates for d in deltas):
-        return Row(a, b, DIFFERS, deltas, extra=extra, unreadable=unreadable)
+        return Row(a, b, DIFFERS, deltas, extra=extra, unreadable=unreadable, bits_differ=bits_differ)
     if unreadable:
         return Row(a, b, UNKNOWN, deltas, reason=f"unknown: {unreadable[0]}", extra=extra,
-                   unreadable=unreadable)
+                   unreadable=unreadable, bits_differ=bits_differ)
     if unknown:
-        return Row(a, b, UNKNOWN, deltas, reason="outputs without statistics", extra=extra)
-    return Row(a, b, OK, deltas, extra=extra)
+        return Row(a, b, UNKNOWN, deltas, reason="outputs without statistics", extra=extra,
+                   bits_differ=bits_differ)
+    tensors = [(va, vb) for _, va, vb in paired if isinstance(va, Tensor) and isinstance(vb, Tensor)]
+    identical = same == len(tensors) > 0 and not extra \
+        and all(d.a == d.b for d in deltas if d.field == "value")
+    return Row(a, b, IDENTICAL if identical else OK, deltas, extra=extra, bits_differ=bits_differ,
+               unhashed=len(tensors) - hashed,
+               dumped=any(va.dump is not None and vb.dump is not None for va, vb in tensors))
 
 
 def pair_outputs(out_a, out_b):
@@ -410,6 +442,8 @@ def compare_tensors(label: str, a: Tensor, b: Tensor, atol: float,
         if a.fields.get(field) != b.fields.get(field):
             return [Delta(label, field, a.fields.get(field, "?"), b.fields.get(field, "?"),
                           math.inf, 0)]
+    if same_bytes(a, b):                    # nothing else can differ
+        return []
     if a.dump is not None and b.dump is not None:
         return [compare_values(label, a, b, atol, rtol)]
     if not a.has_stats or not b.has_stats:
@@ -446,6 +480,13 @@ def compare_values(label: str, a: Tensor, b: Tensor, atol: float, rtol: float) -
     return Delta(label, where, number(va), number(vb), size, allowed, values=c)
 
 
+def same_bytes(a: Tensor, b: Tensor) -> bool:
+    """Equal content hashes, and statistics written alike: the same bytes.  Equal hashes
+    beside different statistics mean an edited or damaged log; the statistics decide."""
+    return bool(a.hash) and a.hash == b.hash and all(
+        a.fields.get(k) == b.fields.get(k) for k in STAT_KEYS + ("shape", "dtype"))
+
+
 def _compare_value(label: str, field: str, ta: str, tb: str, atol: float, rtol: float) -> Delta:
     va, vb = parse_number(ta), parse_number(tb)
     if va is None or vb is None:
@@ -465,14 +506,29 @@ class Result:
     notes: List[str]
     atol: float
     rtol: float
+    exact: bool = False
 
     @property
     def first_divergence(self) -> Optional[Row]:
         return next((r for r in self.rows if r.status == DIFFERS), None)
 
     @property
+    def first_bitwise(self) -> Optional[Row]:
+        """The first aligned pair whose outputs' content hashes differ."""
+        return next((r for r in self.rows if r.bits_differ is not None), None)
+
+    def _launch_rows(self) -> List[Row]:
+        return [r for r in self.rows if r.status in (OK, DIFFERS, IDENTICAL)
+                and not isinstance(r.a, ModelOutputs)]
+
+    @property
     def compared(self) -> int:
-        return sum(1 for r in self.rows if r.status in (OK, DIFFERS) and not isinstance(r.a, ModelOutputs))
+        return len(self._launch_rows())
+
+    @property
+    def identical(self) -> bool:
+        """Every row compared, every one identical bit for bit."""
+        return bool(self.rows) and all(r.status == IDENTICAL for r in self.rows)
 
     @property
     def unreadable(self) -> List[str]:
@@ -485,7 +541,8 @@ class Result:
         return any(r.max_abs is not None for r in self.rows)
 
 
-def diff(log_a: Log, log_b: Log, run: int = 1, atol: float = 1e-5, rtol: float = 1e-3) -> Result:
+def diff(log_a: Log, log_b: Log, run: int = 1, atol: float = 1e-5, rtol: float = 1e-3,
+         exact: bool = False) -> Result:
     for log in (log_a, log_b):
         if log.level_hint() < 5:
             raise DiffInputError(f"{log.path}: has no tensor statistics (it looks like a "
@@ -502,11 +559,11 @@ def diff(log_a: Log, log_b: Log, run: int = 1, atol: float = 1e-5, rtol: float =
         elif b is None:
             rows.append(Row(a, None, ONLY_A))
         else:
-            rows.append(compare(a, b, atol, rtol))
+            rows.append(compare(a, b, atol, rtol, exact))
     ends = [model_outputs(log, events) for log, events in ((log_a, events_a), (log_b, events_b))]
     if all(ends):
-        rows.append(compare(ends[0], ends[1], atol, rtol))
-    return Result(rows, notes_a + notes_b, atol, rtol)
+        rows.append(compare(ends[0], ends[1], atol, rtol, exact))
+    return Result(rows, notes_a + notes_b, atol, rtol, exact)
 
 
 # -- replicas of one job (--ranks) -------------------------------------------------
@@ -550,7 +607,7 @@ def _runs(log: Log) -> List[int]:
 
 
 def diff_replicas(log: Log, atol: float = 1e-5, rtol: float = 1e-3,
-                  run: Optional[int] = None) -> Replicas:
+                  run: Optional[int] = None, exact: bool = False) -> Replicas:
     """Compare every process of a job with the one of the lowest rank (else the first), run
     by run (or only `run`): replicas that should agree (data parallel)."""
     processes = sorted(log.processes(), key=lambda p: p.order)
@@ -566,7 +623,7 @@ def diff_replicas(log: Log, atol: float = 1e-5, rtol: float = 1e-3,
         sub = log.of_process(p.pid)
         mine, theirs = set(_runs(ref)), set(_runs(sub))
         both = sorted(mine & theirs) if run is None else [run]
-        out.append(Replica(p, [(r, diff(ref, sub, run=r, atol=atol, rtol=rtol)) for r in both],
+        out.append(Replica(p, [(r, diff(ref, sub, run=r, atol=atol, rtol=rtol, exact=exact)) for r in both],
                            sorted(mine ^ theirs) if run is None else []))
     return Replicas(reference, out)
 
@@ -654,10 +711,20 @@ def summary(result: Result) -> List[str]:
             if event is not None and event.crash is not None:
                 why = "; ".join(event.crash.notes) or "no signal recorded"
                 lines.append(f"{side} crashed in {event.title} ({why})")
+    lines += bitwise_summary(result)
+    unhashed = sum(r.unhashed for r in result.rows)
+    if result.exact and unhashed:
+        lines.append(f"--exact: {unhashed} output pair(s) without a content hash on both sides "
+                     "(a log older than hashes, or statistics skipped) were compared on statistics")
     row = result.first_divergence
     if row is None and result.unreadable:
         lines.append(f"cannot tell whether A and B agree: {len(result.unreadable)} file(s) or record(s) "
                      f"cannot be read (first: {result.unreadable[0]})")
+        return lines
+    if row is None and result.identical:
+        end = " and the model's outputs" if any(isinstance(r.a, ModelOutputs) for r in result.rows) else ""
+        lines.append(f"A and B are identical bit for bit: the outputs of {result.compared} aligned "
+                     f"launch(es){end} have equal content hashes")
         return lines
     if row is None:
         verdict = ("no aligned launch diverges" if unknown
@@ -669,6 +736,20 @@ def summary(result: Result) -> List[str]:
     assert row.a is not None and row.b is not None
     lines.append(f"first divergence: A {row.a.title} / B {row.b.title}")
     return lines + divergence_detail(result, row)
+
+
+def bitwise_summary(result: Result) -> List[str]:
+    """Where the outputs first differ bit for bit (content hashes), when they do: for two runs
+    of one artifact, the first non-deterministic launch.  Nothing when no hash differs."""
+    row = result.first_bitwise
+    if row is None or result.exact:         # with exact it is the first divergence
+        return []
+    before = result.rows[:result.rows.index(row)]
+    same = sum(1 for r in before if r.status == IDENTICAL)
+    where = "the model's outputs" if isinstance(row.a, ModelOutputs) else \
+        f"A {row.a.title} / B {row.b.title}"            # type: ignore[union-attr]
+    return [f"first bitwise difference: {where} ({row.bits_differ}); "
+            f"{same} of the {len(before)} aligned pair(s) before it identical"]
 
 
 def divergence_detail(result: Result, row: Row) -> List[str]:

@@ -51,7 +51,9 @@ INTEGER = {"uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint
 COMPLEX = {"complex64", "complex128"}
 STAT_KEYS = ("min", "max", "mean", "abs_min", "abs_max", "abs_mean",
              "nan_count", "inf_count", "true_count", "false_count")
-TENSOR_KEYS = ("shape", "stride", "dtype", "device", "requires_grad", "is_contiguous") + STAT_KEYS
+TENSOR_KEYS = ("shape", "stride", "dtype", "device", "requires_grad", "is_contiguous") + STAT_KEYS \
+    + ("hash",)
+_HASH = re.compile(r"^[0-9a-f]{16}$")
 COUNT_KEYS = ("nan_count", "inf_count", "true_count", "false_count")
 ITEM_KINDS = {"call", "return", "run", "run-end", "launch", "launch-end"}
 
@@ -115,6 +117,11 @@ class Tensor:
                 if value is not None:
                     out[key] = value
         return out
+
+    @property
+    def hash(self) -> Optional[str]:
+        """The content hash (section 3.1) as written, 16 hex digits; None when not written."""
+        return self.fields.get("hash")
 
     @property
     def has_stats(self) -> bool:
@@ -693,7 +700,8 @@ def _block(b: _Body, j: int, depth: int) -> Tuple[Optional[Value], int, bool]:
             key, sep, value = body[j].strip(" ").partition("=")
             if sep and key == "stats" and value.startswith("skipped (") and value.endswith(")"):
                 skipped = value[len("skipped ("):-1]
-            elif sep and key in TENSOR_KEYS and (key not in STAT_KEYS or parse_number(value) is not None):
+            elif sep and key in TENSOR_KEYS and (key not in STAT_KEYS or parse_number(value) is not None) \
+                    and (key != "hash" or _HASH.match(value)):
                 fields[key] = value
             else:
                 b.lost(j)

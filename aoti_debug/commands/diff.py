@@ -21,6 +21,9 @@ def add_arguments(parser) -> None:
                         "are dumps (default: 1e-5)")
     parser.add_argument("--rtol", type=float, default=1e-3,
                         help="relative tolerance, as --atol (default: 1e-3); counts must match exactly")
+    parser.add_argument("--exact", action="store_true",
+                        help="outputs must be equal bit for bit (their content hashes, level 5): for two "
+                        "runs of one artifact, names the first non-deterministic launch")
 
 
 def run(args) -> int:
@@ -35,7 +38,8 @@ def run(args) -> int:
     log_a_path, log_b_path = args.paths
     try:
         log_a, log_b = load.read(log_a_path), load.read(log_b_path)
-        result = diff.diff(log_a, log_b, run=args.run or 1, atol=args.atol, rtol=args.rtol)
+        result = diff.diff(log_a, log_b, run=args.run or 1, atol=args.atol, rtol=args.rtol,
+                           exact=args.exact)
     except InputError as exc:
         raise UsageError(str(exc)) from None
     echo([f"A: {log_a_path}", f"B: {log_b_path}", *diff.table(result), *diff.summary(result)])
@@ -50,7 +54,8 @@ def _ranks(args) -> int:
     from ..analysis import diff, load
     from ..analysis.untrusted import InputError
     try:
-        replicas = diff.diff_replicas(load.read_many(args.paths), args.atol, args.rtol, args.run)
+        replicas = diff.diff_replicas(load.read_many(args.paths), args.atol, args.rtol, args.run,
+                                      args.exact)
     except InputError as exc:
         raise UsageError(str(exc)) from None
     echo(diff.replicas_text(replicas))

@@ -69,6 +69,7 @@ class _StatsC(ctypes.Structure):
         ("nan_count", ctypes.c_int64), ("inf_count", ctypes.c_int64),
         ("true_count", ctypes.c_int64), ("false_count", ctypes.c_int64),
         ("first_nan", ctypes.c_int64), ("first_inf", ctypes.c_int64),
+        ("hash", ctypes.c_uint64), ("hashed", ctypes.c_int64),
     ]
 
 
@@ -106,7 +107,7 @@ _SIGNATURES = {
     "aotid_registry_abi": (_i32, []),
     "aotid_stats_size": (_i64, []),
     "aotid_vector_width": (_i32, []),
-    "aotid_compute_stats": (_i32, [_ptr, _i32, _i64, _i64p, _i64p, _i32, _i32,
+    "aotid_compute_stats": (_i32, [_ptr, _i32, _i64, _i64p, _i64p, _i32, _i32, _i32,
                                    ctypes.POINTER(_StatsC)]),
     "aotid_all_finite": (_i32, [_ptr, _i32, _i64, _i64p, _i64p, _i32]),
     "aotid_render_tensor_block": (_i64, [_ptr, _i32, _i64, _i64p, _i64p, _i32, _i32, _i32, _i32,
@@ -194,16 +195,16 @@ def all_finite(tensor, count_inf: bool) -> bool:
     return rc == 1
 
 
-def compute_stats(tensor, max_threads: int = 0, isa_limit: int = 0) -> dict:
+def compute_stats(tensor, max_threads: int = 0, isa_limit: int = 0, hash: bool = False) -> dict:
     """Section-3 statistics of a CPU tensor (any strides), by the shared C++ core:
-    the fields of a runtime.stats.Stats.
+    the fields of a runtime.stats.Stats; with ``hash`` its content hash too (3.1).
 
     ``max_threads``/``isa_limit`` exist for tests: results never depend on them.
     """
     handle = _need()
     tensor, data, code, ndim, sizes, strides = _view_args(tensor, True)
     out = _StatsC()
-    rc = handle.aotid_compute_stats(data, code, ndim, sizes, strides, max_threads, isa_limit,
+    rc = handle.aotid_compute_stats(data, code, ndim, sizes, strides, int(hash), max_threads, isa_limit,
                                     ctypes.byref(out))
     del tensor  # kept alive until here: the core reads its memory
     if rc != 0:
@@ -224,6 +225,8 @@ def compute_stats(tensor, max_threads: int = 0, isa_limit: int = 0) -> dict:
         fields.update(imin=out.umin, imax=out.umax, mean=out.mean)
     elif kind == "bool":
         fields.update(true_count=out.true_count, false_count=out.false_count)
+    if out.hashed and "skipped" not in fields:
+        fields.update(hash=out.hash)
     return fields
 
 

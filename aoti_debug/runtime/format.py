@@ -194,16 +194,23 @@ def tensor_block(t: Any, level: int, depth: int, stats=None) -> List[str]:
     ]
     if level >= 5:
         from . import stats as stats_mod
-        computed = (stats or stats_mod.compute)(t)
+        computed = (stats or stats_mod.compute)(t, hash=True)
         lines += [inner + line for line in stats_lines(computed)]
     lines.append(f"{pad})")
     return lines
 
 
 def stats_lines(s) -> List[str]:
-    """Section 3: the statistics lines for a computed Stats."""
+    """Section 3: the statistics lines for a computed Stats, then its content hash."""
     if s.skipped:
         return [f"stats=skipped ({s.skipped})"]
+    lines = _value_lines(s)
+    if s.hash is not None and not lines[0].startswith("stats="):
+        lines.append(f"hash={s.hash:016x}")
+    return lines
+
+
+def _value_lines(s) -> List[str]:
     if s.kind == "float":
         return [f"min={number(s.min)}", f"max={number(s.max)}", f"mean={number(s.mean)}",
                 f"nan_count={s.nan_count}", f"inf_count={s.inf_count}"]

@@ -36,6 +36,7 @@ class Stats:
     skipped: Optional[str] = None
     numel: int = 0
     unsigned: bool = False            # int kind of an unsigned dtype
+    hash: Optional[int] = None        # content hash (section 3.1), 64 bits
 
 
 def kind_of(dtype) -> str:
@@ -57,23 +58,24 @@ def _INT_DTYPES():
             torch.uint16, torch.uint32, torch.uint64}
 
 
-def compute(t) -> Stats:
+def compute(t, hash: bool = False) -> Stats:
+    """Statistics of ``t``; with ``hash`` its content hash too (records print it)."""
     if t.numel() == 0:
         return Stats(kind=kind_of(t.dtype), skipped=SKIP_EMPTY)
     if t.device.type == "cuda":
         import torch
         if torch.cuda.is_current_stream_capturing():
             return Stats(kind=kind_of(t.dtype), skipped=SKIP_CAPTURE)
-        return compute_with_torch(t)
+        return compute_with_torch(t, hash)
     if t.device.type != "cpu":
         return Stats(kind=kind_of(t.dtype), skipped=SKIP_DEVICE)
     try:
         from ..native import core as _native
         if _native.lib() is not None:
-            return compute_native(t)
+            return compute_native(t, hash=hash)
     except ImportError:
         pass
-    return compute_with_torch(t)
+    return compute_with_torch(t, hash)
 
 
 def holds_bad(s: Stats, count_inf: bool) -> bool:
@@ -99,14 +101,14 @@ def finite(t, count_inf: bool) -> bool:
     return bool(s.skipped) or not holds_bad(s, count_inf)
 
 
-def compute_native(t, max_threads: int = 0, isa_limit: int = 0) -> Stats:
+def compute_native(t, max_threads: int = 0, isa_limit: int = 0, hash: bool = False) -> Stats:
     """By the compiled core alone (NativeUnavailable without it); the thread
     and ISA limits exist for tests: results never depend on them."""
     from ..native import core as _native
-    return Stats(**_native.compute_stats(t, max_threads, isa_limit))
+    return Stats(**_native.compute_stats(t, max_threads, isa_limit, hash))
 
 
-def compute_with_torch(t) -> Stats:
+def compute_with_torch(t, hash: bool = False) -> Stats:
     """The same definitions with torch ops, on the tensor's own device.
 
     Used for CUDA and when the compiled core cannot be built; the mean's
@@ -117,12 +119,13 @@ def compute_with_torch(t) -> Stats:
     if kind == "none":
         return Stats(skipped=SKIP_DEVICE)
     flat = t.reshape(-1)
+    digest = content_hash_with_torch(flat) if hash else None
     if kind == "bool":
         trues = int(flat.sum())
-        return Stats(kind=kind, true_count=trues, false_count=flat.numel() - trues)
+        return Stats(kind=kind, true_count=trues, false_count=flat.numel() - trues, hash=digest)
     if kind == "int":
         return Stats(kind=kind, imin=int(flat.min()), imax=int(flat.max()),
-                     mean=float(flat.to(torch.float64).mean()))
+                     mean=float(flat.to(torch.float64).mean()), hash=digest)
     if kind == "complex":
         c = flat.to(torch.complex128)
         nan = torch.isnan(c.real) | torch.isnan(c.imag)
@@ -132,13 +135,49 @@ def compute_with_torch(t) -> Stats:
         values = flat.to(torch.float64)
         nan = torch.isnan(values)
         inf = torch.isinf(values)
-    s = Stats(kind=kind, nan_count=int(nan.sum()), inf_count=int(inf.sum()))
+    s = Stats(kind=kind, nan_count=int(nan.sum()), inf_count=int(inf.sum()), hash=digest)
     s.first_nan = _first(nan)
     s.first_inf = _first(inf)
     valid = values[~nan]
     if valid.numel():
         s.min, s.max, s.mean = float(valid.min()), float(valid.max()), float(valid.mean())
     return s
+
+
+_HASH_KEY = 0x9E3779B97F4A7C15
+_HASH_NUMEL = 0xC2B2AE3D27D4EB4F
+_M64 = (1 << 64) - 1
+
+
+def _signed(x: int) -> int:
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
+def _fmix64(x: int) -> int:
+    x ^= x >> 33
+    x = (x * 0xFF51AFD7ED558CCD) & _M64
+    x ^= x >> 33
+    x = (x * 0xC4CEB9FE1A85EC53) & _M64
+    return x ^ (x >> 33)
+
+
+def content_hash_with_torch(t) -> int:
+    """Section 3.1's content hash by torch ops on the tensor's own device (the
+    compiled core computes it alongside the statistics).  int64 arithmetic
+    wraps, which is the sum modulo 2**64 the definition asks for."""
+    import torch
+    flat = t.reshape(-1).contiguous()
+    numel, itemsize = flat.numel(), flat.element_size()
+    raw = flat.view(torch.uint8)
+    pad = -raw.numel() % 8
+    if pad:
+        raw = torch.cat([raw, raw.new_zeros(pad)])
+    w = raw.view(torch.int64)
+    i = torch.arange(1, w.numel() + 1, dtype=torch.int64, device=w.device)
+    x = w ^ (i * _signed(_HASH_KEY))
+    lo, hi = x & 0xFFFFFFFF, (x >> 32) & 0xFFFFFFFF
+    total = int((lo * hi + x).sum()) & _M64
+    return _fmix64((total + numel * _HASH_NUMEL + itemsize) & _M64)
 
 
 def _first(mask) -> int:

@@ -46,11 +46,11 @@ AOTID_EXPORT int32_t aotid_vector_width() noexcept { return aoti_debug::detail::
 // Statistics of a CPU tensor into *out; 0 on success.
 AOTID_EXPORT int32_t aotid_compute_stats(const void* data, int32_t dtype, int64_t ndim,
                                          const int64_t* sizes, const int64_t* strides,
-                                         int32_t max_threads, int32_t isa_limit,
+                                         int32_t hash, int32_t max_threads, int32_t isa_limit,
                                          aoti_debug::Stats* out) noexcept {
   try {
-    *out = aoti_debug::compute_stats(make_view(data, dtype, ndim, sizes, strides, 0, -1), max_threads,
-                                     isa_limit);
+    *out = aoti_debug::compute_stats(make_view(data, dtype, ndim, sizes, strides, 0, -1), hash != 0,
+                                     max_threads, isa_limit);
     return 0;
   } catch (...) {
     return -1;

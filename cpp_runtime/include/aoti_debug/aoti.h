@@ -49,7 +49,7 @@ AOTI_DEBUG_CORE_FN bool aoti_device_stats(const Value& v, Stats* out, const char
     h.data = data;
     h.strides = strides.data();
     h.device_type = 0, h.device_index = -1;
-    *out = compute_stats(h);
+    *out = compute_stats(h, true);
   }
   aoti_torch_delete_tensor_object(host);
   return ok;

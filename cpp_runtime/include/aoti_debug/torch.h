@@ -24,7 +24,7 @@ inline bool torch_device_stats(const Value& v, Stats* out, const char**) {
   h.data = host.data_ptr();
   h.strides = host.strides().data();
   h.device_type = 0, h.device_index = -1;
-  *out = compute_stats(h);
+  *out = compute_stats(h, true);
   return true;
 }
 #endif

@@ -230,7 +230,7 @@ inline void append_tensor_block(std::string& out, const Value& val, int level, i
     } else if (stats_kind(v.dtype) == kStatsNone) {
       skip = "dtype not supported";
     } else if (v.device_type == 0 && v.data != nullptr) {
-      s = compute_stats(v);
+      s = compute_stats(v, true);
       StatsMemo& memo = stats_memo();
       if (memo.recording && memo.n < StatsMemo::kSize)
         memo.e[memo.n++] = StatsMemo::Entry{v.data, v.sizes, v.strides, v.dtype, s};
@@ -296,6 +296,11 @@ inline void append_stats_lines(std::string& out, int indent, const Stats& s) {
       break;
     default:
       break;
+  }
+  if (s.hashed) {
+    append_stat(out, indent, "hash");
+    append_hex(out, "", s.hash, 16);
+    out += '\n';
   }
 }
 #else

@@ -122,6 +122,13 @@ inline void append_i64(std::string& out, int64_t v) {
   out.append(b, static_cast<size_t>(format_i64(v, b)));
 }
 
+// prefix, then v's low `digits` hex digits (lowercase, zero-padded)
+inline void append_hex(std::string& out, const char* prefix, uint64_t v, int digits) {
+  static const char hex[] = "0123456789abcdef";
+  out += prefix;
+  for (int i = digits - 1; i >= 0; --i) out += hex[(v >> (4 * i)) & 0xf];
+}
+
 inline void append_double(std::string& out, double v) {
   char b[48];
   out.append(b, static_cast<size_t>(format_double(v, b)));

@@ -75,12 +75,6 @@ inline std::string ascii_lower(std::string s) {
   return s;
 }
 
-inline void append_hex(std::string& out, const char* prefix, uint32_t v, int digits) {
-  static const char hex[] = "0123456789abcdef";
-  out += prefix;
-  for (int i = digits - 1; i >= 0; --i) out += hex[(v >> (4 * i)) & 0xf];
-}
-
 // Code points Python's str.isprintable() rejects, as far as logs meet them.
 inline bool py_unprintable(uint32_t cp) {
   return cp < 0x20 || (cp >= 0x7f && cp <= 0xa0) || cp == 0xad || (cp >= 0x2000 && cp <= 0x200f) ||

@@ -50,6 +50,7 @@
 
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
 #define AOTI_DEBUG_STATS_X86_DISPATCH 1
+#include <immintrin.h>
 #endif
 
 AOTI_DEBUG_NAMESPACE_BEGIN
@@ -72,6 +73,8 @@ struct Stats {
   int64_t false_count;
   int64_t first_nan;  // logical flat index, -1 when none
   int64_t first_inf;
+  uint64_t hash;      // content hash (section 3.1), valid when hashed != 0
+  int64_t hashed;
 };
 
 namespace detail {
@@ -547,6 +550,75 @@ struct Cursor {
   }
 };
 
+// ---- content hash (docs/log-format.md section 3.1) --------------------------
+//
+// The elements' bytes in logical order, zero-padded to whole 64-bit words w_i
+// (little-endian), each mixed with its word index: x = w_i ^ ((i + 1) * K),
+// t_i = lo32(x) * hi32(x) + x; the hash is fmix64 of the wrapping sum of the
+// t_i plus numel and itemsize.  A sum, so blocks hash on any thread in any
+// order; position-keyed, so moving bytes changes it.
+constexpr uint64_t kHashKey = 0x9E3779B97F4A7C15ull;
+constexpr uint64_t kHashNumel = 0xC2B2AE3D27D4EB4Full;
+
+AOTI_DEBUG_ALWAYS_INLINE uint64_t hash_word(uint64_t w, uint64_t i) {
+  const uint64_t x = w ^ ((i + 1) * kHashKey);
+  return (x & 0xFFFFFFFFull) * (x >> 32) + x;
+}
+
+inline uint64_t fmix64(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xFF51AFD7ED558CCDull;
+  x ^= x >> 33;
+  x *= 0xC4CEB9FE1A85EC53ull;
+  return x ^ (x >> 33);
+}
+
+inline uint64_t hash_finish(uint64_t sum, int64_t numel, int itemsize) {
+  return fmix64(sum + static_cast<uint64_t>(numel) * kHashNumel + static_cast<uint64_t>(itemsize));
+}
+
+// The sum of t_i over the bytes p[0, nbytes), whose first word is word0 of the
+// tensor's stream; a partial last word is zero-padded (the tensor's end).
+template <int W>
+AOTI_DEBUG_ALWAYS_INLINE uint64_t hash_words(const unsigned char* p, int64_t nbytes, uint64_t word0) {
+  typedef typename VecOf<uint64_t, W>::type U;
+  constexpr int Q = 4;  // independent accumulators
+  const int64_t nw = nbytes / 8;
+  uint64_t sum = 0;
+  int64_t i = 0;
+  if (nw >= Q * W) {
+    U acc[Q], key[Q], step, lo;
+    fill(step, static_cast<uint64_t>(Q * W) * kHashKey);
+    fill(lo, static_cast<uint64_t>(0xFFFFFFFFull));
+    for (int q = 0; q < Q; ++q) {
+      fill(acc[q], static_cast<uint64_t>(0));
+      for (int l = 0; l < W; ++l) key[q][l] = (word0 + 1 + q * W + l) * kHashKey;
+    }
+    for (; i + Q * W <= nw; i += Q * W) {
+      for (int q = 0; q < Q; ++q) {
+        U w;
+        load_vec(w, p + (i + q * W) * 8);
+        const U x = w ^ key[q];
+        acc[q] += (x & lo) * (x >> 32) + x;
+        key[q] += step;
+      }
+    }
+    for (int q = 0; q < Q; ++q)
+      for (int l = 0; l < W; ++l) sum += acc[q][l];
+  }
+  for (; i < nw; ++i) {
+    uint64_t w;
+    std::memcpy(&w, p + i * 8, 8);
+    sum += hash_word(w, word0 + static_cast<uint64_t>(i));
+  }
+  if (nbytes % 8 != 0) {
+    uint64_t w = 0;
+    std::memcpy(&w, p + nw * 8, static_cast<size_t>(nbytes % 8));
+    sum += hash_word(w, word0 + static_cast<uint64_t>(nw));
+  }
+  return sum;
+}
+
 // A view's dimensions as its scans walk them: size-1 dims dropped, each dim
 // merged into its outer neighbour when the two are contiguous with each
 // other.  Returns how many remain (0: a single element; at most 63 of size
@@ -590,6 +662,7 @@ struct StatsJob {
   bool contiguous;
   int64_t numel;
   int64_t nblocks;
+  bool hash;  // also the content hash
   const unsigned char* base;
   int64_t sizes[64];
   int64_t strides[64];
@@ -603,6 +676,7 @@ struct StatsPartial {
   int64_t nan = 0, inf = 0, trues = 0;
   bool negz = false, posz = false;
   bool failed = false;  // out of memory
+  uint64_t hash_sum = 0;
   int64_t imin = INT64_MAX, imax = INT64_MIN;
   uint64_t umin = UINT64_MAX, umax = 0;
 };
@@ -651,6 +725,82 @@ inline void zero_scan_block(const StatsJob& j, Cursor& c, unsigned char* buf, in
     const unsigned char* p = next_chunk(j, c, buf, start, off, len, &m);  // sets m
     zero_scan(p, m, j.code, negz, posz);
   }
+}
+
+// hash_words once per instruction set, called once per block or chunk.  The
+// AVX-512 one is written with intrinsics: from vector extensions GCC makes
+// the 32x32-bit product a vpmullq, three times the cost of vpmuludq.
+AOTI_DEBUG_NOINLINE inline uint64_t hash_words_w2(const unsigned char* p, int64_t nbytes,
+                                                  uint64_t word0) {
+  return hash_words<2>(p, nbytes, word0);
+}
+
+#if AOTI_DEBUG_STATS_X86_DISPATCH
+__attribute__((target("avx2"))) AOTI_DEBUG_NOINLINE inline uint64_t hash_words_w4(
+    const unsigned char* p, int64_t nbytes, uint64_t word0) {
+  return hash_words<4>(p, nbytes, word0);
+}
+
+__attribute__((target("avx512f"))) AOTI_DEBUG_NOINLINE inline uint64_t hash_words_w8(
+    const unsigned char* p, int64_t nbytes, uint64_t word0) {
+  typedef VecOf<uint64_t, 8>::type U;
+  constexpr int Q = 4;
+  const int64_t nw = nbytes / 8;
+  int64_t i = 0;
+  uint64_t sum = 0;
+  if (nw >= Q * 8) {
+    U acc[Q], key[Q], step;
+    fill(step, static_cast<uint64_t>(Q * 8) * kHashKey);
+    for (int q = 0; q < Q; ++q) {
+      fill(acc[q], static_cast<uint64_t>(0));
+      for (int l = 0; l < 8; ++l) key[q][l] = (word0 + 1 + q * 8 + l) * kHashKey;
+    }
+    for (; i + Q * 8 <= nw; i += Q * 8) {
+      for (int q = 0; q < Q; ++q) {
+        U w;
+        load_vec(w, p + (i + q * 8) * 8);
+        const U x = w ^ key[q];
+        // the maskz form: the plain intrinsic trips GCC 12's -Wmaybe-uninitialized
+        const U prod = reinterpret_cast<U>(_mm512_maskz_mul_epu32(
+            static_cast<__mmask8>(0xFF), reinterpret_cast<__m512i>(x), reinterpret_cast<__m512i>(x >> 32)));
+        acc[q] += prod + x;
+        key[q] += step;
+      }
+    }
+    for (int q = 0; q < Q; ++q)
+      for (int l = 0; l < 8; ++l) sum += acc[q][l];
+  }
+  return sum + hash_words<1>(p + i * 8, nbytes - i * 8, word0 + static_cast<uint64_t>(i));
+}
+#endif
+
+template <int W>
+AOTI_DEBUG_ALWAYS_INLINE uint64_t hash_words_best(const unsigned char* p, int64_t nbytes,
+                                                  uint64_t word0) {
+#if AOTI_DEBUG_STATS_X86_DISPATCH
+  if (W >= 8) return hash_words_w8(p, nbytes, word0);
+  if (W >= 4) return hash_words_w4(p, nbytes, word0);
+#endif
+  return hash_words_w2(p, nbytes, word0);
+}
+
+// The content-hash sum of elements [start, start + len): read in place when
+// contiguous (still in cache from the statistics), else gathered again.
+template <int W>
+AOTI_DEBUG_ALWAYS_INLINE uint64_t hash_block(const StatsJob& j, Cursor& c, unsigned char* buf,
+                                             int64_t start, int64_t len) {
+  if (j.contiguous)
+    return hash_words_best<W>(j.base + start * j.itemsize, len * j.itemsize,
+                              static_cast<uint64_t>(start * j.itemsize / 8));
+  uint64_t sum = 0;
+  c.seek(start);
+  for (int64_t off = 0, m = 0; off < len; off += m) {
+    const unsigned char* p = next_chunk(j, c, buf, start, off, len, &m);  // sets m
+    // start and off are multiples of 2048 elements: whole words
+    sum += hash_words_best<W>(p, m * j.itemsize,
+                              static_cast<uint64_t>((start + off) * j.itemsize / 8));
+  }
+  return sum;
 }
 
 // After the fast pass of block b: a block with NaN/Inf is redone carefully
@@ -747,17 +897,20 @@ AOTI_DEBUG_ALWAYS_INLINE void stats_blocks_impl(const StatsJob& j, int64_t b0, i
       double l[8];
       for (int e = 0; e < 8; ++e) l[e] = lanes[0][e / W][e % W];
       j.block_sums[b] = combine_lanes(l);
+      if (j.hash) out.hash_sum += hash_block<W>(j, c, buf, start, len);
       ++b;
     } else if (j.contiguous && has_fast_blocks(j.code) && b + NB <= b1 &&
                (b + NB) * kStatsBlock <= j.numel) {
       FastAcc<W> fast[NB];
       fast_blocks_chunk<W, NB>(j.base + start * j.itemsize, j.code, j.itemsize, fast, lanes);
       for (int q = 0; q < NB; ++q) finish_block<W>(j, c, buf, dbuf, b + q, fa, fast[q], lanes[q]);
+      if (j.hash) out.hash_sum += hash_block<W>(j, c, buf, start, NB * kStatsBlock);
       b += NB;
     } else {
       FastAcc<W> fast;
       float_block_pass<W, kPassFast>(j, c, buf, dbuf, start, len, fa, fast, lanes[0]);
       finish_block<W>(j, c, buf, dbuf, b, fa, fast, lanes[0]);
+      if (j.hash) out.hash_sum += hash_block<W>(j, c, buf, start, len);
       ++b;
     }
   }
@@ -863,11 +1016,12 @@ inline int stats_thread_count(int64_t numel, int64_t nblocks, int max_threads) {
 
 }  // namespace detail
 
-// Computes the section-3 statistics of a CPU tensor.  max_threads: 0 = the
+// Computes the section-3 statistics of a CPU tensor, with hash its content
+// hash too (section 3.1; only records print it).  max_threads: 0 = the
 // default policy, 1 = this thread only.  isa_limit: 0 = best vector width,
 // else at most that many doubles per vector.  Results never depend on either.
-AOTI_DEBUG_NOINLINE inline Stats compute_stats(const TensorView& v, int max_threads = 0,
-                                               int isa_limit = 0) {
+AOTI_DEBUG_NOINLINE inline Stats compute_stats(const TensorView& v, bool hash = false,
+                                               int max_threads = 0, int isa_limit = 0) {
   using namespace detail;
   Stats s;
   std::memset(&s, 0, sizeof(s));
@@ -884,6 +1038,7 @@ AOTI_DEBUG_NOINLINE inline Stats compute_stats(const TensorView& v, int max_thre
   j.itemsize = dtype_info(v.dtype)->itemsize;
   j.numel = s.numel;
   j.nblocks = (s.numel + kStatsBlock - 1) / kStatsBlock;
+  j.hash = hash;
   j.base = static_cast<const unsigned char*>(v.data);
   j.nd = collapse_dims(v, j.sizes, j.strides);
   if (j.nd == 0) j.sizes[0] = 1, j.strides[0] = 1, j.nd = 1;  // one element
@@ -930,6 +1085,12 @@ AOTI_DEBUG_NOINLINE inline Stats compute_stats(const TensorView& v, int max_thre
     }
   double total = -0.0;
   for (int64_t b = 0; b < j.nblocks; ++b) total += sums[b];
+  if (hash) {
+    uint64_t hash_sum = 0;
+    for (int t = 0; t < nthreads; ++t) hash_sum += parts[t].hash_sum;
+    s.hash = hash_finish(hash_sum, s.numel, j.itemsize);
+    s.hashed = 1;
+  }
 
   if (s.kind == kStatsBool) {
     for (int t = 0; t < nthreads; ++t) s.true_count += parts[t].trues;
