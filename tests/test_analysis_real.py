@@ -122,18 +122,17 @@ def test_diff_names_the_first_non_deterministic_launch_and_nothing_before(noisy_
     assert (code, err) == (0, "")
     lines = out.splitlines()[2:]
     assert re.fullmatch(r"1\.1  1\.1  cpp_fused_\w+_0 +identical  0 \(bit for bit\)", lines[1])
-    assert re.fullmatch(rf"1\.2  1\.2  {op} +ok +(0 \(bits differ\)|out buf2 \w+ delta \S+)", lines[2])
-    assert lines[-2:] == [
-        f"first bitwise difference: A 1.2 {op} / B 1.2 {op} (out buf2); "
-        "1 of the 1 aligned pair(s) before it identical",
-        "the logs agree: 3 aligned launch(es) compared (atol=1e-05, rtol=0.001; counts exact)"]
+    assert re.fullmatch(rf"1\.2  1\.2  {op} +ok +(0 \(bits differ\)|out buf\d+ \w+ delta \S+)", lines[2])
+    assert re.fullmatch(rf"first bitwise difference: A 1\.2 {op} / B 1\.2 {op} \(out buf\d+\); "
+                        r"1 of the 1 aligned pair\(s\) before it identical", lines[-2])      # buffer numbers vary by release
+    assert lines[-1] == "the logs agree: 3 aligned launch(es) compared (atol=1e-05, rtol=0.001; counts exact)"
     # asked for equal bits, the op's launch is the first divergence
     code, out, _ = cli(capsys, "diff", "--exact", a, b)
     lines = out.splitlines()
     assert code == 1 and f"first divergence: A 1.2 {op} / B 1.2 {op}" in lines
     assert lines[lines.index(f"first divergence: A 1.2 {op} / B 1.2 {op}") + 1] == \
         f"  source: {models.line_of('noisy.op')}"
-    assert re.fullmatch(r"  out buf2 hash [0-9a-f]{16} vs [0-9a-f]{16}", lines[lines.index("  nodes:  noisy_add") + 1])
+    assert re.fullmatch(r"  out buf\d+ hash [0-9a-f]{16} vs [0-9a-f]{16}", lines[lines.index("  nodes:  noisy_add") + 1])
     # a log against itself is identical bit for bit, the model's outputs included
     assert cli(capsys, "diff", a, a)[1].splitlines()[-1] == (
         "A and B are identical bit for bit: the outputs of 3 aligned launch(es) and the model's "
