@@ -26,6 +26,8 @@ COMMANDS = {
     "report": ("aoti_debug.commands.report", "write one self-contained HTML page: timeline, statistics, NaN origin, divergence"),
     "timeline": ("aoti_debug.commands.timeline", "write a trace of one job's logs (one process per rank) for ui.perfetto.dev or chrome://tracing"),
     "replay": ("aoti_debug.commands.replay", "re-run level-10 dumps (Python calls, AOTI runs) and compare with the recorded outputs"),
+    "check": ("aoti_debug.commands.check", "re-run each dumped launch's ops in eager (its dtype and float64) and name the first launch beyond tolerance"),
+    "extract": ("aoti_debug.commands.extract", "write one dumped launch as a standalone folder (script, inputs, kernel source) for a bug report"),
     "build-runner": ("aoti_debug.commands.build_runner", "build aoti-debug-run, the C++ runner for .pt2 packages, and print its path"),
 }
 

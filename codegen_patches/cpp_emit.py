@@ -13,6 +13,7 @@ import os
 import re
 from typing import Iterable, List, Optional, Sequence, Tuple
 
+from . import fx_ops
 from .plan import IN, INOUT, OUT, Arg, Site
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
@@ -173,7 +174,8 @@ def site_definition(site: Site) -> List[str]:
         f"{c_string(','.join(prov.nodes))}, {c_string('' if prov.source == '-' else prov.source)}, "
         f"{c_string(','.join(prov.modules))}, "
         f"{'aotid_args_%d' % n if site.args else 'nullptr'}, {len(site.args)}, "
-        f"{c_string(site.record_lines(output_sources(site)))}}};")
+        f"{c_string(site.record_lines(output_sources(site)))}"
+        f"{', ' + c_string(fx_ops.to_text(site.ops)) if site.ops else ''}}};")
     return lines
 
 

@@ -19,7 +19,7 @@ from typing import Dict, List, Optional, Set
 
 from aoti_debug import settings as settings_mod
 
-from . import adapter, cpp_emit, guards, plan, python_emit, trace
+from . import adapter, cpp_emit, fx_ops, guards, plan, python_emit, trace
 from .plan import IN, INOUT, OUT, Arg, Provenance, Site
 
 # The compile-time settings in force (set by install.activate / instrument()).
@@ -50,6 +50,8 @@ class WrapperState:
     header_written: bool = False
     # buffers allocated in this run that no launch has written yet (by_data_flow)
     fresh: Set[str] = dataclasses.field(default_factory=set)
+    # the FX node whose value each buffer holds at this point of the run (fx_ops)
+    holds: Dict[str, str] = dataclasses.field(default_factory=dict)
 
     def input_names(self) -> Dict[str, str]:
         """The user's names of model inputs (x, batch["mask"], not arg4_1)."""
@@ -142,8 +144,10 @@ def on_reuse(line) -> None:
     in_place = getattr(line.wrapper, "reuses", {}).get(new) == old
     if in_place and old not in st.fresh:
         st.fresh.discard(new)
+        st.holds[new] = st.holds.get(old) or adapter.buffer_value(old)
     else:
         st.fresh.add(new)
+        st.holds.pop(new, None)
 
 
 def by_data_flow(st: WrapperState, args: List[Arg]) -> List[Arg]:
@@ -166,6 +170,16 @@ def by_data_flow(st: WrapperState, args: List[Arg]) -> List[Arg]:
             st.fresh.discard(a.name)
             st.fresh.discard(adapter.storage_owner(a.name))
     return out
+
+
+def held_before(st: WrapperState, args: List[Arg]) -> Dict[str, str]:
+    """The FX node whose value each argument the launch reads holds before it: what an
+    earlier launch wrote there, else the buffer's own node (an inout buffer's own
+    node is what the launch writes, so it is not guessed).  The buffer's own node
+    also covers a launch generated before the one that writes its input (Inductor
+    emits a custom op's call while scheduling, other calls after)."""
+    return {a.name: st.holds.get(a.name) or (fx_ops.value_of(a.name) if a.role == IN else "")
+            for a in args if a.role != OUT}
 
 
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
@@ -254,8 +268,16 @@ def launch(wrapper, st: WrapperState, kernel: str, prov: Provenance, args: List[
         return
     prov = dataclasses.replace(prov, modules=tuple(_module_path(m) for m in prov.modules))
     labels = st.input_names()
-    args = [dataclasses.replace(a, name=labels.get(a.name, a.name)) for a in by_data_flow(st, args)]
+    args = by_data_flow(st, args)
+    ops = []
+    if _active.level >= 10:
+        held = held_before(st, args)
+        after = {a.name: a.value or fx_ops.value_of(a.name) for a in args if a.role != IN}
+        ops = fx_ops.program(prov.nodes, args, labels, held, after)
+        st.holds.update((k, v) for k, v in after.items() if v)
+    args = [dataclasses.replace(a, name=labels.get(a.name, a.name)) for a in args]
     site = new_site(st, kernel, prov, args, kind)
+    site.ops = ops
     # the filter narrows logging only: every launch is checked
     header, before, after = st.emitter.launch(site, selected(kernel, prov), _active.nan_check.enabled)
     for line in header:

@@ -45,6 +45,7 @@ class Site:
     provenance: Provenance
     args: List[Arg]
     kind: str                  # cpp | triton | extern | proxy
+    ops: List[dict] = dataclasses.field(default_factory=list)   # fx_ops.program (level 10)
 
     def inputs(self) -> List[Arg]:
         return [a for a in self.args if a.role in (IN, INOUT)]
@@ -72,7 +73,8 @@ class Site:
                 "nodes": list(self.provenance.nodes), "source": self.provenance.source,
                 "lines": [[line, list(nodes)] for line, nodes in self.provenance.lines],
                 "modules": list(self.provenance.modules),
-                "args": [{"name": a.name, "role": a.role, "value": a.value} for a in self.args]}
+                "args": [{"name": a.name, "role": a.role, "value": a.value} for a in self.args],
+                **({"ops": self.ops} if self.ops else {})}
 
 
 # -- provenance -------------------------------------------------------------

@@ -39,12 +39,14 @@ def site_name(site: Site) -> str:
 
 
 def site_definition(site: Site) -> str:
+    from . import fx_ops
     from .cpp_emit import output_sources
     prov = site.provenance
     args = _tuple([f"({a.name!r}, {a.role!r})" for a in site.args])
     return (f"{site_name(site)} = _aotid_Site({site.kernel!r}, {','.join(prov.nodes)!r}, "
             f"{'' if prov.source == '-' else prov.source!r}, {','.join(prov.modules)!r}, {args}, "
-            f"{site.record_lines(output_sources(site))!r})")
+            f"{site.record_lines(output_sources(site))!r}"
+            f"{', ' + repr(fx_ops.to_text(site.ops)) if site.ops else ''})")
 
 
 def _values(site: Site, out_side: bool) -> str:

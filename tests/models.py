@@ -165,6 +165,25 @@ class Noisy(torch.nn.Module):
         return torch.sigmoid(b) + 1
 
 
+@torch.library.custom_op("aotid_test::fast_scale", mutates_args=())
+def fast_scale(x: torch.Tensor) -> torch.Tensor:
+    """x * 3, with a planted precision bug in its float32 path only (a "fast"
+    multiplier off by 2**-10), as a hand-written kernel may have; float64 is exact."""
+    return x * (3.0 * (1 + 2.0 ** -10) if x.dtype == torch.float32 else 3.0)
+
+
+@fast_scale.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+class Scaled(torch.nn.Module):
+    def forward(self, x):
+        a = torch.tanh(x) + 1
+        b = torch.ops.aotid_test.fast_scale(a)  # LINE:scaled.op
+        return torch.exp(b) - 1
+
+
 def named_inputs(seq=8, mask_seq=None):
     g = torch.Generator().manual_seed(0)
     return torch.randint(0, 16, (2, seq), generator=g), torch.ones(2, seq if mask_seq is None else mask_seq)
@@ -229,6 +248,8 @@ def example(name):
         return Named(), named_inputs(), {"input_ids": {1: seq}, "attention_mask": {1: seq}}
     if name == "noisy":
         return Noisy(), (torch.randn(4, 8, generator=g),), None
+    if name == "scaled":
+        return Scaled(), (torch.randn(4, 8, generator=g),), None
     if name == "viewed":
         return Viewed(), (torch.randn(4, 8, generator=g),), None
     if name == "dynamic":

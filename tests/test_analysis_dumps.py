@@ -66,7 +66,9 @@ def mlp_dumps(packages, tmp_path_factory):
 
 
 def without_location(text):
-    """nan-origin's text with the `(pid N, file:line)` of each heading removed."""
+    """nan-origin's text with the `(pid N, file:line)` of each heading removed, and
+    the op line, which a dump says (`op:`) and a log only guesses (`candidate ops:`)."""
+    text = re.sub(r"(?m)^  (op:     |candidate ops: ).*\n", "", text)
     return re.sub(r" \(pid \d+, [^)]*\)", "", text)
 
 
@@ -86,15 +88,19 @@ def test_nan_origin_on_dumps_names_the_planted_kernel(planted_dumps, capsys):
     # what holds on every release; the kernel's other nodes and outputs are Inductor's
     # choice (2.15 fuses the model's other branch into this kernel)
     assert "sqrt" in lines[2].removeprefix("  nodes:  ").split(", ")
-    assert lines[3] == "  inputs (all finite):"
+    # its ops re-run one at a time on the dumped inputs: sqrt makes the NaN, at its line
+    assert lines[3] == f"  op:     aten.sqrt ({models.line_of('planted.sqrt')})"
+    assert lines[4] == "  inputs (all finite):"
     assert ("    in b: shape=(5,) dtype=torch.float32 min=-4.000000 max=1.000000 mean=0.000000 "
-            "nan_count=0 inf_count=0") in lines[4:lines.index("  outputs (NaN/Inf):")]
+            "nan_count=0 inf_count=0") in lines[5:lines.index("  outputs (NaN/Inf):")]
     assert [l for l in lines if re.fullmatch(
         r"    out buf\d+: shape=\(5,\) dtype=torch\.float32 min=2\.000000 max=2\.000000 "
         r"mean=2\.000000 nan_count=1 inf_count=0", l)] != []
     assert lines[-1] == f"1 later launch shows NaN/Inf too (victims): 1.2 {cumsum}"
-    # a dump reads as the log the same run wrote
-    assert without_location(cli(capsys, "nan-origin", log)[1]) == without_location(out)
+    # a dump reads as the log the same run wrote; the log alone lists the candidate ops
+    from_log = cli(capsys, "nan-origin", log)[1]
+    assert re.fullmatch(r"  candidate ops: (\w+, )*sqrt(, \w+)* \(can make NaN/Inf\).*", from_log.splitlines()[3])
+    assert without_location(from_log) == without_location(out)
 
 
 def test_nan_origin_on_dumps_skips_clean_launches(planted_dumps, capsys):
@@ -106,6 +112,7 @@ def test_nan_origin_on_dumps_skips_clean_launches(planted_dumps, capsys):
     assert re.fullmatch(r"NaN/Inf origin: launch 1\.\d+ cpp_fused_\w*log\w* \(pid \d+, "
                         r"\d+-planted-run1/manifest\.jsonl:\d+\)", lines[0])
     assert lines[1] == f"  source: {models.line_of('planted.log')}"
+    assert lines[3] == f"  op:     aten.log ({models.line_of('planted.log')})"
     assert "    in a: shape=(6,) dtype=torch.float32 min=-1.000000 max=1.000000 mean=0.666667 " \
            "nan_count=0 inf_count=0" in lines
     assert without_location(out) == without_location(cli(capsys, "nan-origin", log)[1])

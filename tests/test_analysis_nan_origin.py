@@ -100,6 +100,7 @@ def test_launch_log_names_the_kernel_its_source_and_nodes(tmp_path, capsys):
         "NaN/Inf origin: launch 1.2 cpp_fused_log_1 (pid 4242, model.log:68)\n"
         f"  source: {SRC}:12\n"
         "  nodes:  log\n"
+        "  candidate ops: log (can make NaN/Inf)\n"
         "  inputs (all finite):\n"
         "    in buf0: shape=(2, 3) dtype=torch.float32 min=-2.000000 max=4.000000 mean=1.000000 "
         "nan_count=0 inf_count=0\n"

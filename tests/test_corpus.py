@@ -4,8 +4,9 @@ the instrumented compile, bit-identical outputs at every run-time level,
 records that repeat exactly from run to run and from the C++ runner,
 torch.compile and AOTI logs that agree, and a planted NaN found at its line.
 
-Each model is compiled twice per session (instrumented as conftest.FULL, and
-plain); the tests of one model share those packages and its level-5 logs."""
+Each model is compiled twice per session (instrumented as conftest.FULL but at
+level 10, so that `check` can re-run its launches' ops, and plain); the tests of
+one model share those packages and its level-5 logs."""
 
 import functools
 import os
@@ -20,6 +21,9 @@ from aoti_debug.analysis.mask import mask
 from aoti_debug.cli import main
 import corpus
 from conftest import FULL, TESTS, clean_env, records, run_python
+
+# the instrumented package: everything compiled in, up to level-10 dumps and their ops
+FULL10 = dict(FULL, AOTI_DEBUG_LOGLEVEL="10")
 
 pytestmark = [pytest.mark.slow, pytest.mark.corpus]
 
@@ -52,7 +56,7 @@ class Model:
 
     @functools.cached_property
     def full(self):
-        return self.packages.get(self.name, **FULL)
+        return self.packages.get(self.name, **FULL10)
 
     @functools.cached_property
     def plain(self):
@@ -222,3 +226,16 @@ def test_planted_nan_is_named_at_its_kernel_and_transformers_line(model, capsys)
     assert re.fullmatch(rf"NaN/Inf origin: launch {re.escape(reader.title)} \(pid \d+, planted\.log:\d+\)",
                         lines[0]), "\n".join(lines)
     assert lines[1] == f"  source: {corpus.planted_source(model.name)}", "\n".join(lines)
+
+
+def test_check_finds_every_launch_within_tolerance(model, capsys):
+    """Each launch's ops re-run in eager and float64 on its dumped inputs agree with
+    what the compiled kernels wrote; every launch can be re-run."""
+    dumps = model.folder / "dumps"
+    model.run("level10", model.full, AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=str(dumps))
+    code = main(["check", str(dumps)])
+    lines = capsys.readouterr().out.splitlines()
+    launches = len(parsed.parse(model.level5[0][1]).launches)
+    assert lines[-1] == f"{launches} launch(es): {launches} within tolerance, 0 beyond, 0 not checkable", \
+        "\n".join(lines)
+    assert code == 0

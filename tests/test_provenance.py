@@ -140,7 +140,8 @@ def test_raising_nan_check_and_nan_origin_name_the_log_line(tmp_path, mullog):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert re.fullmatch(r"NaN/Inf origin: launch 1\.4 cpp_fused_\w+ \(pid \d+, nan\.log:\d+\)", lines[0]), lines
-    assert lines[1:3] == [f"  source: {line_of('mullog.log')}", "  nodes:  mul, sub, log"]
+    assert lines[1:4] == [f"  source: {line_of('mullog.log')}", "  nodes:  mul, sub, log",
+                          "  candidate ops: log (can make NaN/Inf); then mul, sub"]
 
 
 # -- a launch's nodes are the ops it computes ----------------------------------------

@@ -85,6 +85,10 @@ SITE_LINES: Check = (_site_lines, 'lines "  source-line: ...", "  output-source:
                                   'each ending in a newline')
 
 
+# checked op by op where they are read (ops.decode)
+OPS: Check = (lambda v: isinstance(v, list), "a list of ops")
+
+
 def one_of(*values: str) -> Check:
     return (lambda v: v in values), " or ".join(json.dumps(v) for v in values)
 
@@ -107,7 +111,7 @@ _CALL = {"index": COUNT, "name": TEXT, "module": TEXT_OR_NULL, "qualname": TEXT_
 LINES: Dict[Tuple[str, str], Tuple[Dict[str, Check], Dict[str, Check]]] = {
     ("run", "run"): ({**_RUN_LINE, "status": one_of("ok", "incomplete"), "model": TEXT, "pid": COUNT,
                       "inputs": NAMES}, {"thread": COUNT, "rank": COUNT, "world": COUNT, "so": TEXT, "so_copy": SO_COPY, "so_sha256": SHA256, "error": FREE_TEXT}),
-    ("launch", "before"): ({**_LAUNCH, "status": one_of("running")}, {"lines": SITE_LINES}),
+    ("launch", "before"): ({**_LAUNCH, "status": one_of("running")}, {"lines": SITE_LINES, "ops": OPS}),
     ("launch", "after"): ({**_LAUNCH, "status": one_of("ok", "incomplete")}, {"lines": SITE_LINES}),
     ("run-end", "run-end"): ({**_RUN_LINE, "status": one_of("ok"), "model": TEXT, "launches": COUNT}, {}),
     ("call", "before"): ({**_CALL, "status": one_of("running")}, {"error": FREE_TEXT}),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, List, Optional, Tuple
 
+from . import op_origin
 from .records import Event, Item, Log, Process, Record, Tensor, inline_nonfinite, moment
 
 FINITE, NONFINITE, UNKNOWN = "finite", "nonfinite", "unknown"
@@ -84,6 +85,7 @@ class Finding:
     entered: Optional[Check] = None         # first event whose inputs already held NaN/Inf
     unfinished: List[Event] = dataclasses.field(default_factory=list)  # never ended: outputs unknown
     notes: List[str] = dataclasses.field(default_factory=list)  # the NaN checker's notes on the origin
+    op: Optional[str] = None                # the origin launch's op line (op_origin.py)
     all_events: List[Event] = dataclasses.field(default_factory=list)
     unreadable: List[str] = dataclasses.field(default_factory=list)   # dumped files that cannot be read
     # ended before the origin (or the first NaN/Inf input) with outputs that cannot be read
@@ -142,6 +144,8 @@ def find(log: Log) -> Finding:
             else:
                 finding.other_origins.append(c)
         finding.notes = checker_notes(log, origin.event)
+        if not _is_call(origin.event):
+            finding.op = op_origin.describe(origin.event)
     first_bad_input = next((c for c in sorted(all_checks, key=lambda c: c.start)
                             if c.inputs_state == NONFINITE), None)
     if first_bad_input is not None and (finding.origin is None
@@ -266,7 +270,8 @@ def _process(event: Event, processes: Dict[int, Process]) -> str:
     return f"rank {p.rank}, pid {p.pid}" if p is not None and p.rank is not None else f"pid {event.pid}"
 
 
-def describe(check: Check, heading: str, processes: Optional[Dict[int, Process]] = None) -> List[str]:
+def describe(check: Check, heading: str, processes: Optional[Dict[int, Process]] = None,
+             op: Optional[str] = None) -> List[str]:
     processes = processes or {}
     event = check.event
     lines = [f"{heading}: {_named(event)} ({_process(event, processes)}, {event.first.where})"]
@@ -276,6 +281,8 @@ def describe(check: Check, heading: str, processes: Optional[Dict[int, Process]]
         source = origin.source_of([e.label for e in check.outputs if e.state == NONFINITE]) if origin else None
         lines.append(f"  source: {source or '-'}")
         lines.append(f"  nodes:  {', '.join(origin.nodes) if origin and origin.nodes else '-'}")
+        if op:
+            lines.append(op)
     state = check.inputs_state
     caption = {FINITE: "all finite", UNKNOWN: "finite where known",
                NONFINITE: "already holding NaN/Inf"}[state]
@@ -321,7 +328,7 @@ def finding_text(finding: Finding) -> List[str]:
     lines: List[str] = []
     if finding.origin is not None:
         origin = finding.origin
-        lines += describe(origin, "NaN/Inf origin", finding.processes)
+        lines += describe(origin, "NaN/Inf origin", finding.processes, finding.op)
         unknown = [e for e in origin.inputs if e.state == UNKNOWN]
         if unknown:
             lines.append(f"  note: {len(unknown)} input(s) have no statistics, so their "

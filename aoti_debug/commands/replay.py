@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
+from . import allow_modules
 from ..cli import FOUND, OK, UsageError, check_tolerances, echo, undecided
 
 
@@ -23,7 +24,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from ..analysis import replay, runnable
+    from ..analysis import replay
     from ..analysis.untrusted import InputError
     if args.path is not None and args.dir is not None and args.path != args.dir:
         raise UsageError(f"two dump directories given ({args.path} and --dir {args.dir}); give one")
@@ -33,9 +34,7 @@ def run(args) -> int:
     check_tolerances(args.atol, args.rtol)
     if args.package is not None and not os.path.isfile(args.package):
         raise UsageError(f"--package {args.package}: no such file")
-    for module in args.allow_module:
-        if not runnable.module_name(module):
-            raise UsageError(f"--allow-module {module!r}: not a module name (e.g. mylib or mylib.ops)")
+    allow_modules(args.allow_module, load=False)
     try:
         items, notes = replay.replay(args.dir, atol=args.atol, rtol=args.rtol, package=args.package,
                                      allow=args.allow_module)

@@ -31,6 +31,7 @@ At level 0 a launch costs one increment and one branch per side.
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 from typing import Any, Optional, Sequence, Tuple
 
@@ -45,16 +46,17 @@ IN, OUT, INOUT = "in", "out", "inout"
 class Site:
     """One launch point of a generated wrapper, described once."""
 
-    __slots__ = ("kernel", "nodes", "source", "modules", "args", "lines", "_selected")
+    __slots__ = ("kernel", "nodes", "source", "modules", "args", "lines", "ops", "_selected")
 
     def __init__(self, kernel: str, nodes: str, source: str, modules: str,
-                 args: Sequence[Tuple[str, str]] = (), lines: str = "") -> None:
+                 args: Sequence[Tuple[str, str]] = (), lines: str = "", ops: str = "") -> None:
         self.kernel = kernel
         self.nodes = nodes          # comma-separated FX node names, "" = unknown
         self.source = source        # "file:line", "" = unknown
         self.modules = modules      # comma-separated module paths (filter only)
         self.args = tuple(args)     # (name, role)
         self.lines = lines          # the source-line / holds body lines, formatted by the codegen
+        self.ops = ops              # the launch's FX ops, one JSON array (level 10; docs/dumps.md)
         self._selected: Optional[bool] = None
 
     def filter_names(self) -> Tuple[str, ...]:
@@ -267,7 +269,8 @@ class RunDumps:
         ok = all(f.get("file") for f in files)
         self._line("after" if out_side else "before", ("ok" if ok else "incomplete") if out_side else "running",
                    "launch", files, index=k, id=f"{self.run}.{k}", kernel=site.kernel, nodes=site.nodes,
-                   source=site.source, lines=site.lines)
+                   source=site.source, lines=site.lines,
+                   **({"ops": json.loads(site.ops)} if site.ops and not out_side else {}))
 
     def end(self, launches: int) -> None:
         if self.rec.folder() is not None:

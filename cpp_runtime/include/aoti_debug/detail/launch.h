@@ -104,6 +104,7 @@ struct Site {
   const ArgSpec* args;
   int32_t nargs;
   const char* lines = "";  // "  source-line: file:line nodes=a,b\n" per user line, in source order
+  const char* ops = "";    // the launch's FX ops as one JSON array (level 10; docs/dumps.md)
   mutable int32_t match_cache = -1;  // filter decision of the owning model (-1: not yet)
 };
 
@@ -440,6 +441,11 @@ AOTI_DEBUG_NOINLINE inline void dump_launch(Run& run, const Site& site, std::ini
   json_str(l, site.source);
   l += ", \"lines\": ";
   json_str(l, site.lines != nullptr ? site.lines : "");
+  // written by the codegen as JSON: an array goes in as it is, on the line before the launch
+  if (!out_side && site.ops != nullptr && site.ops[0] == '[') {
+    l += ", \"ops\": ";
+    l += site.ops;
+  }
   dump_line_end(l, files, bytes);
   rec->manifest(dir, l);
 }

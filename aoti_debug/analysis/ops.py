@@ -1,0 +1,342 @@
+"""The FX ops a dumped launch computes (the manifest's `ops`, docs/dumps.md),
+checked and re-run in eager on the launch's recorded inputs.
+
+A dump folder is data: an op runs only when it names a `torch.ops` operator
+that is registered in this process (aten and prims always; a custom op once
+the user imported its library with `--allow-module`), looked up by name.
+Nothing is imported for an op.  Symbolic sizes are evaluated by a small
+arithmetic reader (integers, names, + - * // **, FloorDiv/Max/Min), never by
+Python's eval.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from .untrusted import InputError, printable, shorten
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool",
+           "complex64", "complex128", "float8_e4m3fn", "float8_e5m2")
+_TAGS = ("node", "input", "sym", "missing", "float", "dtype", "device", "layout", "memory_format",
+         "unsupported")
+
+
+class NotCheckable(Exception):
+    """A launch (or one of its outputs) whose ops cannot be re-run; the text says why."""
+
+
+@dataclass
+class Op:
+    node: str
+    op: str                       # "aten.log.default", "getitem", or "unsupported:<what>"
+    args: List[Any]
+    kwargs: Dict[str, Any]
+    own: bool                     # computed by the launch (False: a view in front of it)
+    shape: Optional[List[str]] = None
+    dtype: Optional[str] = None
+    line: str = ""
+    same_as: str = ""
+    holds: List[str] = field(default_factory=list)   # outputs holding its value that no `holds:` line names
+
+    @property
+    def short(self) -> str:
+        """`aten.log` (the overload left out), as the user reads it."""
+        parts = self.op.split(".")
+        return ".".join(parts[:2]) if len(parts) == 3 else self.op
+
+    def inputs(self) -> List[str]:
+        """The node names this op reads (earlier ops of the program)."""
+        found: List[str] = []
+
+        def visit(v):
+            if isinstance(v, dict) and "node" in v:
+                found.append(v["node"])
+            elif isinstance(v, list):
+                for x in v:
+                    visit(x)
+        visit(self.args)
+        visit(list(self.kwargs.values()))
+        return found
+
+
+@dataclass
+class Program:
+    ops: List[Op]
+    error: str = ""               # the codegen could not describe the ops
+    by_node: Dict[str, Op] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.by_node = {op.node: op for op in self.ops}
+
+    def own(self) -> List[Op]:
+        return [op for op in self.ops if op.own]
+
+
+# -- reading (untrusted) ----------------------------------------------------------
+
+def decode(raw: Any, where: str) -> Program:
+    """The `ops` field of a manifest line; InputError (naming `where`) when it is not
+    what the runtimes write."""
+    if not isinstance(raw, list):
+        raise InputError(f"{where}: field 'ops' is not a list")
+    if len(raw) == 1 and isinstance(raw[0], dict) and set(raw[0]) == {"error"} and isinstance(raw[0]["error"], str):
+        return Program([], error=printable(raw[0]["error"]))
+    ops: List[Op] = []
+    seen = set()
+    for i, entry in enumerate(raw):
+        here = f"{where}: field 'ops[{i}]'"
+        if not isinstance(entry, dict):
+            raise InputError(f"{here} is not an object")
+        node, op = entry.get("node"), entry.get("op")
+        if not isinstance(node, str) or not _WORD.match(node) or node in seen:
+            raise InputError(f"{here}: 'node' is {shorten(repr(node))} (expected a new FX node name)")
+        if not isinstance(op, str) or not op or len(op) > 200:
+            raise InputError(f"{here}: 'op' is {shorten(repr(op))} (expected an operator name)")
+        args, kwargs = entry.get("args", []), entry.get("kwargs", {})
+        if not isinstance(args, list) or not isinstance(kwargs, dict) or not all(
+                isinstance(k, str) and _WORD.match(k) for k in kwargs):
+            raise InputError(f"{here}: 'args' must be a list and 'kwargs' an object of named values")
+        _check_value(args, here, seen, 0)
+        _check_value(list(kwargs.values()), here, seen, 0)
+        shape = entry.get("shape")
+        if shape is not None and not (isinstance(shape, list) and all(isinstance(s, str) for s in shape)):
+            raise InputError(f"{here}: 'shape' is not a list of sizes")
+        texts = {k: entry.get(k, "") for k in ("dtype", "line", "same_as")}
+        if not all(isinstance(v, str) for v in texts.values()) or not isinstance(entry.get("own", True), bool):
+            raise InputError(f"{here}: 'dtype', 'line' and 'same_as' must be strings, 'own' true or false")
+        held = entry.get("holds", [])
+        if not (isinstance(held, list) and all(isinstance(h, str) and _WORD.match(h) for h in held)):
+            raise InputError(f"{here}: 'holds' is not a list of buffer names")
+        ops.append(Op(node, op, args, kwargs, entry.get("own", True), shape, texts["dtype"] or None,
+                      printable(texts["line"]), texts["same_as"], held))
+        seen.add(node)
+    return Program(ops)
+
+
+def _check_value(v: Any, here: str, seen, depth: int) -> None:
+    if depth > 16:
+        raise InputError(f"{here}: arguments nest too deep")
+    if isinstance(v, list):
+        for x in v:
+            _check_value(x, here, seen, depth + 1)
+    elif isinstance(v, dict):
+        tags = [k for k in v if k in _TAGS]
+        if len(tags) != 1 or not all(isinstance(x, (str, bool, list)) for x in v.values()):
+            raise InputError(f"{here}: argument {shorten(repr(v))} is not one the codegen writes")
+        if tags[0] == "node" and v["node"] not in seen:
+            raise InputError(f"{here}: reads node {shorten(repr(v['node']))} before any op computes it")
+    elif not (v is None or isinstance(v, (bool, int, float, str))):
+        raise InputError(f"{here}: argument {shorten(repr(v))} is not one the codegen writes")
+
+
+# -- operators ----------------------------------------------------------------------
+
+def operator(name: str) -> Callable:
+    """The registered op `ns.op.overload` (or operator.getitem); NotCheckable otherwise."""
+    import operator as pyop
+
+    import torch
+    if name == "getitem":
+        return pyop.getitem
+    if name.startswith("unsupported:"):
+        raise NotCheckable(f"{printable(name[len('unsupported:'):])} is not a torch operator")
+    parts = name.split(".")
+    if len(parts) != 3 or not all(_WORD.match(p) for p in parts):
+        raise NotCheckable(f"{printable(shorten(name))} is not an operator name")
+    ns, op, overload = parts
+    try:
+        packet = getattr(getattr(torch.ops, ns), op)
+        fn = getattr(packet, overload)
+    except (AttributeError, RuntimeError):
+        raise NotCheckable(f"{ns}.{op} is not registered in this process (import the library that "
+                           "defines it with --allow-module)") from None
+    if not isinstance(fn, torch._ops.OpOverload):
+        raise NotCheckable(f"{printable(name)} is not an operator")
+    if torch.Tag.nondeterministic_seeded in fn.tags:
+        raise NotCheckable(f"{ns}.{op} draws random numbers")
+    return fn
+
+
+def is_upstream(name: str) -> bool:
+    """An aten or prims op: eager runs PyTorch's own implementation, independent of the kernel."""
+    return name.split(".", 1)[0] in ("aten", "prims", "getitem")
+
+
+# -- symbolic sizes ---------------------------------------------------------------------
+
+def evaluate(expr: str, symbols: Dict[str, int]) -> int:
+    """An integer size expression as sympy prints them, with `symbols` bound."""
+    try:
+        tree = ast.parse(expr.strip(), mode="eval")
+    except (SyntaxError, ValueError, RecursionError):
+        raise NotCheckable(f"symbolic size {shorten(printable(expr))!r} is not understood") from None
+    return _eval(tree.body, symbols, expr)
+
+
+def _eval(n, symbols, expr) -> int:
+    if isinstance(n, ast.Constant) and type(n.value) is int:
+        return n.value
+    if isinstance(n, ast.Name):
+        if n.id not in symbols:
+            raise NotCheckable(f"symbolic size {shorten(printable(expr))!r}: {n.id} is not known "
+                               "from the recorded inputs")
+        return symbols[n.id]
+    if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+        return -_eval(n.operand, symbols, expr)
+    if isinstance(n, ast.BinOp):
+        a, b = _eval(n.left, symbols, expr), _eval(n.right, symbols, expr)
+        if isinstance(n.op, ast.Add):
+            return a + b
+        if isinstance(n.op, ast.Sub):
+            return a - b
+        if isinstance(n.op, ast.Mult):
+            return a * b
+        if isinstance(n.op, ast.FloorDiv) and b:
+            return a // b
+        if isinstance(n.op, ast.Pow) and 0 <= b <= 8:
+            return a ** b
+    if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and not n.keywords:
+        vals = [_eval(x, symbols, expr) for x in n.args]
+        if n.func.id == "FloorDiv" and len(vals) == 2 and vals[1]:
+            return vals[0] // vals[1]
+        if n.func.id in ("Max", "Min") and vals:
+            return (max if n.func.id == "Max" else min)(vals)
+    raise NotCheckable(f"symbolic size {shorten(printable(expr))!r} is not understood")
+
+
+def bind(program: Program, inputs: Dict[str, Any], known: Sequence = ()) -> Dict[str, int]:
+    """Symbols from recorded sizes: each size the codegen wrote as `s` or `c*s`, of the
+    launch's inputs, of the views it was handed (`same_as`), and `known`: more
+    (size expressions, tensor) pairs, e.g. the recorded outputs and the ops they hold."""
+    pairs = list(known)
+    for op in program.ops:
+        if op.same_as and op.shape is not None and op.same_as in inputs:
+            pairs.append((op.shape, inputs[op.same_as]))
+        for leaf in _leaves(op.args + list(op.kwargs.values())):
+            if leaf.get("input") in inputs and leaf.get("shape") is not None and not leaf.get("view"):
+                pairs.append((leaf["shape"], inputs[leaf["input"]]))
+    symbols: Dict[str, int] = {}
+    for shape, t in pairs:
+        if len(shape) != t.dim():
+            continue
+        for expr, size in zip(shape, t.shape):
+            m = re.fullmatch(r"(?:([1-9]\d{0,17})\*)?([A-Za-z_]\w*)", expr.replace(" ", ""))
+            factor = int(m.group(1) or 1) if m else 0
+            if m and size % factor == 0:
+                symbols.setdefault(m.group(2), size // factor)
+    return symbols
+
+
+def _leaves(values):
+    for v in values:
+        if isinstance(v, dict) and "input" in v:
+            yield v
+        elif isinstance(v, list):
+            yield from _leaves(v)
+
+
+# -- running --------------------------------------------------------------------------
+
+class Runner:
+    """Evaluates a program's nodes on recorded inputs, lazily, each once.
+
+    `wide`: the float64 reference -- floating inputs are widened and every cast to
+    a floating dtype becomes a cast to float64, so the result is the launch's math
+    carried out in float64 on the same input values."""
+
+    def __init__(self, program: Program, inputs: Dict[str, Any], wide: bool = False, known: Sequence = ()):
+        self.program, self.inputs, self.wide = program, inputs, wide
+        self.symbols = bind(program, inputs, known)
+        self.values: Dict[str, Any] = {}
+
+    def value(self, node: str) -> Any:
+        if node not in self.values:
+            op = self.program.by_node.get(node)
+            if op is None:
+                raise NotCheckable(f"no op of this launch computes {node}")
+            self.values[node] = self._run(op)
+        return self.values[node]
+
+    def _run(self, op: Op) -> Any:
+        import torch
+        if op.same_as and op.shape is not None and op.same_as in self.inputs:
+            handed = self.inputs[op.same_as]
+            try:
+                shape = [evaluate(s, self.symbols) for s in op.shape]
+            except NotCheckable:
+                shape = None
+            if shape is not None and list(handed.shape) == shape:
+                return self._leaf_tensor(handed)
+        fn = operator(op.op)
+        args = [self._arg(a) for a in op.args]
+        kwargs = {k: self._arg(v) for k, v in op.kwargs.items()}
+        try:
+            with torch.no_grad():
+                return fn(*args, **kwargs)
+        except Exception as exc:       # an op refusing these inputs: say so, never crash the report
+            raise NotCheckable(f"{op.short} raised {type(exc).__name__}: "
+                               f"{shorten(printable(str(exc).splitlines()[0] if str(exc) else ''))}") from None
+
+    def _leaf_tensor(self, t):
+        import torch
+        t = t.clone()                  # an op may write its input: the recording stays as it was
+        if self.wide and t.is_floating_point():
+            t = t.to(torch.float64)
+        return t
+
+    def _arg(self, v: Any) -> Any:
+        import torch
+        if isinstance(v, list):
+            return [self._arg(x) for x in v]
+        if not isinstance(v, dict):
+            return v
+        if "node" in v:
+            return self.value(v["node"])
+        if "input" in v:
+            t = self.inputs.get(v["input"])
+            if t is None:
+                raise NotCheckable(f"input {printable(v['input'])} was not dumped")
+            if v.get("view") and v.get("shape") is not None:
+                shape = [evaluate(s, self.symbols) for s in v["shape"]]
+                if list(t.shape) != shape:
+                    raise NotCheckable(f"input {printable(v['input'])} is a view the ops cannot place")
+            return self._leaf_tensor(t)
+        if "sym" in v:
+            return evaluate(v["sym"], self.symbols)
+        if "missing" in v:
+            raise NotCheckable(f"{printable(v['missing'])} is {printable(str(v.get('why', 'not recorded')))}")
+        if "float" in v:
+            return {"inf": float("inf"), "-inf": float("-inf"), "nan": float("nan")}.get(v["float"], 0.0)
+        if "dtype" in v:
+            if v["dtype"] not in _DTYPES:
+                raise NotCheckable(f"dtype {printable(shorten(v['dtype']))} is not known")
+            dtype = getattr(torch, v["dtype"])
+            return torch.float64 if self.wide and dtype.is_floating_point else dtype
+        if "device" in v:
+            return torch.device("cpu")    # dumps are on the CPU
+        if "layout" in v:
+            if v["layout"] != "strided":
+                raise NotCheckable(f"layout {printable(shorten(v['layout']))} is not re-run")
+            return torch.strided
+        if "memory_format" in v:
+            fmt = v["memory_format"]
+            if fmt not in ("contiguous_format", "channels_last", "channels_last_3d", "preserve_format"):
+                raise NotCheckable(f"memory format {printable(shorten(fmt))} is not known")
+            return getattr(torch, fmt)
+        raise NotCheckable(f"an argument of type {printable(shorten(str(v.get('unsupported'))))} is not recorded")
+
+
+def dependencies(program: Program, node: str) -> List[Op]:
+    """The ops `node` needs, itself included, in program order."""
+    wanted, pending = set(), [node]
+    while pending:
+        n = pending.pop()
+        if n in wanted or n not in program.by_node:
+            continue
+        wanted.add(n)
+        pending += program.by_node[n].inputs()
+    return [op for op in program.ops if op.node in wanted]

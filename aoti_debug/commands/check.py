@@ -1,0 +1,59 @@
+"""`aoti-debug check DUMP_DIR` (or `--dir`): every dumped launch's ops re-run in
+eager and its recorded outputs judged (analysis/check.py)."""
+
+from __future__ import annotations
+
+from . import allow_modules
+from ..cli import FOUND, OK, UsageError, echo
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("path", nargs="?", metavar="DUMP_DIR",
+                        help="the dump directory (AOTI_DEBUG_DUMP_DIR) or one run folder in it")
+    parser.add_argument("--dir", metavar="D", help="the same, as an option")
+    parser.add_argument("--atol", type=float, default=None,
+                        help="absolute tolerance against float64 (default: rtol times the output's "
+                             "largest magnitude)")
+    parser.add_argument("--rtol", type=float, default=None,
+                        help="relative tolerance against float64 (default per dtype: float32 1e-5, "
+                             "float16 4e-3, bfloat16 3e-2, float64 1e-10)")
+    parser.add_argument("--allow-module", metavar="MODULE", action="append", default=[],
+                        help="import MODULE first, so that the custom ops it registers can be re-run "
+                             "(repeatable); without it only ops already registered (aten, prims) run")
+
+
+def run(args) -> int:
+    from ..analysis import check
+    from ..analysis.untrusted import InputError
+    if args.path is not None and args.dir is not None and args.path != args.dir:
+        raise UsageError(f"two dump directories given ({args.path} and --dir {args.dir}); give one")
+    root = args.dir if args.dir is not None else args.path
+    if root is None:
+        raise UsageError("no dump directory given (expected `aoti-debug check DUMP_DIR`, or --dir DUMP_DIR)")
+    for flag, value in (("--atol", args.atol), ("--rtol", args.rtol)):
+        if value is not None and not value >= 0:     # also refuses NaN, which would pass everything
+            raise UsageError(f"{flag} {value:g}: a tolerance must be a number >= 0")
+    allow_modules(args.allow_module, load=True)
+    try:
+        found = check.check(root, atol=args.atol, rtol=args.rtol)
+    except InputError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"{root}: {exc}") from None
+    echo(launch.line_text() for launch in found)
+    failed = [launch for launch in found if launch.failed]
+    checked = sum(launch.checkable for launch in found)
+    if failed:
+        first = failed[0]
+        out = next(o for o in first.compared if o.outside)
+        echo([f"first launch beyond tolerance: {first.ident} {first.kernel}",
+              f"  folder: {first.folder}",
+              f"  output {out.name} (holds {out.node}): {out.outside} of {out.numel} elements beyond "
+              f"{out.tolerance}; max_abs={out.max_abs:.3g} against eager"
+              + (f", max_ulp={out.max_ulp:.3g} against float64" if out.max_ulp is not None else ""),
+              f"  {out.worst}",
+              f"  ops: {first.ops_text()}",
+              f"  source: {first.source or '-'}"])
+    echo([f"{len(found)} launch(es): {checked - len(failed)} within tolerance, {len(failed)} beyond, "
+          f"{len(found) - checked} not checkable"])
+    return FOUND if failed else OK

@@ -1,0 +1,255 @@
+"""Each launch's FX ops as data, so that `aoti-debug check`, `extract` and
+nan-origin can re-run them in eager on the launch's recorded inputs
+(docs/dumps.md, "The ops of a launch").
+
+A launch's program is the list of the FX ops it computes, in execution order,
+each an op overload and its arguments.  An argument that is another FX node is
+one of: an earlier op of the program (`{"node": n}`), a tensor the launch reads
+(`{"input": name}`, named as the records name it), a symbolic size
+(`{"sym": expr}`, bound from the recorded inputs' shapes), or what could not
+be resolved (`{"missing": n, "why": ...}`: the launch is then not checkable).
+View ops that only reshape what the launch reads (a permuted weight, a
+flattened activation) are not launches of their own; they are put in front of
+the program with `"own": false`, and a view an extern kernel is handed already
+made (`same_as`) is taken from the recorded input when the shapes agree.
+
+Built at codegen from Inductor's post-grad FX graph; nothing here changes
+what is generated besides the site's description string.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Dict, List, Optional, Sequence
+
+from .plan import IN, INOUT, Arg
+
+# ops that only look at their input's storage differently: never a launch of their own
+VIEW_OPS = frozenset({
+    "view", "_unsafe_view", "reshape", "permute", "t", "transpose", "expand", "expand_as", "unsqueeze",
+    "squeeze", "slice", "select", "as_strided", "alias", "diagonal", "narrow", "unfold", "view_as",
+    "_reshape_alias", "unbind", "split", "split_with_sizes", "chunk", "movedim", "flatten", "unflatten",
+})
+_MAX_DEPTH = 32            # view chains are short; a longer walk means a graph we do not understand
+
+
+def _nodes_by_name() -> Dict[str, Any]:
+    from torch._inductor.virtualized import V
+    graph = V.graph
+    cached = getattr(graph, "_aoti_debug_nodes", None)
+    if cached is None:
+        cached = {n.name: n for n in graph.module.graph.nodes}
+        graph._aoti_debug_nodes = cached
+    return cached
+
+
+def target_name(target) -> Optional[str]:
+    """`aten.log.default` for an OpOverload, `getitem` for operator.getitem, else None."""
+    import operator
+
+    import torch
+    if target is operator.getitem:
+        return "getitem"
+    if isinstance(target, torch._ops.OpOverload):
+        ns = target.namespace
+        return f"{ns}.{target._schema.name.split('::', 1)[1]}.{target._overloadname}"
+    return None
+
+
+def _short(target) -> str:
+    name = target_name(target) or getattr(target, "__name__", None) or str(target)
+    return name.split(".")[1] if name.count(".") == 2 else name
+
+
+def _is_view(node) -> bool:
+    """A view op, or the pick of one result of an op that returns several."""
+    import operator
+    return node.op == "call_function" and (node.target is operator.getitem or _short(node.target) in VIEW_OPS)
+
+
+def _shape(node) -> Optional[List[str]]:
+    val = (getattr(node, "meta", None) or {}).get("val")
+    shape = getattr(val, "shape", None)
+    return None if shape is None else [str(s) for s in shape]
+
+
+def _dtype(node) -> Optional[str]:
+    val = (getattr(node, "meta", None) or {}).get("val")
+    dtype = getattr(val, "dtype", None)
+    return None if dtype is None else str(dtype).replace("torch.", "")
+
+
+def value_of(buffer: str) -> str:
+    """The FX node whose value `buffer` holds: Inductor's origin node, else, for a
+    plain pointwise buffer, the one origin that none of its other origins reads
+    (the end of the computation the kernel stores there), leaving out what extern
+    kernels and custom ops compute.  '' when that is not one node.  A reduction's
+    buffer is never guessed: `mean` stores its sum there and divides later."""
+    from torch._inductor import ir
+    from torch._inductor.virtualized import V
+
+    from . import adapter
+    value = adapter.buffer_value(buffer)
+    if value:
+        return value
+    try:
+        buf = V.graph.get_buffer(buffer)
+        if type(getattr(buf, "data", None)) is not ir.Pointwise:     # not a Scatter, Reduction, ...
+            return ""
+        origins = set(buf.origins) - adapter.extern_launch_nodes()
+    except Exception:
+        return ""
+    sinks = [n for n in origins if n.op == "call_function" and not (set(n.users) & origins)]
+    return sinks[0].name if len(sinks) == 1 else ""
+
+
+class _Builder:
+    def __init__(self, own: Sequence[str], args: Sequence[Arg], labels: Dict[str, str],
+                 holds: Dict[str, str]):
+        self.nodes = _nodes_by_name()
+        self.ops: List[dict] = []
+        self.done: Dict[str, bool] = {}
+        # what each tensor the launch reads holds: FX node name -> (record name, handed in as a view)
+        self.held: Dict[str, tuple] = {}
+        for a in args:
+            if a.role not in (IN, INOUT):
+                continue
+            for node_name in self._values_of(a.name, holds):
+                self.held.setdefault(node_name, (labels.get(a.name, a.name), a.expr != a.name))
+        # a node whose value the launch reads whole is an input, even where Inductor counts it
+        # among the launch's origins; a placeholder or constant is never an op
+        self.own = [n for n in own if n in self.nodes and self.nodes[n].op == "call_function"
+                    and not (n in self.held and not self.held[n][1])]
+        self.own_set = set(self.own)
+        self._same_as: Dict[str, str] = {}
+
+    def _values_of(self, buffer: str, holds: Dict[str, str]) -> List[str]:
+        from torch._inductor.virtualized import V
+        graph = V.graph
+        if buffer in graph.graph_inputs:
+            return [n.name for n in self.nodes.values() if n.op == "placeholder" and n.target == buffer]
+        if buffer in graph.constants:
+            from torch.fx.graph_module import _get_attr
+            const = graph.constants[buffer]
+            found = []
+            for n in self.nodes.values():
+                if n.op == "get_attr":
+                    try:
+                        value = _get_attr(graph.module, n.target)
+                    except AttributeError:
+                        value = None
+                    if value is const or n.target.replace(".", "_") == buffer:
+                        found.append(n.name)
+            return found
+        return [holds[buffer]] if holds.get(buffer) else []
+
+    def build(self, outputs: Dict[str, str], said: Sequence[str]) -> List[dict]:
+        """`outputs`: output buffer -> the node it holds; `said`: the buffers whose
+        `holds:` record line says so already (the others are marked on their op)."""
+        for name in self.own:
+            self._op(self.nodes[name], True, 0)
+        for name in outputs.values():        # an output that views what the launch computed
+            if name in self.nodes and name not in self.done:
+                self._ref(self.nodes[name], 0)
+        by_node = {op["node"]: op for op in self.ops}
+        for buffer, name in outputs.items():
+            if buffer not in said and name in by_node:
+                by_node[name].setdefault("holds", []).append(buffer)
+        return self.ops
+
+    def _op(self, node, own: bool, depth: int) -> None:
+        if node.name in self.done:
+            return
+        self.done[node.name] = True
+        op = {"node": node.name, "op": target_name(node.target) or f"unsupported:{_short(node.target)}",
+              "args": [self._value(a, depth) for a in node.args],
+              "kwargs": {k: self._value(v, depth) for k, v in node.kwargs.items()},
+              "own": own}
+        shape, dtype = _shape(node), _dtype(node)
+        if shape is not None:
+            op["shape"] = shape
+        if dtype is not None:
+            op["dtype"] = dtype
+        from .plan import user_frame
+        line = user_frame((node.meta or {}).get("stack_trace"))
+        if line:
+            op["line"] = line
+        if not own:
+            # a view whose base the launch was handed as a view: that view may be this one
+            handed = [a["input"] for a in op["args"] if isinstance(a, dict) and a.get("view")]
+            handed += [self._same_as[a["node"]] for a in op["args"]
+                       if isinstance(a, dict) and a.get("node") in self._same_as]
+            if handed:
+                op["same_as"] = self._same_as[node.name] = handed[0]
+        self.ops.append(op)
+
+    def _ref(self, node, depth: int) -> dict:
+        """An FX node an op reads."""
+        val = (node.meta or {}).get("val")
+        import torch
+        if isinstance(val, torch.SymInt):
+            return {"sym": str(val.node.expr)}
+        if node.name in self.done:
+            return {"node": node.name}
+        if node.name in self.held:
+            name, viewed = self.held[node.name]
+            entry = {"input": name}
+            shape = _shape(node)
+            if shape is not None:
+                entry["shape"] = shape
+            if viewed:          # the recorded tensor is a view of this node's value
+                entry["view"] = True
+            return entry
+        if node.name in self.own_set and depth < _MAX_DEPTH:
+            self._op(node, True, depth + 1)
+            return {"node": node.name}
+        if _is_view(node) and depth < _MAX_DEPTH:
+            self._op(node, False, depth + 1)
+            return {"node": node.name}
+        why = ("a model input this launch is not handed" if node.op == "placeholder"
+               else "a constant the kernel reads without being handed it" if node.op == "get_attr"
+               else "computed by another launch, and not among this launch's inputs")
+        return {"missing": node.name, "why": why}
+
+    def _value(self, v: Any, depth: int) -> Any:
+        import torch
+        if isinstance(v, torch.fx.Node):
+            return self._ref(v, depth)
+        if isinstance(v, (list, tuple)):
+            return [self._value(x, depth) for x in v]
+        if isinstance(v, bool) or v is None or isinstance(v, (int, str)):
+            return v
+        if isinstance(v, float):
+            return v if math.isfinite(v) else {"float": repr(v)}
+        if isinstance(v, torch.dtype):
+            return {"dtype": str(v).replace("torch.", "")}
+        if isinstance(v, torch.device):
+            return {"device": str(v)}
+        if isinstance(v, torch.layout):
+            return {"layout": str(v).replace("torch.", "")}
+        if isinstance(v, torch.memory_format):
+            return {"memory_format": str(v).replace("torch.", "")}
+        if isinstance(v, torch.SymInt):
+            return {"sym": str(v.node.expr)}
+        return {"unsupported": type(v).__name__}
+
+
+def program(own_nodes: Sequence[str], args: Sequence[Arg], labels: Dict[str, str],
+            before: Dict[str, str], after: Dict[str, str]) -> List[dict]:
+    """The launch's ops (see the module docstring); [] when Inductor names none.
+    `before`/`after`: the FX node whose value each buffer holds before and after the
+    launch (an inout buffer holds one node's value before and another's after)."""
+    if not own_nodes:
+        return []
+    outputs = {labels.get(a.name, a.name): a.value or after.get(a.name, "") for a in args if a.role != IN}
+    said = [labels.get(a.name, a.name) for a in args if a.role != IN and a.value]
+    try:
+        return _Builder(own_nodes, args, labels, before).build({k: v for k, v in outputs.items() if v}, said)
+    except Exception as exc:       # never fail a compile over a description; say why instead
+        return [{"error": f"the ops could not be described ({type(exc).__name__}: {exc})"}]
+
+
+def to_text(ops: List[dict]) -> str:
+    """The program as one line of JSON (the manifest's `ops` field)."""
+    return json.dumps(ops, separators=(",", ":")) if ops else ""

@@ -1,0 +1,282 @@
+"""Down to the op: `aoti-debug check` (analysis/check.py) re-runs every dumped
+launch's ops in eager, in its dtype and in float64, on its recorded inputs, and
+nan-origin narrows the origin launch to the op that made NaN/Inf (op_origin.py).
+
+The dumps are real level-10 runs, each in a fresh process: `scaled` (a custom op
+whose float32 path is off by 2**-10), `mullog` (log on the second line of a fused
+kernel) and the mlp shared with test_flight_recorder; the commands run in a fresh
+process too, as a user runs them."""
+
+import json
+import os
+import re
+import shutil
+import sys
+
+import pytest
+
+from aoti_debug.analysis import ops
+from aoti_debug.analysis.untrusted import InputError
+from conftest import TESTS, clean_env, run_package, run_python
+from test_analysis_dumps import LEVEL10, only_folder
+from test_flight_recorder import run_model
+
+torch = pytest.importorskip("torch")
+models = pytest.importorskip("models")     # tests/models.py
+
+
+def command(*argv):
+    """`aoti-debug ARGV` in a fresh process with tests/ importable: (exit status, stdout, stderr)."""
+    proc = run_python(f"""
+        import sys
+        from aoti_debug.cli import main
+        sys.exit(main({list(argv)!r}))
+    """, env=clean_env(PYTHONPATH=TESTS), check=False)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def check(*argv):
+    return command("check", *argv)
+
+
+@pytest.fixture(scope="module")
+def scaled_dump(packages, tmp_path_factory):
+    pt2 = packages.get("scaled", **LEVEL10)
+    root = tmp_path_factory.mktemp("scaled-dump")
+    run_package(pt2, "scaled", AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=str(root / "d"),
+                AOTI_DEBUG_LOGDEST=str(root / "log"))
+    return str(root / "d")
+
+
+@pytest.fixture(scope="module")
+def mlp_dump(packages, tmp_path_factory):
+    root = tmp_path_factory.mktemp("mlp-check")
+    run_model(packages.get("mlp", **LEVEL10), root / "d", root / "log", AOTI_DEBUG_LOGLEVEL="10")
+    return str(root / "d")
+
+
+@pytest.fixture(scope="module")
+def mullog_dump(packages, tmp_path_factory):
+    pt2 = packages.get("mullog", **LEVEL10)
+    root = tmp_path_factory.mktemp("mullog-dump")
+    run_package(pt2, "mullog", AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=str(root / "d"),
+                AOTI_DEBUG_LOGDEST=str(root / "log"))
+    return str(root / "d")
+
+
+def test_check_names_the_custom_op_that_is_slightly_wrong(scaled_dump):
+    code, out, err = check("--dir", scaled_dump, "--allow-module", "models")
+    folder = only_folder(scaled_dump)
+    lines = out.splitlines()
+    assert code == 1, out + err
+    assert re.fullmatch(r"1\.1 cpp_fused_add\w*_tanh_0  ok  max_abs=0 max_rel=0 max_ulp=[\d.]+", lines[0])
+    # the op is as far from float64 as its planted bug: 2**-10 relative, 2**13 float32 ULPs and more
+    m = re.fullmatch(r"1\.2 aotid_test\.fast_scale\.default  BEYOND  max_abs=0 max_rel=0 "
+                     r"max_ulp=([\d.e+]+) \(buf2: 32 of 32 beyond\)", lines[1])
+    assert m and 8192 <= float(m.group(1)) <= 16384, lines[1]
+    assert re.fullmatch(r"1\.3 cpp_fused_exp_sub_1  ok  max_abs=[\d.e+-]+ max_rel=[\d.e+-]+ max_ulp=[\d.]+",
+                        lines[2])
+    line = models.line_of("scaled.op")
+    assert lines[3:6] == ["first launch beyond tolerance: 1.2 aotid_test.fast_scale.default",
+                          f"  folder: {folder}",
+                          lines[5]]
+    assert re.fullmatch(r"  output buf2 \(holds fast_scale\): 32 of 32 elements beyond atol=[\d.e+-]+ "
+                        r"rtol=1e-05 for float32, against float64; max_abs=0 against eager, "
+                        r"max_ulp=[\d.e+]+ against float64", lines[5])
+    # the worst element: the recorded value is 3 * (1 + 2**-10) times float64's / 3
+    m = re.fullmatch(r"  worst at flat index (\d+): recorded ([\d.e+-]+), eager \2, float64 ([\d.e+-]+)", lines[6])
+    assert m and float(m.group(2)) / float(m.group(3)) == pytest.approx(1 + 2.0 ** -10, rel=1e-6)
+    assert lines[7:] == [f"  ops: aotid_test.fast_scale ({line})", f"  source: {line}",
+                         "3 launch(es): 2 within tolerance, 1 beyond, 0 not checkable"]
+
+
+def test_an_unregistered_custom_op_is_not_checkable_and_not_a_failure(scaled_dump):
+    code, out, err = check(scaled_dump)
+    assert code == 0, out + err
+    assert out.splitlines()[1] == (
+        "1.2 aotid_test.fast_scale.default  not checkable: buf2: aotid_test.fast_scale is not registered "
+        "in this process (import the library that defines it with --allow-module)")
+    assert out.splitlines()[-1] == "3 launch(es): 2 within tolerance, 0 beyond, 1 not checkable"
+
+
+def test_a_clean_model_is_within_tolerance_at_every_launch(mlp_dump):
+    code, out, err = check(mlp_dump)
+    assert code == 0, out + err
+    lines = out.splitlines()
+    kernels = [line.split()[1] for line in lines[:-1]]
+    assert kernels == ["aoti_torch_cpu_addmm_out", "cpp_fused_relu_0", "aoti_torch_cpu_addmm_out",
+                       "cpp_fused_relu_1", "aoti_torch_cpu_addmm_out", "cpp_fused__softmax_2"]
+    assert all(line.split()[2] == "ok" for line in lines[:-1]), out
+    assert lines[-1] == "6 launch(es): 6 within tolerance, 0 beyond, 0 not checkable"
+
+
+def test_one_recorded_element_off_by_a_thousandth_is_found(mlp_dump, tmp_path):
+    folder = tmp_path / "run"
+    shutil.copytree(only_folder(mlp_dump), folder)
+    # the relu's output (the launch also copies a bias, which no op of it computes)
+    name = sorted(f for f in os.listdir(folder) if f.startswith("launch000004_out_"))[0]
+    t = torch.load(folder / name, weights_only=True)
+    flat = t.reshape(-1)
+    i = int(flat.abs().argmax())
+    flat[i] = flat[i] * 1.001
+    torch.save(t, folder / name)
+    code, out, err = check(str(folder))
+    assert code == 1, out + err
+    lines = out.splitlines()
+    # the bias copied into a buffer is said to be left out, never dropped silently
+    assert re.fullmatch(r"1\.4 cpp_fused_relu_1  BEYOND  max_abs=[\d.e-]+ max_rel=0\.001 max_ulp=[\d.e+]+ "
+                        r"\(buf\d+: 1 of 64 beyond\); not compared: buf\d+ \(no op of this launch computes fc3_bias\)",
+                        lines[3]), lines[3]
+    assert lines[6] == "first launch beyond tolerance: 1.4 cpp_fused_relu_1"
+    assert re.match(rf"  worst at flat index {i}: recorded ", lines[9]), lines[9]
+    assert re.fullmatch(r"  ops: aten\.relu \(.*models\.py:\d+\)", lines[10]), lines[10]
+    assert lines[-1] == "6 launch(es): 5 within tolerance, 1 beyond, 0 not checkable"
+
+
+def test_nan_origin_narrows_a_fused_kernel_to_the_op_on_its_second_line(mullog_dump):
+    code, out, err = command("nan-origin", mullog_dump)
+    assert code == 1, out + err
+    lines = out.splitlines()
+    assert re.fullmatch(r"NaN/Inf origin: launch 1\.4 cpp_fused_\w+ \(pid \d+, \d+-mullog-run1/manifest\.jsonl:\d+\)",
+                        lines[0]), lines[0]
+    line = models.line_of("mullog.log")
+    assert lines[1:4] == [f"  source: {line}", "  nodes:  mul, sub, log", f"  op:     aten.log ({line})"]
+    # the kernel's NaN is eager's too: check finds every launch within tolerance
+    code, out, err = check(mullog_dump)
+    assert (code, out.splitlines()[-1]) == (0, "4 launch(es): 4 within tolerance, 0 beyond, 0 not checkable"), out
+
+
+def test_an_extracted_launch_reproduces_the_nan_in_a_fresh_process_without_aoti_debug(
+        mullog_dump, packages, tmp_path):
+    out_dir = tmp_path / "repro"
+    code, out, err = command("extract", "1.4", "--dir", mullog_dump, "-o", str(out_dir),
+                             "--package", packages.get("mullog", **LEVEL10))
+    assert (code, err) == (0, ""), out + err
+    assert sorted(os.listdir(out_dir)) == ["inputs.pt", "kernel.cpp", "recorded.pt", "repro.py"]
+    assert out.splitlines()[-1] == f"run it: python {out_dir / 'repro.py'}"
+    # the data loads without pickled code, and the kernel is the compiled one
+    inputs = torch.load(out_dir / "inputs.pt", weights_only=True)
+    recorded = torch.load(out_dir / "recorded.pt", weights_only=True)
+    (name,) = recorded
+    assert list(inputs) == [name] and torch.isnan(recorded[name]).any()
+    kernel = (out_dir / "kernel.cpp").read_text()
+    assert re.match(r'extern "C"\s+void\s+cpp_fused_\w+\(', kernel) and kernel.rstrip().endswith("}")
+    script = (out_dir / "repro.py").read_text()
+    assert "aoti_debug" not in script
+    line = models.line_of("mullog.log")
+    assert f"torch.ops.aten.log.default(v_sub)  # {line!r}" in script
+    # run alone, with aoti_debug made unimportable, from another folder
+    proc = run_python(f"""
+        import runpy, sys
+        sys.modules["aoti_debug"] = None
+        sys.argv = [{str(out_dir / 'repro.py')!r}]
+        runpy.run_path(sys.argv[0], run_name="__main__")
+    """, env=clean_env(), cwd=str(tmp_path), check=False, timeout=600)
+    n = int(torch.isnan(recorded[name]).sum())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert [re.sub(r"max abs error [^,\s]+", "max abs error E", l) for l in lines] == [
+        f"{way}: {name} (log) matches the recording: max abs error E, NaN/Inf at the same {n} place(s) as recorded"
+        for way in ("eager", "torch.compile", "AOTI")], proc.stdout
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["1.9", "--dir", "{D}"], "{D}: no dumped launch 1.9"),
+    (["x; rm", "--dir", "{D}"], "launch 'x; rm': expected a launch id R.K as the log and manifest write it (e.g. 1.4)"),
+    (["1.3", "--dir", "{D}", "--package", "{D}/manifest.jsonl"],
+     "--package {D}/manifest.jsonl: cannot be read as a .pt2 package (File is not a zip file)"),
+], ids=["no-launch", "bad-id", "bad-package"])
+def test_extract_refuses_bad_arguments(mlp_dump, tmp_path, capsys, argv, says):
+    from aoti_debug.cli import main
+    folder = only_folder(mlp_dump)
+    assert main(["extract", *[a.format(D=folder) for a in argv], "-o", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr() == ("", f"aoti-debug extract: {says.format(D=folder)}\n")
+    assert not (tmp_path / "o").exists()
+
+
+def doctored(mlp_dump, tmp_path, change):
+    """A copy of the mlp run folder whose first `before` line `change` rewrites."""
+    folder = tmp_path / "run"
+    shutil.copytree(only_folder(mlp_dump), folder)
+    path = folder / "manifest.jsonl"
+    lines = path.read_text().splitlines()
+    for n, line in enumerate(lines):
+        entry = json.loads(line)
+        if entry.get("kind") == "launch" and entry["event"] == "before" and "ops" in entry:
+            change(entry)
+            lines[n] = json.dumps(entry)
+            path.write_text("\n".join(lines) + "\n")
+            return str(folder), n + 1
+    raise AssertionError("no launch with ops")
+
+
+def test_ops_naming_anything_but_a_torch_op_are_not_run(mlp_dump, tmp_path):
+    def to_system(entry):
+        entry["ops"][-1]["op"] = "os.system"
+        entry["ops"][-1]["args"] = ["touch " + str(tmp_path / "ran")]
+    folder, _ = doctored(mlp_dump, tmp_path, to_system)
+    code, out, err = check(folder)
+    assert not (tmp_path / "ran").exists()
+    assert code == 0, out + err
+    assert "not checkable" in out.splitlines()[0] and "os.system" in out.splitlines()[0], out
+
+
+@pytest.mark.parametrize("change, says", [
+    (lambda e: e.update(ops={"node": "x"}), 'field \'ops\' is {"node": "x"} (expected a list of ops)'),
+    (lambda e: e["ops"][0].update(node="a b"), "field 'ops[0]': 'node' is 'a b' (expected a new FX node name)"),
+    (lambda e: e["ops"][0].update(holds="buf0"), "field 'ops[0]': 'holds' is not a list of buffer names"),
+    (lambda e: e["ops"][0].update(args=[{"eval": "1"}]), "field 'ops[0]': argument {'eval': '1'} is not one the codegen writes"),
+], ids=["not-a-list", "bad-node", "bad-holds", "unknown-tag"])
+def test_a_doctored_ops_field_is_refused_naming_the_line(mlp_dump, tmp_path, change, says):
+    folder, number = doctored(mlp_dump, tmp_path, change)
+    code, out, err = check(folder)
+    assert (code, out) == (2, "")
+    assert err == f"aoti-debug check: {os.path.join(folder, 'manifest.jsonl')}:{number}: {says}\n"
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--atol", "-1", "D"], "--atol -1: a tolerance must be a number >= 0"),
+    (["--rtol", "nan", "D"], "--rtol nan: a tolerance must be a number >= 0"),
+    (["--allow-module", "no_such_module_here", "D"],
+     "--allow-module no_such_module_here: importing it raised ModuleNotFoundError: "
+     "No module named 'no_such_module_here'"),
+    (["--allow-module", "os;x", "D"], "--allow-module 'os;x': not a module name (e.g. mylib or mylib.ops)"),
+    ([], "no dump directory given (expected `aoti-debug check DUMP_DIR`, or --dir DUMP_DIR)"),
+    (["MISSING"], "MISSING: not a directory"),
+], ids=["atol", "rtol", "module", "module-name", "none", "missing"])
+def test_bad_arguments_exit_2_naming_what_is_accepted(mlp_dump, tmp_path, capsys, argv, says):
+    from aoti_debug.cli import main
+    argv = [mlp_dump if a == "D" else str(tmp_path / a) if a == "MISSING" else a for a in argv]
+    says = says.replace("MISSING", str(tmp_path / "MISSING"))
+    assert main(["check", *argv]) == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", f"aoti-debug check: {says}\n")
+
+
+# -- the pieces, alone --------------------------------------------------------------
+
+@pytest.mark.parametrize("expr, value", [
+    ("4", 4), ("s0", 6), ("2*s0 + 1", 13), ("s0**2", 36), ("(s0 + 1)//2", 3),
+    ("FloorDiv(s0, 4)", 1), ("Max(s0, 8)", 8), ("Min(s0, 8) - s1", 3),
+])
+def test_symbolic_sizes_evaluate(expr, value):
+    assert ops.evaluate(expr, {"s0": 6, "s1": 3}) == value
+
+
+@pytest.mark.parametrize("expr", ["__import__('os')", "s0.__class__", "[1][0]", "lambda: 1", "s9", "'a'"])
+def test_symbolic_sizes_refuse_anything_but_arithmetic_on_known_symbols(expr):
+    with pytest.raises(ops.NotCheckable):
+        ops.evaluate(expr, {"s0": 6})
+
+
+def test_decode_keeps_what_the_codegen_wrote():
+    program = ops.decode([
+        {"node": "tanh", "op": "aten.tanh.default", "args": [{"input": "x", "shape": ["4", "s0"]}],
+         "kwargs": {}, "own": True, "shape": ["4", "s0"], "dtype": "float32", "line": "m.py:3"},
+        {"node": "add", "op": "aten.add.Tensor", "args": [{"node": "tanh"}, 1], "kwargs": {},
+         "own": True, "line": "m.py:3", "holds": ["buf0"]},
+    ], "where")
+    assert [(op.node, op.short, op.inputs(), op.holds) for op in program.ops] == [
+        ("tanh", "aten.tanh", [], []), ("add", "aten.add", ["tanh"], ["buf0"])]
+    with pytest.raises(InputError, match=r"^where: field 'ops\[1\]': 'node' is 'tanh' \(expected a new FX node name\)$"):
+        ops.decode([{"node": "tanh", "op": "aten.tanh.default"}] * 2, "where")
