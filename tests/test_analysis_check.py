@@ -39,13 +39,17 @@ def check(*argv):
     return command("check", *argv)
 
 
+def level10_dump(packages, tmp_path_factory, model):
+    """The dump directory of one level-10 run of tests/models.py's `model`, in a fresh process."""
+    root = tmp_path_factory.mktemp(f"{model}-dump")
+    run_package(packages.get(model, **LEVEL10), model, AOTI_DEBUG_LOGLEVEL="10",
+                AOTI_DEBUG_DUMP_DIR=str(root / "d"), AOTI_DEBUG_LOGDEST=str(root / "log"))
+    return str(root / "d")
+
+
 @pytest.fixture(scope="module")
 def scaled_dump(packages, tmp_path_factory):
-    pt2 = packages.get("scaled", **LEVEL10)
-    root = tmp_path_factory.mktemp("scaled-dump")
-    run_package(pt2, "scaled", AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=str(root / "d"),
-                AOTI_DEBUG_LOGDEST=str(root / "log"))
-    return str(root / "d")
+    return level10_dump(packages, tmp_path_factory, "scaled")
 
 
 @pytest.fixture(scope="module")
@@ -57,11 +61,7 @@ def mlp_dump(packages, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def mullog_dump(packages, tmp_path_factory):
-    pt2 = packages.get("mullog", **LEVEL10)
-    root = tmp_path_factory.mktemp("mullog-dump")
-    run_package(pt2, "mullog", AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=str(root / "d"),
-                AOTI_DEBUG_LOGDEST=str(root / "log"))
-    return str(root / "d")
+    return level10_dump(packages, tmp_path_factory, "mullog")
 
 
 def test_check_names_the_custom_op_that_is_slightly_wrong(scaled_dump):

@@ -125,6 +125,13 @@ def held_outputs(before: Dict[str, Any], program: opsmod.Program) -> Dict[str, s
     return held
 
 
+def known_sizes(program: opsmod.Program, held: Dict[str, str], outputs: Dict[str, Any]) -> List[tuple]:
+    """(size expressions, tensor) of each recorded output that holds an op's value:
+    the symbols of a dynamic shape are bound from them too (ops.bind)."""
+    return [(program.by_node[held[n]].shape, t) for n, t in outputs.items()
+            if t is not None and held.get(n) in program.by_node and program.by_node[held[n]].shape is not None]
+
+
 def tensors(folder: str, files: List[Dict[str, Any]], roles: Tuple[str, ...]) -> Dict[str, Any]:
     """Record name -> the dumped tensor, or None where no file was written."""
     import torch
@@ -236,8 +243,7 @@ def check_launch(folder: str, before: Dict[str, Any], after: Optional[Dict[str, 
     outputs = tensors(folder, after["files"], ("out", "inout"))
     held = held_outputs(before, program)
     upstream = all(opsmod.is_upstream(op.op) for op in program.ops)
-    known = [(program.by_node[held[n]].shape, t) for n, t in outputs.items()
-             if t is not None and held.get(n) in program.by_node and program.by_node[held[n]].shape is not None]
+    known = known_sizes(program, held, outputs)
     eager = opsmod.Runner(program, inputs, known=known)
     wide = opsmod.Runner(program, inputs, wide=True, known=known)
     for name, got in outputs.items():

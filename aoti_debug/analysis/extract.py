@@ -19,7 +19,7 @@ import zipfile
 from typing import Any, Dict, List, Optional
 
 from . import ops as opsmod
-from .check import held_outputs, launches, tensors
+from .check import held_outputs, known_sizes, launches, tensors
 from .untrusted import InputError, printable
 
 FORMATS = ("contiguous_format", "channels_last", "channels_last_3d", "preserve_format")
@@ -157,9 +157,7 @@ def extract(root: str, ident: str, out_dir: str, package: Optional[str] = None) 
     wanted = {name: held[name] for name in recorded if held.get(name) in program.by_node}
     if not wanted:
         raise NotExtractable("the records do not say which op's value any output holds")
-    known = [(program.by_node[node].shape, recorded[name]) for name, node in wanted.items()
-             if program.by_node[node].shape is not None]
-    symbols = opsmod.bind(program, inputs, known)
+    symbols = opsmod.bind(program, inputs, known_sizes(program, wanted, recorded))
     try:
         lines, used, namespaces = body(program, wanted, inputs, symbols)
     except opsmod.NotCheckable as exc:

@@ -50,20 +50,24 @@ def _nonfinite(value) -> bool:
 def first_op(manifest: str, line: int) -> str:
     """The answer for the launch whose `before` line is line `line` of `manifest`:
     `aten.log (file:line)`, or `not narrowed: <why>`."""
-    from .check import tensors
+    from .check import held_outputs, known_sizes, tensors
     from .dumps import manifest_lines
     folder = os.path.dirname(manifest)
-    entry = next((e for n, e in manifest_lines(folder) if n == line), None)
+    lines = manifest_lines(folder)
+    entry = next((e for n, e in lines if n == line), None)
     if entry is None or entry.get("kind") != "launch" or entry.get("event") != "before":
         return "not narrowed: the dump has no launch at that line"
+    after = next((e for _, e in lines if e.get("kind") == "launch" and e.get("event") == "after"
+                  and e.get("id") == entry["id"]), None)
     if "ops" not in entry:
         return "not narrowed: no ops recorded (the artifact was compiled below level 10)"
     program = opsmod.decode(entry["ops"], f"{manifest}:{line}")
     if program.error or not program.own():
         return f"not narrowed: {program.error or 'Inductor names no op for this launch'}"
     inputs = {k: v for k, v in tensors(folder, entry["files"], ("in", "inout")).items() if v is not None}
+    outputs = tensors(folder, after["files"], ("out", "inout")) if after is not None else {}
     try:
-        runner = opsmod.Runner(program, inputs)
+        runner = opsmod.Runner(program, inputs, known=known_sizes(program, held_outputs(entry, program), outputs))
     except opsmod.NotCheckable as exc:
         return f"not narrowed: {exc}"
     for op in program.own():

@@ -20,3 +20,21 @@ def allow_modules(modules: Sequence[str], load: bool) -> None:
                 importlib.import_module(module)
             except Exception as exc:       # the user's module: say what it raised
                 raise UsageError(f"--allow-module {module}: importing it raised {type(exc).__name__}: {exc}") from None
+
+
+def add_dump_dir(parser) -> None:
+    """The dump directory, as `COMMAND DUMP_DIR` or `COMMAND --dir DUMP_DIR`."""
+    parser.add_argument("path", nargs="?", metavar="DUMP_DIR",
+                        help="the dump directory (AOTI_DEBUG_DUMP_DIR) or one run folder in it")
+    parser.add_argument("--dir", metavar="D", help="the same, as an option")
+
+
+def dump_dir(args, command: str) -> str:
+    """The dump directory add_dump_dir's arguments give; a UsageError unless exactly one is given."""
+    from ..cli import UsageError
+    if args.path is not None and args.dir is not None and args.path != args.dir:
+        raise UsageError(f"two dump directories given ({args.path} and --dir {args.dir}); give one")
+    root = args.dir if args.dir is not None else args.path
+    if root is None:
+        raise UsageError(f"no dump directory given (expected `aoti-debug {command} DUMP_DIR`, or --dir DUMP_DIR)")
+    return root

@@ -3,14 +3,12 @@ eager and its recorded outputs judged (analysis/check.py)."""
 
 from __future__ import annotations
 
-from . import allow_modules
+from . import add_dump_dir, allow_modules, dump_dir
 from ..cli import FOUND, OK, UsageError, echo
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("path", nargs="?", metavar="DUMP_DIR",
-                        help="the dump directory (AOTI_DEBUG_DUMP_DIR) or one run folder in it")
-    parser.add_argument("--dir", metavar="D", help="the same, as an option")
+    add_dump_dir(parser)
     parser.add_argument("--atol", type=float, default=None,
                         help="absolute tolerance against float64 (default: rtol times the output's "
                              "largest magnitude)")
@@ -25,11 +23,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from ..analysis import check
     from ..analysis.untrusted import InputError
-    if args.path is not None and args.dir is not None and args.path != args.dir:
-        raise UsageError(f"two dump directories given ({args.path} and --dir {args.dir}); give one")
-    root = args.dir if args.dir is not None else args.path
-    if root is None:
-        raise UsageError("no dump directory given (expected `aoti-debug check DUMP_DIR`, or --dir DUMP_DIR)")
+    root = dump_dir(args, "check")
     for flag, value in (("--atol", args.atol), ("--rtol", args.rtol)):
         if value is not None and not value >= 0:     # also refuses NaN, which would pass everything
             raise UsageError(f"{flag} {value:g}: a tolerance must be a number >= 0")

@@ -5,14 +5,12 @@ from __future__ import annotations
 import os
 import sys
 
-from . import allow_modules
+from . import add_dump_dir, allow_modules, dump_dir
 from ..cli import FOUND, OK, UsageError, check_tolerances, echo, undecided
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("path", nargs="?", metavar="DUMP_DIR",
-                        help="the dump directory (AOTI_DEBUG_DUMP_DIR) or one dump folder in it")
-    parser.add_argument("--dir", metavar="D", help="the same, as an option")
+    add_dump_dir(parser)
     parser.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance (default: 1e-6)")
     parser.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance (default: 1e-5)")
     parser.add_argument("--package", metavar="P.pt2", default=None,
@@ -26,11 +24,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from ..analysis import replay
     from ..analysis.untrusted import InputError
-    if args.path is not None and args.dir is not None and args.path != args.dir:
-        raise UsageError(f"two dump directories given ({args.path} and --dir {args.dir}); give one")
-    args.dir = args.dir if args.dir is not None else args.path
-    if args.dir is None:
-        raise UsageError("no dump directory given (expected `aoti-debug replay DUMP_DIR`, or --dir DUMP_DIR)")
+    args.dir = dump_dir(args, "replay")
     check_tolerances(args.atol, args.rtol)
     if args.package is not None and not os.path.isfile(args.package):
         raise UsageError(f"--package {args.package}: no such file")
