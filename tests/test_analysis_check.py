@@ -64,6 +64,7 @@ def mullog_dump(packages, tmp_path_factory):
     return level10_dump(packages, tmp_path_factory, "mullog")
 
 
+@pytest.mark.torch_matrix     # the ops come from Inductor's graph: every release
 def test_check_names_the_custom_op_that_is_slightly_wrong(scaled_dump):
     code, out, err = check("--dir", scaled_dump, "--allow-module", "models")
     folder = only_folder(scaled_dump)
@@ -72,15 +73,16 @@ def test_check_names_the_custom_op_that_is_slightly_wrong(scaled_dump):
     assert re.fullmatch(r"1\.1 cpp_fused_add\w*_tanh_0  ok  max_abs=0 max_rel=0 max_ulp=[\d.]+", lines[0])
     # the op is as far from float64 as its planted bug: 2**-10 relative, 2**13 float32 ULPs and more
     m = re.fullmatch(r"1\.2 aotid_test\.fast_scale\.default  BEYOND  max_abs=0 max_rel=0 "
-                     r"max_ulp=([\d.e+]+) \(buf2: 32 of 32 beyond\)", lines[1])
+                     r"max_ulp=([\d.e+]+) \((buf\d+): 32 of 32 beyond\)", lines[1])
     assert m and 8192 <= float(m.group(1)) <= 16384, lines[1]
+    buf = m.group(2)       # Inductor's numbering: buf2 on 2.13, buf1 on 2.15
     assert re.fullmatch(r"1\.3 cpp_fused_exp_sub_1  ok  max_abs=[\d.e+-]+ max_rel=[\d.e+-]+ max_ulp=[\d.]+",
                         lines[2])
     line = models.line_of("scaled.op")
     assert lines[3:6] == ["first launch beyond tolerance: 1.2 aotid_test.fast_scale.default",
                           f"  folder: {folder}",
                           lines[5]]
-    assert re.fullmatch(r"  output buf2 \(holds fast_scale\): 32 of 32 elements beyond atol=[\d.e+-]+ "
+    assert re.fullmatch(rf"  output {buf} \(holds fast_scale\): 32 of 32 elements beyond atol=[\d.e+-]+ "
                         r"rtol=1e-05 for float32, against float64; max_abs=0 against eager, "
                         r"max_ulp=[\d.e+]+ against float64", lines[5])
     # the worst element: the recorded value is 3 * (1 + 2**-10) times float64's / 3
@@ -99,6 +101,7 @@ def test_an_unregistered_custom_op_is_not_checkable_and_not_a_failure(scaled_dum
     assert out.splitlines()[-1] == "3 launch(es): 2 within tolerance, 0 beyond, 1 not checkable"
 
 
+@pytest.mark.torch_matrix     # the ops come from Inductor's graph: every release
 def test_a_clean_model_is_within_tolerance_at_every_launch(mlp_dump):
     code, out, err = check(mlp_dump)
     assert code == 0, out + err
@@ -133,6 +136,7 @@ def test_one_recorded_element_off_by_a_thousandth_is_found(mlp_dump, tmp_path):
     assert lines[-1] == "6 launch(es): 5 within tolerance, 1 beyond, 0 not checkable"
 
 
+@pytest.mark.torch_matrix     # the ops come from Inductor's graph: every release
 def test_nan_origin_narrows_a_fused_kernel_to_the_op_on_its_second_line(mullog_dump):
     code, out, err = command("nan-origin", mullog_dump)
     assert code == 1, out + err
