@@ -214,12 +214,20 @@ def doctored(mlp_dump, tmp_path, change):
     raise AssertionError("no launch with ops")
 
 
-def test_ops_naming_anything_but_a_torch_op_are_not_run(mlp_dump, tmp_path):
+def in_process(capsys, *argv):
+    """`aoti-debug ARGV` in this process (crafted dumps: nothing to isolate): (status, stdout, stderr)."""
+    from aoti_debug.cli import main
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_ops_naming_anything_but_a_torch_op_are_not_run(mlp_dump, tmp_path, capsys):
     def to_system(entry):
         entry["ops"][-1]["op"] = "os.system"
         entry["ops"][-1]["args"] = ["touch " + str(tmp_path / "ran")]
     folder, _ = doctored(mlp_dump, tmp_path, to_system)
-    code, out, err = check(folder)
+    code, out, err = in_process(capsys, "check", folder)
     assert not (tmp_path / "ran").exists()
     assert code == 0, out + err
     assert "not checkable" in out.splitlines()[0] and "os.system" in out.splitlines()[0], out
@@ -231,9 +239,9 @@ def test_ops_naming_anything_but_a_torch_op_are_not_run(mlp_dump, tmp_path):
     (lambda e: e["ops"][0].update(holds="buf0"), "field 'ops[0]': 'holds' is not a list of buffer names"),
     (lambda e: e["ops"][0].update(args=[{"eval": "1"}]), "field 'ops[0]': argument {'eval': '1'} is not one the codegen writes"),
 ], ids=["not-a-list", "bad-node", "bad-holds", "unknown-tag"])
-def test_a_doctored_ops_field_is_refused_naming_the_line(mlp_dump, tmp_path, change, says):
+def test_a_doctored_ops_field_is_refused_naming_the_line(mlp_dump, tmp_path, capsys, change, says):
     folder, number = doctored(mlp_dump, tmp_path, change)
-    code, out, err = check(folder)
+    code, out, err = in_process(capsys, "check", folder)
     assert (code, out) == (2, "")
     assert err == f"aoti-debug check: {os.path.join(folder, 'manifest.jsonl')}:{number}: {says}\n"
 
