@@ -22,6 +22,7 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 LEVELS = (0, 1, 3, 5, 10)
 NAN_MODES = ("off", "warn", "raise", "warn:nan", "raise:nan", "warn:naninf", "raise:naninf")
 COMPILE_MODES = ("selected", "all")
+MEMCHECK_MODES = ("off", "warn", "raise")
 BOOL_WORDS = {"1": True, "true": True, "yes": True, "on": True,
               "0": False, "false": False, "no": False, "off": False, "": False}
 # upstream AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER values -> our levels
@@ -59,6 +60,7 @@ class RunDefaults:
     kernels: Tuple[str, ...]
     nan_check: NanCheck
     check_inputs: bool
+    memcheck: str = "off"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +70,7 @@ class Settings:
     kernels: Tuple[str, ...] = ()
     check_inputs: bool = False
     nan_check: NanCheck = NanCheck()
+    memcheck: str = "off"      # off | warn | raise (docs/checks.md, "Memory check")
     sync: bool = False
     dump_dir: str = "aoti_debug_dumps"
     dump_max_size_gb: float = 20.0
@@ -84,7 +87,7 @@ class Settings:
     @property
     def anything_compiled_in(self) -> bool:
         return (self.compile == "all" or self.level > 0 or self.check_inputs
-                or self.nan_check.enabled)
+                or self.nan_check.enabled or self.memcheck != "off")
 
     def compiled(self) -> "Settings":
         """What goes into an artifact.  With compile=all that is everything
@@ -94,13 +97,15 @@ class Settings:
             return self
         return dataclasses.replace(
             self, level=10, kernels=(), nan_check=NanCheck("raise", True), check_inputs=True,
-            run_defaults=RunDefaults(self.level, self.kernels, self.nan_check, self.check_inputs))
+            memcheck="raise",
+            run_defaults=RunDefaults(self.level, self.kernels, self.nan_check, self.check_inputs,
+                                     self.memcheck))
 
     @property
     def defaults(self) -> RunDefaults:
         """What a run does while its variables are unset."""
         return self.run_defaults or RunDefaults(self.level, self.kernels, self.nan_check,
-                                                self.check_inputs)
+                                                self.check_inputs, self.memcheck)
 
 
 # -- the grammar, the same in the C++ shim (detail/settings.h) ---------------
@@ -181,6 +186,15 @@ def _parse_nan(text: str) -> NanCheck:
         return NanCheck()
     action, _, kind = key.partition(":")
     return NanCheck(action, kind == "naninf")
+
+
+def _parse_memcheck(text: str) -> str:
+    key = _word(text)
+    if key in ("", "0", "false", "no"):
+        key = "off"
+    if key not in MEMCHECK_MODES:
+        raise ValueError("expected one of " + ", ".join(MEMCHECK_MODES))
+    return key
 
 
 def _parse_upstream_nan(text: str) -> NanCheck:
@@ -332,6 +346,8 @@ VARIABLES: Tuple[Variable, ...] = (
     Variable("nan_check", "AOTI_DEBUG_NAN_CHECK", _parse_nan,
              "TORCHINDUCTOR_NAN_ASSERTS", _parse_upstream_nan,
              help="off, warn, raise (+ :nan or :naninf)"),
+    Variable("memcheck", "AOTI_DEBUG_MEMCHECK", _parse_memcheck,
+             help="off, warn, raise: guard regions and poison around a run's allocations"),
     Variable("sync", "AOTI_DEBUG_SYNC", _parse_bool, when="run",
              help="synchronize after every instrumented launch"),
     Variable("dump_dir", "AOTI_DEBUG_DUMP_DIR", _parse_dir, when="run",

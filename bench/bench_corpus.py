@@ -39,6 +39,8 @@ CONFIGS = {
     "nan raise": ({"AOTI_DEBUG_NAN_CHECK": "raise"}, {}, 1.05),
     "nan warn + guards": ({"AOTI_DEBUG_NAN_CHECK": "warn", "AOTI_DEBUG_CHECK_INPUTS": "1"}, {}, 1.05),
     "all compiled, off": ({"AOTI_DEBUG_COMPILE": "all"}, {}, 1.02),
+    "memcheck warn": ({"AOTI_DEBUG_MEMCHECK": "warn"}, {}, 1.5),
+    "memcheck compiled, off": ({"AOTI_DEBUG_MEMCHECK": "warn"}, {"AOTI_DEBUG_MEMCHECK": "off"}, 1.02),
     "level 1": ({"AOTI_DEBUG_LOGLEVEL": "5"}, {"AOTI_DEBUG_LOGLEVEL": "1", "AOTI_DEBUG_LOGDEST": "LOG"}, 1.15),
     "level 5": ({"AOTI_DEBUG_LOGLEVEL": "5"}, {"AOTI_DEBUG_LOGLEVEL": "5", "AOTI_DEBUG_LOGDEST": "LOG"}, 2.0),
 }

@@ -441,7 +441,7 @@ def package_stem(package_path) -> Optional[str]:
 
 # -- the linked core ----------------------------------------------------------------
 
-def linked_core(stats: bool, dumps: bool):
+def linked_core(stats: bool, dumps: bool, memcheck: bool = False):
     """(path, compiler flags) of the core object (config.h: AOTI_DEBUG_LINKED_CORE)
     to link into the AOTI artifact being generated, or None to compile the
     runtime header-only.
@@ -464,7 +464,8 @@ def linked_core(stats: bool, dumps: bool):
             or getattr(aot, "cross_target_platform", None) not in (None, "", "linux")):
         return None
     flags = _build.core_flags(stats, dumps, os.path.join(os.path.dirname(torch.__file__), "include"),
-                              bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)), torch.__version__)
+                              bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)), torch.__version__,
+                              memcheck)
     try:
         return str(_build.core_object(flags)), flags
     except (_build.BuildError, OSError):
@@ -785,7 +786,7 @@ def settings_pass(settings, user_pass):
     here = os.path.dirname(os.path.abspath(__file__))
     digest = hashlib.sha256()
     digest.update(repr(("aoti-debug", __version__, settings.level, tuple(settings.kernels),
-                        str(settings.nan_check), bool(settings.check_inputs),
+                        str(settings.nan_check), bool(settings.check_inputs), settings.memcheck,
                         repr(settings.run_defaults))).encode())
     for part in ("python_emit.py", "hooks.py", "adapter.py", "plan.py"):
         try:

@@ -35,10 +35,12 @@ def c_string(text: str) -> str:
     return "".join(out)
 
 
-def runtime_options(settings) -> Tuple[bool, bool]:
-    """(statistics, flight recorder): the costly parts to compile, left out
-    unless something can use them (level 5 or a NaN check; level 10)."""
-    return settings.level >= 5 or settings.nan_check.enabled, settings.level >= 10
+def runtime_options(settings) -> Tuple[bool, bool, bool]:
+    """(statistics, flight recorder, memory check): the costly parts to
+    compile, left out unless something can use them (level 5, a NaN check or
+    the memory check; level 10; the memory check, which needs c10's headers)."""
+    memcheck = settings.memcheck != "off"
+    return settings.level >= 5 or settings.nan_check.enabled or memcheck, settings.level >= 10, memcheck
 
 
 # The wrapper names the core object it needs and how it is built; the link
@@ -51,9 +53,10 @@ def runtime_source(settings, core: Optional[Tuple[str, Sequence[str]]] = None) -
     """The runtime, inlined; with `core` (the path of a core object built with
     the same options, and its compiler flags) only the declarations of its
     out-of-line functions are compiled here, and the core is linked in."""
-    stats, dumps = runtime_options(settings)
+    stats, dumps, memcheck = runtime_options(settings)
     options = ("" if stats else "#define AOTI_DEBUG_ENABLE_STATS 0\n") + \
-        ("" if dumps else "#define AOTI_DEBUG_ENABLE_DUMPS 0\n")
+        ("" if dumps else "#define AOTI_DEBUG_ENABLE_DUMPS 0\n") + \
+        ("#define AOTI_DEBUG_ENABLE_MEMCHECK 1\n" if memcheck else "")
     if core:
         path, flags = core
         options += (f"#define AOTI_DEBUG_LINKED_CORE 1\n{CORE_MARKER}{path}\n"
@@ -184,10 +187,22 @@ def before_launch(site: Site) -> List[str]:
         _call("AOTI_DEBUG_LAUNCH", "aotid_run", f"aotid_site_{site.index}", *_values(site, False))]
 
 
-def after_launch(site: Site, nan_check: bool) -> List[str]:
+def after_launch(site: Site, nan_check: bool, memcheck: bool = False) -> List[str]:
     lines = [_call("AOTI_DEBUG_LAUNCH_END", "aotid_run", f"aotid_site_{site.index}",
                    *_values(site, True))]
-    return lines + (nan_after(site) if nan_check else [])
+    return lines + (mem_after(site) if memcheck else []) + (nan_after(site) if nan_check else [])
+
+
+def mem_before(site: Site) -> List[str]:
+    """Tags what the launch allocates (memory check): one branch when off at run time."""
+    return [f"if (AOTI_DEBUG_UNLIKELY(aotid_mem.on)) aotid_mem.before(aotid_site_{site.index});"]
+
+
+def mem_after(site: Site) -> List[str]:
+    """The memory check after a launch, before the NaN check: a NaN read from
+    memory nobody wrote is reported as that, not as numerics."""
+    values = ", ".join(_value(a) for a in site.args)
+    return [f"if (AOTI_DEBUG_UNLIKELY(aotid_mem.on)) aotid_mem.after(aotid_site_{site.index}, {{{values}}});"]
 
 
 def nan_after(site: Site) -> List[str]:
@@ -218,10 +233,10 @@ def output_source(site: Site, a: Arg) -> str:
     return adapter.buffer_source(a.name, site.provenance.nodes)
 
 
-def skipped_launch(site: Site, nan_check: bool) -> List[str]:
+def skipped_launch(site: Site, nan_check: bool, memcheck: bool = False) -> List[str]:
     """A launch the kernel filter leaves out of the log still takes its number
-    (and still has its outputs checked: the filter narrows logging only)."""
-    if nan_check:
+    (and is still checked: the filter narrows logging only)."""
+    if nan_check or memcheck:
         return site_definition(site) + ["++aotid_run.launch;"]
     return ["++aotid_run.launch;"]
 
@@ -231,11 +246,13 @@ class Emitter:
     call, so nothing goes into the header."""
 
     @staticmethod
-    def launch(site: Site, shown: bool, nan_check: bool):
+    def launch(site: Site, shown: bool, nan_check: bool, memcheck: bool = False):
         """(header, before, after) lines around the launch."""
+        mem = mem_before(site) if memcheck else []
         if shown:
-            return [], before_launch(site), after_launch(site, nan_check)
-        return [], skipped_launch(site, nan_check), nan_after(site) if nan_check else []
+            return [], before_launch(site) + mem, after_launch(site, nan_check, memcheck)
+        after = (mem_after(site) if memcheck else []) + (nan_after(site) if nan_check else [])
+        return [], skipped_launch(site, nan_check, memcheck) + mem, after
 
 
 EMITTER = Emitter()
@@ -253,7 +270,11 @@ def model_config(settings, model: str) -> str:
     d = settings.run_defaults
     if d is not None:
         fields.append(f"{{true, {d.level}, {c_string(','.join(d.kernels))}, "
-                      f"{c_string(str(d.nan_check))}, {_bool(d.check_inputs)}}}")
+                      f"{c_string(str(d.nan_check))}, {_bool(d.check_inputs)}, {c_string(d.memcheck)}}}")
+    if settings.memcheck != "off":
+        if d is None:
+            fields.append('{false, 0, "", "off", false, "off"}')
+        fields.append(c_string(settings.memcheck))
     return f"aoti_debug::ModelConfig{{{', '.join(fields)}}}"
 
 
@@ -273,6 +294,8 @@ def run_begin(settings, model: str, inputs: Sequence[str], labels: Sequence[str]
     lines = [f"static aoti_debug::Model aotid_model({model_config(settings, model)});",
              _names("aotid_inputs", labels),
              _call("AOTI_DEBUG_BEGIN_RUN", "aotid_run", "aotid_model", "aotid_inputs", *values)]
+    if settings.memcheck != "off":
+        lines.append("aoti_debug::MemChecks aotid_mem(aotid_model, aotid_run);")
     if settings.nan_check.enabled:
         lines += ["aoti_debug::NanChecks aotid_nan(aotid_model, aotid_run);",
                   f"if (AOTI_DEBUG_UNLIKELY(aotid_nan.on)) aotid_nan.inputs({{{', '.join(values)}}});"]
@@ -282,6 +305,9 @@ def run_begin(settings, model: str, inputs: Sequence[str], labels: Sequence[str]
 def run_end(settings, outputs: Sequence[Arg]) -> List[str]:
     lines = [_names("aotid_outputs", [a.name for a in outputs]),
              _call("AOTI_DEBUG_END_RUN", "aotid_run", "aotid_outputs", *[_value(a) for a in outputs])]
+    if settings.memcheck != "off":
+        lines.append("if (AOTI_DEBUG_UNLIKELY(aotid_mem.on)) aotid_mem.finish(aotid_outputs, "
+                     f"{{{', '.join(_value(a) for a in outputs)}}});")
     if settings.nan_check.enabled:
         lines.append("if (AOTI_DEBUG_UNLIKELY(aotid_nan.on)) aotid_nan.finish();")
     return lines

@@ -279,7 +279,8 @@ def launch(wrapper, st: WrapperState, kernel: str, prov: Provenance, args: List[
     site = new_site(st, kernel, prov, args, kind)
     site.ops = ops
     # the filter narrows logging only: every launch is checked
-    header, before, after = st.emitter.launch(site, selected(kernel, prov), _active.nan_check.enabled)
+    header, before, after = st.emitter.launch(site, selected(kernel, prov), _active.nan_check.enabled,
+                                              _active.memcheck != "off")
     for line in header:
         wrapper.header.writeline(line)
     for line in before:
@@ -470,7 +471,7 @@ def py_on_return(wrapper, output_refs) -> None:
     if st is None or not st.entry_written:
         return
     # a view output is an expression (reinterpret_tensor(buf2, ...)): run-end evaluates it too
-    for line in python_emit.run_end(model_outputs(list(output_refs), st.labels)):
+    for line in python_emit.run_end(model_outputs(list(output_refs), st.labels), _active.memcheck != "off"):
         wrapper.wrapper_call.writeline(line)
     from torch._inductor.virtualized import V
     names = [n for n in V.graph.graph_inputs if adapter.is_tensor_input(n)]

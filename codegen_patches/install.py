@@ -46,7 +46,8 @@ def instrument(level: Optional[int] = None,
                kernels: Union[str, Sequence[str], None] = None,
                check_inputs: Optional[bool] = None,
                nan_check: Optional[str] = None,
-               compile: Optional[str] = None) -> Iterator[settings_mod.Settings]:
+               compile: Optional[str] = None,
+               memcheck: Optional[str] = None) -> Iterator[settings_mod.Settings]:
     """`aoti_debug.instrument()`: compile-time settings for the AOTI compiles
     in the `with` block.  ``compile="all"`` compiles everything in and makes
     the other values what a run does while its variables are unset.
@@ -55,7 +56,7 @@ def instrument(level: Optional[int] = None,
     a bad value raises SettingsError before anything is compiled.
     """
     overrides = {"level": level, "kernels": kernels, "check_inputs": check_inputs,
-                 "nan_check": nan_check, "compile": compile}
+                 "nan_check": nan_check, "compile": compile, "memcheck": memcheck}
     resolved = settings_mod.read(overrides=overrides)
     previous = activate(resolved)
     try:

@@ -21,7 +21,9 @@ def header(settings, model: str) -> List[str]:
     d = settings.run_defaults
     defaults = ("" if d is None else
                 f", ({int(d.level)}, {','.join(d.kernels)!r}, {str(d.nan_check)!r}, "
-                f"{bool(d.check_inputs)!r})")
+                f"{bool(d.check_inputs)!r}, {d.memcheck!r})")
+    if settings.memcheck != "off":
+        defaults += f"{', None' if d is None else ''}, memcheck={settings.memcheck!r}"
     return ["from aoti_debug.runtime.launches import Model as _aotid_Model, Site as _aotid_Site",
             f"{MODEL} = _aotid_Model({model!r}, {int(settings.level)}, "
             f"{','.join(settings.kernels)!r}, {str(settings.nan_check)!r}, "
@@ -63,6 +65,15 @@ def after_launch(site: Site) -> List[str]:
     return [f"if {RUN}.level: {RUN}.after({site_name(site)}, {_values(site, True)})"]
 
 
+def mem_before(site: Site) -> List[str]:
+    return [f"if {RUN}.mem: {RUN}.mem_before({site_name(site)})"]
+
+
+def mem_after(site: Site) -> List[str]:
+    """The memory check after a launch, before the NaN check (as cpp_emit.mem_after)."""
+    return [f"if {RUN}.mem: {RUN}.mem_after({site_name(site)}, {_tuple([a.expr for a in site.args])})"]
+
+
 def skipped_launch(site: Site) -> List[str]:
     """A launch the compile-time filter leaves out still takes its number."""
     return [f"{RUN}.launch += 1"]
@@ -83,12 +94,13 @@ class Emitter:
     checked."""
 
     @staticmethod
-    def launch(site: Site, shown: bool, nan_check: bool):
+    def launch(site: Site, shown: bool, nan_check: bool, memcheck: bool = False):
         """(header, before, after) lines around the launch."""
         nan = nan_check and bool(site.args)
-        header = [site_definition(site)] if shown or nan else []
-        before = before_launch(site) if shown else skipped_launch(site)
-        after = (after_launch(site) if shown else []) + (nan_after(site) if nan else [])
+        header = [site_definition(site)] if shown or nan or memcheck else []
+        before = (before_launch(site) if shown else skipped_launch(site)) + (mem_before(site) if memcheck else [])
+        after = ((after_launch(site) if shown else []) + (mem_after(site) if memcheck else [])
+                 + (nan_after(site) if nan else []))
         return header, before, after
 
 
@@ -99,7 +111,8 @@ def run_begin(inputs: Sequence[str], labels: Sequence[str]) -> List[str]:
     return [f"{RUN} = {MODEL}.begin_run({_tuple([repr(l) for l in labels])}, {_tuple(list(inputs))})"]
 
 
-def run_end(outputs: Sequence[Arg]) -> List[str]:
-    return [f"if {RUN}.level >= 3: {RUN}.end({_tuple([repr(a.name) for a in outputs])}, "
-            f"{_tuple([a.expr for a in outputs])})",
-            f"if {RUN}.nan: {RUN}.nan_finish()"]
+def run_end(outputs: Sequence[Arg], memcheck: bool = False) -> List[str]:
+    names, values = _tuple([repr(a.name) for a in outputs]), _tuple([a.expr for a in outputs])
+    return ([f"if {RUN}.level >= 3: {RUN}.end({names}, {values})"]
+            + ([f"if {RUN}.mem: {RUN}.mem_finish({names}, {values})"] if memcheck else [])
+            + [f"if {RUN}.nan: {RUN}.nan_finish()"])

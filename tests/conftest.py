@@ -170,6 +170,19 @@ def mylib_so(tmp_path_factory):
     return proc.stdout.strip().splitlines()[-1]
 
 
+@pytest.fixture(scope="session")
+def membugs_so(mylib_so):
+    """examples/custom_op/memory_bugs.cpp (torch.ops.membugs.*), built once per session
+    beside mylib (MYLIB_BUILD_DIR of the tutorial finds both)."""
+    build = os.path.dirname(mylib_so)
+    proc = run_python(f"""
+        import sys; sys.path.insert(0, {os.path.join(REPO, 'examples', 'custom_op')!r})
+        import mylib
+        print(mylib.build_memory_bugs({str(build)!r}))
+    """, timeout=600)
+    return proc.stdout.strip().splitlines()[-1]
+
+
 def raised(proc):
     """The exception text a run_package() run printed."""
     assert "RAISED: " in proc.stdout, proc.stdout + proc.stderr

@@ -15,6 +15,9 @@ from torch.export import Dim
 # session; loading it registers torch.ops.mylib.gather_rows.
 if os.environ.get("MYLIB_SO"):
     torch.ops.load_library(os.environ["MYLIB_SO"])
+# examples/custom_op/memory_bugs.cpp: torch.ops.membugs.*, ops with memory bugs
+if os.environ.get("MEMBUGS_SO"):
+    torch.ops.load_library(os.environ["MEMBUGS_SO"])
 
 
 class MLP(torch.nn.Module):
@@ -92,6 +95,27 @@ class Gather(torch.nn.Module):
         h = torch.relu(self.fc(x))  # LINE:gather.fc
         g = torch.ops.mylib.gather_rows(h, idx)  # LINE:gather.op
         return (g * 2.0).sum(1)  # LINE:gather.sum
+
+
+class Overrun(torch.nn.Module):
+    """A custom op that writes one float past the end of the tensor it returns."""
+
+    def forward(self, x):
+        h = x + 1.0  # LINE:overrun.add
+        y = torch.ops.membugs.overrun(h)  # LINE:overrun.op
+        return y * 3.0  # LINE:overrun.mul
+
+
+class MemoryBugs(torch.nn.Module):
+    """Custom ops that return memory they never wrote, read before their input,
+    and write past the end of a scratch tensor they free."""
+
+    def forward(self, x):
+        h = x + 1.0  # LINE:membugs.add
+        u = torch.ops.membugs.unwritten(h)  # LINE:membugs.unwritten
+        r = torch.ops.membugs.read_before(h * 2.0)  # LINE:membugs.read_before
+        s = torch.ops.membugs.scratch(h)  # LINE:membugs.scratch
+        return u + 1.0, r - 1.0, s  # LINE:membugs.out
 
 
 class Ranked(torch.nn.Module):
@@ -243,6 +267,10 @@ def example(name):
         return MulLog(), (torch.randn(4, 8, generator=g),), None
     if name == "gather":
         return Gather(), gather_inputs(), None
+    if name == "overrun":
+        return Overrun(), (torch.arange(5, dtype=torch.float32),), None
+    if name == "membugs":
+        return MemoryBugs(), (torch.arange(5, dtype=torch.float32),), None
     if name == "named":
         seq = Dim("seq", min=2, max=32)
         return Named(), named_inputs(), {"input_ids": {1: seq}, "attention_mask": {1: seq}}

@@ -22,8 +22,9 @@ from aoti_debug.cli import main
 import corpus
 from conftest import FULL, TESTS, clean_env, records, run_python
 
-# the instrumented package: everything compiled in, up to level-10 dumps and their ops
-FULL10 = dict(FULL, AOTI_DEBUG_LOGLEVEL="10")
+# the instrumented package: everything compiled in, up to level-10 dumps and their
+# ops, and the memory check (raise): every run below has it on unless it says off
+FULL10 = dict(FULL, AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_MEMCHECK="raise")
 
 pytestmark = [pytest.mark.slow, pytest.mark.corpus]
 
@@ -150,6 +151,17 @@ def test_outputs_bit_identical_to_the_plain_package(model, level):
         outputs, text = model.run(f"level{level}", model.full, AOTI_DEBUG_LOGLEVEL=level)
         assert (text == "") == (level == "0")
     assert bits(outputs) == bits(model.reference)
+
+
+def test_memcheck_finds_nothing_and_changes_nothing(model):
+    """Guards and poison around every allocation: no report, and the records and
+    outputs of a correct model are exactly those of a run without them."""
+    outputs, text = model.level5[0]
+    assert "note - memcheck" not in text
+    off_outputs, off_text = model.run("memcheck-off", model.full, AOTI_DEBUG_LOGLEVEL="5",
+                                      AOTI_DEBUG_MEMCHECK="off")
+    assert bits(off_outputs) == bits(outputs)
+    assert records(mask(off_text)) == records(mask(text)), first_difference(off_text, text)
 
 
 def test_every_launch_names_a_line_of_transformers(model):

@@ -35,7 +35,7 @@ def header_only(tmp_path_factory, aoti_cache):
         import sys; sys.path.insert(0, {TESTS!r})
         import torch, models
         from aoti_debug.codegen_patches import adapter
-        adapter.linked_core = lambda stats, dumps: None     # as where the core cannot be linked
+        adapter.linked_core = lambda *options: None     # as where the core cannot be linked
         torch._inductor.aoti_compile_and_package(models.export("mlp"), package_path={out!r})
     """, env=clean_env(TORCHINDUCTOR_CACHE_DIR=aoti_cache, AOTI_DEBUG_LOGLEVEL="10"), timeout=600)
     return out
@@ -51,7 +51,7 @@ def test_aoti_wrapper_declares_the_core_and_the_artifact_contains_it(tmp_path, l
     so.write_bytes(member(linked, ".wrapper.so"))
     symbols = subprocess.run(["nm", "-C", str(so)], capture_output=True, text=True, check=True).stdout
     defined = [line for line in symbols.splitlines()
-               if "aoti_debug::v3::before_launch(" in line and "[clone" not in line]
+               if "aoti_debug::v4::before_launch(" in line and "[clone" not in line]
     assert len(defined) == 1 and defined[0].split()[1] in ("t", "T"), defined  # defined here, hidden
     assert cpp_emit.CORE_MARKER not in member(header_only, ".wrapper.cpp").decode()
 
@@ -96,8 +96,8 @@ def test_a_core_object_gone_before_the_link_is_built_again(tmp_path, aoti_cache)
         import torch, models
         from aoti_debug.codegen_patches import adapter
         found = adapter.linked_core
-        def vanishing(stats, dumps):       # the cache is cleaned between codegen and link
-            core = found(stats, dumps)
+        def vanishing(*options):           # the cache is cleaned between codegen and link
+            core = found(*options)
             os.unlink(core[0])
             return core
         adapter.linked_core = vanishing

@@ -27,6 +27,7 @@ BAD = [
     ("AOTI_RUNTIME_CHECK_INPUTS", ["2", "y"]),
     ("AOTI_DEBUG_NAN_CHECK", ["1", "raise:inf", "yes", "on", "error"]),
     ("TORCHINDUCTOR_NAN_ASSERTS", ["2", "yes", "raise"]),
+    ("AOTI_DEBUG_MEMCHECK", ["1", "yes", "on", "raise:nan", "error"]),
     ("AOTI_DEBUG_SYNC", ["2", "sometimes"]),
     ("AOTI_DEBUG_DUMP_DIR", ["", "  ", "dumps/%r"]),
     ("AOTI_DEBUG_DUMP_MAX_SIZE_GB", ["0", "-1", "x", "inf", "nan", "1e", "0x10", "1__0", "", "-0.0",
@@ -45,6 +46,7 @@ GOOD = [
     ("AOTI_DEBUG_CHECK_INPUTS", ["YES", "off", "", " true "]),
     ("AOTI_DEBUG_NAN_CHECK", ["warn", "RAISE:NANINF", "0", "no", "warn:nan", ""]),
     ("TORCHINDUCTOR_NAN_ASSERTS", ["1", "TRUE", "0", ""]),
+    ("AOTI_DEBUG_MEMCHECK", ["warn", " RAISE ", "0", "no", "off", ""]),
     ("AOTI_DEBUG_SYNC", ["on", "0"]),
     ("AOTI_DEBUG_DUMP_DIR", [" dumps "]),
     ("AOTI_DEBUG_DUMP_MAX_SIZE_GB", ["0.5", " 2 ", "0.001", ".5", "5."]),
@@ -57,7 +59,7 @@ FIELDS = {"AOTI_DEBUG_LOGLEVEL": "level",
           "AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT": "kernels",
           "AOTI_DEBUG_CHECK_INPUTS": "check_inputs", "AOTI_RUNTIME_CHECK_INPUTS": "check_inputs",
           "AOTI_DEBUG_NAN_CHECK": "nan_check", "TORCHINDUCTOR_NAN_ASSERTS": "nan_check",
-          "AOTI_DEBUG_SYNC": "sync", "AOTI_DEBUG_DUMP_DIR": "dump_dir",
+          "AOTI_DEBUG_MEMCHECK": "memcheck", "AOTI_DEBUG_SYNC": "sync", "AOTI_DEBUG_DUMP_DIR": "dump_dir",
           "AOTI_DEBUG_DUMP_MAX_SIZE_GB": "dump_max_size_gb",
           "AOTI_DEBUG_DUMP_MAX_COUNT": "dump_max_count"}
 
@@ -76,9 +78,9 @@ def as_text(field, value):
 
 
 # An artifact compiled with these; run-only variables fall back to defaults.
-COMPILED = dict(level=3, kernels="*relu*", nan_check="warn:naninf", check_inputs=True)
+COMPILED = dict(level=3, kernels="*relu*", nan_check="warn:naninf", check_inputs=True, memcheck="warn")
 FALLBACK = {"level": "3", "logdest": "stdout", "kernels": "*relu*", "check_inputs": "1",
-            "nan_check": "warn:naninf", "sync": "0", "dump_dir": "aoti_debug_dumps",
+            "nan_check": "warn:naninf", "memcheck": "warn", "sync": "0", "dump_dir": "aoti_debug_dumps",
             "dump_max_size_gb": "20.0", "dump_max_count": "1000"}
 
 

@@ -28,6 +28,7 @@ SIZE = "expected a number of gigabytes > 0, e.g. 0.5"
 BOOL = "expected one of 0, 1, true, false, yes, no, on, off"
 NAN = "expected one of off, warn, raise, warn:nan, raise:nan, warn:naninf, raise:naninf"
 NAN_ASSERTS = "expected 0 or 1"
+MEMCHECK = "expected one of off, warn, raise"
 GLOBS = "expected comma-separated globs (*, ?, [...]), none of them empty, every [ closed by ]"
 
 DIGITS_25 = "9" * 25
@@ -142,6 +143,13 @@ CASES = [
     ("AOTI_DEBUG_NAN_CHECK", "\uff57\uff41\uff52\uff4e", NAN),  # full-width warn
     ("AOTI_DEBUG_NAN_CHECK", "raise:inf", NAN),
     ("AOTI_DEBUG_NAN_CHECK", "1", NAN),
+    ("AOTI_DEBUG_MEMCHECK", "RAISE", ok("raise")),
+    ("AOTI_DEBUG_MEMCHECK", " warn ", ok("warn")),
+    ("AOTI_DEBUG_MEMCHECK", "no", ok("off")),
+    ("AOTI_DEBUG_MEMCHECK", "", ok("off")),
+    ("AOTI_DEBUG_MEMCHECK", "1", MEMCHECK),
+    ("AOTI_DEBUG_MEMCHECK", "raise:nan", MEMCHECK),
+    ("AOTI_DEBUG_MEMCHECK", "\uff57\uff41\uff52\uff4e", MEMCHECK),  # full-width warn
     ("TORCHINDUCTOR_NAN_ASSERTS", "1", ok("raise:naninf")),
     ("TORCHINDUCTOR_NAN_ASSERTS", "TRUE", ok("raise:naninf")),
     ("TORCHINDUCTOR_NAN_ASSERTS", "", ok("off")),

@@ -288,7 +288,7 @@ def _torch_release() -> str:
 @pytest.mark.skipif(_torch_release() != RECORDED_WITH,
                     reason=f"the tutorial's output was recorded with torch {RECORDED_WITH}; "
                            "kernel names and the banner differ on other releases")
-def test_tutorial_commands_print_what_it_shows(tmp_path, aoti_cache, mylib_so):
+def test_tutorial_commands_print_what_it_shows(tmp_path, aoti_cache, mylib_so, membugs_so):
     from aoti_debug import runner
     runner.build_runner()                       # cached: the tutorial's build-runner only finds it
     root = str(tmp_path / "aoti-debug")

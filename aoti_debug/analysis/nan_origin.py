@@ -85,6 +85,8 @@ class Finding:
     entered: Optional[Check] = None         # first event whose inputs already held NaN/Inf
     unfinished: List[Event] = dataclasses.field(default_factory=list)  # never ended: outputs unknown
     notes: List[str] = dataclasses.field(default_factory=list)  # the NaN checker's notes on the origin
+    # the memory check's notes on the origin: its NaN is poison, memory nobody wrote
+    memory: List[str] = dataclasses.field(default_factory=list)
     op: Optional[str] = None                # the origin launch's op line (op_origin.py)
     all_events: List[Event] = dataclasses.field(default_factory=list)
     unreadable: List[str] = dataclasses.field(default_factory=list)   # dumped files that cannot be read
@@ -144,7 +146,8 @@ def find(log: Log) -> Finding:
             else:
                 finding.other_origins.append(c)
         finding.notes = checker_notes(log, origin.event)
-        if not _is_call(origin.event):
+        finding.memory = checker_notes(log, origin.event, "memcheck")
+        if not _is_call(origin.event) and not finding.memory:
             finding.op = op_origin.describe(origin.event)
     first_bad_input = next((c for c in sorted(all_checks, key=lambda c: c.start)
                             if c.inputs_state == NONFINITE), None)
@@ -219,10 +222,10 @@ def _first_only(finding: Finding) -> List[str]:
     return finding_text(dataclasses.replace(finding, unreadable=[], left_out=[]))
 
 
-def checker_notes(log: Log, event: Event) -> List[str]:
-    """What the compiled-in NaN checker (`note - nan-check`) said about this launch."""
+def checker_notes(log: Log, event: Event, topic: str = "nan-check") -> List[str]:
+    """What a compiled-in check (`note - nan-check`, `note - memcheck`) said about this launch."""
     prefix = f"launch {event.title} "
-    return [line for r in log.records if r.kind == "note" and r.name == "nan-check"
+    return [line for r in log.records if r.kind == "note" and r.name == topic
             and r.pid == event.pid for line in r.notes if line.startswith(prefix)]
 
 
@@ -328,7 +331,10 @@ def finding_text(finding: Finding) -> List[str]:
     lines: List[str] = []
     if finding.origin is not None:
         origin = finding.origin
-        lines += describe(origin, "NaN/Inf origin", finding.processes, finding.op)
+        # poison read or returned by the origin: a memory bug, not numerics
+        heading = "NaN/Inf from memory nobody wrote" if finding.memory else "NaN/Inf origin"
+        lines += describe(origin, heading, finding.processes, finding.op)
+        lines += [f"  memcheck: {n}" for n in finding.memory]
         unknown = [e for e in origin.inputs if e.state == UNKNOWN]
         if unknown:
             lines.append(f"  note: {len(unknown)} input(s) have no statistics, so their "

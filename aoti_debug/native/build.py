@@ -134,12 +134,13 @@ def build(source: Path, flags: Sequence[str], name: str, force: bool = False) ->
 
 
 def core_flags(stats: bool, dumps: bool, torch_include: str, cxx11_abi: bool,
-               torch_version: str) -> Tuple[str, ...]:
+               torch_version: str, memcheck: bool = False) -> Tuple[str, ...]:
     """How a core object for an artifact compiled with these options is built
     (the wrapper's AOTI_DEBUG_ENABLE_* must match: they change inline code)."""
     return ("-O2", CXX_STD, "-c", "-fPIC", "-fvisibility=hidden",
             f"-D_GLIBCXX_USE_CXX11_ABI={int(cxx11_abi)}",
             f"-DAOTI_DEBUG_ENABLE_STATS={int(stats)}", f"-DAOTI_DEBUG_ENABLE_DUMPS={int(dumps)}",
+            *(("-DAOTI_DEBUG_ENABLE_MEMCHECK=1",) if memcheck else ()),
             f"-DAOTI_DEBUG_CORE_TORCH={torch_version}", "-I", torch_include)
 
 

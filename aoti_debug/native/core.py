@@ -122,7 +122,7 @@ _SIGNATURES = {
     "aotid_install_crash_handler": (None, []),
     "aotid_registry_attach": (_i32, []),
     "aotid_glob_match": (_i32, [_str, _str]),
-    "aotid_read_settings": (_i64, [ctypes.POINTER(ctypes.c_char_p), _i32, _str, _str, _i32,
+    "aotid_read_settings": (_i64, [ctypes.POINTER(ctypes.c_char_p), _i32, _str, _str, _i32, _str,
                                    _buf, _i64]),
 }
 
@@ -322,7 +322,7 @@ def glob_match(pattern: str, text: str) -> bool:
 
 
 def read_settings(environ: Mapping[str, str], level: int = 0, kernels: str = "",
-                  nan_check: str = "off", check_inputs: bool = False
+                  nan_check: str = "off", check_inputs: bool = False, memcheck: str = "off"
                   ) -> Tuple[List[str], Dict[str, str]]:
     """How the C++ shim reads ``environ`` for an artifact compiled with the given
     values: (problem lines with their "; keeping ..." tail, resolved fields as text)."""
@@ -333,7 +333,8 @@ def read_settings(environ: Mapping[str, str], level: int = 0, kernels: str = "",
     while True:
         buf = ctypes.create_string_buffer(cap)
         n = handle.aotid_read_settings(arr, level, kernels.encode("utf-8"),
-                                       nan_check.encode("utf-8"), 1 if check_inputs else 0, buf, cap)
+                                       nan_check.encode("utf-8"), 1 if check_inputs else 0,
+                                       memcheck.encode("utf-8"), buf, cap)
         if n < 0:
             raise RuntimeError("aotid_read_settings failed")
         if n < cap:

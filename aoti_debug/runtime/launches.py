@@ -36,7 +36,7 @@ import threading
 from typing import Any, Optional, Sequence, Tuple
 
 from . import format as fmt
-from . import nan_checks
+from . import memcheck, nan_checks
 from . import sink, state
 from .. import settings as settings_mod
 
@@ -74,7 +74,7 @@ class Model:
 
     def __init__(self, name: str, level: int, kernels: str = "", nan_check: str = "off",
                  check_inputs: bool = False, torch_version: str = "",
-                 defaults: Optional[Tuple[int, str, str, bool]] = None) -> None:
+                 defaults: Optional[Tuple[int, str, str, bool, str]] = None, memcheck: str = "off") -> None:
         self.name = sink.instance_name(name or "model")
         self.compiled_level = int(level)
         self.compiled_kernels = settings_mod.split_kernels(kernels or "")
@@ -83,7 +83,9 @@ class Model:
         self.torch_version = torch_version
         # what a run does while its variables are unset (AOTI_DEBUG_COMPILE=all:
         # less than is compiled in)
-        d_level, d_kernels, d_nan, _ = defaults or (level, kernels, nan_check, check_inputs)
+        d_level, d_kernels, d_nan, _, d_mem = defaults or (level, kernels, nan_check, check_inputs, memcheck)
+        self.compiled_memcheck = settings_mod._parse_memcheck(memcheck or "off")
+        self.memcheck = settings_mod._parse_memcheck(d_mem or "off")   # what runs do (after _init)
         self.default_level = int(d_level)
         self.nan_check = settings_mod._parse_nan(d_nan or "off")
         self.level = 0
@@ -114,6 +116,12 @@ class Model:
                 if nan_checks.asks_for_more(c, r):
                     lines.append(self._more(nan_from, c, "AOTI_DEBUG_NAN_CHECK", r))
                 self.nan_check = nan_checks.effective(c, r)
+            mem_from = s.sources.get("memcheck", "default")
+            if "=" in mem_from and not mem_from.startswith("default"):
+                c, r = self.compiled_memcheck, s.memcheck
+                if memcheck.ORDER[r] > memcheck.ORDER[c]:
+                    lines.append(self._more(mem_from, c, "AOTI_DEBUG_MEMCHECK", r))
+                self.memcheck = min(c, r, key=memcheck.ORDER.__getitem__)
             kernels_from = s.sources.get("kernels", "default")
             if "=" in kernels_from and not kernels_from.startswith("default"):
                 self._runtime_kernels = tuple(s.kernels)
@@ -135,6 +143,8 @@ class Model:
         if not self._ready:
             self._init()
         run = Run(self, next(self._runs), self.level)
+        if self.memcheck != "off":   # first: guards what the run allocates from here on
+            run.mem = memcheck.MemChecks(self.memcheck, self.name, run.run, run.level)
         if run.level:
             _safely(run._write_begin, input_names, inputs)
         if self.nan_check.enabled:
@@ -155,12 +165,13 @@ class Model:
 class Run:
     """One call of the compiled graph: run number R, launch counter K, level."""
 
-    __slots__ = ("model", "run", "level", "launch", "nan", "dumps")
+    __slots__ = ("model", "run", "level", "launch", "nan", "dumps", "mem")
 
     def __init__(self, model: Model, run: int, level: int) -> None:
         self.model, self.run, self.level, self.launch = model, run, level, 0
         self.nan: Optional[nan_checks.NanChecks] = None   # set when NaN checks are on
         self.dumps: Optional[RunDumps] = None              # level 10: the run's dump folder
+        self.mem: Optional[memcheck.MemChecks] = None      # set when the memory check is on
 
     def _id(self) -> str:
         return f"{self.run}.{self.launch}"
@@ -222,6 +233,19 @@ class Run:
 
     def nan_finish(self) -> None:
         _checked(self.nan.finish)
+
+    def mem_before(self, site: Site) -> None:
+        if self.mem.on:
+            _safely(self.mem.before, self.launch, site)
+
+    def mem_after(self, site: Site, values: Sequence[Any]) -> None:
+        """The memory check after a launch (whatever the level), before the NaN check."""
+        if self.mem.on:
+            _checked(self.mem.after, self.launch, site, values)
+
+    def mem_finish(self, names: Sequence[str], values: Sequence[Any]) -> None:
+        if self.mem.on:
+            _checked(self.mem.finish, self.launch, names, values)
 
 
 class RunDumps:
@@ -293,10 +317,11 @@ def _checked(check, *args) -> None:
     """A check's own failure is the only exception that reaches the model's caller."""
     try:
         check(*args)
-    except nan_checks.NanCheckError:
+    except (nan_checks.NanCheckError, memcheck.MemcheckError):
         raise
     except Exception as exc:
-        _safely(state.note, "logger", f"NaN check failed: {type(exc).__name__}: {exc}")
+        what = "memory check" if isinstance(getattr(check, "__self__", None), memcheck.MemChecks) else "NaN check"
+        _safely(state.note, "logger", f"{what} failed: {type(exc).__name__}: {exc}")
 
 
 def _args(site: Site, values, out_side: bool, level: int):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
 
-from . import state
+from . import poison, state
 from . import stats as stats_mod
 from ..settings import NanCheck
 
@@ -111,7 +111,8 @@ class NanChecks:
             bad = self._bad(s)
             (self.bad.add if bad else self.bad.discard)(t.data_ptr())
             if bad:
-                self._report(launch, site, label, sources[k] or site.source, s, tainted)
+                self._report(launch, site, label, sources[k] or site.source, s, tainted,
+                             poison.at(t, self._first_bad(s)))
 
     def _counts(self, s: stats_mod.Stats) -> str:
         return f"{s.nan_count} NaN" + (f" and {s.inf_count} Inf" if self.count_inf else "")
@@ -122,7 +123,8 @@ class NanChecks:
             first = s.first_inf
         return first
 
-    def _report(self, launch: int, site, buffer: str, source: str, s, tainted: List[str]) -> None:
+    def _report(self, launch: int, site, buffer: str, source: str, s, tainted: List[str],
+                poisoned: bool = False) -> None:
         msg = (f"launch {self.run}.{launch} {site.kernel} (source {source or '-'}) wrote "
                f"{self._counts(s)} into {buffer} (first at flat index {self._first_bad(s)}); ")
         if not tainted:
@@ -131,6 +133,8 @@ class NanChecks:
         else:
             msg += ("its input " if len(tainted) == 1 else "its inputs ") + ", ".join(tainted)
             msg += " already held NaN/Inf (look earlier)" if self.count_inf else " already held NaN (look earlier)"
+        if poisoned:
+            msg += "; the first is memcheck poison: memory nobody wrote, not arithmetic"
         raising = self.raise_ and not tainted
         if self.level >= 1 or not raising:   # at level 0 the exception alone says it
             state.tell(self.level, "nan-check", msg)

@@ -166,8 +166,8 @@ AOTID_EXPORT int32_t aotid_glob_match(const char* pattern, const char* text) noe
 // artifact's compiled values as fallbacks.  Output: one line per problem,
 // a line "--", then "field=value" lines of the result.
 AOTID_EXPORT int64_t aotid_read_settings(const char* const* env, int32_t level, const char* kernels,
-                                         const char* nan_check, int32_t check_inputs, char* buf,
-                                         int64_t cap) noexcept {
+                                         const char* nan_check, int32_t check_inputs,
+                                         const char* memcheck, char* buf, int64_t cap) noexcept {
   try {
     namespace d = aoti_debug::detail;
     d::Settings fallback;
@@ -176,6 +176,7 @@ AOTID_EXPORT int64_t aotid_read_settings(const char* const* env, int32_t level, 
     std::string err;
     d::parse_nan(nan_check ? nan_check : "off", &fallback.nan_check, &err);
     fallback.check_inputs = check_inputs != 0;
+    d::parse_memcheck(memcheck ? memcheck : "off", &fallback.memcheck, &err);
     std::vector<std::string> problems;
     const d::Settings s = d::read_settings(d::Env{env}, fallback, &problems);
     std::string out;
@@ -186,6 +187,7 @@ AOTID_EXPORT int64_t aotid_read_settings(const char* const* env, int32_t level, 
     out += "kernels=" + d::join_kernels(s.kernels) + "\n";
     out += std::string("check_inputs=") + (s.check_inputs ? "1" : "0") + "\n";
     out += "nan_check=" + s.nan_check.str() + "\n";
+    out += std::string("memcheck=") + d::memcheck_name(s.memcheck) + "\n";
     out += std::string("sync=") + (s.sync ? "1" : "0") + "\n";
     out += "dump_dir=" + s.dump_dir + "\n";
     out += "dump_max_size_gb=" + d::py_float_repr(s.dump_max_size_gb) + "\n";

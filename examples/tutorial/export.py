@@ -14,7 +14,7 @@ import warnings
 import torch
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-parser.add_argument("model", choices=["ranker", "lookup"], help="the module that defines the model")
+parser.add_argument("model", choices=["ranker", "lookup", "scaler"], help="the module that defines the model")
 parser.add_argument("package", help="the .pt2 file to write")
 parser.add_argument("--library", action="append", default=[], help="a custom-op library to load first")
 args = parser.parse_args()

@@ -12,11 +12,11 @@
 // Layout version of the process registry (detail/registry.h).  Copies of the
 // runtime attach to a published registry only when this number matches; bump
 // it whenever the Registry struct changes.
-#define AOTI_DEBUG_REGISTRY_ABI 3
+#define AOTI_DEBUG_REGISTRY_ABI 4
 
 // Inline namespace tied to the ABI, so copies of different versions compiled
 // into one binary never merge their inline functions.
-#define AOTI_DEBUG_ABI_NS v3
+#define AOTI_DEBUG_ABI_NS v4
 
 // Tensors with at least this many elements have their statistics computed on
 // several threads (results are bit-identical either way).
@@ -40,6 +40,13 @@
 // #define before the runtime), which also saves compile time.
 #ifndef AOTI_DEBUG_ENABLE_DUMPS
 #define AOTI_DEBUG_ENABLE_DUMPS 1
+#endif
+
+// The memory check (detail/memcheck.h): it replaces torch's CPU allocator,
+// so it needs c10's C++ headers and library; the codegen passes
+// -DAOTI_DEBUG_ENABLE_MEMCHECK=1 for artifacts compiled with it.
+#ifndef AOTI_DEBUG_ENABLE_MEMCHECK
+#define AOTI_DEBUG_ENABLE_MEMCHECK 0
 #endif
 
 // Highest level AOTI_DEBUG_SCOPE (hand-written ops) may log at; lower it to

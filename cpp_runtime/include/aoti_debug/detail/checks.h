@@ -18,7 +18,11 @@
 #include "../config.h"
 #include "format.h"
 #include "launch.h"
+#include "poison.h"
 #include "stats.h"
+#if AOTI_DEBUG_ENABLE_MEMCHECK
+#include "memcheck.h"
+#endif
 
 AOTI_DEBUG_NAMESPACE_BEGIN
 
@@ -156,7 +160,7 @@ class NanChecks {
 
 #if AOTI_DEBUG_ENABLE_STATS
   void report(const Site& site, const char* buffer, const char* source, const Stats& s,
-              const std::vector<std::string>& tainted) {
+              const std::vector<std::string>& tainted, bool poison) {
     std::string msg = "launch " + detail::run_launch_id(run_.run, run_.launch) + " " + site.kernel +
                       " (source " + detail::or_dash(source) + ") wrote " +
                       InputGuard::counts(s, count_inf_) + " into " + buffer + " (first at flat index " +
@@ -171,6 +175,7 @@ class NanChecks {
       for (size_t i = 0; i < tainted.size(); ++i) msg += (i ? ", " : "") + tainted[i];
       msg += count_inf_ ? " already held NaN/Inf (look earlier)" : " already held NaN (look earlier)";
     }
+    if (poison) msg += "; the first is memcheck poison: memory nobody wrote, not arithmetic";
     const bool raising = raise_ && tainted.empty();
     // at level 0 the exception alone says it: no record, no stderr line twice
     if (run_.level >= 1 || !raising) model_.tell(run_.level, "nan-check", msg);
@@ -377,7 +382,9 @@ AOTI_DEBUG_CORE_FN void NanChecks::after(const Site& site, const char* const* so
     }
     const bool bad = holds_bad(s, count_inf_);
     set_bad(arg->t.data, bad);
-    if (bad) report(site, a.name, sources && *sources[k] ? sources[k] : site.source, s, tainted);
+    if (bad)
+      report(site, a.name, sources && *sources[k] ? sources[k] : site.source, s, tainted,
+             detail::poison_at(arg->t, InputGuard::first_bad(s, count_inf_)));
 #endif
   }
 }

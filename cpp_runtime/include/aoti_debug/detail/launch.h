@@ -117,6 +117,7 @@ struct RunDefaults {
   const char* kernels;
   const char* nan_check;
   bool check_inputs;
+  const char* memcheck = "off";
 };
 
 // What the artifact was compiled with.
@@ -127,7 +128,8 @@ struct ModelConfig {
   const char* nan_check;
   bool check_inputs;
   const char* torch_version;
-  RunDefaults defaults = {false, 0, "", "off", false};
+  RunDefaults defaults = {false, 0, "", "off", false, "off"};
+  const char* memcheck = "off";  // compiled AOTI_DEBUG_MEMCHECK (off, warn, raise)
 };
 
 class Model;
@@ -158,6 +160,7 @@ class Model {
   int level() const { return level_; }
   const detail::NanCheck& nan_check() const { return nan_check_; }
   bool check_inputs() const { return check_inputs_; }
+  int memcheck() const { return memcheck_; }  // detail::kNanOff / kNanWarn / kNanRaise
   bool sync() const { return settings_.sync; }
   const detail::Settings& settings() const { return settings_; }
   const std::string& name() const { return name_; }
@@ -213,6 +216,7 @@ class Model {
   std::vector<std::string> compiled_kernels_;
   detail::NanCheck nan_check_;  // compiled in; after init(), what runs do
   bool check_inputs_;           // likewise
+  int memcheck_ = detail::kNanOff;  // likewise
   detail::Settings defaults_;   // what an unset run-time variable keeps
   std::string torch_version_;
   detail::Settings settings_;
@@ -234,10 +238,12 @@ AOTI_DEBUG_CORE_FN Model::Model(const ModelConfig& c)
       torch_version_(c.torch_version ? c.torch_version : "unknown") {
   std::string err;
   if (!detail::parse_nan(c.nan_check ? c.nan_check : "off", &nan_check_, &err)) nan_check_ = {};
+  if (!detail::parse_memcheck(c.memcheck ? c.memcheck : "off", &memcheck_, &err)) memcheck_ = detail::kNanOff;
   defaults_.level = compiled_level_;
   defaults_.kernels = compiled_kernels_;
   defaults_.nan_check = nan_check_;
   defaults_.check_inputs = check_inputs_;
+  defaults_.memcheck = memcheck_;
   if (c.defaults.given) {
     defaults_.level = c.defaults.level;
     defaults_.kernels = detail::parse_kernels(c.defaults.kernels ? c.defaults.kernels : "");
@@ -245,6 +251,8 @@ AOTI_DEBUG_CORE_FN Model::Model(const ModelConfig& c)
                            &defaults_.nan_check, &err))
       defaults_.nan_check = {};
     defaults_.check_inputs = c.defaults.check_inputs;
+    if (!detail::parse_memcheck(c.defaults.memcheck ? c.defaults.memcheck : "off", &defaults_.memcheck, &err))
+      defaults_.memcheck = detail::kNanOff;
   }
   pthread_mutex_init(&mu_, nullptr);
 }
@@ -278,6 +286,10 @@ AOTI_DEBUG_CORE_FN void Model::init() {
     if (settings_.check_inputs_set && settings_.check_inputs && !check_inputs_)
       more(settings_.check_inputs_from, "0", "AOTI_DEBUG_CHECK_INPUTS", "1");
     check_inputs_ = check_inputs_ && settings_.check_inputs;
+    if (settings_.memcheck_set && settings_.memcheck > memcheck_)
+      more(settings_.memcheck_from, detail::memcheck_name(memcheck_), "AOTI_DEBUG_MEMCHECK",
+           detail::memcheck_name(settings_.memcheck));
+    if (settings_.memcheck < memcheck_) memcheck_ = settings_.memcheck;
     if (!lines.empty()) {
       lines.pop_back();
       tell(level_, "settings", lines, true);

@@ -108,6 +108,7 @@ struct Registry {
   int32_t nmodels;            // ABI 3
   int32_t models_loaded;
   ModelName models[kMaxModelNames];
+  void* memcheck;             // ABI 4: the guarding allocator (detail/memcheck.h's GuardApi)
 };
 
 // ---- async-signal-safe helpers ----

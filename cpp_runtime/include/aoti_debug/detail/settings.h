@@ -44,6 +44,7 @@ struct Settings {
   std::vector<std::string> kernels;  // lowercased globs; empty = every kernel
   bool check_inputs = false;
   NanCheck nan_check;
+  int memcheck = kNanOff;  // AOTI_DEBUG_MEMCHECK: kNanOff, kNanWarn or kNanRaise (off, warn, raise)
   bool sync = false;
   std::string dump_dir = "aoti_debug_dumps";
   double dump_max_size_gb = 20.0;
@@ -51,8 +52,8 @@ struct Settings {
   int64_t rank = -1, world = -1;  // the process's rank and world size; -1: unknown (process_rank)
   // Which variables the environment set (validly): run time may lower these.
   // (The kernel filter needs no flag: unset, it is the fallback's, which Model reads as is.)
-  bool level_set = false, check_inputs_set = false, nan_check_set = false;
-  std::string level_from, check_inputs_from, nan_check_from;  // "NAME='value'" that set them
+  bool level_set = false, check_inputs_set = false, nan_check_set = false, memcheck_set = false;
+  std::string level_from, check_inputs_from, nan_check_from, memcheck_from;  // "NAME='value'" that set them
 };
 
 // ---- Python-compatible text helpers ----
@@ -281,6 +282,23 @@ inline bool parse_nan(const std::string& t, NanCheck* v, std::string* err) {
   return true;
 }
 
+inline const char* memcheck_name(int action) {
+  return action == kNanRaise ? "raise" : action == kNanWarn ? "warn" : "off";
+}
+
+inline bool parse_memcheck(const std::string& t, int* v, std::string* err) {
+  std::string s = setting_word(t);
+  if (s.empty() || s == "0" || s == "false" || s == "no") s = "off";
+  if (s == "off") *v = kNanOff;
+  else if (s == "warn") *v = kNanWarn;
+  else if (s == "raise") *v = kNanRaise;
+  else {
+    *err = "expected one of off, warn, raise";
+    return false;
+  }
+  return true;
+}
+
 inline bool parse_upstream_nan(const std::string& t, NanCheck* v, std::string* err) {
   const std::string s = setting_word(t);
   if (s == "1" || s == "true") {
@@ -482,7 +500,7 @@ inline bool expand_rank(std::string* dest, int64_t rank, std::string* err) {
 inline Settings read_settings(const Env& env, const Settings& fallback,
                               std::vector<std::string>* problems) {
   Settings s = fallback;
-  s.level_set = s.check_inputs_set = s.nan_check_set = false;
+  s.level_set = s.check_inputs_set = s.nan_check_set = s.memcheck_set = false;
   std::string value, err;
   auto bad = [&](const char* name, const std::string& keeping) {
     problems->push_back(problem(name, value, err) + "; keeping " + keeping);
@@ -541,6 +559,12 @@ inline Settings read_settings(const Env& env, const Settings& fallback,
     if (parse_upstream_nan(value, &s.nan_check, &err))
       s.nan_check_set = true, s.nan_check_from = from("TORCHINDUCTOR_NAN_ASSERTS");
     else bad("TORCHINDUCTOR_NAN_ASSERTS", fallback.nan_check.str());
+  }
+
+  if (env.get("AOTI_DEBUG_MEMCHECK", &value)) {
+    if (parse_memcheck(value, &s.memcheck, &err))
+      s.memcheck_set = true, s.memcheck_from = from("AOTI_DEBUG_MEMCHECK");
+    else bad("AOTI_DEBUG_MEMCHECK", memcheck_name(fallback.memcheck));
   }
 
   if (env.get("AOTI_DEBUG_SYNC", &value) && !parse_bool(value, &s.sync, &err))
