@@ -14,7 +14,7 @@ from aoti_debug.cli import main
 from conftest import TESTS, clean_env, raised, records, run_package, run_python, saved_inputs
 import models
 
-pytestmark = [pytest.mark.slow, pytest.mark.torch_matrix]
+pytestmark = pytest.mark.slow
 
 # level 5 with the NaN check on, as a user debugging a NaN would run
 CHECKED = dict(AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_NAN_CHECK="warn:nan", AOTI_DEBUG_MEMCHECK="raise")
@@ -87,6 +87,7 @@ def test_switched_off_at_run_time_the_bug_is_real_and_silent(overrun, membugs_so
     assert notes(text, "memcheck") == [] and notes(text, "nan-check") == []
 
 
+@pytest.mark.torch_matrix   # one package for every release: the hooks, and c10's allocator API
 def test_warn_names_memory_nobody_wrote_and_a_read_before_the_start(membugs, membugs_so, tmp_path):
     log = tmp_path / "log.txt"
     proc = run_package(membugs, "membugs", MEMBUGS_SO=membugs_so, AOTI_DEBUG_LOGDEST=log,
@@ -135,6 +136,7 @@ def test_a_package_without_it_says_what_to_recompile_with(packages, tmp_path):
         "Recompile with AOTI_DEBUG_MEMCHECK=warn (or AOTI_DEBUG_COMPILE=all) to get it."]
 
 
+@pytest.mark.torch_matrix
 def test_torch_compile_reports_what_the_artifact_reports(membugs, membugs_so, tmp_path):
     """The Python runtime's memory check: the same allocator, the same messages
     (the wrappers name their buffers each their own way)."""

@@ -29,6 +29,10 @@ def _cpu(value: Any) -> bool:
     return _tensor(value) and value.device.type == "cpu"
 
 
+def _floating(value: Any) -> bool:
+    return _cpu(value) and value.dtype.is_floating_point
+
+
 def tensor_words(name: str, role: Optional[str], t: Any) -> str:
     dtype = str(t.dtype).replace("torch.", "")
     return f"{name} ({role + ', ' if role else ''}{dtype}{tuple(t.shape)})"
@@ -104,17 +108,15 @@ class MemChecks:
         names = [name for name, _ in site.args]
         roles = [role for _, role in site.args]
         self._damage(launch, site, names, roles, values)
+        # outputs first: a clean launch reads each output once and never its inputs (weights)
         found = []   # (name, role, tensor, count, first) of outputs holding poison
-        inputs_poisoned = False
         for (name, role), v in zip(site.args, values):
-            if not _cpu(v) or v.dtype.is_complex or not v.dtype.is_floating_point:
-                continue
-            count, first = poison.count(v)
-            if count and role == "in":
-                inputs_poisoned = True
-            elif count:
-                found.append((name, role, v, count, first))
-        if inputs_poisoned:
+            if role != "in" and _floating(v) and bool(v.isnan().any()):
+                count, first = poison.count(v)
+                if count:
+                    found.append((name, role, v, count, first))
+        if not found or any(role == "in" and _floating(v) and bool(v.isnan().any()) and poison.count(v)[0]
+                            for (_, role), v in zip(site.args, values)):
             return
         for name, role, v, count, first in found:
             if v.data_ptr() in self.poisoned:
