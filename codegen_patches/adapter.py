@@ -775,9 +775,11 @@ def python_input_labels(names: List[str]) -> List[str]:
     return out
 
 
-def settings_pass(settings, user_pass):
+def settings_pass(settings, user_pass, provenance: str = ""):
     """A post-grad pass that changes nothing and whose uuid() hashes the compile-time
-    settings, so Inductor's FX graph cache keeps instrumented and plain artifacts apart."""
+    settings and the graph's provenance, so Inductor's FX graph cache keeps
+    instrumented and plain artifacts apart, and never hands back a wrapper
+    that names the lines of another copy of the model's source."""
     import hashlib
     import os
     from torch._inductor.custom_graph_pass import CustomGraphPass
@@ -787,7 +789,7 @@ def settings_pass(settings, user_pass):
     digest = hashlib.sha256()
     digest.update(repr(("aoti-debug", __version__, settings.level, tuple(settings.kernels),
                         str(settings.nan_check), bool(settings.check_inputs), settings.memcheck,
-                        repr(settings.run_defaults))).encode())
+                        repr(settings.run_defaults), provenance)).encode())
     for part in ("python_emit.py", "hooks.py", "adapter.py", "plan.py"):
         try:
             with open(os.path.join(here, part), "rb") as f:
@@ -818,6 +820,19 @@ def settings_pass(settings, user_pass):
     if isinstance(user_pass, (list, tuple)):
         return list(user_pass) + [AotiDebugSettingsPass(None)]
     return AotiDebugSettingsPass(user_pass)
+
+
+def graph_provenance(gm) -> str:
+    """A digest of where each node of a graph comes from (its stack trace and
+    module path): Inductor's cache key leaves these out, the generated
+    wrapper names them."""
+    import hashlib
+    digest = hashlib.sha256()
+    for node in getattr(getattr(gm, "graph", None), "nodes", ()):
+        meta = getattr(node, "meta", {}) or {}
+        digest.update(repr((node.name, meta.get("stack_trace"),
+                            list((meta.get("nn_module_stack") or {}).values()))).encode())
+    return digest.hexdigest()
 
 
 def install_python_wrapper_patches(hooks) -> None:
@@ -871,7 +886,7 @@ def install_python_wrapper_patches(hooks) -> None:
             depth[0] += 1
             try:
                 with config.patch(post_grad_custom_post_pass=settings_pass(
-                        settings, config.post_grad_custom_post_pass)):
+                        settings, config.post_grad_custom_post_pass, graph_provenance(model_))):
                     return orig(model_, *args, **kwargs)
             finally:
                 depth[0] -= 1

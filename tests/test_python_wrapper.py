@@ -246,6 +246,34 @@ def test_fx_graph_cache_knows_the_settings(tmp_path, fx_cache_dir):
     assert not (tmp_path / "p2" / "levelNone.log").exists()
 
 
+# The same model in a file of its own, `pad` blank lines down, compiled at level 3.
+MOVED = r"""
+import sys, torch, aoti_debug
+sys.path.insert(0, {folder!r})
+import moved
+with aoti_debug.instrument(level=3):
+    torch.compile(moved.Doubler())(torch.ones(4))
+"""
+
+
+def test_fx_graph_cache_never_serves_another_copys_lines(tmp_path):
+    """Inductor's cache key leaves stack traces out; the wrapper names the user's
+    lines: a graph cached from one copy of the source (another checkout, an
+    edit that moved the model) must not name that copy's lines."""
+    cache = tmp_path / "cache"
+    sources = []
+    for pad in (0, 7):
+        folder = tmp_path / f"copy{pad}"
+        folder.mkdir()
+        (folder / "moved.py").write_text("\n" * pad + "import torch\n\n\nclass Doubler(torch.nn.Module):\n"
+                                         "    def forward(self, x):\n        return x * 2.0\n")
+        log = folder / "log.txt"
+        run_python(MOVED.format(folder=str(folder)),
+                   env=clean_env(TORCHINDUCTOR_CACHE_DIR=cache, AOTI_DEBUG_LOGDEST=log))
+        sources += re.findall(r"source=(\S+)", log.read_text())
+    assert sources == [f"{tmp_path / 'copy0' / 'moved.py'}:6", f"{tmp_path / 'copy7' / 'moved.py'}:13"]
+
+
 def test_run_time_level_and_filter(tmp_path, fx_cache_dir):
     """Run-time variables: AOTI_DEBUG_LOGLEVEL cannot raise the compiled level (one
     note says so); AOTI_DEBUG_KERNELS filters records and keeps the numbers.  The
