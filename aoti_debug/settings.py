@@ -176,12 +176,18 @@ def _parse_bool(text: str) -> bool:
     return BOOL_WORDS[key]
 
 
-def _parse_nan(text: str) -> NanCheck:
+def _mode(text: str, modes: Sequence[str]) -> str:
+    """One of `modes` (a check's), with "", "0", "false" and "no" meaning off."""
     key = _word(text)
     if key in ("", "0", "false", "no"):
         key = "off"
-    if key not in NAN_MODES:
-        raise ValueError("expected one of " + ", ".join(NAN_MODES))
+    if key not in modes:
+        raise ValueError("expected one of " + ", ".join(modes))
+    return key
+
+
+def _parse_nan(text: str) -> NanCheck:
+    key = _mode(text, NAN_MODES)
     if key == "off":
         return NanCheck()
     action, _, kind = key.partition(":")
@@ -189,12 +195,7 @@ def _parse_nan(text: str) -> NanCheck:
 
 
 def _parse_memcheck(text: str) -> str:
-    key = _word(text)
-    if key in ("", "0", "false", "no"):
-        key = "off"
-    if key not in MEMCHECK_MODES:
-        raise ValueError("expected one of " + ", ".join(MEMCHECK_MODES))
-    return key
+    return _mode(text, MEMCHECK_MODES)
 
 
 def _parse_upstream_nan(text: str) -> NanCheck:

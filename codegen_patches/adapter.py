@@ -452,8 +452,6 @@ def linked_core(stats: bool, dumps: bool, memcheck: bool = False):
     elsewhere, an untested release included (a link that left the core out
     would fail), the header-only runtime costs compile time but needs
     nothing at link time."""
-    import os
-    import torch
     from torch._inductor import config
     from torch._inductor.virtualized import V
     from aoti_debug.native import build as _build
@@ -463,9 +461,7 @@ def linked_core(stats: bool, dumps: bool, memcheck: bool = False):
             or getattr(aot, "package_cpp_only", False)
             or getattr(aot, "cross_target_platform", None) not in (None, "", "linux")):
         return None
-    flags = _build.core_flags(stats, dumps, os.path.join(os.path.dirname(torch.__file__), "include"),
-                              bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)), torch.__version__,
-                              memcheck)
+    flags = _build.core_flags(stats, dumps, memcheck)
     try:
         return str(_build.core_object(flags)), flags
     except (_build.BuildError, OSError):

@@ -133,15 +133,21 @@ def build(source: Path, flags: Sequence[str], name: str, force: bool = False) ->
     raise BuildError(f"building {source} of the aoti-debug C++ runtime failed:\n" + "\n".join(problems))
 
 
-def core_flags(stats: bool, dumps: bool, torch_include: str, cxx11_abi: bool,
-               torch_version: str, memcheck: bool = False) -> Tuple[str, ...]:
+def torch_flags() -> Tuple[str, ...]:
+    """Flags for code compiled against the running torch's C++ headers: its C++
+    ABI, its version (which also keys the cache) and its include folder."""
+    import torch
+    return (f"-D_GLIBCXX_USE_CXX11_ABI={int(bool(getattr(torch._C, '_GLIBCXX_USE_CXX11_ABI', True)))}",
+            f"-DAOTI_DEBUG_CORE_TORCH={torch.__version__}",
+            "-I", os.path.join(os.path.dirname(torch.__file__), "include"))
+
+
+def core_flags(stats: bool, dumps: bool, memcheck: bool = False) -> Tuple[str, ...]:
     """How a core object for an artifact compiled with these options is built
     (the wrapper's AOTI_DEBUG_ENABLE_* must match: they change inline code)."""
     return ("-O2", CXX_STD, "-c", "-fPIC", "-fvisibility=hidden",
-            f"-D_GLIBCXX_USE_CXX11_ABI={int(cxx11_abi)}",
             f"-DAOTI_DEBUG_ENABLE_STATS={int(stats)}", f"-DAOTI_DEBUG_ENABLE_DUMPS={int(dumps)}",
-            *(("-DAOTI_DEBUG_ENABLE_MEMCHECK=1",) if memcheck else ()),
-            f"-DAOTI_DEBUG_CORE_TORCH={torch_version}", "-I", torch_include)
+            *(("-DAOTI_DEBUG_ENABLE_MEMCHECK=1",) if memcheck else ()), *torch_flags())
 
 
 def core_object(flags: Iterable[str]) -> Path:

@@ -33,13 +33,9 @@ _why: Optional[str] = None
 
 def _flags() -> Tuple[str, ...]:
     import torch
-    root = os.path.dirname(torch.__file__)
-    abi = int(bool(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True)))
-    lib = os.path.join(root, "lib")
-    return ("-O2", _build.CXX_STD, "-shared", "-fPIC", "-fvisibility=hidden",
-            f"-D_GLIBCXX_USE_CXX11_ABI={abi}", f"-DAOTI_DEBUG_CORE_TORCH={torch.__version__}",
-            "-I", os.path.join(root, "include"), "-Wl,--no-as-needed", f"-L{lib}", f"-Wl,-rpath,{lib}",
-            "-lc10")
+    lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+    return ("-O2", _build.CXX_STD, "-shared", "-fPIC", "-fvisibility=hidden", *_build.torch_flags(),
+            "-Wl,--no-as-needed", f"-L{lib}", f"-Wl,-rpath,{lib}", "-lc10")
 
 
 def api() -> Tuple[Optional[ctypes.CDLL], Optional[str]]:

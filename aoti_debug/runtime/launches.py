@@ -241,11 +241,11 @@ class Run:
     def mem_after(self, site: Site, values: Sequence[Any]) -> None:
         """The memory check after a launch (whatever the level), before the NaN check."""
         if self.mem.on:
-            _checked(self.mem.after, self.launch, site, values)
+            _checked(self.mem.after, self.launch, site, values, what="memory check")
 
     def mem_finish(self, names: Sequence[str], values: Sequence[Any]) -> None:
         if self.mem.on:
-            _checked(self.mem.finish, self.launch, names, values)
+            _checked(self.mem.finish, self.launch, names, values, what="memory check")
 
 
 class RunDumps:
@@ -313,14 +313,13 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "_." else "_" for c in (name or "arg"))
 
 
-def _checked(check, *args) -> None:
+def _checked(check, *args, what: str = "NaN check") -> None:
     """A check's own failure is the only exception that reaches the model's caller."""
     try:
         check(*args)
     except (nan_checks.NanCheckError, memcheck.MemcheckError):
         raise
     except Exception as exc:
-        what = "memory check" if isinstance(getattr(check, "__self__", None), memcheck.MemChecks) else "NaN check"
         _safely(state.note, "logger", f"{what} failed: {type(exc).__name__}: {exc}")
 
 

@@ -415,24 +415,19 @@ AOTI_DEBUG_CORE_FN void MemChecks::after(const Site& site, std::initializer_list
   damage(&site, args, nullptr);
   // Outputs holding poison that no input held.  Outputs first: a clean
   // launch reads each output once (a NaN scan) and never its inputs (weights).
-  auto poisoned = [](const Value& v) {
-    if (v.kind != Value::kTensor || v.t.device_type != 0 || !detail::poison_dtype(v.t.dtype)) return false;
-    int64_t first = -1;
-    return !all_finite(v.t, false) && detail::count_poison(v.t, &first) > 0;
-  };
-  for (int side = 0; side < 2; ++side) {  // 0: outputs (any?), 1: inputs (none?)
-    bool found = false;
+  auto any_poisoned = [&](bool inputs) {
     int k = 0;
     for (const Value& v : args) {
       if (k >= site.nargs) break;
-      const ArgSpec& a = site.args[k++];
-      if ((a.role == Role::In) == (side == 1) && poisoned(v)) {
-        found = true;
-        break;
-      }
+      if ((site.args[k++].role == Role::In) != inputs || v.kind != Value::kTensor || v.t.device_type != 0 ||
+          !detail::poison_dtype(v.t.dtype) || all_finite(v.t, false))
+        continue;
+      int64_t first = -1;
+      if (detail::count_poison(v.t, &first) > 0) return true;
     }
-    if (found == (side == 1)) return;  // no poisoned output, or an input carried it in
-  }
+    return false;
+  };
+  if (!any_poisoned(false) || any_poisoned(true)) return;  // none made here, or an input carried it in
   int k = 0;
   for (const Value& v : args) {
     if (k >= site.nargs) break;

@@ -262,9 +262,14 @@ inline bool parse_bool(const std::string& t, bool* v, std::string* err) {
   return true;
 }
 
+// A check's mode as a word, with "", "0", "false" and "no" meaning off.
+inline std::string setting_mode(const std::string& t) {
+  const std::string s = setting_word(t);
+  return s.empty() || s == "0" || s == "false" || s == "no" ? "off" : s;
+}
+
 inline bool parse_nan(const std::string& t, NanCheck* v, std::string* err) {
-  std::string s = setting_word(t);
-  if (s.empty() || s == "0" || s == "false" || s == "no") s = "off";
+  const std::string s = setting_mode(t);
   static const char* const modes[] = {"off", "warn", "raise", "warn:nan", "raise:nan",
                                       "warn:naninf", "raise:naninf"};
   bool known = false;
@@ -287,8 +292,7 @@ inline const char* memcheck_name(int action) {
 }
 
 inline bool parse_memcheck(const std::string& t, int* v, std::string* err) {
-  std::string s = setting_word(t);
-  if (s.empty() || s == "0" || s == "false" || s == "no") s = "off";
+  const std::string s = setting_mode(t);
   if (s == "off") *v = kNanOff;
   else if (s == "warn") *v = kNanWarn;
   else if (s == "raise") *v = kNanRaise;
