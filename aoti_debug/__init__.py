@@ -5,7 +5,7 @@ Importing the package is cheap: the public names are loaded on first use.
 
 from ._version import __version__
 
-__all__ = ["__version__", "log_api", "instrument", "cpp_include_dir", "read_settings"]
+__all__ = ["__version__", "log_api", "instrument", "cpp_include_dir", "read_settings", "blackbox"]
 
 
 def __getattr__(name):
@@ -18,6 +18,9 @@ def __getattr__(name):
     if name == "cpp_include_dir":
         from .native.core import include_dir
         return include_dir
+    if name == "blackbox":
+        import importlib
+        return importlib.import_module(".blackbox", __name__)
     if name == "read_settings":
         from .settings import read
         return read

@@ -23,6 +23,8 @@ LEVELS = (0, 1, 3, 5, 10)
 NAN_MODES = ("off", "warn", "raise", "warn:nan", "raise:nan", "warn:naninf", "raise:naninf")
 COMPILE_MODES = ("selected", "all")
 MEMCHECK_MODES = ("off", "warn", "raise")
+BLACKBOX_MAX_LAUNCHES = 1000000
+BLACKBOX_MAX_MB = 1048576
 BOOL_WORDS = {"1": True, "true": True, "yes": True, "on": True,
               "0": False, "false": False, "no": False, "off": False, "": False}
 # upstream AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER values -> our levels
@@ -61,6 +63,7 @@ class RunDefaults:
     nan_check: NanCheck
     check_inputs: bool
     memcheck: str = "off"
+    blackbox: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +74,8 @@ class Settings:
     check_inputs: bool = False
     nan_check: NanCheck = NanCheck()
     memcheck: str = "off"      # off | warn | raise (docs/checks.md, "Memory check")
+    blackbox: int = 0          # launches the black box keeps, 0: off (docs/dumps.md, "The black box")
+    blackbox_max_mb: int = 256
     sync: bool = False
     dump_dir: str = "aoti_debug_dumps"
     dump_max_size_gb: float = 20.0
@@ -87,7 +92,7 @@ class Settings:
     @property
     def anything_compiled_in(self) -> bool:
         return (self.compile == "all" or self.level > 0 or self.check_inputs
-                or self.nan_check.enabled or self.memcheck != "off")
+                or self.nan_check.enabled or self.memcheck != "off" or self.blackbox > 0)
 
     def compiled(self) -> "Settings":
         """What goes into an artifact.  With compile=all that is everything
@@ -97,15 +102,15 @@ class Settings:
             return self
         return dataclasses.replace(
             self, level=10, kernels=(), nan_check=NanCheck("raise", True), check_inputs=True,
-            memcheck="raise",
+            memcheck="raise", blackbox=BLACKBOX_MAX_LAUNCHES,
             run_defaults=RunDefaults(self.level, self.kernels, self.nan_check, self.check_inputs,
-                                     self.memcheck))
+                                     self.memcheck, self.blackbox))
 
     @property
     def defaults(self) -> RunDefaults:
         """What a run does while its variables are unset."""
         return self.run_defaults or RunDefaults(self.level, self.kernels, self.nan_check,
-                                                self.check_inputs, self.memcheck)
+                                                self.check_inputs, self.memcheck, self.blackbox)
 
 
 # -- the grammar, the same in the C++ shim (detail/settings.h) ---------------
@@ -184,6 +189,23 @@ def _mode(text: str, modes: Sequence[str]) -> str:
     if key not in modes:
         raise ValueError("expected one of " + ", ".join(modes))
     return key
+
+
+def _parse_blackbox(text: str) -> int:
+    if _word(text) in ("", "0", "false", "no", "off"):      # as _mode spells off
+        return 0
+    value = _whole(text)
+    if value is None or value > BLACKBOX_MAX_LAUNCHES:
+        raise ValueError(f"expected off, or a number of launches from 0 to {BLACKBOX_MAX_LAUNCHES} "
+                         "(0: off), e.g. 64")
+    return value
+
+
+def _parse_blackbox_mb(text: str) -> int:
+    value = _whole(text)
+    if value is None or not 1 <= value <= BLACKBOX_MAX_MB:
+        raise ValueError(f"expected a whole number of megabytes from 1 to {BLACKBOX_MAX_MB}")
+    return value
 
 
 def _parse_nan(text: str) -> NanCheck:
@@ -349,6 +371,10 @@ VARIABLES: Tuple[Variable, ...] = (
              help="off, warn, raise (+ :nan or :naninf)"),
     Variable("memcheck", "AOTI_DEBUG_MEMCHECK", _parse_memcheck,
              help="off, warn, raise: guard regions and poison around a run's allocations"),
+    Variable("blackbox", "AOTI_DEBUG_BLACKBOX", _parse_blackbox,
+             help="off, or how many of the last launches the crash-proof ring keeps, e.g. 64"),
+    Variable("blackbox_max_mb", "AOTI_DEBUG_BLACKBOX_MAX_MB", _parse_blackbox_mb, when="run",
+             help="the black box's ring file size in megabytes"),
     Variable("sync", "AOTI_DEBUG_SYNC", _parse_bool, when="run",
              help="synchronize after every instrumented launch"),
     Variable("dump_dir", "AOTI_DEBUG_DUMP_DIR", _parse_dir, when="run",

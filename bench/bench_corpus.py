@@ -30,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 # name: (compile-time variables, run-time variables, target ratio or None)
-# "LOG" in a value becomes the worker's own log file.
+# "LOG" in a value becomes the worker's own log file, "DUMPS" its own dump directory.
 CONFIGS = {
     "plain": ({}, {}, None),
     "plain copy": (None, {}, None),  # the plain package, copied: the noise floor
@@ -41,6 +41,8 @@ CONFIGS = {
     "all compiled, off": ({"AOTI_DEBUG_COMPILE": "all"}, {}, 1.02),
     "memcheck warn": ({"AOTI_DEBUG_MEMCHECK": "warn"}, {}, 1.5),
     "memcheck compiled, off": ({"AOTI_DEBUG_MEMCHECK": "warn"}, {"AOTI_DEBUG_MEMCHECK": "off"}, 1.02),
+    "blackbox 64": ({"AOTI_DEBUG_BLACKBOX": "64"}, {"AOTI_DEBUG_DUMP_DIR": "DUMPS"}, 1.3),
+    "blackbox compiled, off": ({"AOTI_DEBUG_BLACKBOX": "64"}, {"AOTI_DEBUG_BLACKBOX": "off"}, 1.02),
     "level 1": ({"AOTI_DEBUG_LOGLEVEL": "5"}, {"AOTI_DEBUG_LOGLEVEL": "1", "AOTI_DEBUG_LOGDEST": "LOG"}, 1.15),
     "level 5": ({"AOTI_DEBUG_LOGLEVEL": "5"}, {"AOTI_DEBUG_LOGLEVEL": "5", "AOTI_DEBUG_LOGDEST": "LOG"}, 2.0),
 }
@@ -241,7 +243,9 @@ def main() -> int:
             for config in wanted:
                 for k in range(args.procs):
                     log = os.path.join(logs, f"{model}-{config.replace(' ', '_')}-{k}.log")
-                    run_env = {n: v.replace("LOG", log) for n, v in CONFIGS[config][1].items()}
+                    dumps = os.path.join(work, "dumps", os.path.basename(log)[:-4])
+                    run_env = {n: v.replace("LOG", log).replace("DUMPS", dumps)
+                               for n, v in CONFIGS[config][1].items()}
                     workers[config, k] = Worker(model, paths[model, config], dict(base, **run_env))
             times = {config: [] for config in wanted}
             keys = list(workers)
@@ -274,6 +278,7 @@ def main() -> int:
                 os.unlink(log)
             print(f"{model:8s} {config:20s} {value / 1000:8.1f}us {ratio:7.3f} {mark:>15s} {floor:>15s}", flush=True)
     shutil.rmtree(logs, ignore_errors=True)
+    shutil.rmtree(os.path.join(work, "dumps"), ignore_errors=True)
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
     print("all targets met" if not failed else

@@ -38,9 +38,11 @@ def c_string(text: str) -> str:
 def runtime_options(settings) -> Tuple[bool, bool, bool]:
     """(statistics, flight recorder, memory check): the costly parts to
     compile, left out unless something can use them (level 5, a NaN check or
-    the memory check; level 10; the memory check, which needs c10's headers)."""
+    the memory check; level 10 or the black box, which writes dump folders;
+    the memory check, which needs c10's headers)."""
     memcheck = settings.memcheck != "off"
-    return settings.level >= 5 or settings.nan_check.enabled or memcheck, settings.level >= 10, memcheck
+    return (settings.level >= 5 or settings.nan_check.enabled or memcheck,
+            settings.level >= 10 or settings.blackbox > 0, memcheck)
 
 
 # The wrapper names the core object it needs and how it is built; the link
@@ -187,10 +189,26 @@ def before_launch(site: Site) -> List[str]:
         _call("AOTI_DEBUG_LAUNCH", "aotid_run", f"aotid_site_{site.index}", *_values(site, False))]
 
 
-def after_launch(site: Site, nan_check: bool, memcheck: bool = False) -> List[str]:
+def after_launch(site: Site, nan_check: bool, memcheck: bool = False, blackbox: bool = False) -> List[str]:
     lines = [_call("AOTI_DEBUG_LAUNCH_END", "aotid_run", f"aotid_site_{site.index}",
                    *_values(site, True))]
-    return lines + (mem_after(site) if memcheck else []) + (nan_after(site) if nan_check else [])
+    return lines + checks_after(site, nan_check, memcheck, blackbox)
+
+
+def checks_after(site: Site, nan_check: bool, memcheck: bool, blackbox: bool) -> List[str]:
+    """After a launch: the black box marks it returned, then the memory check, then the NaN check."""
+    return ((box_after() if blackbox else []) + (mem_after(site) if memcheck else [])
+            + (nan_after(site) if nan_check else []))
+
+
+def box_before(site: Site) -> List[str]:
+    """The launch's record and inputs into the black box: one branch when off at run time."""
+    values = ", ".join(_values(site, False))
+    return [f"if (AOTI_DEBUG_UNLIKELY(aotid_box.on)) aotid_box.before(aotid_site_{site.index}, {{{values}}});"]
+
+
+def box_after() -> List[str]:
+    return ["if (AOTI_DEBUG_UNLIKELY(aotid_box.on)) aotid_box.after();"]
 
 
 def mem_before(site: Site) -> List[str]:
@@ -233,10 +251,10 @@ def output_source(site: Site, a: Arg) -> str:
     return adapter.buffer_source(a.name, site.provenance.nodes)
 
 
-def skipped_launch(site: Site, nan_check: bool, memcheck: bool = False) -> List[str]:
+def skipped_launch(site: Site, nan_check: bool, memcheck: bool = False, blackbox: bool = False) -> List[str]:
     """A launch the kernel filter leaves out of the log still takes its number
-    (and is still checked: the filter narrows logging only)."""
-    if nan_check or memcheck:
+    (and is still checked and kept in the black box: the filter narrows logging only)."""
+    if nan_check or memcheck or blackbox:
         return site_definition(site) + ["++aotid_run.launch;"]
     return ["++aotid_run.launch;"]
 
@@ -246,13 +264,13 @@ class Emitter:
     call, so nothing goes into the header."""
 
     @staticmethod
-    def launch(site: Site, shown: bool, nan_check: bool, memcheck: bool = False):
+    def launch(site: Site, shown: bool, nan_check: bool, memcheck: bool = False, blackbox: bool = False):
         """(header, before, after) lines around the launch."""
-        mem = mem_before(site) if memcheck else []
+        extra = (mem_before(site) if memcheck else []) + (box_before(site) if blackbox else [])
         if shown:
-            return [], before_launch(site) + mem, after_launch(site, nan_check, memcheck)
-        after = (mem_after(site) if memcheck else []) + (nan_after(site) if nan_check else [])
-        return [], skipped_launch(site, nan_check, memcheck) + mem, after
+            return [], before_launch(site) + extra, after_launch(site, nan_check, memcheck, blackbox)
+        return ([], skipped_launch(site, nan_check, memcheck, blackbox) + extra,
+                checks_after(site, nan_check, memcheck, blackbox))
 
 
 EMITTER = Emitter()
@@ -270,11 +288,14 @@ def model_config(settings, model: str) -> str:
     d = settings.run_defaults
     if d is not None:
         fields.append(f"{{true, {d.level}, {c_string(','.join(d.kernels))}, "
-                      f"{c_string(str(d.nan_check))}, {_bool(d.check_inputs)}, {c_string(d.memcheck)}}}")
-    if settings.memcheck != "off":
+                      f"{c_string(str(d.nan_check))}, {_bool(d.check_inputs)}, {c_string(d.memcheck)}, "
+                      f"{d.blackbox}}}")
+    if settings.memcheck != "off" or settings.blackbox > 0:
         if d is None:
-            fields.append('{false, 0, "", "off", false, "off"}')
+            fields.append('{false, 0, "", "off", false, "off", 0}')
         fields.append(c_string(settings.memcheck))
+    if settings.blackbox > 0:
+        fields.append(str(settings.blackbox))
     return f"aoti_debug::ModelConfig{{{', '.join(fields)}}}"
 
 
@@ -296,6 +317,9 @@ def run_begin(settings, model: str, inputs: Sequence[str], labels: Sequence[str]
              _call("AOTI_DEBUG_BEGIN_RUN", "aotid_run", "aotid_model", "aotid_inputs", *values)]
     if settings.memcheck != "off":
         lines.append("aoti_debug::MemChecks aotid_mem(aotid_model, aotid_run);")
+    if settings.blackbox > 0:
+        lines += ["aoti_debug::BlackBox aotid_box(aotid_model, aotid_run);",
+                  f"if (AOTI_DEBUG_UNLIKELY(aotid_box.on)) aotid_box.inputs(aotid_inputs, {{{', '.join(values)}}});"]
     if settings.nan_check.enabled:
         lines += ["aoti_debug::NanChecks aotid_nan(aotid_model, aotid_run);",
                   f"if (AOTI_DEBUG_UNLIKELY(aotid_nan.on)) aotid_nan.inputs({{{', '.join(values)}}});"]

@@ -270,7 +270,7 @@ def launch(wrapper, st: WrapperState, kernel: str, prov: Provenance, args: List[
     labels = st.input_names()
     args = by_data_flow(st, args)
     ops = []
-    if _active.level >= 10:
+    if _active.level >= 10 or _active.blackbox > 0:   # dump folders carry the ops (extract, check)
         held = held_before(st, args)
         after = {a.name: a.value or fx_ops.value_of(a.name) for a in args if a.role != IN}
         ops = fx_ops.program(prov.nodes, args, labels, held, after)
@@ -280,7 +280,7 @@ def launch(wrapper, st: WrapperState, kernel: str, prov: Provenance, args: List[
     site.ops = ops
     # the filter narrows logging only: every launch is checked
     header, before, after = st.emitter.launch(site, selected(kernel, prov), _active.nan_check.enabled,
-                                              _active.memcheck != "off")
+                                              _active.memcheck != "off", _active.blackbox > 0)
     for line in header:
         wrapper.header.writeline(line)
     for line in before:

@@ -94,7 +94,7 @@ class Emitter:
     checked."""
 
     @staticmethod
-    def launch(site: Site, shown: bool, nan_check: bool, memcheck: bool = False):
+    def launch(site: Site, shown: bool, nan_check: bool, memcheck: bool = False, blackbox: bool = False):
         """(header, before, after) lines around the launch."""
         nan = nan_check and bool(site.args)
         header = [site_definition(site)] if shown or nan or memcheck else []

@@ -106,6 +106,19 @@ class Overrun(torch.nn.Module):
         return y * 3.0  # LINE:overrun.mul
 
 
+class Hang(torch.nn.Module):
+    """Inductor kernels around a custom op that never returns on some inputs (membugs::hang)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(5, 5)
+
+    def forward(self, x):
+        h = self.fc(x) * 0.5  # LINE:hang.fc
+        y = torch.ops.membugs.hang(x + 1.0)  # LINE:hang.op
+        return (y + h).relu()  # LINE:hang.relu
+
+
 class MemoryBugs(torch.nn.Module):
     """Custom ops that return memory they never wrote, read before their input,
     and write past the end of a scratch tensor they free."""
@@ -269,6 +282,8 @@ def example(name):
         return Gather(), gather_inputs(), None
     if name == "overrun":
         return Overrun(), (torch.arange(5, dtype=torch.float32),), None
+    if name == "hang":
+        return Hang(), (torch.arange(5, dtype=torch.float32),), None
     if name == "membugs":
         return MemoryBugs(), (torch.arange(5, dtype=torch.float32),), None
     if name == "named":

@@ -33,6 +33,8 @@ BAD = [
     ("AOTI_DEBUG_DUMP_MAX_SIZE_GB", ["0", "-1", "x", "inf", "nan", "1e", "0x10", "1__0", "", "-0.0",
                                      "1e-3", "+.5", "1E2"]),
     ("AOTI_DEBUG_DUMP_MAX_COUNT", ["-1", "1.5", "x", "", "1_000", "+3"]),
+    ("AOTI_DEBUG_BLACKBOX", ["on", "-1", "1000001", "64 launches"]),
+    ("AOTI_DEBUG_BLACKBOX_MAX_MB", ["0", "", "1.5", "2000000"]),
     ("AOTI_DEBUG_KERNELS", ["a,,b", "relu,", "x["]),
     ("AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT", [",triton_*"]),
 ]
@@ -51,6 +53,8 @@ GOOD = [
     ("AOTI_DEBUG_DUMP_DIR", [" dumps "]),
     ("AOTI_DEBUG_DUMP_MAX_SIZE_GB", ["0.5", " 2 ", "0.001", ".5", "5."]),
     ("AOTI_DEBUG_DUMP_MAX_COUNT", ["0", " 12 ", "99999999999999999999999"]),
+    ("AOTI_DEBUG_BLACKBOX", ["8", "off", " 0064 "]),
+    ("AOTI_DEBUG_BLACKBOX_MAX_MB", ["1", " 64 "]),
 ]
 
 FIELDS = {"AOTI_DEBUG_LOGLEVEL": "level",
@@ -61,7 +65,8 @@ FIELDS = {"AOTI_DEBUG_LOGLEVEL": "level",
           "AOTI_DEBUG_NAN_CHECK": "nan_check", "TORCHINDUCTOR_NAN_ASSERTS": "nan_check",
           "AOTI_DEBUG_MEMCHECK": "memcheck", "AOTI_DEBUG_SYNC": "sync", "AOTI_DEBUG_DUMP_DIR": "dump_dir",
           "AOTI_DEBUG_DUMP_MAX_SIZE_GB": "dump_max_size_gb",
-          "AOTI_DEBUG_DUMP_MAX_COUNT": "dump_max_count"}
+          "AOTI_DEBUG_DUMP_MAX_COUNT": "dump_max_count", "AOTI_DEBUG_BLACKBOX": "blackbox",
+          "AOTI_DEBUG_BLACKBOX_MAX_MB": "blackbox_max_mb"}
 
 
 def as_text(field, value):
@@ -78,10 +83,11 @@ def as_text(field, value):
 
 
 # An artifact compiled with these; run-only variables fall back to defaults.
-COMPILED = dict(level=3, kernels="*relu*", nan_check="warn:naninf", check_inputs=True, memcheck="warn")
+COMPILED = dict(level=3, kernels="*relu*", nan_check="warn:naninf", check_inputs=True, memcheck="warn",
+                blackbox=32)
 FALLBACK = {"level": "3", "logdest": "stdout", "kernels": "*relu*", "check_inputs": "1",
             "nan_check": "warn:naninf", "memcheck": "warn", "sync": "0", "dump_dir": "aoti_debug_dumps",
-            "dump_max_size_gb": "20.0", "dump_max_count": "1000"}
+            "dump_max_size_gb": "20.0", "dump_max_count": "1000", "blackbox": "32", "blackbox_max_mb": "256"}
 
 
 @pytest.mark.parametrize("name,value", [(n, v) for n, vs in BAD for v in vs])

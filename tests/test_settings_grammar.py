@@ -29,6 +29,8 @@ BOOL = "expected one of 0, 1, true, false, yes, no, on, off"
 NAN = "expected one of off, warn, raise, warn:nan, raise:nan, warn:naninf, raise:naninf"
 NAN_ASSERTS = "expected 0 or 1"
 MEMCHECK = "expected one of off, warn, raise"
+BLACKBOX = "expected off, or a number of launches from 0 to 1000000 (0: off), e.g. 64"
+BLACKBOX_MB = "expected a whole number of megabytes from 1 to 1048576"
 GLOBS = "expected comma-separated globs (*, ?, [...]), none of them empty, every [ closed by ]"
 
 DIGITS_25 = "9" * 25
@@ -175,6 +177,28 @@ CASES = [
     ("AOTI_DEBUG_KERNELS", "[!]", GLOBS),
     ("AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT", "Triton_*", ok("triton_*")),
     ("AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT", "triton_*,", GLOBS),
+    # the black box: off or a count of launches, and its ring's size in megabytes
+    ("AOTI_DEBUG_BLACKBOX", "64", ok("64")),
+    ("AOTI_DEBUG_BLACKBOX", " 064 ", ok("64")),
+    ("AOTI_DEBUG_BLACKBOX", "OFF", ok("0")),
+    ("AOTI_DEBUG_BLACKBOX", "no", ok("0")),
+    ("AOTI_DEBUG_BLACKBOX", "", ok("0")),
+    ("AOTI_DEBUG_BLACKBOX", "0", ok("0")),
+    ("AOTI_DEBUG_BLACKBOX", "1000000", ok("1000000")),
+    ("AOTI_DEBUG_BLACKBOX", "1000001", BLACKBOX),
+    ("AOTI_DEBUG_BLACKBOX", DIGITS_25, BLACKBOX),
+    ("AOTI_DEBUG_BLACKBOX", "on", BLACKBOX),
+    ("AOTI_DEBUG_BLACKBOX", "-1", BLACKBOX),
+    ("AOTI_DEBUG_BLACKBOX", "64k", BLACKBOX),
+    ("AOTI_DEBUG_BLACKBOX", "\uff16\uff14", BLACKBOX),
+    ("AOTI_DEBUG_BLACKBOX_MAX_MB", "1", ok("1")),
+    ("AOTI_DEBUG_BLACKBOX_MAX_MB", " 0512 ", ok("512")),
+    ("AOTI_DEBUG_BLACKBOX_MAX_MB", "1048576", ok("1048576")),
+    ("AOTI_DEBUG_BLACKBOX_MAX_MB", "1048577", BLACKBOX_MB),
+    ("AOTI_DEBUG_BLACKBOX_MAX_MB", "0", BLACKBOX_MB),
+    ("AOTI_DEBUG_BLACKBOX_MAX_MB", "0.5", BLACKBOX_MB),
+    ("AOTI_DEBUG_BLACKBOX_MAX_MB", "", BLACKBOX_MB),
+    ("AOTI_DEBUG_BLACKBOX_MAX_MB", DIGITS_25, BLACKBOX_MB),
 ]
 
 FIELD = {**{v.name: v.field for v in settings.VARIABLES},

@@ -67,6 +67,9 @@ COMMAND_TIMEOUT = 600                # seconds; an AOTI compile takes 10-25 s he
 _EXIT = re.compile(r"#\s*exit\s+(\d+)\s*$")
 _PID = re.compile(r"\bpid \d+")
 _PID_IN_LOG_NAME = re.compile(r"(?<=_)\d+(?=\.log\b)")
+# the process id in dump names (4242-blackbox, 4242-ranker-run500) and a thread id
+_PID_IN_DUMP_NAME = re.compile(r"(?<![\w.])\d+(?=-(?:blackbox|[\w#]+-run\d))")
+_THREAD = re.compile(r"\bthread \d+")
 _TIMING = re.compile(r"\b\d+(?:\.\d+)? ms\b")
 _SIGNAL_REPORT = re.compile(
     r"^.*line \d+: +\d+ (Segmentation fault|Aborted|Killed|Bus error|Floating point exception"
@@ -151,6 +154,8 @@ def normalize(text: str, root: Optional[str] = None) -> List[str]:
         line = mask_line(line)
         line = _PID.sub("pid PID", line)
         line = _PID_IN_LOG_NAME.sub("PID", line)
+        line = _PID_IN_DUMP_NAME.sub("PID", line)
+        line = _THREAD.sub("thread TID", line)
         line = _TIMING.sub("TIME ms", line)
         out.append(line.rstrip())
     while out and not out[-1]:

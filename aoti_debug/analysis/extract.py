@@ -149,12 +149,18 @@ def extract(root: str, ident: str, out_dir: str, package: Optional[str] = None) 
     program = opsmod.decode(before["ops"], where)
     if program.error or not program.own():
         raise NotExtractable(program.error or "Inductor names no op for this launch")
-    if after is None or after["status"] != "ok":
-        raise NotExtractable("its outputs were not all dumped (the run stopped, or a file could not be written)")
     inputs = {k: v for k, v in tensors(folder, before["files"], ("in", "inout")).items() if v is not None}
-    recorded = {k: v for k, v in tensors(folder, after["files"], ("out", "inout")).items() if v is not None}
     held = held_outputs(before, program)
-    wanted = {name: held[name] for name in recorded if held.get(name) in program.by_node}
+    if after is None:
+        # the launch never returned (a crash, a kill, a black box's last launch): run it, compare nothing
+        recorded = {}
+        wanted = {name: node for name, node in held.items() if node in program.by_node and name not in inputs}
+    elif after["status"] != "ok":
+        raise NotExtractable("its outputs were not all dumped (a file could not be written, or a black box "
+                             "kept its inputs only)")
+    else:
+        recorded = {k: v for k, v in tensors(folder, after["files"], ("out", "inout")).items() if v is not None}
+        wanted = {name: held[name] for name in recorded if held.get(name) in program.by_node}
     if not wanted:
         raise NotExtractable("the records do not say which op's value any output holds")
     symbols = opsmod.bind(program, inputs, known_sizes(program, wanted, recorded))
@@ -172,7 +178,7 @@ def extract(root: str, ident: str, out_dir: str, package: Optional[str] = None) 
         written.append(path)
 
     save("inputs.pt", {name: inputs[name] for name in used})
-    save("recorded.pt", {name: recorded[name] for name in wanted})
+    save("recorded.pt", {name: recorded[name] for name in wanted if name in recorded})
     if source is not None:
         with open(os.path.join(out_dir, "kernel.cpp"), "w") as f:
             f.write(source)
@@ -298,6 +304,10 @@ def main():
             status = 1
             continue
         for name, got in zip(OUTPUTS, outs):
+            if name not in recorded:
+                print(f"{way}: {name} ({OUTPUTS[name]}) ran; nothing to compare with (the recording ends "
+                      "before this launch returned)")
+                continue
             ok, text = compare(got, recorded[name])
             print(f"{way}: {name} ({OUTPUTS[name]}) {'matches the recording' if ok else 'DIFFERS from the recording'}: {text}")
             status = status if ok else 1

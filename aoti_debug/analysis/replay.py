@@ -34,7 +34,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from . import closeness, runnable
+from . import blackbox, closeness, runnable
 from .dumps import MANIFEST, call_arguments, load, manifest_lines, read_manifest
 from .untrusted import InputError
 
@@ -172,6 +172,8 @@ def replay_calls(folder: str, lines: List[Tuple[int, Dict[str, Any]]], atol: flo
 _RUNNER = r"""
 import sys, torch
 so, package, inputs_path = sys.argv[1:4]
+for library in sys.argv[4:]:
+    torch.ops.load_library(library)
 inputs = list(torch.load(inputs_path, weights_only=True))
 if package:
     m = torch._inductor.aoti_load_package(package)
@@ -229,11 +231,49 @@ def check_run(folder: str, lines: List[Tuple[int, Dict[str, Any]]], package: Opt
                    here=f"{os.path.join(folder, MANIFEST)}:{number}")
 
 
+def _box_mb(folder: str) -> int:
+    """A ring for the replay's black box: room for the inputs this folder recorded, twice over."""
+    total = sum(os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder)
+                if os.path.isfile(os.path.join(folder, n)))
+    return max(128, 2 * total // (1 << 20) + 64)
+
+
+def _replayed_launches(root: str) -> Dict[Tuple[str, int], Tuple[str, Dict[str, Any]]]:
+    """(event, launch index) -> (folder, manifest line) of what the replay recorded:
+    its level-10 run folder, else the run folder of its black box dump."""
+    found: Dict[Tuple[str, int], Tuple[str, Dict[str, Any]]] = {}
+    names = sorted(os.listdir(root)) if os.path.isdir(root) else []
+    if any(blackbox.RING_NAME.match(n) for n in names):   # the replay process has ended: its ring is whole
+        blackbox.recover(root)
+        names = sorted(os.listdir(root))
+    level10 = [os.path.join(root, d) for d in names if os.path.isfile(os.path.join(root, d, MANIFEST))]
+    boxes = [os.path.join(root, d, r) for d in names if d.endswith("-blackbox")
+             for r in sorted(os.listdir(os.path.join(root, d)))
+             if os.path.isfile(os.path.join(root, d, r, MANIFEST))]
+    for folder in boxes[:1] + level10[:1]:      # level 10 wins: it has the outputs too
+        for e in read_manifest(folder):
+            if e.get("kind") == "launch":
+                found[(e.get("event"), e.get("index"))] = (folder, e)
+    return found
+
+
+def _inputs_only(entries: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """Launches recorded with their inputs and no outputs: the launch in flight
+    when the process died, or a black box's launches (it keeps inputs only)."""
+    ok_after = {e["index"] for e in entries if e["kind"] == "launch" and e["event"] == "after"
+                and e["status"] == "ok"}
+    return [e for e in entries if e["kind"] == "launch" and e["event"] == "before"
+            and e["index"] not in ok_after and any(f["file"] for f in e["files"])]
+
+
 def replay_run(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: float,
-               plan: RunPlan) -> Tuple[List[Item], str]:
-    """Items of one recorded run, and a note about the replay process ("" if it ran cleanly)."""
+               plan: RunPlan, libraries: Sequence[str] = ()) -> Tuple[List[Item], str]:
+    """Items of one recorded run, and a note about the replay process ("" if it ran cleanly).
+    A launch recorded with its outputs is compared on them; one recorded with its
+    inputs only, on those (they are what the launches before it computed)."""
     recorded = [e for e in entries if e["kind"] == "launch" and e["event"] == "after"
-                and e["status"] == "ok"]
+                and e["status"] == "ok"] + _inputs_only(entries)
+    recorded.sort(key=lambda e: e["index"])
     with tempfile.TemporaryDirectory(prefix="aoti-debug-replay-") as tmp:
         package, so = plan.package or "", ""
         if package.endswith(".so"):
@@ -242,28 +282,26 @@ def replay_run(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: fl
             so = runnable.private_copy(plan.copy, plan.sha256, plan.here,
                                        os.path.join(tmp, os.path.basename(plan.copy)))
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith("AOTI_DEBUG_DUMP") and k != "AOTI_DEBUG_RUNTIME_REGISTRY"}
+               if not k.startswith(("AOTI_DEBUG_DUMP", "AOTI_DEBUG_BLACKBOX")) and k != "AOTI_DEBUG_RUNTIME_REGISTRY"}
+        # level 10 where it was compiled in, else the black box (dumped after the run): either
+        # way every launch of the run is recorded again
         env.update(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=os.path.join(tmp, "dumps"),
                    AOTI_DEBUG_DUMP_MAX_COUNT="1000000000", AOTI_DEBUG_DUMP_MAX_SIZE_GB="1000000",
-                   AOTI_DEBUG_LOGDEST=os.path.join(tmp, "replay.log"))
-        proc = subprocess.run([sys.executable, "-c", _RUNNER, so, package, plan.inputs],
+                   AOTI_DEBUG_LOGDEST=os.path.join(tmp, "replay.log"), AOTI_DEBUG_BLACKBOX="100000",
+                   AOTI_DEBUG_BLACKBOX_MAX_MB=str(_box_mb(folder)))
+        proc = subprocess.run([sys.executable, "-c", _RUNNER, so, package, plan.inputs,
+                               *(os.path.abspath(p) for p in libraries)],
                               env=env, capture_output=True, text=True)
         note = ""
         if proc.returncode != 0:
             tail = (proc.stderr.strip().splitlines() or [""])[-1]
             note = f"replay process exited with status {proc.returncode}: {tail}"
-        new_root = os.path.join(tmp, "dumps")
-        new_dirs = [os.path.join(new_root, d) for d in sorted(os.listdir(new_root))
-                    if os.path.isdir(os.path.join(new_root, d))] if os.path.isdir(new_root) else []
-        new_entries = read_manifest(new_dirs[0]) if new_dirs and os.path.isfile(
-            os.path.join(new_dirs[0], MANIFEST)) else []
-        new_after = {e.get("index"): e for e in new_entries
-                     if e.get("kind") == "launch" and e.get("event") == "after"}
+        new_lines = _replayed_launches(os.path.join(tmp, "dumps"))
         items = []
         for e in recorded:
             item = Item("launch", e["id"], e["kernel"], False)
             items.append(item)
-            new = new_after.get(e["index"])
+            new_dir, new = new_lines.get((e["event"], e["index"]), ("", None))
             if new is None:
                 item.reason = "not reached in the replay" + (f" ({note})" if note else "")
                 continue
@@ -273,6 +311,8 @@ def replay_run(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: fl
             old_files, new_files = _launch_files(e), _launch_files(new)
             parts = []
             for arg, fname in old_files.items():
+                if not fname and e["event"] == "before":
+                    continue      # an input that was not kept (its error says why)
                 try:
                     if not fname:
                         raise InputError(f"{os.path.join(folder, MANIFEST)}: launch {e['id']} is ok "
@@ -285,7 +325,7 @@ def replay_run(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: fl
                     parts.append((False, 0.0, 0.0, f"{arg}: not written by the replay"))
                     continue
                 try:
-                    got = load(os.path.join(new_dirs[0], new_files[arg]))
+                    got = load(os.path.join(new_dir, new_files[arg]))
                 except InputError as exc:
                     parts.append((False, 0.0, 0.0, f"{arg}: the replay's file {exc}"))
                     continue
@@ -293,13 +333,15 @@ def replay_run(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: fl
             if item.unreadable:
                 continue
             item.ok, item.max_abs, item.max_rel, reason = _combine(parts)
+            if e["event"] == "before":
+                item.name += " (inputs)"
             if not item.ok and reason and "values differ" not in reason:
                 item.reason = reason
     return items, note
 
 
 def replay(root: str, atol: float = 1e-6, rtol: float = 1e-5, package: Optional[str] = None,
-           allow: Sequence[str] = ()) -> Tuple[List[Item], List[str]]:
+           allow: Sequence[str] = (), libraries: Sequence[str] = ()) -> Tuple[List[Item], List[str]]:
     """Every item of every dump folder under `root`, and notes for stderr.  Every folder is
     checked first (runnable.py): a folder that names what may not run stops the replay
     before anything runs."""
@@ -321,7 +363,7 @@ def replay(root: str, atol: float = 1e-6, rtol: float = 1e-5, package: Optional[
         if plan is None:
             items += replay_calls(folder, lines, atol, rtol)
         else:
-            got, note = replay_run(folder, [e for _, e in lines], atol, rtol, plan)
+            got, note = replay_run(folder, [e for _, e in lines], atol, rtol, plan, libraries)
             items += got
             if note:
                 notes.append(f"{folder}: {note}")

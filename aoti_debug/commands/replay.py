@@ -16,6 +16,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--package", metavar="P.pt2", default=None,
                         help="replay AOTI runs with this package (or artifact .so) instead of the "
                              "artifact copy kept in the dump directory")
+    parser.add_argument("--library", metavar="PATH", action="append", default=[],
+                        help="load this custom-op library (torch.ops.load_library) in the process that "
+                             "replays AOTI runs, as `aoti-debug-run --library` does (repeatable)")
     parser.add_argument("--allow-module", metavar="MODULE", action="append", default=[],
                         help="let recorded Python calls run functions of MODULE and its submodules "
                              "(repeatable); without it only torch.ops operators are called")
@@ -29,9 +32,12 @@ def run(args) -> int:
     if args.package is not None and not os.path.isfile(args.package):
         raise UsageError(f"--package {args.package}: no such file")
     allow_modules(args.allow_module, load=False)
+    for library in args.library:
+        if not os.path.isfile(library):
+            raise UsageError(f"--library {library}: no such file")
     try:
         items, notes = replay.replay(args.dir, atol=args.atol, rtol=args.rtol, package=args.package,
-                                     allow=args.allow_module)
+                                     allow=args.allow_module, libraries=args.library)
     except InputError as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:

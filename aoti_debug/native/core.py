@@ -123,7 +123,10 @@ _SIGNATURES = {
     "aotid_registry_attach": (_i32, []),
     "aotid_glob_match": (_i32, [_str, _str]),
     "aotid_read_settings": (_i64, [ctypes.POINTER(ctypes.c_char_p), _i32, _str, _str, _i32, _str,
-                                   _buf, _i64]),
+                                   _i64, _buf, _i64]),
+    "aotid_blackbox_recover": (_i64, [_str, _str, _buf, _i64]),
+    "aotid_blackbox_dump": (_i64, [_str, _buf, _i64]),
+    "aotid_blackbox_entries": (_i64, [_ptr, _i64, _buf, _i64]),
 }
 
 
@@ -322,8 +325,8 @@ def glob_match(pattern: str, text: str) -> bool:
 
 
 def read_settings(environ: Mapping[str, str], level: int = 0, kernels: str = "",
-                  nan_check: str = "off", check_inputs: bool = False, memcheck: str = "off"
-                  ) -> Tuple[List[str], Dict[str, str]]:
+                  nan_check: str = "off", check_inputs: bool = False, memcheck: str = "off",
+                  blackbox: int = 0) -> Tuple[List[str], Dict[str, str]]:
     """How the C++ shim reads ``environ`` for an artifact compiled with the given
     values: (problem lines with their "; keeping ..." tail, resolved fields as text)."""
     handle = _need()
@@ -334,7 +337,7 @@ def read_settings(environ: Mapping[str, str], level: int = 0, kernels: str = "",
         buf = ctypes.create_string_buffer(cap)
         n = handle.aotid_read_settings(arr, level, kernels.encode("utf-8"),
                                        nan_check.encode("utf-8"), 1 if check_inputs else 0,
-                                       memcheck.encode("utf-8"), buf, cap)
+                                       memcheck.encode("utf-8"), blackbox, buf, cap)
         if n < 0:
             raise RuntimeError("aotid_read_settings failed")
         if n < cap:
@@ -345,3 +348,39 @@ def read_settings(environ: Mapping[str, str], level: int = 0, kernels: str = "",
     problems = [line for line in head.split("\n") if line]
     values = dict(line.split("=", 1) for line in tail.split("\n") if line)
     return problems, values
+
+
+# ---------------------------------------------------------------- the black box
+
+def _text_call(fn, *args) -> Tuple[str, str]:
+    """(status, text) of a black-box entry point answering "status\\ntext"."""
+    cap = 1 << 16
+    while True:
+        buf = ctypes.create_string_buffer(cap)
+        n = fn(*args, buf, cap)
+        if n < 0:
+            raise RuntimeError(f"{fn.__name__} failed")
+        if n < cap:
+            break
+        cap = n + 1
+    status, _, text = buf.raw[:n].decode("utf-8", "surrogateescape").partition("\n")
+    return status, text
+
+
+def blackbox_recover(ring: str, out_dir: str) -> Tuple[str, str]:
+    """The ring file of a process that has ended, written as a dump folder under
+    ``out_dir``: ("ok", what it holds), ("live", why it was left alone) or ("error", why)."""
+    return _text_call(_need().aotid_blackbox_recover, os.fsencode(ring), os.fsencode(out_dir))
+
+
+def blackbox_dump() -> Tuple[str, str]:
+    """This process's ring as a dump folder now: ("ok", what it holds) or ("error", why)."""
+    return _text_call(_need().aotid_blackbox_dump, b"python")
+
+
+def blackbox_entries(data: bytes) -> Tuple[str, List[str]]:
+    """The whole entries of a ring image, as the C++ reader sees them:
+    ("ok", lines) or ("error", [why]) (aotid_blackbox_entries)."""
+    raw = ctypes.create_string_buffer(data, len(data)) if data else None
+    status, text = _text_call(_need().aotid_blackbox_entries, ctypes.cast(raw, ctypes.c_void_p), len(data))
+    return status, [line for line in text.split("\n") if line]

@@ -10,6 +10,12 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "aoti_debug/detail/blackbox.h"
 #include "aoti_debug/detail/format.h"
 #include "aoti_debug/detail/launch.h"
 #include "aoti_debug/detail/registry.h"
@@ -167,7 +173,8 @@ AOTID_EXPORT int32_t aotid_glob_match(const char* pattern, const char* text) noe
 // a line "--", then "field=value" lines of the result.
 AOTID_EXPORT int64_t aotid_read_settings(const char* const* env, int32_t level, const char* kernels,
                                          const char* nan_check, int32_t check_inputs,
-                                         const char* memcheck, char* buf, int64_t cap) noexcept {
+                                         const char* memcheck, int64_t blackbox, char* buf,
+                                         int64_t cap) noexcept {
   try {
     namespace d = aoti_debug::detail;
     d::Settings fallback;
@@ -177,6 +184,7 @@ AOTID_EXPORT int64_t aotid_read_settings(const char* const* env, int32_t level, 
     d::parse_nan(nan_check ? nan_check : "off", &fallback.nan_check, &err);
     fallback.check_inputs = check_inputs != 0;
     d::parse_memcheck(memcheck ? memcheck : "off", &fallback.memcheck, &err);
+    fallback.blackbox = blackbox;
     std::vector<std::string> problems;
     const d::Settings s = d::read_settings(d::Env{env}, fallback, &problems);
     std::string out;
@@ -188,12 +196,106 @@ AOTID_EXPORT int64_t aotid_read_settings(const char* const* env, int32_t level, 
     out += std::string("check_inputs=") + (s.check_inputs ? "1" : "0") + "\n";
     out += "nan_check=" + s.nan_check.str() + "\n";
     out += std::string("memcheck=") + d::memcheck_name(s.memcheck) + "\n";
+    out += "blackbox=" + std::to_string(s.blackbox) + "\n";
+    out += "blackbox_max_mb=" + std::to_string(s.blackbox_max_mb) + "\n";
     out += std::string("sync=") + (s.sync ? "1" : "0") + "\n";
     out += "dump_dir=" + s.dump_dir + "\n";
     out += "dump_max_size_gb=" + d::py_float_repr(s.dump_max_size_gb) + "\n";
     out += "dump_max_count=" + std::to_string(s.dump_max_count) + "\n";
     out += "rank=" + std::to_string(s.rank) + "\n";
     out += "world=" + std::to_string(s.world) + "\n";
+    return give(out, buf, cap);
+  } catch (...) {
+    return -1;
+  }
+}
+
+// ---------------------------------------------------------------- the black box
+
+// `aoti-debug blackbox recover`: the ring file `ring` of a process that has
+// ended, written as a dump folder <pid>-blackbox under `out_dir`.  Output:
+// "ok\n" + what the folder holds, or "live\n" / "error\n" + why not.
+AOTID_EXPORT int64_t aotid_blackbox_recover(const char* ring, const char* out_dir, char* buf, int64_t cap) noexcept {
+  try {
+    namespace d = aoti_debug::detail;
+    // read, not mapped: a file cut short while mapped would be SIGBUS, not a note
+    const int fd = ::open(ring, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      const int err = fd < 0 ? errno : EINVAL;
+      if (fd >= 0) ::close(fd);
+      return give("error\n" + d::py_repr(ring) + ": " + (err == EINVAL ? "not a regular file" : d::errno_text(err)),
+                  buf, cap);
+    }
+    std::string data;
+    data.resize(static_cast<size_t>(st.st_size));
+    size_t got = 0;
+    while (got < data.size()) {
+      const ssize_t n = ::read(fd, &data[got], data.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    ::close(fd);
+    data.resize(got);
+    d::ParsedRing parsed;
+    std::string why;
+    if (!d::box_parse(data.data(), data.size(), &parsed, &why)) return give("error\n" + d::py_repr(ring) + ": " + why, buf, cap);
+    const uint64_t now = d::proc_start_ticks(parsed.pid);
+    if (now != 0 ? now == parsed.start_ticks : ::kill(parsed.pid, 0) == 0 || errno == EPERM)
+      return give("live\n" + d::py_repr(ring) + ": process " + std::to_string(parsed.pid) +
+                      " is still running, so its ring is left alone (it dumps on SIGUSR2: kill -USR2 " +
+                      std::to_string(parsed.pid) + ")",
+                  buf, cap);
+    d::Settings s;
+    s.dump_dir = out_dir;
+    d::BoxSummary summary;
+    why = d::box_write(parsed, s, "stderr", "", std::to_string(parsed.pid) + "-blackbox", nullptr, &summary);
+    if (!why.empty()) return give("error\n" + why, buf, cap);
+    return give("ok\n" + d::box_summary_text(summary, parsed), buf, cap);
+  } catch (...) {
+    return -1;
+  }
+}
+
+// aoti_debug.blackbox.dump(): this process's ring as a dump folder now.
+AOTID_EXPORT int64_t aotid_blackbox_dump(const char* reason, char* buf, int64_t cap) noexcept {
+  try {
+    namespace d = aoti_debug::detail;
+    std::string text;
+    const std::string why = d::box_dump(d::Settings(), "stderr", "", nullptr, &text);
+    (void)reason;
+    return give(why.empty() ? "ok\n" + text : "error\n" + why, buf, cap);
+  } catch (...) {
+    return -1;
+  }
+}
+
+// The whole entries of a ring image (`size` bytes at `data`), for tests and
+// tools: "ok\n" then one line per entry, "run <seq> <R> <state> <model>" or
+// "launch <seq> <R.K> <state> <model> <kernel> <items>", then "note: ..."
+// lines; or "error\n" + why it is not a ring.
+AOTID_EXPORT int64_t aotid_blackbox_entries(const char* data, int64_t size, char* buf, int64_t cap) noexcept {
+  try {
+    namespace d = aoti_debug::detail;
+    d::ParsedRing ring;
+    std::string why;
+    if (size < 0 || !d::box_parse(data, static_cast<uint64_t>(size), &ring, &why)) return give("error\n" + why, buf, cap);
+    static const char* const states[] = {"?", "writing", "ready", "done"};
+    std::vector<const d::BoxEntry*> all;
+    for (const auto& e : ring.runs) all.push_back(&e);
+    for (const auto& e : ring.launch_entries) all.push_back(&e);
+    std::sort(all.begin(), all.end(), [](const d::BoxEntry* a, const d::BoxEntry* b) { return a->seq < b->seq; });
+    std::string out = "ok\n";
+    for (const d::BoxEntry* e : all) {
+      const char* state = e->state <= 3 ? states[e->state] : "?";
+      if (e->kind == d::kBoxRun)
+        out += "run " + std::to_string(e->seq) + " " + std::to_string(e->run) + " " + state + " " + e->str(0) + "\n";
+      else
+        out += "launch " + std::to_string(e->seq) + " " + d::run_launch_id(e->run, e->launch) + " " + state + " " +
+               e->str(0) + " " + e->str(1) + " " + std::to_string(e->items.size()) + "\n";
+    }
+    for (const std::string& n : ring.notes) out += "note: " + n + "\n";
     return give(out, buf, cap);
   } catch (...) {
     return -1;

@@ -20,6 +20,9 @@
 #include "launch.h"
 #include "poison.h"
 #include "stats.h"
+#if AOTI_DEBUG_ENABLE_DUMPS
+#include "blackbox.h"
+#endif
 #if AOTI_DEBUG_ENABLE_MEMCHECK
 #include "memcheck.h"
 #endif
@@ -160,7 +163,7 @@ class NanChecks {
 
 #if AOTI_DEBUG_ENABLE_STATS
   void report(const Site& site, const char* buffer, const char* source, const Stats& s,
-              const std::vector<std::string>& tainted, bool poison) {
+              const std::vector<std::string>& tainted, bool poison, std::initializer_list<Value> args) {
     std::string msg = "launch " + detail::run_launch_id(run_.run, run_.launch) + " " + site.kernel +
                       " (source " + detail::or_dash(source) + ") wrote " +
                       InputGuard::counts(s, count_inf_) + " into " + buffer + " (first at flat index " +
@@ -179,6 +182,11 @@ class NanChecks {
     const bool raising = raise_ && tainted.empty();
     // at level 0 the exception alone says it: no record, no stderr line twice
     if (run_.level >= 1 || !raising) model_.tell(run_.level, "nan-check", msg);
+#if AOTI_DEBUG_ENABLE_DUMPS
+    detail::box_fired(model_, run_, "nan-check", &site, args);
+#else
+    (void)args;
+#endif
     if (raising) throw std::runtime_error("aoti-debug NaN check: " + msg);
     failures_.push_back(msg);
     if (failed_launch_ != run_.launch) {  // a launch with several bad outputs counts once
@@ -310,6 +318,9 @@ AOTI_DEBUG_CORE_FN void InputGuard::finish(const Run& run, const char* const* la
     }
     model_.write(std::move(rec));
   }
+#if AOTI_DEBUG_ENABLE_DUMPS
+  detail::box_fired(model_, run, "input-check", nullptr, {});
+#endif
   throw std::runtime_error(text);
 }
 
@@ -384,7 +395,7 @@ AOTI_DEBUG_CORE_FN void NanChecks::after(const Site& site, const char* const* so
     set_bad(arg->t.data, bad);
     if (bad)
       report(site, a.name, sources && *sources[k] ? sources[k] : site.source, s, tainted,
-             detail::poison_at(arg->t, InputGuard::first_bad(s, count_inf_)));
+             detail::poison_at(arg->t, InputGuard::first_bad(s, count_inf_)), args);
 #endif
   }
 }

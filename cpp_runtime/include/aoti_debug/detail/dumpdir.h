@@ -56,9 +56,10 @@ inline int make_folder(const std::string& parent, const std::string& stem, bool 
 
 // Creates a new file dir/<name> (or the first free alternative when
 // `alternatives`, the number going before the extension): the descriptor
-// with its name in *chosen, or -errno.
+// with its name in *chosen, or -errno.  `access`: O_WRONLY, or O_RDWR for a
+// file that is mapped.
 inline int create_file(const std::string& dir, const std::string& name, bool alternatives,
-                       std::string* chosen) {
+                       std::string* chosen, int access = O_WRONLY) {
   const size_t dot = name.rfind('.');
   const std::string stem = dot == std::string::npos || dot == 0 ? name : name.substr(0, dot);
   const std::string ext = name.substr(stem.size());
@@ -66,7 +67,7 @@ inline int create_file(const std::string& dir, const std::string& name, bool alt
     *chosen = nth_name(stem, ext, n);
     const std::string path = dir + "/" + *chosen;
     int fd;
-    do fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    do fd = ::open(path.c_str(), access | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     while (fd < 0 && errno == EINTR);
     if (fd >= 0) return fd;
     if (errno != EEXIST) return -errno;

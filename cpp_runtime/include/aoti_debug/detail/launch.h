@@ -118,6 +118,7 @@ struct RunDefaults {
   const char* nan_check;
   bool check_inputs;
   const char* memcheck = "off";
+  int64_t blackbox = 0;
 };
 
 // What the artifact was compiled with.
@@ -128,8 +129,9 @@ struct ModelConfig {
   const char* nan_check;
   bool check_inputs;
   const char* torch_version;
-  RunDefaults defaults = {false, 0, "", "off", false, "off"};
+  RunDefaults defaults = {false, 0, "", "off", false, "off", 0};
   const char* memcheck = "off";  // compiled AOTI_DEBUG_MEMCHECK (off, warn, raise)
+  int64_t blackbox = 0;          // compiled AOTI_DEBUG_BLACKBOX (launches kept, 0: off)
 };
 
 class Model;
@@ -142,6 +144,7 @@ struct Run {
   Model* model;
   int64_t dumped = 0;  // level 10: K of the launch whose `before` was recorded
   int32_t dump_name = 0;  // level 10: which name its folder has (Recorder::folder), 0 = none
+  mutable int32_t box_dumped = 0;  // a check has dumped the black box in this run
 };
 
 class Model {
@@ -161,6 +164,7 @@ class Model {
   const detail::NanCheck& nan_check() const { return nan_check_; }
   bool check_inputs() const { return check_inputs_; }
   int memcheck() const { return memcheck_; }  // detail::kNanOff / kNanWarn / kNanRaise
+  int64_t blackbox() const { return blackbox_; }  // launches the black box keeps, 0: off
   bool sync() const { return settings_.sync; }
   const detail::Settings& settings() const { return settings_; }
   const std::string& name() const { return name_; }
@@ -217,6 +221,7 @@ class Model {
   detail::NanCheck nan_check_;  // compiled in; after init(), what runs do
   bool check_inputs_;           // likewise
   int memcheck_ = detail::kNanOff;  // likewise
+  int64_t blackbox_ = 0;            // likewise
   detail::Settings defaults_;   // what an unset run-time variable keeps
   std::string torch_version_;
   detail::Settings settings_;
@@ -235,6 +240,7 @@ AOTI_DEBUG_CORE_FN Model::Model(const ModelConfig& c)
       compiled_level_(c.level),
       compiled_kernels_(detail::parse_kernels(c.kernels ? c.kernels : "")),
       check_inputs_(c.check_inputs),
+      blackbox_(c.blackbox),
       torch_version_(c.torch_version ? c.torch_version : "unknown") {
   std::string err;
   if (!detail::parse_nan(c.nan_check ? c.nan_check : "off", &nan_check_, &err)) nan_check_ = {};
@@ -244,6 +250,7 @@ AOTI_DEBUG_CORE_FN Model::Model(const ModelConfig& c)
   defaults_.nan_check = nan_check_;
   defaults_.check_inputs = check_inputs_;
   defaults_.memcheck = memcheck_;
+  defaults_.blackbox = blackbox_;
   if (c.defaults.given) {
     defaults_.level = c.defaults.level;
     defaults_.kernels = detail::parse_kernels(c.defaults.kernels ? c.defaults.kernels : "");
@@ -253,6 +260,7 @@ AOTI_DEBUG_CORE_FN Model::Model(const ModelConfig& c)
     defaults_.check_inputs = c.defaults.check_inputs;
     if (!detail::parse_memcheck(c.defaults.memcheck ? c.defaults.memcheck : "off", &defaults_.memcheck, &err))
       defaults_.memcheck = detail::kNanOff;
+    defaults_.blackbox = c.defaults.blackbox;
   }
   pthread_mutex_init(&mu_, nullptr);
 }
@@ -290,6 +298,10 @@ AOTI_DEBUG_CORE_FN void Model::init() {
       more(settings_.memcheck_from, detail::memcheck_name(memcheck_), "AOTI_DEBUG_MEMCHECK",
            detail::memcheck_name(settings_.memcheck));
     if (settings_.memcheck < memcheck_) memcheck_ = settings_.memcheck;
+    if (settings_.blackbox_set && settings_.blackbox > blackbox_)
+      more(settings_.blackbox_from, detail::blackbox_name(blackbox_), "AOTI_DEBUG_BLACKBOX",
+           detail::blackbox_name(settings_.blackbox));
+    if (settings_.blackbox < blackbox_) blackbox_ = settings_.blackbox;
     if (!lines.empty()) {
       lines.pop_back();
       tell(level_, "settings", lines, true);

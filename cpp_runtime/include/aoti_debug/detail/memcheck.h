@@ -30,6 +30,9 @@
 #include <vector>
 
 #include "../config.h"
+#if AOTI_DEBUG_ENABLE_DUMPS
+#include "blackbox.h"
+#endif
 #include "launch.h"
 #include "poison.h"
 #include "stats.h"
@@ -321,7 +324,7 @@ class MemChecks {
 
  private:
   void damage(const Site* site, std::initializer_list<Value> args, const char* const* names);
-  void report(const std::string& msg);
+  void report(const std::string& msg, const Site* site, std::initializer_list<Value> args);
 
   const Model& model_;
   Run& run_;
@@ -348,8 +351,13 @@ AOTI_DEBUG_CORE_FN MemChecks::~MemChecks() {
   if (api_ != nullptr) api_->leave();
 }
 
-AOTI_DEBUG_CORE_FN void MemChecks::report(const std::string& msg) {
+AOTI_DEBUG_CORE_FN void MemChecks::report(const std::string& msg, const Site* site, std::initializer_list<Value> args) {
   if (run_.level >= 1 || !raise_) model_.tell(run_.level, "memcheck", msg);  // level 0: the exception says it
+#if AOTI_DEBUG_ENABLE_DUMPS
+  detail::box_fired(model_, run_, "memcheck", site, args);
+#else
+  (void)site, (void)args;
+#endif
   if (raise_) throw std::runtime_error("aoti-debug memcheck: " + msg);
 }
 
@@ -407,7 +415,7 @@ AOTI_DEBUG_CORE_FN void MemChecks::damage(const Site* site, std::initializer_lis
            (d.after ? "starting " + where + " after its end" : "ending " + where + " before its start");
     if (api_->concurrent() > 1)
       msg += " (other runs were active in this process: the write may come from one of their launches)";
-    report(msg);
+    report(msg, site, args);
   }
 }
 
@@ -450,7 +458,7 @@ AOTI_DEBUG_CORE_FN void MemChecks::after(const Site& site, std::initializer_list
       msg += " read memory nobody wrote (or out of bounds): " + std::to_string(count) + " of " +
              std::to_string(numel) + " elements of " + buf + " hold memcheck poison (first at flat index " +
              std::to_string(first) + ") and none of its inputs held any";
-    report(msg);
+    report(msg, &site, args);
   }
 }
 

@@ -85,6 +85,20 @@ struct ModelName {
   int32_t count;   // instances loaded so far
 };
 
+// The black box (detail/blackbox.h): one ring file per process, shared by
+// every model and thread.
+struct BoxState {
+  pthread_mutex_t lock;   // held while an entry is written or the ring is dumped
+  int32_t status;         // 0: not opened yet, 1: open, -1: could not be opened (said once)
+  int32_t signal_installed;
+  volatile sig_atomic_t requested;  // SIGUSR2 arrived: the next launch dumps the ring
+  int32_t launches;       // N, fixed by the first model that opened it
+  char* base;             // the shared mapping of the ring file
+  uint64_t size;
+  int64_t dumps;          // folders written so far
+  char path[4096];        // the ring file
+};
+
 // Shared by every copy of the runtime in the process: a layout change needs a
 // new AOTI_DEBUG_REGISTRY_ABI.
 struct Registry {
@@ -109,6 +123,7 @@ struct Registry {
   int32_t models_loaded;
   ModelName models[kMaxModelNames];
   void* memcheck;             // ABI 4: the guarding allocator (detail/memcheck.h's GuardApi)
+  BoxState box;               // ABI 5
 };
 
 // ---- async-signal-safe helpers ----
@@ -247,6 +262,7 @@ inline Registry* create_registry(pid_t pid) {
   r->size = sizeof(Registry);
   pthread_mutex_init(&r->lock, nullptr);
   pthread_mutex_init(&r->dump.lock, nullptr);
+  pthread_mutex_init(&r->box.lock, nullptr);
   return r;
 }
 

@@ -49,11 +49,14 @@ struct Settings {
   std::string dump_dir = "aoti_debug_dumps";
   double dump_max_size_gb = 20.0;
   int64_t dump_max_count = 1000;
+  int64_t blackbox = 0;            // AOTI_DEBUG_BLACKBOX: launches kept (0: off)
+  int64_t blackbox_max_mb = 256;   // AOTI_DEBUG_BLACKBOX_MAX_MB: the ring file's size
   int64_t rank = -1, world = -1;  // the process's rank and world size; -1: unknown (process_rank)
   // Which variables the environment set (validly): run time may lower these.
   // (The kernel filter needs no flag: unset, it is the fallback's, which Model reads as is.)
-  bool level_set = false, check_inputs_set = false, nan_check_set = false, memcheck_set = false;
-  std::string level_from, check_inputs_from, nan_check_from, memcheck_from;  // "NAME='value'" that set them
+  bool level_set = false, check_inputs_set = false, nan_check_set = false, memcheck_set = false,
+       blackbox_set = false;
+  std::string level_from, check_inputs_from, nan_check_from, memcheck_from, blackbox_from;  // "NAME='value'" that set them
 };
 
 // ---- Python-compatible text helpers ----
@@ -291,6 +294,24 @@ inline const char* memcheck_name(int action) {
   return action == kNanRaise ? "raise" : action == kNanWarn ? "warn" : "off";
 }
 
+constexpr int64_t kBlackboxMaxLaunches = 1000000;
+constexpr int64_t kBlackboxMaxMb = 1048576;
+
+inline std::string blackbox_name(int64_t launches) { return launches > 0 ? std::to_string(launches) : "off"; }
+
+// AOTI_DEBUG_BLACKBOX: off (or 0), or how many launches the ring keeps.
+inline bool parse_blackbox(const std::string& t, int64_t* v, std::string* err) {
+  int64_t n = 0;
+  if (setting_mode(t) == "off") n = 0;
+  else if (!whole_number(t, &n) || n > kBlackboxMaxLaunches) {
+    *err = "expected off, or a number of launches from 0 to " + std::to_string(kBlackboxMaxLaunches) +
+           " (0: off), e.g. 64";
+    return false;
+  }
+  *v = n;
+  return true;
+}
+
 inline bool parse_memcheck(const std::string& t, int* v, std::string* err) {
   const std::string s = setting_mode(t);
   if (s == "off") *v = kNanOff;
@@ -504,7 +525,7 @@ inline bool expand_rank(std::string* dest, int64_t rank, std::string* err) {
 inline Settings read_settings(const Env& env, const Settings& fallback,
                               std::vector<std::string>* problems) {
   Settings s = fallback;
-  s.level_set = s.check_inputs_set = s.nan_check_set = s.memcheck_set = false;
+  s.level_set = s.check_inputs_set = s.nan_check_set = s.memcheck_set = s.blackbox_set = false;
   std::string value, err;
   auto bad = [&](const char* name, const std::string& keeping) {
     problems->push_back(problem(name, value, err) + "; keeping " + keeping);
@@ -569,6 +590,22 @@ inline Settings read_settings(const Env& env, const Settings& fallback,
     if (parse_memcheck(value, &s.memcheck, &err))
       s.memcheck_set = true, s.memcheck_from = from("AOTI_DEBUG_MEMCHECK");
     else bad("AOTI_DEBUG_MEMCHECK", memcheck_name(fallback.memcheck));
+  }
+
+  if (env.get("AOTI_DEBUG_BLACKBOX", &value)) {
+    if (parse_blackbox(value, &s.blackbox, &err))
+      s.blackbox_set = true, s.blackbox_from = from("AOTI_DEBUG_BLACKBOX");
+    else bad("AOTI_DEBUG_BLACKBOX", std::to_string(fallback.blackbox));
+  }
+
+  if (env.get("AOTI_DEBUG_BLACKBOX_MAX_MB", &value)) {
+    int64_t x = 0;
+    if (whole_number(value, &x) && x >= 1 && x <= kBlackboxMaxMb) {
+      s.blackbox_max_mb = x;
+    } else {
+      err = "expected a whole number of megabytes from 1 to " + std::to_string(kBlackboxMaxMb);
+      bad("AOTI_DEBUG_BLACKBOX_MAX_MB", std::to_string(fallback.blackbox_max_mb));
+    }
   }
 
   if (env.get("AOTI_DEBUG_SYNC", &value) && !parse_bool(value, &s.sync, &err))

@@ -1,0 +1,908 @@
+// The black box (docs/dumps.md, "The black box"): the last N launches of every
+// model of the process, each with its input tensors, and the model inputs of
+// their runs, kept in a ring file under the dump directory.
+//
+// The ring is a file-backed shared mapping, so whatever ends the process
+// (SIGSEGV, abort, SIGKILL, an illegal memory access) leaves it on disk: no
+// signal handler does any work for it.  One ring per process: its state lives
+// in the registry, so every artifact (and the Python logger) appends to the
+// same file under one lock.
+//
+// File layout (little-endian; docs/dumps.md has the table):
+//   RingHeader (4096 bytes)
+//   per region (0: runs, 1: launches): an index of RingSlot{seq, pos}, then
+//   the region's data, a byte ring of entries.  An entry never wraps: when it
+//   does not fit before the region's end, the writer skips to its start.
+//   entry: EntryHead (128 bytes), strings (u32 length + bytes each), the value
+//   table (ItemHead + name + text + sizes + strides each, 8-aligned), then the
+//   tensor bytes, each 64-aligned.
+//
+// An entry is whole when its head says so (magic, its own position and seq,
+// state ready or done), it lies inside the region and the file, it was not
+// overwritten (pos >= head - capacity) and its checksum matches.  The reader
+// trusts nothing else: a ring on disk is data, possibly torn or truncated.
+#pragma once
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "../config.h"
+#include "dump.h"
+#include "dumpdir.h"
+#include "launch.h"
+#include "registry.h"
+#include "settings.h"
+
+AOTI_DEBUG_NAMESPACE_BEGIN
+namespace detail {
+
+constexpr char kRingMagic[8] = {'A', 'O', 'T', 'I', 'D', 'B', 'X', '1'};
+constexpr uint32_t kRingVersion = 1;
+constexpr uint64_t kRingHeaderBytes = 4096;
+constexpr uint32_t kEntryMagic = 0x31584242;  // "BBX1"
+constexpr uint32_t kMaxItemDims = 64;
+enum : uint32_t { kBoxRun = 1, kBoxLaunch = 2 };                   // EntryHead::kind
+enum : uint32_t { kBoxWriting = 1, kBoxReady = 2, kBoxDone = 3 };  // EntryHead::state
+
+struct RingRegion {
+  uint64_t index_off, nslots, data_off, cap;
+  uint64_t head;   // logical end of the last entry
+  uint64_t count;  // entries written here: the next one's slot is count % nslots
+};
+
+struct RingHeader {
+  char magic[8];
+  uint32_t version, header_bytes;
+  uint64_t file_bytes;
+  uint32_t launches;     // N
+  int32_t pid;
+  uint64_t start_ticks;  // the process's start time (/proc/<pid>/stat field 22): pid reuse
+  int64_t created_us;
+  uint64_t seq;          // entries written so far
+  RingRegion region[2];  // kBoxRun - 1, kBoxLaunch - 1
+};
+
+struct RingSlot {
+  uint64_t seq, pos;
+};
+
+struct EntryHead {
+  uint32_t magic, kind, state, nitems;
+  uint64_t seq, pos, length, sum;  // sum: of the 8-byte words after this head
+  int64_t run, launch, thread, time_us;
+  int32_t rank, world;
+  uint32_t nstrings, reserved;
+  uint64_t strings_len, table_len, data_off, data_len;  // data_off: from the entry's start
+};
+static_assert(sizeof(EntryHead) == 128, "EntryHead is 128 bytes");
+
+struct ItemHead {
+  int32_t kind, role, dtype, ndim;  // kind: Value::Kind; role: Role
+  int64_t i;                        // kInt, kBool; kIntList: length
+  double d;
+  uint64_t off, bytes;              // in the entry's data area; bytes 0 and a text: not kept (why)
+  uint32_t name_len, text_len;      // text: kString's value, or why a tensor was not kept
+};
+static_assert(sizeof(ItemHead) == 56, "ItemHead is 56 bytes");
+
+inline uint64_t round_up(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
+inline uint64_t word_sum(const char* p, uint64_t n) {  // n: a multiple of 8
+  uint64_t s = 0, w;
+  for (uint64_t k = 0; k < n; k += 8) {
+    std::memcpy(&w, p + k, 8);
+    s += w ^ (k >> 3);  // the position counts: zeroed or shifted pages change the sum
+  }
+  return s;
+}
+
+// The start time of process `pid` in clock ticks since boot, 0 if unknown.
+inline uint64_t proc_start_ticks(int64_t pid) {
+  char path[64], buf[1024];
+  std::snprintf(path, sizeof path, "/proc/%lld/stat", static_cast<long long>(pid));
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char* p = std::strrchr(buf, ')');  // the command name may hold spaces and parentheses
+  if (p == nullptr) return 0;
+  for (int field = 2; field < 22 && *p; ++p)
+    if (*p == ' ') ++field;
+  return std::strtoull(p, nullptr, 10);
+}
+
+// ---------------------------------------------------------------- writing
+
+struct BoxRef {
+  uint64_t seq = 0, pos = 0;
+  int region = 0;
+};
+
+// What one item of an entry holds: a value of the launch (or run), by name and role.
+struct BoxItem {
+  const char* name;
+  int32_t role;
+  const Value* value;  // nullptr: a value of the other side, named only
+};
+
+inline BoxState* box_state() {
+  Registry* r = registry();
+  return r != nullptr ? &r->box : nullptr;
+}
+
+inline void box_on_signal(int) {
+  Registry* r = registry_fast();
+  if (r != nullptr) r->box.requested = 1;
+}
+
+// SIGUSR2 asks a running process for a dump (at its next launch).  Only where
+// nobody handles the signal: its default action would end the process.
+inline void box_install_signal(BoxState* b) {
+  struct sigaction old;
+  if (b->signal_installed || sigaction(SIGUSR2, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) return;
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = box_on_signal;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  Dl_info info;  // the handler's code must outlive this artifact's unload
+  if (dladdr(reinterpret_cast<void*>(&box_on_signal), &info) != 0 && info.dli_fname != nullptr)
+    (void)dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+  if (sigaction(SIGUSR2, &sa, nullptr) == 0) b->signal_installed = 1;
+}
+
+// Creates the process's ring file: "" or why it could not.  b->lock held.
+inline std::string box_create(BoxState* b, const Settings& s, int64_t launches) {
+  std::string dir = s.dump_dir;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const uint64_t size = static_cast<uint64_t>(s.blackbox_max_mb) << 20;
+  const uint64_t nslots = static_cast<uint64_t>(launches);
+  const uint64_t index = round_up(2 * nslots * sizeof(RingSlot), 4096);
+  if (size < kRingHeaderBytes + index + (64u << 10))
+    return "AOTI_DEBUG_BLACKBOX_MAX_MB=" + std::to_string(s.blackbox_max_mb) + " is too small for " +
+           std::to_string(launches) + " launches";
+  const uint64_t data = size - kRingHeaderBytes - index;
+  const uint64_t runs_cap = data / 4 / 64 * 64, launches_cap = (data - runs_cap) / 64 * 64;
+  int err = 0;
+  if (!mkdirs(dir, &err)) return "cannot create dump folder " + py_repr(dir) + " (" + errno_text(err) + ")";
+  bool over = false;
+  std::string why = with_ledger(dir, [&](LedgerCounts& c) {
+    over = static_cast<double>(c.bytes + static_cast<int64_t>(size)) > s.dump_max_size_gb * 1073741824.0;
+    if (!over) c.bytes += static_cast<int64_t>(size);
+    return !over;
+  });
+  if (!why.empty()) return why;
+  if (over) {
+    char num[64];
+    std::snprintf(num, sizeof num, "%g", s.dump_max_size_gb);
+    return std::string("AOTI_DEBUG_DUMP_MAX_SIZE_GB=") + num + " would be exceeded by its " +
+           std::to_string(s.blackbox_max_mb) + " MB";
+  }
+  std::string used;
+  const int fd = create_file(dir, std::to_string(getpid()) + "-blackbox.ring", true, &used, O_RDWR);
+  if (fd < 0) return "cannot create " + py_repr(dir + "/" + used) + " (" + errno_text(-fd) + ")";
+  const std::string path = dir + "/" + used;
+  // allocated now: a full disk must fail here, not as SIGBUS on a later store
+  err = posix_fallocate(fd, 0, static_cast<off_t>(size));
+  void* mem = err == 0 ? mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  if (err == 0 && mem == MAP_FAILED) err = errno;
+  ::close(fd);
+  if (err != 0) {
+    ::unlink(path.c_str());
+    return "cannot write " + py_repr(path) + " (" + errno_text(err) + ")";
+  }
+  RingHeader* h = static_cast<RingHeader*>(mem);
+  std::memcpy(h->magic, kRingMagic, 8);
+  h->version = kRingVersion;
+  h->header_bytes = kRingHeaderBytes;
+  h->file_bytes = size;
+  h->launches = static_cast<uint32_t>(launches);
+  h->pid = static_cast<int32_t>(getpid());
+  h->start_ticks = proc_start_ticks(getpid());
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  h->created_us = static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+  h->region[0] = {kRingHeaderBytes, nslots, kRingHeaderBytes + index, runs_cap, 0, 0};
+  h->region[1] = {kRingHeaderBytes + nslots * sizeof(RingSlot), nslots, kRingHeaderBytes + index + runs_cap,
+                  launches_cap, 0, 0};
+  b->base = static_cast<char*>(mem);
+  b->size = size;
+  b->launches = static_cast<int32_t>(launches);
+  std::snprintf(b->path, sizeof b->path, "%s", path.c_str());
+  return "";
+}
+
+// Opens the ring on first use (every later call: one load).  False when the
+// black box cannot be kept; the note saying why is written once.
+inline bool box_open(const Settings& s, int64_t launches, const std::string& dest, const char* tv) {
+  BoxState* b = box_state();
+  if (b == nullptr) return false;
+  int32_t status = __atomic_load_n(&b->status, __ATOMIC_ACQUIRE);
+  if (AOTI_DEBUG_LIKELY(status != 0)) return status == 1;
+  pthread_mutex_lock(&b->lock);
+  std::string why;
+  if (b->status == 0) {
+    why = box_create(b, s, launches);
+    if (why.empty()) box_install_signal(b);
+    __atomic_store_n(&b->status, why.empty() ? 1 : -1, __ATOMIC_RELEASE);
+  }
+  status = b->status;
+  pthread_mutex_unlock(&b->lock);
+  if (!why.empty())
+    note_once(dest, "blackbox", "cannot keep the black box: " + why + "; the model runs without it", tv);
+  return status == 1;
+}
+
+// The bytes an item keeps and why not ("" = kept).
+inline std::string box_span(const Value& v, uint64_t* bytes) {
+  *bytes = 0;
+  if (v.kind == Value::kIntList) {
+    *bytes = static_cast<uint64_t>(v.i) * 8;
+    return "";
+  }
+  if (v.kind != Value::kTensor) return "";
+  const TensorView& t = v.t;
+  const DtypeInfo* info = dtype_info(t.dtype);
+  if (info == nullptr || storage_class(t.dtype) == nullptr)
+    return std::string("dtype not supported (") + (info ? info->name : "?") + ")";
+  if (t.device_type != 0) return "device not supported";
+  if (t.ndim < 0 || t.ndim > kMaxItemDims) return "too many dimensions";
+  int64_t span = 1;
+  for (int64_t d = 0; d < t.ndim; ++d) {
+    if (t.sizes[d] == 0) span = 0;
+    if (t.strides[d] < 0) return "negative stride";
+  }
+  if (span != 0)
+    for (int64_t d = 0; d < t.ndim; ++d) span += (t.sizes[d] - 1) * t.strides[d];
+  if (span > 0 && t.data == nullptr) return "no data";
+  *bytes = static_cast<uint64_t>(span) * static_cast<uint64_t>(info->itemsize);
+  return "";
+}
+
+// Appends one entry (a run's inputs, or a launch's record and inputs) and
+// returns where it is, for box_done().
+inline BoxRef box_append(uint32_t kind, const Run& run, int64_t launch, const char* const* strings,
+                         uint32_t nstrings, const BoxItem* items, uint32_t nitems, const Settings& s) {
+  BoxState* b = box_state();
+  BoxRef ref;
+  if (b == nullptr || __atomic_load_n(&b->status, __ATOMIC_ACQUIRE) != 1) return ref;
+  RingHeader* h = reinterpret_cast<RingHeader*>(b->base);
+  RingRegion& reg = h->region[kind - 1];
+  // sizes first: an item that cannot fit in the region is kept as its description
+  std::vector<std::string> why(nitems);
+  std::vector<uint64_t> bytes(nitems, 0);
+  uint64_t strings_len = 0, table_len = 0, data_len = 0;
+  for (uint32_t k = 0; k < nstrings; ++k) strings_len += 4 + std::strlen(strings[k] ? strings[k] : "");
+  for (uint32_t k = 0; k < nitems; ++k) {
+    const Value* v = items[k].value;
+    if (v != nullptr) why[k] = box_span(*v, &bytes[k]);
+    data_len += round_up(bytes[k], 64);
+  }
+  auto item_len = [&](uint32_t k) {
+    const Value* v = items[k].value;
+    const uint64_t text = !why[k].empty() ? why[k].size()
+                          : v != nullptr && v->kind == Value::kString ? std::strlen(v->s) : 0;
+    const uint64_t dims = v != nullptr && v->kind == Value::kTensor && why[k].empty() ? v->t.ndim : 0;
+    return round_up(sizeof(ItemHead) + std::strlen(items[k].name ? items[k].name : "") + text + 16 * dims, 8);
+  };
+  uint64_t data_off = 0, length = 0;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    table_len = 0;
+    for (uint32_t k = 0; k < nitems; ++k) table_len += item_len(k);
+    data_off = round_up(sizeof(EntryHead) + round_up(strings_len, 8) + table_len, 64);
+    length = data_off + data_len;
+    if (length <= reg.cap) break;
+    char text[96];
+    std::snprintf(text, sizeof text, "larger than the black box keeps (%llu bytes for %s)",
+                  static_cast<unsigned long long>(reg.cap), kind == kBoxRun ? "runs" : "launches");
+    data_len = 0;
+    for (uint32_t k = 0; k < nitems; ++k)
+      if (bytes[k] > 0) bytes[k] = 0, why[k] = text;
+  }
+  if (length > reg.cap) return ref;  // not even the record fits: the ring is far too small (said at open)
+
+  pthread_mutex_lock(&b->lock);
+  uint64_t phys = reg.head % reg.cap;
+  if (phys + length > reg.cap) reg.head += reg.cap - phys, phys = 0;
+  const uint64_t pos = reg.head;
+  __atomic_store_n(&reg.head, pos + length, __ATOMIC_RELEASE);  // older entries in the way are gone
+  const uint64_t seq = ++h->seq;
+  char* e = b->base + reg.data_off + phys;
+  EntryHead* eh = reinterpret_cast<EntryHead*>(e);
+  std::memset(e, 0, data_off);
+  eh->magic = kEntryMagic, eh->kind = kind, eh->state = kBoxWriting, eh->nitems = nitems;
+  eh->seq = seq, eh->pos = pos, eh->length = length;
+  eh->run = run.run, eh->launch = launch, eh->thread = thread_id();
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  eh->time_us = static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+  eh->rank = static_cast<int32_t>(s.rank), eh->world = static_cast<int32_t>(s.world);
+  eh->nstrings = nstrings, eh->strings_len = strings_len, eh->table_len = table_len;
+  eh->data_off = data_off, eh->data_len = data_len;
+  char* p = e + sizeof(EntryHead);
+  for (uint32_t k = 0; k < nstrings; ++k) {
+    const char* str = strings[k] ? strings[k] : "";
+    const uint32_t n = static_cast<uint32_t>(std::strlen(str));
+    std::memcpy(p, &n, 4);
+    std::memcpy(p + 4, str, n);
+    p += 4 + n;
+  }
+  p = e + sizeof(EntryHead) + round_up(strings_len, 8);
+  uint64_t off = 0;
+  for (uint32_t k = 0; k < nitems; ++k) {
+    const Value* v = items[k].value;
+    ItemHead it;
+    std::memset(&it, 0, sizeof it);
+    it.kind = v != nullptr ? v->kind : Value::kNone;
+    it.role = items[k].role;
+    const char* name = items[k].name ? items[k].name : "";
+    const char* text = !why[k].empty() ? why[k].c_str() : v != nullptr && v->kind == Value::kString ? v->s : "";
+    it.name_len = static_cast<uint32_t>(std::strlen(name));
+    it.text_len = static_cast<uint32_t>(std::strlen(text));
+    const bool tensor = v != nullptr && v->kind == Value::kTensor && why[k].empty();
+    if (v != nullptr) {
+      it.i = v->kind == Value::kBool ? v->b : v->i;
+      it.d = v->d;
+      if (v->kind == Value::kTensor) it.dtype = v->t.dtype, it.ndim = tensor ? static_cast<int32_t>(v->t.ndim) : 0;
+    }
+    it.off = off, it.bytes = bytes[k];
+    std::memcpy(p, &it, sizeof it);
+    char* q = p + sizeof it;
+    std::memcpy(q, name, it.name_len), q += it.name_len;
+    std::memcpy(q, text, it.text_len), q += it.text_len;
+    if (tensor) {
+      std::memcpy(q, v->t.sizes, 8 * v->t.ndim), q += 8 * v->t.ndim;
+      std::memcpy(q, v->t.strides, 8 * v->t.ndim);
+    }
+    if (bytes[k] > 0) {
+      const void* src = v->kind == Value::kIntList ? static_cast<const void*>(v->list) : v->t.data;
+      std::memcpy(e + data_off + off, src, bytes[k]);
+      const uint64_t pad = round_up(bytes[k], 64) - bytes[k];
+      if (pad) std::memset(e + data_off + off + bytes[k], 0, pad);
+    }
+    off += round_up(bytes[k], 64);
+    p += item_len(k);
+  }
+  eh->sum = word_sum(e + sizeof(EntryHead), length - sizeof(EntryHead));
+  RingSlot* slots = reinterpret_cast<RingSlot*>(b->base + reg.index_off);
+  slots[reg.count++ % reg.nslots] = RingSlot{seq, pos};
+  __atomic_store_n(&eh->state, kBoxReady, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&b->lock);
+  ref.seq = seq, ref.pos = pos, ref.region = static_cast<int>(kind - 1);
+  return ref;
+}
+
+// The launch of `ref` has returned (unless its entry was overwritten since).
+inline void box_done(const BoxRef& ref) {
+  BoxState* b = box_state();
+  if (ref.seq == 0 || b == nullptr) return;
+  pthread_mutex_lock(&b->lock);
+  RingRegion& reg = reinterpret_cast<RingHeader*>(b->base)->region[ref.region];
+  EntryHead* eh = reinterpret_cast<EntryHead*>(b->base + reg.data_off + ref.pos % reg.cap);
+  if (ref.pos + reg.cap >= reg.head && eh->seq == ref.seq && eh->pos == ref.pos)
+    __atomic_store_n(&eh->state, kBoxDone, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&b->lock);
+}
+
+// ---------------------------------------------------------------- reading
+
+struct BoxValue {
+  int32_t kind = 0, role = 0, dtype = 0;
+  std::string name, text;
+  int64_t i = 0;
+  double d = 0;
+  std::vector<int64_t> sizes, strides;
+  const char* data = nullptr;
+  uint64_t bytes = 0;
+
+  bool kept() const { return kind != Value::kTensor || text.empty(); }
+  Value value() const {
+    switch (kind) {
+      case Value::kBool: return Value(i != 0);
+      case Value::kInt: return Value(static_cast<long long>(i));
+      case Value::kDouble: return Value(d);
+      case Value::kString: return Value(text.c_str());
+      case Value::kIntList: return Value::int_list(reinterpret_cast<const int64_t*>(data), i);
+      case Value::kTensor:
+        return Value(TensorView{data, dtype, static_cast<int64_t>(sizes.size()), sizes.data(), strides.data(), 0, 0});
+      default: return Value();
+    }
+  }
+};
+
+struct BoxEntry {
+  uint32_t kind = 0, state = 0;
+  uint64_t seq = 0;
+  int64_t run = 0, launch = 0, thread = 0, time_us = 0;
+  int32_t rank = -1, world = -1;
+  std::vector<std::string> strings;  // run: model, so; launch: model, kernel, nodes, source, lines, ops
+  std::vector<BoxValue> items;
+  std::string str(size_t k) const { return k < strings.size() ? strings[k] : std::string(); }
+};
+
+struct ParsedRing {
+  int32_t pid = 0;
+  uint64_t start_ticks = 0;
+  uint32_t launches = 0;
+  std::vector<BoxEntry> runs, launch_entries;  // whole entries, by seq
+  std::vector<BoxEntry> writing;               // heads of entries being written when it stopped
+  std::vector<std::string> notes;              // what was not whole, in words
+};
+
+inline bool box_read_items(const char* e, const EntryHead& h, BoxEntry* out) {
+  const char* p = e + sizeof(EntryHead);
+  const char* end = p + h.strings_len;
+  for (uint32_t k = 0; k < h.nstrings; ++k) {
+    uint32_t n;
+    if (end - p < 4) return false;
+    std::memcpy(&n, p, 4);
+    if (static_cast<uint64_t>(end - p - 4) < n) return false;
+    out->strings.emplace_back(p + 4, n);
+    p += 4 + n;
+  }
+  if (p != end) return false;
+  p = e + sizeof(EntryHead) + round_up(h.strings_len, 8);
+  end = p + h.table_len;
+  for (uint32_t k = 0; k < h.nitems; ++k) {
+    ItemHead it;
+    if (static_cast<uint64_t>(end - p) < sizeof it) return false;
+    std::memcpy(&it, p, sizeof it);
+    if (it.ndim < 0 || static_cast<uint32_t>(it.ndim) > kMaxItemDims) return false;
+    const uint64_t len = sizeof it + static_cast<uint64_t>(it.name_len) + it.text_len + 16ull * it.ndim;
+    if (static_cast<uint64_t>(end - p) < len) return false;
+    BoxValue v;
+    v.kind = it.kind, v.role = it.role, v.dtype = it.dtype, v.i = it.i, v.d = it.d;
+    if (v.kind < Value::kNone || v.kind > Value::kTensor || v.role < 0 || v.role > 2) return false;
+    const char* q = p + sizeof it;
+    v.name.assign(q, it.name_len), q += it.name_len;
+    v.text.assign(q, it.text_len), q += it.text_len;
+    v.sizes.resize(it.ndim), v.strides.resize(it.ndim);
+    if (it.ndim) {
+      std::memcpy(v.sizes.data(), q, 8ull * it.ndim), q += 8ull * it.ndim;
+      std::memcpy(v.strides.data(), q, 8ull * it.ndim);
+    }
+    if (it.off > h.data_len || it.bytes > h.data_len - it.off) return false;
+    v.data = e + h.data_off + it.off;
+    v.bytes = it.bytes;
+    if (v.kind == Value::kIntList && (v.i < 0 || static_cast<uint64_t>(v.i) * 8 != it.bytes)) return false;
+    if (v.kind == Value::kTensor && v.text.empty()) {
+      // the bytes are exactly the storage the sizes and strides span: the writer never reads past them
+      const DtypeInfo* info = dtype_info(v.dtype);
+      if (info == nullptr || storage_class(v.dtype) == nullptr) return false;
+      uint64_t span = 1;
+      for (int32_t d = 0; d < it.ndim; ++d)
+        if (v.sizes[d] < 0 || v.strides[d] < 0) return false;
+        else if (v.sizes[d] == 0) span = 0;
+      for (int32_t d = 0; d < it.ndim && span != 0; ++d) {
+        uint64_t step;
+        if (__builtin_mul_overflow(static_cast<uint64_t>(v.sizes[d] - 1), static_cast<uint64_t>(v.strides[d]), &step) ||
+            __builtin_add_overflow(span, step, &span))
+          return false;
+      }
+      uint64_t need;
+      if (__builtin_mul_overflow(span, static_cast<uint64_t>(info->itemsize), &need) || need != it.bytes) return false;
+    } else if (v.kind == Value::kTensor && it.bytes != 0) {
+      return false;
+    }
+    out->items.push_back(std::move(v));
+    p += round_up(len, 8);
+    if (p > end) return false;
+  }
+  return true;
+}
+
+// Reads a ring image of `size` bytes; false with *err when it is not a ring at all.
+inline bool box_parse(const char* base, uint64_t size, ParsedRing* out, std::string* err) {
+  RingHeader h;
+  if (size < sizeof h) {
+    *err = "too short to be a black box ring (" + std::to_string(size) + " bytes)";
+    return false;
+  }
+  std::memcpy(&h, base, sizeof h);
+  if (std::memcmp(h.magic, kRingMagic, 8) != 0 || h.version != kRingVersion || h.header_bytes != kRingHeaderBytes) {
+    *err = "not a black box ring of this version (its first bytes are not AOTIDBX1)";
+    return false;
+  }
+  out->pid = h.pid, out->start_ticks = h.start_ticks, out->launches = h.launches;
+  if (size < h.file_bytes)
+    out->notes.push_back("the file is truncated: " + std::to_string(size) + " of its " +
+                         std::to_string(h.file_bytes) + " bytes; entries past the end are lost");
+  const uint64_t limit = std::min<uint64_t>(size, h.file_bytes);
+  int64_t torn = 0, cut = 0;
+  for (int r = 0; r < 2; ++r) {
+    const RingRegion& g = h.region[r];
+    uint64_t slots_end, data_end;
+    if (g.cap == 0 || g.cap % 64 != 0 || g.nslots == 0 || g.nslots > (1ull << 32) ||
+        __builtin_add_overflow(g.index_off, g.nslots * sizeof(RingSlot), &slots_end) ||
+        __builtin_add_overflow(g.data_off, g.cap, &data_end) || slots_end > h.file_bytes ||
+        data_end > h.file_bytes || g.index_off < kRingHeaderBytes || g.data_off < kRingHeaderBytes) {
+      *err = "its header describes regions outside the file";
+      return false;
+    }
+    for (uint64_t k = 0; k < g.nslots; ++k) {
+      const uint64_t at = g.index_off + k * sizeof(RingSlot);
+      if (at + sizeof(RingSlot) > limit) break;
+      RingSlot slot;
+      std::memcpy(&slot, base + at, sizeof slot);
+      if (slot.seq == 0) continue;
+      // overwritten since (the head moved a capacity past it) or never finished
+      if (slot.pos > g.head || g.head - slot.pos > g.cap) continue;
+      const uint64_t phys = slot.pos % g.cap, at_entry = g.data_off + phys;
+      EntryHead eh;
+      if (at_entry + sizeof eh > limit) {
+        ++cut;
+        continue;
+      }
+      std::memcpy(&eh, base + at_entry, sizeof eh);
+      if (eh.magic != kEntryMagic || eh.seq != slot.seq || eh.pos != slot.pos || eh.kind != static_cast<uint32_t>(r + 1))
+        continue;  // the slot is older than the entry now at its place
+      if (eh.length < sizeof eh || eh.length % 64 != 0 || eh.length > g.cap - phys || eh.pos + eh.length > g.head) {
+        ++torn;
+        continue;
+      }
+      BoxEntry e;
+      e.kind = eh.kind, e.state = eh.state, e.seq = eh.seq, e.run = eh.run, e.launch = eh.launch;
+      e.thread = eh.thread, e.time_us = eh.time_us, e.rank = eh.rank, e.world = eh.world;
+      if (eh.state == kBoxWriting) {
+        out->writing.push_back(e);
+        continue;
+      }
+      if (at_entry + eh.length > limit) {
+        ++cut;
+        continue;
+      }
+      if ((eh.state != kBoxReady && eh.state != kBoxDone) ||
+          eh.data_off < sizeof eh || eh.data_off > eh.length || eh.data_len > eh.length - eh.data_off ||
+          eh.strings_len > eh.length || eh.table_len > eh.length ||
+          round_up(eh.strings_len, 8) + eh.table_len + sizeof eh > eh.data_off ||
+          word_sum(base + at_entry + sizeof eh, eh.length - sizeof eh) != eh.sum ||
+          !box_read_items(base + at_entry, eh, &e)) {
+        ++torn;
+        continue;
+      }
+      (r == 0 ? out->runs : out->launch_entries).push_back(std::move(e));
+    }
+  }
+  if (cut)
+    out->notes.push_back(std::to_string(cut) + " entr" + (cut == 1 ? "y lies" : "ies lie") +
+                         " past the end of the file and " + (cut == 1 ? "is" : "are") + " left out");
+  if (torn)
+    out->notes.push_back(std::to_string(torn) + " entr" + (torn == 1 ? "y is" : "ies are") +
+                         " torn (not as written: a bad checksum or layout) and left out");
+  auto by_seq = [](const BoxEntry& a, const BoxEntry& b) { return a.seq < b.seq; };
+  std::sort(out->runs.begin(), out->runs.end(), by_seq);
+  std::sort(out->launch_entries.begin(), out->launch_entries.end(), by_seq);
+  std::sort(out->writing.begin(), out->writing.end(), by_seq);
+  if (out->launch_entries.size() > h.launches)
+    out->launch_entries.erase(out->launch_entries.begin(),
+                              out->launch_entries.end() - static_cast<std::ptrdiff_t>(h.launches));
+  return true;
+}
+
+// ---------------------------------------------------------------- dump folders
+
+// The launch whose check fired: its outputs go after its inputs.
+struct BoxFailing {
+  std::string model;
+  int64_t run = 0, launch = 0;
+  const Site* site = nullptr;
+  std::initializer_list<Value> args;
+};
+
+inline std::string box_time(int64_t us) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%lld.%06lld", static_cast<long long>(us / 1000000),
+                static_cast<long long>(us % 1000000));
+  return buf;
+}
+
+inline std::string file_safe_model(std::string name) {
+  for (char& c : name)
+    if (c == '/' || c == '\0') c = '_';
+  return name;
+}
+
+// What a dump folder holds, in words (a note, or the CLI's output).
+struct BoxSummary {
+  std::string folder;
+  int64_t launches = 0, runs = 0;
+  std::vector<std::string> inflight;  // "launch R.K kernel of model 'm' (thread T)"
+};
+
+// Writes `ring` as a dump folder <dir>/<stem> (the next free name): one run
+// folder per model run, as the level-10 recorder writes them.  "" or why not.
+inline std::string box_write(const ParsedRing& ring, const Settings& settings, const std::string& dest,
+                             const char* tv, const std::string& stem, const BoxFailing* failing,
+                             BoxSummary* summary) {
+  Recorder rec(settings, "blackbox", dest, tv);
+  const std::string dir = rec.dump_dir();
+  int err = 0, n = 1;
+  if (!mkdirs(dir, &err) || (err = make_folder(dir, stem, true, &n)) != 0)
+    return "cannot create dump folder " + py_repr(dir + "/" + stem) + " (" + errno_text(err) + ")";
+  const std::string folder = dir + "/" + nth_name(stem, "", n);
+  summary->folder = folder;
+  struct Group {
+    std::string model;
+    int64_t run;
+    const BoxEntry* entry;
+    std::vector<const BoxEntry*> launches;
+  };
+  std::vector<Group> groups;
+  auto group = [&](const std::string& model, int64_t run) -> Group& {
+    for (Group& g : groups)
+      if (g.model == model && g.run == run) return g;
+    groups.push_back(Group{model, run, nullptr, {}});
+    return groups.back();
+  };
+  const uint64_t first = ring.launch_entries.empty() ? 0 : ring.launch_entries.front().seq;
+  for (const BoxEntry& e : ring.runs)  // runs of the kept launches, and runs after the first of them
+    if (e.seq >= first || std::any_of(ring.launch_entries.begin(), ring.launch_entries.end(), [&](const BoxEntry& l) {
+          return l.run == e.run && l.str(0) == e.str(0);
+        }))
+      group(e.str(0), e.run).entry = &e;
+  for (const BoxEntry& e : ring.launch_entries) group(e.str(0), e.run).launches.push_back(&e);
+  std::sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) {
+    const uint64_t sa = a.entry ? a.entry->seq : a.launches.front()->seq;
+    const uint64_t sb = b.entry ? b.entry->seq : b.launches.front()->seq;
+    return sa < sb;
+  });
+  const std::string pid = std::to_string(ring.pid);
+  for (const Group& g : groups) {
+    const std::string stem_run = pid + "-" + file_safe_model(g.model) + "-run" + std::to_string(g.run);
+    int m = 1;
+    if ((err = make_folder(folder, stem_run, false, &m)) != 0)
+      return "cannot create dump folder " + py_repr(folder + "/" + stem_run) + " (" + errno_text(err) + ")";
+    const std::string sub = folder + "/" + stem_run;
+    ++summary->runs;
+    // the run line
+    std::string files = "[", names = "[", errors;
+    int64_t bytes = 0;
+    const BoxEntry* r = g.entry;
+    if (r != nullptr) {
+      PtWriter w;
+      w.pkl.op(']');
+      w.pkl.op('(');
+      for (const BoxValue& v : r->items) {
+        if (names.size() > 1) names += ", ";
+        json_str(names, v.name.c_str());
+        if (!v.kept() || !w.value(v.value())) {
+          w.pkl.op('N');
+          errors += (errors.empty() ? "" : "; ") + v.name + ": " + (v.kept() ? w.error : v.text);
+        }
+      }
+      w.pkl.op('e');
+      std::string data;
+      if (w.finish(&data) && rec.write_file(sub, "inputs.pt", data, false)) {
+        files += "{\"name\": \"inputs\", \"role\": \"in\", \"file\": \"inputs.pt\", \"bytes\": " +
+                 std::to_string(data.size()) + "}";
+        bytes = static_cast<int64_t>(data.size());
+      }
+    } else {
+      errors = "the run's inputs are no longer in the black box (it keeps the last " +
+               std::to_string(ring.launches) + " launches)";
+    }
+    names += "]";
+    std::string l = dump_line_start("run", errors.empty() ? "ok" : "incomplete", "run", g.run);
+    l += ", \"model\": ";
+    json_str(l, g.model.c_str());
+    l += ", \"pid\": " + pid;
+    if (r != nullptr) {
+      l += ", \"thread\": " + std::to_string(r->thread);
+      if (r->rank >= 0) l += ", \"rank\": " + std::to_string(r->rank);
+      if (r->rank >= 0 && r->world > 0) l += ", \"world\": " + std::to_string(r->world);
+      if (!r->str(1).empty()) {
+        l += ", \"so\": ";
+        json_str(l, r->str(1).c_str());
+      }
+    }
+    l += ", \"inputs\": " + names;
+    if (!errors.empty()) {
+      l += ", \"error\": ";
+      json_str(l, errors.c_str());
+    }
+    l += ", \"files\": " + files + "], \"bytes\": " + std::to_string(bytes);
+    l += ", \"time\": " + box_time(r != nullptr ? r->time_us : g.launches.front()->time_us) + "}\n";
+    rec.manifest(sub, l);
+    // the launches: inputs before, and what is known after
+    for (const BoxEntry* e : g.launches) {
+      ++summary->launches;
+      const bool fails = failing != nullptr && failing->model == g.model && failing->run == e->run &&
+                         failing->launch == e->launch;
+      char prefix[48];
+      std::snprintf(prefix, sizeof prefix, "launch%06lld_", static_cast<long long>(e->launch));
+      std::string in = "[", out = "[";
+      int64_t in_bytes = 0, out_bytes = 0;
+      for (const BoxValue& v : e->items) {
+        const bool in_side = v.role != static_cast<int32_t>(Role::Out);
+        if (in_side) {
+          if (v.kept()) {
+            rec.save(sub, std::string(prefix) + "in_" + safe_name(v.name.c_str()) + ".pt", v.name.c_str(),
+                     role_name(static_cast<Role>(v.role)), v.value(), in, &in_bytes);
+          } else {
+            if (in.size() > 1) in += ", ";
+            in += "{\"name\": ";
+            json_str(in, v.name.c_str());
+            in += std::string(", \"role\": \"") + role_name(static_cast<Role>(v.role)) + "\", \"file\": null, \"error\": ";
+            json_str(in, v.text.c_str());
+            in += "}";
+          }
+        }
+      }
+      auto line = [&](const char* event, const char* status, const std::string& fl, int64_t b, bool ops) {
+        std::string t = dump_line_start(event, status, "launch", e->run);
+        t += ", \"index\": " + std::to_string(e->launch) + ", \"id\": \"" + run_launch_id(e->run, e->launch) +
+             "\", \"kernel\": ";
+        json_str(t, e->str(1).c_str());
+        t += ", \"nodes\": ";
+        json_str(t, e->str(2).c_str());
+        t += ", \"source\": ";
+        json_str(t, e->str(3).c_str());
+        t += ", \"lines\": ";
+        json_str(t, e->str(4).c_str());
+        if (ops && !e->str(5).empty() && e->str(5)[0] == '[') t += ", \"ops\": " + e->str(5);
+        t += ", \"files\": " + fl + "], \"bytes\": " + std::to_string(b);
+        t += ", \"time\": " + box_time(e->time_us) + "}\n";
+        rec.manifest(sub, t);
+      };
+      line("before", "running", in, in_bytes, true);
+      if (fails) {
+        int k = 0, wanted = 0, written = 0;
+        for (const Value& v : failing->args) {
+          if (k >= failing->site->nargs) break;
+          const ArgSpec& a = failing->site->args[k++];
+          if (a.role == Role::In) continue;
+          ++wanted;
+          const size_t before = out.size();
+          rec.save(sub, std::string(prefix) + "out_" + safe_name(a.name) + ".pt", or_dash(a.name), role_name(a.role),
+                   v, out, &out_bytes);
+          if (out.find("\"file\": \"", before) != std::string::npos) ++written;
+        }
+        line("after", written == wanted ? "ok" : "incomplete", out, out_bytes, false);
+      } else if (e->state == kBoxDone) {
+        for (const BoxValue& v : e->items) {
+          if (v.role == static_cast<int32_t>(Role::In)) continue;
+          if (out.size() > 1) out += ", ";
+          out += "{\"name\": ";
+          json_str(out, v.name.c_str());
+          out += std::string(", \"role\": \"") + role_name(static_cast<Role>(v.role)) +
+                 "\", \"file\": null, \"error\": \"the black box keeps a launch's inputs, not its outputs\"}";
+        }
+        line("after", "incomplete", out, 0, false);
+      } else {
+        summary->inflight.push_back("launch " + run_launch_id(e->run, e->launch) + " " + e->str(1) + " of model " +
+                                    py_repr(g.model) + " (thread " + std::to_string(e->thread) + ")");
+      }
+      if (rec.stopped()) return "the dump directory's limits stopped it (see the flight-recorder note)";
+    }
+  }
+  for (const BoxEntry& e : ring.writing)
+    summary->inflight.push_back(std::string(e.kind == kBoxRun ? "run " + std::to_string(e.run)
+                                                              : "launch " + run_launch_id(e.run, e.launch)) +
+                                " was being recorded (thread " + std::to_string(e.thread) +
+                                "): its entry is incomplete and left out");
+  return "";
+}
+
+inline std::string box_summary_text(const BoxSummary& s, const ParsedRing& ring) {
+  std::string t = py_repr(s.folder) + ": the last " + std::to_string(s.launches) + " launch" +
+                  (s.launches == 1 ? "" : "es") + " of " + std::to_string(s.runs) + " run" + (s.runs == 1 ? "" : "s");
+  for (const std::string& f : s.inflight) t += "\nin flight: " + f;
+  for (const std::string& n : ring.notes) t += "\nnote: " + n;
+  return t;
+}
+
+// Dumps the live ring of this process beside its file: "" or why not.
+// *text: what the folder holds, in words.
+inline std::string box_dump(const Settings& s, const std::string& dest, const char* tv, const BoxFailing* failing,
+                            std::string* text) {
+  BoxState* b = box_state();
+  if (b == nullptr || __atomic_load_n(&b->status, __ATOMIC_ACQUIRE) != 1) return "the black box is not on";
+  pthread_mutex_lock(&b->lock);  // nothing is appended meanwhile
+  ParsedRing ring;
+  std::string why;
+  if (!box_parse(b->base, b->size, &ring, &why)) why = "the ring cannot be read: " + why;
+  BoxSummary summary;
+  Settings here = s;
+  here.dump_dir = b->path;
+  here.dump_dir.resize(here.dump_dir.rfind('/') == std::string::npos ? 0 : here.dump_dir.rfind('/'));
+  if (here.dump_dir.empty()) here.dump_dir = ".";
+  if (why.empty()) why = box_write(ring, here, dest, tv, std::to_string(getpid()) + "-blackbox", failing, &summary);
+  ++b->dumps;
+  pthread_mutex_unlock(&b->lock);
+  if (why.empty()) *text = box_summary_text(summary, ring);
+  return why;
+}
+
+// A check fired in `run` (at `site`, whose arguments are `args`; no site for
+// an input guard): the ring goes to a dump folder, once per run.
+inline void box_fired(const Model& m, const Run& run, const char* what, const Site* site,
+                      std::initializer_list<Value> args) {
+  BoxState* b = box_state();
+  if (m.blackbox() <= 0 || run.box_dumped || b == nullptr || __atomic_load_n(&b->status, __ATOMIC_ACQUIRE) != 1)
+    return;
+  run.box_dumped = 1;
+  BoxFailing f{m.name(), run.run, run.launch, site, args};
+  std::string text;
+  const std::string why = box_dump(m.settings(), m.dest(), m.torch_version(), site ? &f : nullptr, &text);
+  m.tell(run.level, "blackbox", why.empty() ? std::string(what) + ": the black box is in " + text
+                                            : "cannot dump the black box: " + why);
+}
+
+}  // namespace detail
+
+// One per run of an artifact compiled with AOTI_DEBUG_BLACKBOX.  `on` is the
+// one branch a launch pays when the black box is off at run time.
+class BlackBox {
+ public:
+  BlackBox(const Model& m, Run& run)
+      : on(m.blackbox() > 0 && detail::box_open(m.settings(), m.blackbox(), m.dest(), m.torch_version())),
+        model_(m), run_(run) {}
+  BlackBox(const BlackBox&) = delete;
+  BlackBox& operator=(const BlackBox&) = delete;
+
+  const bool on;
+
+  // The run's model inputs.
+  void inputs(const char* const* names, std::initializer_list<Value> vals) {
+    std::vector<detail::BoxItem> items;
+    int k = 0;
+    for (const Value& v : vals) items.push_back({names ? detail::or_dash(names[k++]) : "-", 0, &v});
+    static const std::string so = detail::artifact_path();
+    const char* strings[2] = {model_.name().c_str(), so.c_str()};
+    detail::box_append(detail::kBoxRun, run_, 0, strings, 2, items.data(), static_cast<uint32_t>(items.size()),
+                       model_.settings());
+  }
+
+  // Before a launch: its record and its in/inout arguments (`args` in
+  // Site::args order, out-only ones nullptr).  A dump asked for with SIGUSR2
+  // is written here, outside the signal handler.
+  void before(const Site& site, std::initializer_list<Value> args) {
+    detail::BoxState* b = detail::box_state();
+    if (AOTI_DEBUG_UNLIKELY(b->requested)) {
+      b->requested = 0;
+      std::string text;
+      const std::string why = detail::box_dump(model_.settings(), model_.dest(), model_.torch_version(), nullptr, &text);
+      model_.tell(run_.level, "blackbox", why.empty() ? "SIGUSR2: the black box is in " + text
+                                                      : "cannot dump the black box: " + why);
+    }
+    detail::BoxItem items[64];
+    std::vector<detail::BoxItem> more;
+    detail::BoxItem* list = site.nargs <= 64 ? items : (more.resize(site.nargs), more.data());
+    int32_t k = 0;
+    for (const Value& v : args) {
+      if (k >= site.nargs) break;
+      const Role role = site.args[k].role;
+      list[k] = {site.args[k].name, static_cast<int32_t>(role), role == Role::Out ? nullptr : &v};
+      ++k;
+    }
+    const char* strings[6] = {model_.name().c_str(), site.kernel, site.nodes, site.source, site.lines, site.ops};
+    ref_ = detail::box_append(detail::kBoxLaunch, run_, run_.launch, strings, 6, list, static_cast<uint32_t>(k),
+                              model_.settings());
+  }
+
+  // After the launch returned.
+  void after() {
+    detail::box_done(ref_);
+    ref_ = detail::BoxRef();
+  }
+
+ private:
+  const Model& model_;
+  Run& run_;
+  detail::BoxRef ref_;
+};
+
+AOTI_DEBUG_NAMESPACE_END

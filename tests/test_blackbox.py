@@ -1,0 +1,398 @@
+"""The black box (AOTI_DEBUG_BLACKBOX, docs/dumps.md "The black box"): the last
+launches of a process, kept through SIGKILL and a segfault, dumped when a
+check fires, recovered by `aoti-debug blackbox recover`, and read back by
+replay, nan-origin and extract.  Every model runs in a fresh process."""
+
+import glob
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from aoti_debug.cli import main
+from aoti_debug.native import core
+from conftest import TESTS, clean_env, run_python
+import models
+
+pytestmark = pytest.mark.slow
+
+BOX = dict(AOTI_DEBUG_BLACKBOX="64")
+
+
+def command(*argv, capsys):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def loop_code(pt2, calls, inputs, last_inputs):
+    """A process that loads `pt2` and calls it `calls` times, the last call with `last_inputs`."""
+    return f"""
+        import sys; sys.path.insert(0, {TESTS!r})
+        import torch, models
+        m = torch._inductor.aoti_load_package({pt2!r})
+        for call in range(1, {calls}):
+            m(*{inputs})
+        print("last call", flush=True)
+        m(*{last_inputs})
+        print("returned", flush=True)
+    """
+
+
+def manifests(folder):
+    """{run folder name: its manifest lines} of a black box dump folder."""
+    out = {}
+    for path in sorted(glob.glob(os.path.join(folder, "*", "manifest.jsonl"))):
+        with open(path) as f:
+            out[os.path.basename(os.path.dirname(path))] = [json.loads(line) for line in f]
+    return out
+
+
+def launches(folder):
+    """(id, event, status) of every launch line of a dump folder, in run and launch order."""
+    runs = manifests(folder)
+    order = sorted(runs, key=lambda name: int(name.rsplit("run", 1)[1]))
+    return [(e["id"], e["event"], e["status"]) for name in order for e in runs[name] if e["kind"] == "launch"]
+
+
+def ring_of(dump_dir):
+    (ring,) = glob.glob(os.path.join(dump_dir, "*-blackbox.ring"))
+    return ring
+
+
+# ---------------------------------------------------------------- fixtures
+
+@pytest.fixture(scope="module")
+def hang(packages, membugs_so):
+    return packages.get("hang", MEMBUGS_SO=membugs_so, **BOX)
+
+
+@pytest.fixture(scope="module")
+def planted_box(packages):
+    return packages.get("planted", AOTI_DEBUG_NAN_CHECK="warn:nan", **BOX)
+
+
+@pytest.fixture(scope="module")
+def gather_box(packages, mylib_so):
+    return packages.get("gather", MYLIB_SO=mylib_so, **BOX)
+
+
+# ---------------------------------------------------------------- SIGKILL
+
+@pytest.fixture(scope="module")
+def killed(hang, membugs_so, tmp_path_factory):
+    """A loop over the hang model killed with SIGKILL inside call 40's custom op."""
+    tmp = tmp_path_factory.mktemp("killed")
+    dumps, stuck = tmp / "dumps", tmp / "stuck"
+    code = loop_code(hang, 40, "(torch.arange(5, dtype=torch.float32) + call,)",
+                     "(torch.tensor([-100.0, 1.0, 2.0, 3.0, 4.0]),)")
+    import textwrap
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env=clean_env(MEMBUGS_SO=membugs_so, MEMBUGS_HANG_FILE=stuck,
+                                          AOTI_DEBUG_DUMP_DIR=dumps))
+    deadline = time.time() + 300
+    while not stuck.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert stuck.exists(), proc.communicate()
+    proc.send_signal(signal.SIGKILL)
+    out, err = proc.communicate()
+    assert proc.returncode == -signal.SIGKILL and out.splitlines()[-1] == "last call", out + err
+    return proc.pid, str(dumps)
+
+
+def test_sigkill_leaves_the_ring_and_recover_names_the_launch_in_flight(killed, capsys):
+    pid, dumps = killed
+    ring = ring_of(dumps)
+    assert os.path.basename(ring) == f"{pid}-blackbox.ring"
+    assert os.path.getsize(ring) == 256 << 20          # the default AOTI_DEBUG_BLACKBOX_MAX_MB, never more
+    code, out, err = command("blackbox", "recover", dumps, capsys=capsys)
+    folder = os.path.join(dumps, f"{pid}-blackbox")
+    assert (code, err) == (0, ""), out + err
+    assert out.splitlines() == [
+        f"recovered {ring} into {folder!r}: the last 64 launches of 22 runs",
+        f"in flight: launch 40.2 membugs.hang.default of model 'hang' (thread {pid})"]
+    lines = launches(folder)
+    # three launches a run (x + 1, the op, fc fused with the sum): the last 64 end with run 40's op
+    every = [f"{r}.{k}" for r in range(1, 40) for k in (1, 2, 3)] + ["40.1", "40.2"]
+    assert [l[0] for l in lines if l[1] == "before"] == every[-64:]
+    # every launch before it returned; the one in flight has its inputs and nothing after
+    assert lines[-1] == ("40.2", "before", "running")
+    assert lines[-2] == ("40.1", "after", "incomplete")
+    (last,) = [e for e in manifests(folder)[f"{pid}-hang-run40"] if e.get("id") == "40.2"]
+    assert [(f["name"], f["role"]) for f in last["files"]] == [("buf0", "in")]
+    held = torch.load(os.path.join(folder, f"{pid}-hang-run40", last["files"][0]["file"]), weights_only=True)
+    assert held.tolist() == [-99.0, 2.0, 3.0, 4.0, 5.0]      # x + 1 of the last call
+    assert last["source"] == models.line_of("hang.op")
+
+
+def test_replay_of_the_recovered_launches_passes(killed, hang, membugs_so, capsys, monkeypatch):
+    pid, dumps = killed
+    folder = os.path.join(dumps, f"{pid}-blackbox")
+    if not os.path.isdir(folder):
+        assert command("blackbox", "recover", dumps, capsys=capsys)[0] == 0
+    monkeypatch.delenv("MEMBUGS_HANG_FILE", raising=False)    # the op returns in the replay
+    code, out, err = command("replay", folder, "--package", hang, "--library", membugs_so, capsys=capsys)
+    assert code == 0, out + err
+    assert out.splitlines()[-1] == "64 passed, 0 failed"
+    assert f"PASS launch 40.2 membugs.hang.default (inputs) max_abs=0 max_rel=0" in out.splitlines()
+
+
+def test_a_live_process_ring_is_never_touched(hang, membugs_so, tmp_path, capsys):
+    dumps, stuck = tmp_path / "dumps", tmp_path / "stuck"
+    import textwrap
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(loop_code(
+        hang, 3, "(torch.arange(5, dtype=torch.float32),)", "(torch.tensor([-100.0, 1.0, 2.0, 3.0, 4.0]),)"))],
+        env=clean_env(MEMBUGS_SO=membugs_so, MEMBUGS_HANG_FILE=stuck, AOTI_DEBUG_DUMP_DIR=dumps),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 300
+        while not stuck.exists() and time.time() < deadline:
+            time.sleep(0.05)
+        ring = ring_of(str(dumps))
+        before = open(ring, "rb").read()
+        code, out, err = command("blackbox", "recover", str(dumps), capsys=capsys)
+        assert (code, out) == (1, "")
+        assert err == (f"aoti-debug blackbox: {ring!r}: process {proc.pid} is still running, so its ring is "
+                       f"left alone (it dumps on SIGUSR2: kill -USR2 {proc.pid})\n")
+        assert sorted(os.listdir(dumps)) == [".aoti-debug-ledger", os.path.basename(ring)]
+        assert open(ring, "rb").read() == before
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+# ---------------------------------------------------------------- a check fires
+
+@pytest.fixture(scope="module")
+def nan_at_500(planted_box, tmp_path_factory):
+    """500 calls of the planted model, the 500th with a negative number under its sqrt;
+    the NaN check warns and the run goes on."""
+    dumps = tmp_path_factory.mktemp("nan500") / "dumps"
+    proc = run_python(loop_code(planted_box, 500, "models.planted_inputs()", "models.planted_inputs('sqrt')"),
+                      env=clean_env(AOTI_DEBUG_DUMP_DIR=dumps))
+    return proc, str(dumps)
+
+
+def test_a_nan_at_call_500_dumps_the_last_64_launches_up_to_its_origin(nan_at_500):
+    proc, dumps = nan_at_500
+    assert proc.stdout.splitlines()[-1] == "returned"       # warn: the model went on
+    pid = int(os.path.basename(ring_of(dumps)).split("-")[0])
+    folder = os.path.join(dumps, f"{pid}-blackbox")
+    # level 0: the checks speak on stderr; the dump is made once, at the first launch that fires
+    assert proc.stderr.splitlines()[:2] == [
+        f"aoti-debug nan-check: launch 500.1 cpp_fused_add_sqrt_0 (source {models.line_of('planted.sqrt')}) "
+        "wrote 1 NaN into buf2 (first at flat index 1); its inputs held no NaN, so this launch is where NaN "
+        "first appears",
+        f"aoti-debug blackbox: nan-check: the black box is in {folder!r}: the last 64 launches of 22 runs"]
+    lines = launches(folder)
+    # three launches a run: the last 64 end with the one whose check fired
+    every = [f"{r}.{k}" for r in range(1, 500) for k in (1, 2, 3)] + ["500.1"]
+    assert [l[0] for l in lines if l[1] == "before"] == every[-64:]
+    # the launch that made the NaN is the last one, with its outputs
+    assert lines[-2:] == [("500.1", "before", "running"), ("500.1", "after", "ok")]
+
+
+def test_nan_origin_on_the_dump_names_the_planted_launch_and_line(nan_at_500, capsys):
+    proc, dumps = nan_at_500
+    pid = int(os.path.basename(ring_of(dumps)).split("-")[0])
+    code, out, err = command("nan-origin", os.path.join(dumps, f"{pid}-blackbox"), capsys=capsys)
+    assert code == 1, out + err
+    lines = out.splitlines()
+    assert re.fullmatch(rf"NaN/Inf origin: launch 500\.1 cpp_fused_\w+ \(pid {pid}, {pid}-planted-run500/"
+                        r"manifest\.jsonl:\d+\)", lines[0]), out
+    assert lines[1] == f"  source: {models.line_of('planted.sqrt')}"
+
+
+# ---------------------------------------------------------------- a segfault
+
+@pytest.fixture(scope="module")
+def segfault_at_300(gather_box, mylib_so, tmp_path_factory):
+    """300 calls of the gather model, the 300th with an index far outside x: the custom op
+    reads unmapped memory and the process dies of SIGSEGV."""
+    dumps = tmp_path_factory.mktemp("segv300") / "dumps"
+    proc = run_python(loop_code(gather_box, 300, "models.gather_inputs()", "models.gather_inputs(crash=True)"),
+                      env=clean_env(MYLIB_SO=mylib_so, AOTI_DEBUG_DUMP_DIR=dumps), check=False)
+    assert proc.returncode == -signal.SIGSEGV and proc.stdout.splitlines()[-1] == "last call", proc.stderr
+    return str(dumps)
+
+
+def test_a_segfault_leaves_the_crashing_launch_with_its_inputs(segfault_at_300, capsys):
+    ring = ring_of(segfault_at_300)
+    pid = int(os.path.basename(ring).split("-")[0])
+    code, out, err = command("blackbox", "recover", segfault_at_300, capsys=capsys)
+    assert (code, err) == (0, ""), out + err
+    assert out.splitlines()[1:] == [f"in flight: launch 300.4 mylib.gather_rows.default of model 'gather' "
+                                    f"(thread {pid})"]
+    folder = os.path.join(segfault_at_300, f"{pid}-blackbox", f"{pid}-gather-run300")
+    (before,) = [e for e in manifests(os.path.dirname(folder))[f"{pid}-gather-run300"] if e.get("id") == "300.4"]
+    idx = torch.load(os.path.join(folder, next(f["file"] for f in before["files"] if f["name"] == "idx")),
+                     weights_only=True)
+    assert idx.tolist() == models.gather_inputs(crash=True)[1].tolist()
+
+
+def test_extract_of_the_crashing_launch_reproduces_the_segfault(segfault_at_300, mylib_so, capsys, tmp_path):
+    pid = int(os.path.basename(ring_of(segfault_at_300)).split("-")[0])
+    folder = os.path.join(segfault_at_300, f"{pid}-blackbox")
+    if not os.path.isdir(folder):
+        assert command("blackbox", "recover", segfault_at_300, capsys=capsys)[0] == 0
+    out_dir = tmp_path / "repro"
+    torch.ops.load_library(mylib_so)     # what --allow-module does for a module that registers the op
+    code, out, err = command("extract", "300.4", "--dir", folder, "-o", str(out_dir), capsys=capsys)
+    assert (code, err) == (0, ""), out + err
+    script = (out_dir / "repro.py").read_text()
+    assert "torch.ops.mylib.gather_rows.default(" in script
+    proc = run_python(f"""
+        import runpy, sys, torch
+        torch.ops.load_library({mylib_so!r})
+        sys.argv = [{str(out_dir / 'repro.py')!r}]
+        runpy.run_path(sys.argv[0], run_name="__main__")
+    """, env=clean_env(), cwd=str(tmp_path), check=False, timeout=600)
+    assert proc.returncode == -signal.SIGSEGV, proc.stdout + proc.stderr
+
+
+# ---------------------------------------------------------------- two processes, a torn ring
+
+@pytest.fixture(scope="module")
+def two_rings(hang, membugs_so, tmp_path_factory):
+    """Two processes calling the hang model 30 times into one dump directory at once,
+    each with a 1 MB ring."""
+    import textwrap
+    dumps = tmp_path_factory.mktemp("two") / "dumps"
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(loop_code(
+        hang, 30, "(torch.arange(5, dtype=torch.float32) + call,)", "(torch.ones(5),)"))],
+        env=clean_env(MEMBUGS_SO=membugs_so, AOTI_DEBUG_DUMP_DIR=dumps, AOTI_DEBUG_BLACKBOX_MAX_MB="1"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0 and out.splitlines()[-1] == "returned", out + err
+    return [p.pid for p in procs], str(dumps)
+
+
+def test_two_processes_keep_two_rings_and_recover_gives_each_its_own_folder(two_rings, capsys):
+    pids, dumps = two_rings
+    rings = sorted(glob.glob(os.path.join(dumps, "*.ring")))
+    assert rings == sorted(os.path.join(dumps, f"{pid}-blackbox.ring") for pid in pids)
+    assert all(os.path.getsize(r) == 1 << 20 for r in rings)
+    code, out, err = command("blackbox", "recover", dumps, capsys=capsys)
+    assert (code, err) == (0, ""), out + err
+    assert sorted(out.splitlines()) == sorted(
+        f"recovered {os.path.join(dumps, f'{pid}-blackbox.ring')} into "
+        f"{os.path.join(dumps, f'{pid}-blackbox')!r}: the last 64 launches of 22 runs" for pid in pids)
+    for pid in pids:
+        runs = sorted(manifests(os.path.join(dumps, f"{pid}-blackbox")))
+        assert runs == sorted(f"{pid}-hang-run{r}" for r in range(9, 31))
+        assert {e["pid"] for name in runs for e in manifests(os.path.join(dumps, f"{pid}-blackbox"))[name]
+                if e["event"] == "run"} == {pid}
+
+
+def entry_heads(data):
+    """(offset, seq, length) of every entry head in a ring image, found by its magic."""
+    import struct
+    found, at = [], data.find(b"BBX1")
+    while at >= 0:
+        seq, pos, length = struct.unpack_from("<QQQ", data, at + 16)
+        found.append((at, seq, length))
+        at = data.find(b"BBX1", at + 1)
+    return found
+
+
+def test_a_ring_cut_at_every_byte_of_its_last_entry_never_gives_part_of_it(two_rings, tmp_path, capsys):
+    pids, dumps = two_rings
+    data = open(os.path.join(dumps, f"{pids[0]}-blackbox.ring"), "rb").read()
+    status, whole = core.blackbox_entries(data)
+    assert status == "ok" and whole[-1].startswith("launch ") and " 30.3 done hang " in whole[-1]
+    last_seq = int(whole[-1].split()[1])
+    (at, _, length), = [h for h in entry_heads(data) if h[1] == last_seq]
+    for cut in range(at, at + length + 1):
+        status, got = core.blackbox_entries(data[:cut])
+        entries = [line for line in got if not line.startswith("note: ")]
+        assert status == "ok" and set(entries) <= set(whole), (cut, got)
+        assert (whole[-1] in entries) == (cut == at + length), cut
+        if cut < at + length:
+            assert f"note: the file is truncated: {cut} of its {1 << 20} bytes; entries past the end are lost" in got
+    # a torn entry (a page that never reached the disk) is left out, with a note
+    torn = bytearray(data)
+    torn[at + 128:at + length] = bytes(length - 128)      # all after its head reads as zeros
+    status, got = core.blackbox_entries(bytes(torn))
+    assert status == "ok"
+    assert [line for line in got if not line.startswith("note: ")] == whole[:-1]
+    assert got[-1] == "note: 1 entry is torn (not as written: a bad checksum or layout) and left out"
+    # and recover writes what is whole: the launch before it is the last one
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    (cut / f"{pids[0]}-blackbox.ring").write_bytes(data[:at + length // 2])
+    code, out, err = command("blackbox", "recover", str(cut), capsys=capsys)
+    assert (code, err) == (0, ""), out + err
+    assert out.splitlines()[1:] == [
+        f"note: the file is truncated: {at + length // 2} of its {1 << 20} bytes; entries past the end are lost",
+        "note: 1 entry lies past the end of the file and is left out"]
+    assert launches(str(cut / f"{pids[0]}-blackbox"))[-2:] == [("30.2", "before", "running"),
+                                                               ("30.2", "after", "incomplete")]
+
+
+# ---------------------------------------------------------------- asked for
+
+def test_python_asks_for_a_dump_and_a_run_cannot_keep_more_than_compiled(hang, membugs_so, tmp_path):
+    dumps = tmp_path / "dumps"
+    proc = run_python(f"""
+        import sys; sys.path.insert(0, {TESTS!r})
+        import torch, models, aoti_debug
+        m = torch._inductor.aoti_load_package({hang!r})
+        for call in range(5):
+            m(torch.arange(5, dtype=torch.float32))
+        print(aoti_debug.blackbox.dump())
+    """, env=clean_env(MEMBUGS_SO=membugs_so, AOTI_DEBUG_DUMP_DIR=dumps, AOTI_DEBUG_BLACKBOX="100"))
+    (ring,) = glob.glob(str(dumps / "*-blackbox.ring"))
+    pid = os.path.basename(ring).split("-")[0]
+    assert proc.stdout.splitlines() == [f"{str(dumps / f'{pid}-blackbox')!r}: the last 15 launches of 5 runs"]
+    assert proc.stderr.splitlines() == [
+        "aoti-debug settings: AOTI_DEBUG_BLACKBOX='100' asks for more than model 'hang' was compiled with (64); "
+        "using 64. Recompile with AOTI_DEBUG_BLACKBOX=100 (or AOTI_DEBUG_COMPILE=all) to get it."]
+    assert [l[0] for l in launches(str(dumps / f"{pid}-blackbox")) if l[1] == "before"] == [
+        f"{r}.{k}" for r in range(1, 6) for k in (1, 2, 3)]
+
+
+def test_dump_without_a_black_box_says_so():
+    import aoti_debug
+    with pytest.raises(RuntimeError) as err:
+        aoti_debug.blackbox.dump()
+    assert str(err.value) == "aoti-debug black box: the black box is not on"
+
+
+def test_sigusr2_dumps_at_the_next_launch(hang, membugs_so, tmp_path):
+    import textwrap
+    dumps = tmp_path / "dumps"
+    code = f"""
+        import sys; sys.path.insert(0, {TESTS!r})
+        import torch, models
+        m = torch._inductor.aoti_load_package({hang!r})
+        for call in range(3):
+            m(torch.arange(5, dtype=torch.float32))
+        print("ready", flush=True)
+        sys.stdin.readline()
+        m(torch.arange(5, dtype=torch.float32))
+        print("done", flush=True)
+    """
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=clean_env(MEMBUGS_SO=membugs_so, AOTI_DEBUG_DUMP_DIR=dumps, **BOX))
+    assert proc.stdout.readline() == "ready\n"
+    proc.send_signal(signal.SIGUSR2)          # the handler only sets a flag: nothing is written yet
+    time.sleep(0.2)
+    assert sorted(os.listdir(dumps)) == [".aoti-debug-ledger", f"{proc.pid}-blackbox.ring"]
+    out, err = proc.communicate("go\n", timeout=300)
+    assert (proc.returncode, out) == (0, "done\n"), err
+    folder = dumps / f"{proc.pid}-blackbox"
+    assert err.splitlines() == [f"aoti-debug blackbox: SIGUSR2: the black box is in {str(folder)!r}: "
+                                "the last 9 launches of 4 runs"]
+    # written at run 4's first launch: its inputs are there, its launches not yet
+    assert [l[0] for l in launches(str(folder)) if l[1] == "before"] == [
+        f"{r}.{k}" for r in range(1, 4) for k in (1, 2, 3)]
+    assert sorted(manifests(str(folder))) == [f"{proc.pid}-hang-run{r}" for r in range(1, 5)]
