@@ -98,11 +98,21 @@ static_assert(sizeof(ItemHead) == 56, "ItemHead is 56 bytes");
 
 inline uint64_t round_up(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
 
-inline uint64_t word_sum(const char* p, uint64_t n) {  // n: a multiple of 8
+// The checksum of an entry: every byte of its strings and value table, and
+// one 8-byte word in every 256 of its tensor data (enough to see a page that
+// never reached the disk, at a small fraction of the copy's cost).  Each word
+// is mixed with its position, so that moved or swapped words change the sum;
+// the sum itself has no chain from word to word (the compiler vectorizes it).
+constexpr uint64_t kSumStride = 256;
+inline uint64_t entry_sum(const char* e, uint64_t data_off, uint64_t length) {
   uint64_t s = 0, w;
-  for (uint64_t k = 0; k < n; k += 8) {
-    std::memcpy(&w, p + k, 8);
-    s += w ^ (k >> 3);  // the position counts: zeroed or shifted pages change the sum
+  for (uint64_t k = 128; k < data_off; k += 8) {
+    std::memcpy(&w, e + k, 8);
+    s += w ^ (k * 0x9E3779B97F4A7C15ull);
+  }
+  for (uint64_t k = data_off; k < length; k += kSumStride) {
+    std::memcpy(&w, e + k, 8);
+    s += w ^ (k * 0x9E3779B97F4A7C15ull);
   }
   return s;
 }
@@ -282,20 +292,31 @@ inline BoxRef box_append(uint32_t kind, const Run& run, int64_t launch, const ch
   RingHeader* h = reinterpret_cast<RingHeader*>(b->base);
   RingRegion& reg = h->region[kind - 1];
   // sizes first: an item that cannot fit in the region is kept as its description
-  std::vector<std::string> why(nitems);
-  std::vector<uint64_t> bytes(nitems, 0);
+  uint64_t bytes_here[64];
+  std::vector<uint64_t> bytes_more;
+  uint64_t* bytes = nitems <= 64 ? bytes_here : (bytes_more.resize(nitems), bytes_more.data());
+  std::vector<std::string> why;  // why each item is not kept; empty while every item is
   uint64_t strings_len = 0, table_len = 0, data_len = 0;
   for (uint32_t k = 0; k < nstrings; ++k) strings_len += 4 + std::strlen(strings[k] ? strings[k] : "");
   for (uint32_t k = 0; k < nitems; ++k) {
     const Value* v = items[k].value;
-    if (v != nullptr) why[k] = box_span(*v, &bytes[k]);
+    bytes[k] = 0;
+    if (v != nullptr) {
+      std::string w = box_span(*v, &bytes[k]);
+      if (!w.empty()) {
+        if (why.empty()) why.resize(nitems);
+        why[k] = std::move(w);
+      }
+    }
     data_len += round_up(bytes[k], 64);
   }
+  static const std::string kept;
+  auto why_of = [&](uint32_t k) -> const std::string& { return why.empty() ? kept : why[k]; };
   auto item_len = [&](uint32_t k) {
     const Value* v = items[k].value;
-    const uint64_t text = !why[k].empty() ? why[k].size()
+    const uint64_t text = !why_of(k).empty() ? why_of(k).size()
                           : v != nullptr && v->kind == Value::kString ? std::strlen(v->s) : 0;
-    const uint64_t dims = v != nullptr && v->kind == Value::kTensor && why[k].empty() ? v->t.ndim : 0;
+    const uint64_t dims = v != nullptr && v->kind == Value::kTensor && why_of(k).empty() ? v->t.ndim : 0;
     return round_up(sizeof(ItemHead) + std::strlen(items[k].name ? items[k].name : "") + text + 16 * dims, 8);
   };
   uint64_t data_off = 0, length = 0;
@@ -309,13 +330,28 @@ inline BoxRef box_append(uint32_t kind, const Run& run, int64_t launch, const ch
     std::snprintf(text, sizeof text, "larger than the black box keeps (%llu bytes for %s)",
                   static_cast<unsigned long long>(reg.cap), kind == kBoxRun ? "runs" : "launches");
     data_len = 0;
-    for (uint32_t k = 0; k < nitems; ++k)
-      if (bytes[k] > 0) bytes[k] = 0, why[k] = text;
+    if (why.empty()) why.resize(nitems);
+    for (uint32_t k = 0; k < nitems; ++k) {
+      if (bytes[k] > 0 && items[k].value->kind == Value::kTensor) bytes[k] = 0, why[k] = text;
+      data_len += round_up(bytes[k], 64);
+    }
   }
   if (length > reg.cap) return ref;  // not even the record fits: the ring is far too small (said at open)
 
   pthread_mutex_lock(&b->lock);
+  RingSlot* slots = reinterpret_cast<RingSlot*>(b->base + reg.index_off);
   uint64_t phys = reg.head % reg.cap;
+  // Start again at the region's beginning once the space before the entries to
+  // keep holds another window of them (their bytes, and two entries to spare):
+  // the ring's working set stays near twice its last N entries (warm in the
+  // cache, little for the kernel to write back) instead of the whole file.
+  if (reg.count + 1 >= reg.nslots) {
+    const RingSlot keep = slots[(reg.count + 1) % reg.nslots];  // the oldest entry kept once this one is in
+    const uint64_t kept_at = keep.pos % reg.cap;
+    if (keep.seq != 0 && keep.pos + reg.cap >= reg.head && phys > kept_at &&
+        kept_at >= (phys - kept_at) + 2 * length)
+      reg.head += reg.cap - phys, phys = 0;
+  }
   if (phys + length > reg.cap) reg.head += reg.cap - phys, phys = 0;
   const uint64_t pos = reg.head;
   __atomic_store_n(&reg.head, pos + length, __ATOMIC_RELEASE);  // older entries in the way are gone
@@ -349,10 +385,10 @@ inline BoxRef box_append(uint32_t kind, const Run& run, int64_t launch, const ch
     it.kind = v != nullptr ? v->kind : Value::kNone;
     it.role = items[k].role;
     const char* name = items[k].name ? items[k].name : "";
-    const char* text = !why[k].empty() ? why[k].c_str() : v != nullptr && v->kind == Value::kString ? v->s : "";
+    const char* text = !why_of(k).empty() ? why_of(k).c_str() : v != nullptr && v->kind == Value::kString ? v->s : "";
     it.name_len = static_cast<uint32_t>(std::strlen(name));
     it.text_len = static_cast<uint32_t>(std::strlen(text));
-    const bool tensor = v != nullptr && v->kind == Value::kTensor && why[k].empty();
+    const bool tensor = v != nullptr && v->kind == Value::kTensor && why_of(k).empty();
     if (v != nullptr) {
       it.i = v->kind == Value::kBool ? v->b : v->i;
       it.d = v->d;
@@ -376,8 +412,7 @@ inline BoxRef box_append(uint32_t kind, const Run& run, int64_t launch, const ch
     off += round_up(bytes[k], 64);
     p += item_len(k);
   }
-  eh->sum = word_sum(e + sizeof(EntryHead), length - sizeof(EntryHead));
-  RingSlot* slots = reinterpret_cast<RingSlot*>(b->base + reg.index_off);
+  eh->sum = entry_sum(e, data_off, length);
   slots[reg.count++ % reg.nslots] = RingSlot{seq, pos};
   __atomic_store_n(&eh->state, kBoxReady, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&b->lock);
@@ -568,7 +603,7 @@ inline bool box_parse(const char* base, uint64_t size, ParsedRing* out, std::str
           eh.data_off < sizeof eh || eh.data_off > eh.length || eh.data_len > eh.length - eh.data_off ||
           eh.strings_len > eh.length || eh.table_len > eh.length ||
           round_up(eh.strings_len, 8) + eh.table_len + sizeof eh > eh.data_off ||
-          word_sum(base + at_entry + sizeof eh, eh.length - sizeof eh) != eh.sum ||
+          entry_sum(base + at_entry, eh.data_off, eh.length) != eh.sum ||
           !box_read_items(base + at_entry, eh, &e)) {
         ++torn;
         continue;
