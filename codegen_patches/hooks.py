@@ -275,7 +275,9 @@ def launch(wrapper, st: WrapperState, kernel: str, prov: Provenance, args: List[
         after = {a.name: a.value or fx_ops.value_of(a.name) for a in args if a.role != IN}
         ops = fx_ops.program(prov.nodes, args, labels, held, after)
         st.holds.update((k, v) for k, v in after.items() if v)
-    args = [dataclasses.replace(a, name=labels.get(a.name, a.name)) for a in args]
+    from torch._inductor.virtualized import V
+    args = [dataclasses.replace(a, name=labels.get(a.name, a.name), constant=a.name in V.graph.constants)
+            for a in args]
     site = new_site(st, kernel, prov, args, kind)
     site.ops = ops
     # the filter narrows logging only: every launch is checked

@@ -35,6 +35,7 @@ class Arg:
     expr: str        # the wrapper expression that yields the tensor
     role: str        # in | out | inout
     value: str = ""  # the FX node whose result the buffer holds ("" = not known)
+    constant: bool = False  # one of the artifact's constants (weights): the black box does not copy it
 
 
 @dataclasses.dataclass

@@ -129,6 +129,11 @@ def test_sigkill_leaves_the_ring_and_recover_names_the_launch_in_flight(killed, 
     assert [(f["name"], f["role"]) for f in last["files"]] == [("buf0", "in")]
     held = torch.load(os.path.join(folder, f"{pid}-hang-run40", last["files"][0]["file"]), weights_only=True)
     assert held.tolist() == [-99.0, 2.0, 3.0, 4.0, 5.0]      # x + 1 of the last call
+    # the artifact's weights are described, not copied
+    (fc,) = [e for e in manifests(folder)[f"{pid}-hang-run39"] if e.get("id") == "39.3" and e["event"] == "before"]
+    assert [f for f in fc["files"] if f["name"] == "fc_weight"] == [{
+        "name": "fc_weight", "role": "in", "file": None,
+        "error": "a constant of the artifact (a weight): the black box does not copy it (replay takes it from --package)"}]
     assert last["source"] == models.line_of("hang.op")
 
 

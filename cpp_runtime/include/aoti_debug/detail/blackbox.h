@@ -146,7 +146,11 @@ struct BoxItem {
   const char* name;
   int32_t role;
   const Value* value;  // nullptr: a value of the other side, named only
+  bool constant = false;  // the artifact's: described and its address kept, never copied
 };
+
+// ItemHead::off of a constant: described (dtype, sizes, strides), its bytes not in the ring.
+constexpr uint64_t kConstantOff = ~0ull;
 
 inline BoxState* box_state() {
   Registry* r = registry();
@@ -202,7 +206,7 @@ inline std::string box_create(BoxState* b, const Settings& s, int64_t launches) 
            std::to_string(s.blackbox_max_mb) + " MB";
   }
   std::string used;
-  const int fd = create_file(dir, std::to_string(getpid()) + "-blackbox.ring", true, &used, O_RDWR);
+  const int fd = create_file(dir, std::to_string(getpid()) + "-blackbox.ring", true, &used, O_RDWR, 0600);
   if (fd < 0) return "cannot create " + py_repr(dir + "/" + used) + " (" + errno_text(-fd) + ")";
   const std::string path = dir + "/" + used;
   // allocated now: a full disk must fail here, not as SIGBUS on a later store
@@ -303,6 +307,7 @@ inline BoxRef box_append(uint32_t kind, const Run& run, int64_t launch, const ch
     bytes[k] = 0;
     if (v != nullptr) {
       std::string w = box_span(*v, &bytes[k]);
+      if (items[k].constant && w.empty() && v->kind == Value::kTensor) bytes[k] = 0;
       if (!w.empty()) {
         if (why.empty()) why.resize(nitems);
         why[k] = std::move(w);
@@ -395,6 +400,7 @@ inline BoxRef box_append(uint32_t kind, const Run& run, int64_t launch, const ch
       if (v->kind == Value::kTensor) it.dtype = v->t.dtype, it.ndim = tensor ? static_cast<int32_t>(v->t.ndim) : 0;
     }
     it.off = off, it.bytes = bytes[k];
+    if (tensor && items[k].constant) it.off = kConstantOff;
     std::memcpy(p, &it, sizeof it);
     char* q = p + sizeof it;
     std::memcpy(q, name, it.name_len), q += it.name_len;
@@ -442,8 +448,9 @@ struct BoxValue {
   std::vector<int64_t> sizes, strides;
   const char* data = nullptr;
   uint64_t bytes = 0;
+  bool constant = false;  // the artifact's: described, its bytes not in the ring
 
-  bool kept() const { return kind != Value::kTensor || text.empty(); }
+  bool kept() const { return kind != Value::kTensor || (text.empty() && !constant); }
   Value value() const {
     switch (kind) {
       case Value::kBool: return Value(i != 0);
@@ -508,6 +515,15 @@ inline bool box_read_items(const char* e, const EntryHead& h, BoxEntry* out) {
     if (it.ndim) {
       std::memcpy(v.sizes.data(), q, 8ull * it.ndim), q += 8ull * it.ndim;
       std::memcpy(v.strides.data(), q, 8ull * it.ndim);
+    }
+    v.constant = v.kind == Value::kTensor && it.off == kConstantOff && v.text.empty();
+    if (v.constant) {
+      if (it.bytes != 0) return false;
+      v.bytes = 0;
+      out->items.push_back(std::move(v));
+      p += round_up(len, 8);
+      if (p > end) return false;
+      continue;
     }
     if (it.off > h.data_len || it.bytes > h.data_len - it.off) return false;
     v.data = e + h.data_off + it.off;
@@ -760,18 +776,23 @@ inline std::string box_write(const ParsedRing& ring, const Settings& settings, c
       std::snprintf(prefix, sizeof prefix, "launch%06lld_", static_cast<long long>(e->launch));
       std::string in = "[", out = "[";
       int64_t in_bytes = 0, out_bytes = 0;
-      for (const BoxValue& v : e->items) {
+      for (size_t item = 0; item < e->items.size(); ++item) {
+        const BoxValue& v = e->items[item];
         const bool in_side = v.role != static_cast<int32_t>(Role::Out);
         if (in_side) {
-          if (v.kept()) {
+          // the failing launch's constants are read from its live arguments, right after it ran
+          const Value* live = v.constant && fails && item < failing->args.size() ? failing->args.begin() + item : nullptr;
+          if (v.kept() || live != nullptr) {
             rec.save(sub, std::string(prefix) + "in_" + safe_name(v.name.c_str()) + ".pt", v.name.c_str(),
-                     role_name(static_cast<Role>(v.role)), v.value(), in, &in_bytes);
+                     role_name(static_cast<Role>(v.role)), live != nullptr ? *live : v.value(), in, &in_bytes);
           } else {
             if (in.size() > 1) in += ", ";
             in += "{\"name\": ";
             json_str(in, v.name.c_str());
             in += std::string(", \"role\": \"") + role_name(static_cast<Role>(v.role)) + "\", \"file\": null, \"error\": ";
-            json_str(in, v.text.c_str());
+            json_str(in, v.constant ? "a constant of the artifact (a weight): the black box does not copy it "
+                                      "(replay takes it from --package)"
+                                    : v.text.c_str());
             in += "}";
           }
         }
@@ -920,7 +941,8 @@ class BlackBox {
     for (const Value& v : args) {
       if (k >= site.nargs) break;
       const Role role = site.args[k].role;
-      list[k] = {site.args[k].name, static_cast<int32_t>(role), role == Role::Out ? nullptr : &v};
+      list[k] = {site.args[k].name, static_cast<int32_t>(role), role == Role::Out ? nullptr : &v,
+                 site.args[k].constant};
       ++k;
     }
     const char* strings[6] = {model_.name().c_str(), site.kernel, site.nodes, site.source, site.lines, site.ops};

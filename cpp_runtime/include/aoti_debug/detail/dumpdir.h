@@ -59,7 +59,7 @@ inline int make_folder(const std::string& parent, const std::string& stem, bool 
 // with its name in *chosen, or -errno.  `access`: O_WRONLY, or O_RDWR for a
 // file that is mapped.
 inline int create_file(const std::string& dir, const std::string& name, bool alternatives,
-                       std::string* chosen, int access = O_WRONLY) {
+                       std::string* chosen, int access = O_WRONLY, mode_t mode = 0644) {
   const size_t dot = name.rfind('.');
   const std::string stem = dot == std::string::npos || dot == 0 ? name : name.substr(0, dot);
   const std::string ext = name.substr(stem.size());
@@ -67,7 +67,7 @@ inline int create_file(const std::string& dir, const std::string& name, bool alt
     *chosen = nth_name(stem, ext, n);
     const std::string path = dir + "/" + *chosen;
     int fd;
-    do fd = ::open(path.c_str(), access | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    do fd = ::open(path.c_str(), access | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
     while (fd < 0 && errno == EINTR);
     if (fd >= 0) return fd;
     if (errno != EEXIST) return -errno;

@@ -93,6 +93,7 @@ enum class Role : int32_t { In = 0, Out = 1, InOut = 2 };
 struct ArgSpec {
   const char* name;
   Role role;
+  bool constant = false;  // one of the artifact's constants (weights): the black box does not copy it
 };
 
 // A launch site, described once by the generated code.
