@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -52,7 +53,7 @@ constexpr uint32_t kRingVersion = 1;
 constexpr uint64_t kRingHeaderBytes = 4096;
 constexpr uint32_t kEntryMagic = 0x31584242;  // "BBX1"
 constexpr uint32_t kMaxItemDims = 64;
-enum : uint32_t { kBoxRun = 1, kBoxLaunch = 2 };                   // EntryHead::kind
+enum : uint32_t { kBoxRun = 1, kBoxLaunch = 2, kBoxSite = 3 };     // EntryHead::kind, region kind - 1
 enum : uint32_t { kBoxWriting = 1, kBoxReady = 2, kBoxDone = 3 };  // EntryHead::state
 
 struct RingRegion {
@@ -70,7 +71,7 @@ struct RingHeader {
   uint64_t start_ticks;  // the process's start time (/proc/<pid>/stat field 22): pid reuse
   int64_t created_us;
   uint64_t seq;          // entries written so far
-  RingRegion region[2];  // kBoxRun - 1, kBoxLaunch - 1
+  RingRegion region[3];  // kBoxRun - 1, kBoxLaunch - 1, kBoxSite - 1 (sites: appended, never overwritten)
 };
 
 struct RingSlot {
@@ -84,8 +85,9 @@ struct EntryHead {
   int32_t rank, world;
   uint32_t nstrings, reserved;
   uint64_t strings_len, table_len, data_off, data_len;  // data_off: from the entry's start
+  uint64_t site_pos, site_seq;  // a launch whose site strings are a site entry (site_seq 0: its own)
 };
-static_assert(sizeof(EntryHead) == 128, "EntryHead is 128 bytes");
+static_assert(sizeof(EntryHead) == 144, "EntryHead is 144 bytes");
 
 struct ItemHead {
   int32_t kind, role, dtype, ndim;  // kind: Value::Kind; role: Role
@@ -106,7 +108,7 @@ inline uint64_t round_up(uint64_t v, uint64_t to) { return (v + to - 1) / to * t
 constexpr uint64_t kSumStride = 256;
 inline uint64_t entry_sum(const char* e, uint64_t data_off, uint64_t length) {
   uint64_t s = 0, w;
-  for (uint64_t k = 128; k < data_off; k += 8) {
+  for (uint64_t k = sizeof(EntryHead); k < data_off; k += 8) {
     std::memcpy(&w, e + k, 8);
     s += w ^ (k * 0x9E3779B97F4A7C15ull);
   }
@@ -189,7 +191,8 @@ inline std::string box_create(BoxState* b, const Settings& s, int64_t launches) 
     return "AOTI_DEBUG_BLACKBOX_MAX_MB=" + std::to_string(s.blackbox_max_mb) + " is too small for " +
            std::to_string(launches) + " launches";
   const uint64_t data = size - kRingHeaderBytes - index;
-  const uint64_t runs_cap = data / 4 / 64 * 64, launches_cap = (data - runs_cap) / 64 * 64;
+  const uint64_t sites_cap = data / 16 / 64 * 64, runs_cap = data / 4 / 64 * 64;
+  const uint64_t launches_cap = (data - runs_cap - sites_cap) / 64 * 64;
   int err = 0;
   if (!mkdirs(dir, &err)) return "cannot create dump folder " + py_repr(dir) + " (" + errno_text(err) + ")";
   bool over = false;
@@ -229,8 +232,11 @@ inline std::string box_create(BoxState* b, const Settings& s, int64_t launches) 
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   h->created_us = static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
-  h->region[0] = {kRingHeaderBytes, nslots, kRingHeaderBytes + index, runs_cap, 0, 0};
-  h->region[1] = {kRingHeaderBytes + nslots * sizeof(RingSlot), nslots, kRingHeaderBytes + index + runs_cap,
+  // sites first: a file cut short loses launches, not the strings every launch refers to
+  const uint64_t data_at = kRingHeaderBytes + index;
+  h->region[2] = {0, 0, data_at, sites_cap, 0, 0};
+  h->region[0] = {kRingHeaderBytes, nslots, data_at + sites_cap, runs_cap, 0, 0};
+  h->region[1] = {kRingHeaderBytes + nslots * sizeof(RingSlot), nslots, data_at + sites_cap + runs_cap,
                   launches_cap, 0, 0};
   b->base = static_cast<char*>(mem);
   b->size = size;
@@ -289,7 +295,8 @@ inline std::string box_span(const Value& v, uint64_t* bytes) {
 // Appends one entry (a run's inputs, or a launch's record and inputs) and
 // returns where it is, for box_done().
 inline BoxRef box_append(uint32_t kind, const Run& run, int64_t launch, const char* const* strings,
-                         uint32_t nstrings, const BoxItem* items, uint32_t nitems, const Settings& s) {
+                         uint32_t nstrings, const BoxItem* items, uint32_t nitems, const Settings& s,
+                         const BoxRef* site = nullptr) {
   BoxState* b = box_state();
   BoxRef ref;
   if (b == nullptr || __atomic_load_n(&b->status, __ATOMIC_ACQUIRE) != 1) return ref;
@@ -346,11 +353,15 @@ inline BoxRef box_append(uint32_t kind, const Run& run, int64_t launch, const ch
   pthread_mutex_lock(&b->lock);
   RingSlot* slots = reinterpret_cast<RingSlot*>(b->base + reg.index_off);
   uint64_t phys = reg.head % reg.cap;
+  if (kind == kBoxSite && reg.head + length > reg.cap) {
+    pthread_mutex_unlock(&b->lock);  // sites are appended, never overwritten: full, launches carry their own
+    return ref;
+  }
   // Start again at the region's beginning once the space before the entries to
   // keep holds another window of them (their bytes, and two entries to spare):
   // the ring's working set stays near twice its last N entries (warm in the
   // cache, little for the kernel to write back) instead of the whole file.
-  if (reg.count + 1 >= reg.nslots) {
+  if (reg.nslots != 0 && reg.count + 1 >= reg.nslots) {
     const RingSlot keep = slots[(reg.count + 1) % reg.nslots];  // the oldest entry kept once this one is in
     const uint64_t kept_at = keep.pos % reg.cap;
     if (keep.seq != 0 && keep.pos + reg.cap >= reg.head && phys > kept_at &&
@@ -373,6 +384,7 @@ inline BoxRef box_append(uint32_t kind, const Run& run, int64_t launch, const ch
   eh->rank = static_cast<int32_t>(s.rank), eh->world = static_cast<int32_t>(s.world);
   eh->nstrings = nstrings, eh->strings_len = strings_len, eh->table_len = table_len;
   eh->data_off = data_off, eh->data_len = data_len;
+  if (site != nullptr) eh->site_pos = site->pos, eh->site_seq = site->seq;
   char* p = e + sizeof(EntryHead);
   for (uint32_t k = 0; k < nstrings; ++k) {
     const char* str = strings[k] ? strings[k] : "";
@@ -419,10 +431,30 @@ inline BoxRef box_append(uint32_t kind, const Run& run, int64_t launch, const ch
     p += item_len(k);
   }
   eh->sum = entry_sum(e, data_off, length);
-  slots[reg.count++ % reg.nslots] = RingSlot{seq, pos};
+  if (reg.nslots != 0) slots[reg.count % reg.nslots] = RingSlot{seq, pos};
+  ++reg.count;
   __atomic_store_n(&eh->state, kBoxReady, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&b->lock);
   ref.seq = seq, ref.pos = pos, ref.region = static_cast<int>(kind - 1);
+  return ref;
+}
+
+// Where `site`'s strings are in this process's ring: written there the first
+// time (a launch entry then refers to them); seq 0 when the sites' part is full.
+inline BoxRef box_site(const Site& site, const Run& run, const Settings& s) {
+  BoxState* b = box_state();
+  const RingHeader* h = reinterpret_cast<const RingHeader*>(b->base);
+  const uint64_t ring = reinterpret_cast<uintptr_t>(b->base) ^ static_cast<uint64_t>(h->created_us);
+  BoxRef ref;
+  pthread_mutex_lock(&b->site_lock);
+  if (site.box_ring == ring) {
+    ref.seq = site.box_seq, ref.pos = site.box_pos, ref.region = kBoxSite - 1;
+  } else {
+    const char* strings[5] = {site.kernel, site.nodes, site.source, site.lines, site.ops};
+    ref = box_append(kBoxSite, run, 0, strings, 5, nullptr, 0, s);
+    if (ref.seq != 0) site.box_ring = ring, site.box_seq = ref.seq, site.box_pos = ref.pos;
+  }
+  pthread_mutex_unlock(&b->site_lock);
   return ref;
 }
 
@@ -573,6 +605,36 @@ inline bool box_parse(const char* base, uint64_t size, ParsedRing* out, std::str
                          std::to_string(h.file_bytes) + " bytes; entries past the end are lost");
   const uint64_t limit = std::min<uint64_t>(size, h.file_bytes);
   int64_t torn = 0, cut = 0;
+  // the strings of launch sites, appended once each; a launch refers to one by position and seq
+  const RingRegion& sg = h.region[2];
+  uint64_t sites_end;
+  if (sg.cap % 64 != 0 || sg.head > sg.cap || __builtin_add_overflow(sg.data_off, sg.cap, &sites_end) ||
+      sites_end > h.file_bytes || sg.data_off < kRingHeaderBytes) {
+    *err = "its header describes regions outside the file";
+    return false;
+  }
+  std::map<uint64_t, std::vector<std::string>> sites;
+  auto site_strings = [&](const EntryHead& l, BoxEntry* e) -> bool {
+    auto known = sites.find(l.site_pos);
+    if (known == sites.end()) {
+      EntryHead sh;
+      const uint64_t at = sg.data_off + l.site_pos;
+      if (l.site_pos % 64 != 0 || l.site_pos >= sg.head || at + sizeof sh > limit) return false;
+      std::memcpy(&sh, base + at, sizeof sh);
+      BoxEntry se;
+      if (sh.magic != kEntryMagic || sh.kind != kBoxSite || sh.pos != l.site_pos || sh.state != kBoxReady ||
+          sh.length < sizeof sh || sh.length % 64 != 0 || sh.length > sg.head - sh.pos || at + sh.length > limit ||
+          sh.nitems != 0 || sh.nstrings != 5 || sh.strings_len > sh.length || sh.table_len != 0 ||
+          sh.data_len != 0 || sh.data_off != sh.length || round_up(sh.strings_len, 8) + sizeof sh > sh.data_off ||
+          entry_sum(base + at, sh.data_off, sh.length) != sh.sum || !box_read_items(base + at, sh, &se))
+        return false;
+      known = sites.emplace(l.site_pos, std::move(se.strings)).first;
+      known->second.insert(known->second.begin(), std::to_string(sh.seq));
+    }
+    if (known->second.front() != std::to_string(l.site_seq)) return false;
+    e->strings.insert(e->strings.end(), known->second.begin() + 1, known->second.end());
+    return true;
+  };
   for (int r = 0; r < 2; ++r) {
     const RingRegion& g = h.region[r];
     uint64_t slots_end, data_end;
@@ -620,7 +682,8 @@ inline bool box_parse(const char* base, uint64_t size, ParsedRing* out, std::str
           eh.strings_len > eh.length || eh.table_len > eh.length ||
           round_up(eh.strings_len, 8) + eh.table_len + sizeof eh > eh.data_off ||
           entry_sum(base + at_entry, eh.data_off, eh.length) != eh.sum ||
-          !box_read_items(base + at_entry, eh, &e)) {
+          !box_read_items(base + at_entry, eh, &e) ||
+          (eh.site_seq != 0 && (eh.kind != kBoxLaunch || eh.nstrings != 1 || !site_strings(eh, &e)))) {
         ++torn;
         continue;
       }
@@ -945,9 +1008,11 @@ class BlackBox {
                  site.args[k].constant};
       ++k;
     }
+    // the site's strings (kernel, nodes, source lines, ops: kilobytes) go into the ring once
+    const detail::BoxRef where = detail::box_site(site, run_, model_.settings());
     const char* strings[6] = {model_.name().c_str(), site.kernel, site.nodes, site.source, site.lines, site.ops};
-    ref_ = detail::box_append(detail::kBoxLaunch, run_, run_.launch, strings, 6, list, static_cast<uint32_t>(k),
-                              model_.settings());
+    ref_ = detail::box_append(detail::kBoxLaunch, run_, run_.launch, strings, where.seq ? 1 : 6, list,
+                              static_cast<uint32_t>(k), model_.settings(), where.seq ? &where : nullptr);
   }
 
   // After the launch returned.

@@ -107,6 +107,8 @@ struct Site {
   const char* lines = "";  // "  source-line: file:line nodes=a,b\n" per user line, in source order
   const char* ops = "";    // the launch's FX ops as one JSON array (level 10; docs/dumps.md)
   mutable int32_t match_cache = -1;  // filter decision of the owning model (-1: not yet)
+  // the black box: where this site's strings are in the process's ring (detail::box_site)
+  mutable uint64_t box_ring = 0, box_pos = 0, box_seq = 0;
 };
 
 // What a run does while a run-time variable is unset, when that is less than

@@ -89,6 +89,7 @@ struct ModelName {
 // every model and thread.
 struct BoxState {
   pthread_mutex_t lock;   // held while an entry is written or the ring is dumped
+  pthread_mutex_t site_lock;  // held while a launch site's entry is looked up or written (then `lock`)
   int32_t status;         // 0: not opened yet, 1: open, -1: could not be opened (said once)
   int32_t signal_installed;
   volatile sig_atomic_t requested;  // SIGUSR2 arrived: the next launch dumps the ring
@@ -263,6 +264,7 @@ inline Registry* create_registry(pid_t pid) {
   pthread_mutex_init(&r->lock, nullptr);
   pthread_mutex_init(&r->dump.lock, nullptr);
   pthread_mutex_init(&r->box.lock, nullptr);
+  pthread_mutex_init(&r->box.site_lock, nullptr);
   return r;
 }
 
