@@ -401,3 +401,22 @@ def test_sigusr2_dumps_at_the_next_launch(hang, membugs_so, tmp_path):
     assert [l[0] for l in launches(str(folder)) if l[1] == "before"] == [
         f"{r}.{k}" for r in range(1, 4) for k in (1, 2, 3)]
     assert sorted(manifests(str(folder))) == [f"{proc.pid}-hang-run{r}" for r in range(1, 5)]
+
+
+def test_torch_compile_says_once_that_it_keeps_no_black_box(tmp_path):
+    proc = run_python(f"""
+        import sys; sys.path.insert(0, {TESTS!r})
+        import torch, models
+        model, args, _ = models.seeded("mlp")
+        compiled = torch.compile(model)
+        with torch.no_grad():
+            for call in range(2):
+                assert torch.equal(compiled(*args), model(*args)) or torch.allclose(compiled(*args), model(*args))
+        print("ok")
+    """, env=clean_env(AOTI_DEBUG_BLACKBOX="64", AOTI_DEBUG_DUMP_DIR=tmp_path / "dumps",
+                       TORCHINDUCTOR_CACHE_DIR=tmp_path / "cache"))
+    assert proc.stdout.splitlines() == ["ok"]
+    assert [l for l in proc.stderr.splitlines() if l.startswith("aoti-debug")] == [
+        "aoti-debug: AOTI_DEBUG_BLACKBOX keeps the launches of AOTI packages; torch.compile's Python wrapper "
+        "does not keep them yet (docs/dumps.md)"]
+    assert not (tmp_path / "dumps").exists()
