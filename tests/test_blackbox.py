@@ -420,3 +420,109 @@ def test_torch_compile_says_once_that_it_keeps_no_black_box(tmp_path):
         "aoti-debug: AOTI_DEBUG_BLACKBOX keeps the launches of AOTI packages; torch.compile's Python wrapper "
         "does not keep them yet (docs/dumps.md)"]
     assert not (tmp_path / "dumps").exists()
+
+
+# ---------------------------------------------------------------- every check, several models and threads
+
+@pytest.fixture(scope="module")
+def guarded_box(packages):
+    return packages.get("mlp", AOTI_DEBUG_CHECK_INPUTS="1", **BOX)
+
+
+def test_an_input_guard_dumps_the_ring_with_the_bad_inputs(guarded_box, tmp_path):
+    dumps = tmp_path / "dumps"
+    proc = run_python(f"""
+        import sys; sys.path.insert(0, {TESTS!r})
+        import torch, models
+        m = torch._inductor.aoti_load_package({guarded_box!r})
+        for call in range(3):
+            m(*models.example("mlp")[1])
+        try:
+            m(torch.zeros(4, 8, dtype=torch.float64))
+        except RuntimeError as exc:
+            print("RAISED", str(exc).splitlines()[0], flush=True)
+    """, env=clean_env(AOTI_DEBUG_DUMP_DIR=dumps))
+    pid = os.path.basename(ring_of(str(dumps))).split("-")[0]
+    folder = dumps / f"{pid}-blackbox"
+    assert proc.stdout.splitlines()[-1] == ("RAISED aoti-debug: the inputs of model 'mlp' do not match what it "
+                                            "was compiled for:")
+    assert f"aoti-debug blackbox: input-check: the black box is in {str(folder)!r}: the last 18 launches of 4 runs" \
+        in proc.stderr.splitlines()
+    run4 = manifests(str(folder))[f"{pid}-mlp-run4"]
+    assert [e["event"] for e in run4] == ["run"]      # it stopped before its first launch
+    x = torch.load(folder / f"{pid}-mlp-run4" / "inputs.pt", weights_only=True)[0]
+    assert x.dtype == torch.float64 and x.shape == (4, 8)
+
+
+def test_two_models_and_two_threads_share_one_ring(hang, membugs_so, tmp_path):
+    dumps = tmp_path / "dumps"
+    proc = run_python(f"""
+        import sys, threading; sys.path.insert(0, {TESTS!r})
+        import torch, models, aoti_debug
+        a = torch._inductor.aoti_load_package({hang!r})
+        b = torch._inductor.aoti_load_package({hang!r})
+        def work(m, calls):
+            for call in range(calls):
+                m(torch.arange(5, dtype=torch.float32))
+        threads = [threading.Thread(target=work, args=(a, 2)), threading.Thread(target=work, args=(b, 3))]
+        for t in threads: t.start()
+        for t in threads: t.join()
+        print(aoti_debug.blackbox.dump())
+    """, env=clean_env(MEMBUGS_SO=membugs_so, AOTI_DEBUG_DUMP_DIR=dumps, **BOX))
+    pid = os.path.basename(ring_of(str(dumps))).split("-")[0]
+    folder = dumps / f"{pid}-blackbox"
+    assert proc.stdout.splitlines() == [f"{str(folder)!r}: the last 15 launches of 5 runs"]
+    runs = manifests(str(folder))
+    assert sorted(runs) == sorted([f"{pid}-hang-run1", f"{pid}-hang-run2", f"{pid}-hang#2-run1",
+                                   f"{pid}-hang#2-run2", f"{pid}-hang#2-run3"])
+    threads = {name: {e["thread"] for e in lines if e["event"] == "run"} for name, lines in runs.items()}
+    assert len({t for ts in threads.values() for t in ts}) == 2 and int(pid) not in {
+        t for ts in threads.values() for t in ts}       # each model ran on its own thread, not the main one
+    assert threads[f"{pid}-hang-run1"] == threads[f"{pid}-hang-run2"]
+    assert all(len(lines) == 7 for lines in runs.values())   # run, then before/after of three launches
+
+
+def test_a_taken_ring_name_is_said_and_never_followed(hang, membugs_so, tmp_path):
+    dumps, target = tmp_path / "dumps", tmp_path / "target"
+    target.write_text("not the ring")
+    proc = run_python(f"""
+        import os, sys; sys.path.insert(0, {TESTS!r})
+        os.makedirs({str(dumps)!r})
+        os.symlink({str(target)!r}, os.path.join({str(dumps)!r}, f"{{os.getpid()}}-blackbox.ring"))
+        import torch, models
+        m = torch._inductor.aoti_load_package({hang!r})
+        m(torch.arange(5, dtype=torch.float32))
+        print(os.getpid())
+    """, env=clean_env(MEMBUGS_SO=membugs_so, AOTI_DEBUG_DUMP_DIR=dumps, AOTI_DEBUG_BLACKBOX_MAX_MB="1", **BOX))
+    pid = proc.stdout.split()[-1]
+    assert target.read_text() == "not the ring"
+    assert os.path.getsize(dumps / f"{pid}-blackbox.2.ring") == 1 << 20
+    assert proc.stderr.splitlines() == [
+        f"aoti-debug blackbox: {str(dumps / f'{pid}-blackbox.ring')!r} already exists; writing "
+        f"{str(dumps / f'{pid}-blackbox.2.ring')!r} instead"]
+
+
+def test_the_memory_check_dumps_the_ring_up_to_the_launch_that_wrote_out_of_bounds(packages, membugs_so, tmp_path):
+    overrun = packages.get("overrun", MEMBUGS_SO=membugs_so, AOTI_DEBUG_MEMCHECK="raise", **BOX)
+    dumps = tmp_path / "dumps"
+    proc = run_python(f"""
+        import sys; sys.path.insert(0, {TESTS!r})
+        import torch, models
+        m = torch._inductor.aoti_load_package({overrun!r})
+        try:
+            m(*models.example("overrun")[1])
+        except RuntimeError as exc:
+            print("RAISED", str(exc).split(":")[0], flush=True)
+    """, env=clean_env(MEMBUGS_SO=membugs_so, AOTI_DEBUG_DUMP_DIR=dumps))
+    pid = os.path.basename(ring_of(str(dumps))).split("-")[0]
+    folder = dumps / f"{pid}-blackbox"
+    assert proc.stdout.splitlines() == ["RAISED aoti-debug memcheck"]
+    # level 0: the note on stderr (and AOTI's own `Error: ...` line for the exception)
+    assert [l for l in proc.stderr.splitlines() if l.startswith("aoti-debug")] == [
+        f"aoti-debug blackbox: memcheck: the black box is in {str(folder)!r}: the last 2 launches of 1 run"]
+    assert launches(str(folder)) == [("1.1", "before", "running"), ("1.1", "after", "incomplete"),
+                                     ("1.2", "before", "running"), ("1.2", "after", "ok")]
+    (after,) = [e for e in manifests(str(folder))[f"{pid}-overrun-run1"] if e.get("event") == "after"
+                and e["id"] == "1.2"]
+    y = torch.load(folder / f"{pid}-overrun-run1" / after["files"][0]["file"], weights_only=True)
+    assert y.tolist() == [2.0, 4.0, 6.0, 8.0, 10.0]      # 2 * (x + 1): what the op returned, bug and all

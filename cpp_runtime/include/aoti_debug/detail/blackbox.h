@@ -180,8 +180,9 @@ inline void box_install_signal(BoxState* b) {
   if (sigaction(SIGUSR2, &sa, nullptr) == 0) b->signal_installed = 1;
 }
 
-// Creates the process's ring file: "" or why it could not.  b->lock held.
-inline std::string box_create(BoxState* b, const Settings& s, int64_t launches) {
+// Creates the process's ring file: "" or why it could not (*taken: the note
+// when its name was taken and the next free one used).  b->lock held.
+inline std::string box_create(BoxState* b, const Settings& s, int64_t launches, std::string* taken) {
   std::string dir = s.dump_dir;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   const uint64_t size = static_cast<uint64_t>(s.blackbox_max_mb) << 20;
@@ -209,9 +210,11 @@ inline std::string box_create(BoxState* b, const Settings& s, int64_t launches) 
            std::to_string(s.blackbox_max_mb) + " MB";
   }
   std::string used;
-  const int fd = create_file(dir, std::to_string(getpid()) + "-blackbox.ring", true, &used, O_RDWR, 0600);
+  const std::string name = std::to_string(getpid()) + "-blackbox.ring";
+  const int fd = create_file(dir, name, true, &used, O_RDWR, 0600);
   if (fd < 0) return "cannot create " + py_repr(dir + "/" + used) + " (" + errno_text(-fd) + ")";
   const std::string path = dir + "/" + used;
+  if (used != name) *taken = py_repr(dir + "/" + name) + " already exists; writing " + py_repr(path) + " instead";
   // allocated now: a full disk must fail here, not as SIGBUS on a later store
   err = posix_fallocate(fd, 0, static_cast<off_t>(size));
   void* mem = err == 0 ? mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
@@ -247,22 +250,23 @@ inline std::string box_create(BoxState* b, const Settings& s, int64_t launches) 
 
 // Opens the ring on first use (every later call: one load).  False when the
 // black box cannot be kept; the note saying why is written once.
-inline bool box_open(const Settings& s, int64_t launches, const std::string& dest, const char* tv) {
+inline bool box_open(const Settings& s, int64_t launches, int level, const std::string& dest, const char* tv) {
   BoxState* b = box_state();
   if (b == nullptr) return false;
   int32_t status = __atomic_load_n(&b->status, __ATOMIC_ACQUIRE);
   if (AOTI_DEBUG_LIKELY(status != 0)) return status == 1;
   pthread_mutex_lock(&b->lock);
-  std::string why;
+  std::string why, taken;
   if (b->status == 0) {
-    why = box_create(b, s, launches);
+    why = box_create(b, s, launches, &taken);
     if (why.empty()) box_install_signal(b);
     __atomic_store_n(&b->status, why.empty() ? 1 : -1, __ATOMIC_RELEASE);
   }
   status = b->status;
   pthread_mutex_unlock(&b->lock);
+  if (!taken.empty()) tell(level, dest, "blackbox", taken, tv, true);
   if (!why.empty())
-    note_once(dest, "blackbox", "cannot keep the black box: " + why + "; the model runs without it", tv);
+    tell(level, dest, "blackbox", "cannot keep the black box: " + why + "; the model runs without it", tv, true);
   return status == 1;
 }
 
@@ -967,7 +971,7 @@ inline void box_fired(const Model& m, const Run& run, const char* what, const Si
 class BlackBox {
  public:
   BlackBox(const Model& m, Run& run)
-      : on(m.blackbox() > 0 && detail::box_open(m.settings(), m.blackbox(), m.dest(), m.torch_version())),
+      : on(m.blackbox() > 0 && detail::box_open(m.settings(), m.blackbox(), m.level(), m.dest(), m.torch_version())),
         model_(m), run_(run) {}
   BlackBox(const BlackBox&) = delete;
   BlackBox& operator=(const BlackBox&) = delete;
