@@ -181,18 +181,22 @@ def _parse_bool(text: str) -> bool:
     return BOOL_WORDS[key]
 
 
-def _mode(text: str, modes: Sequence[str]) -> str:
-    """One of `modes` (a check's), with "", "0", "false" and "no" meaning off."""
+def _mode_word(text: str) -> str:
+    """A check's mode as a word, with "", "0", "false" and "no" meaning off (C++: setting_mode)."""
     key = _word(text)
-    if key in ("", "0", "false", "no"):
-        key = "off"
+    return "off" if key in ("", "0", "false", "no") else key
+
+
+def _mode(text: str, modes: Sequence[str]) -> str:
+    """One of `modes` (a check's)."""
+    key = _mode_word(text)
     if key not in modes:
         raise ValueError("expected one of " + ", ".join(modes))
     return key
 
 
 def _parse_blackbox(text: str) -> int:
-    if _word(text) in ("", "0", "false", "no", "off"):      # as _mode spells off
+    if _mode_word(text) == "off":
         return 0
     value = _whole(text)
     if value is None or value > BLACKBOX_MAX_LAUNCHES:

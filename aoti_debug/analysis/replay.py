@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from .. import settings
 from . import blackbox, closeness, runnable
 from .dumps import MANIFEST, call_arguments, load, manifest_lines, read_manifest
 from .untrusted import InputError
@@ -233,9 +235,12 @@ def check_run(folder: str, lines: List[Tuple[int, Dict[str, Any]]], package: Opt
 
 def _box_mb(folder: str) -> int:
     """A ring for the replay's black box: room for the inputs this folder recorded, twice over."""
-    total = sum(os.path.getsize(os.path.join(folder, n)) for n in os.listdir(folder)
-                if os.path.isfile(os.path.join(folder, n)))
-    return max(128, 2 * total // (1 << 20) + 64)
+    total = 0
+    for name in os.listdir(folder):
+        st = os.lstat(os.path.join(folder, name))     # the folder is untrusted: no link is followed
+        if stat.S_ISREG(st.st_mode):
+            total += st.st_size
+    return min(settings.BLACKBOX_MAX_MB, max(128, 2 * total // (1 << 20) + 64))
 
 
 def _replayed_launches(root: str) -> Dict[Tuple[str, int], Tuple[str, Dict[str, Any]]]:

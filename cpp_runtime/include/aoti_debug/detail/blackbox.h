@@ -9,11 +9,12 @@
 // same file under one lock.
 //
 // File layout (little-endian; docs/dumps.md has the table):
-//   RingHeader (4096 bytes)
-//   per region (0: runs, 1: launches): an index of RingSlot{seq, pos}, then
-//   the region's data, a byte ring of entries.  An entry never wraps: when it
-//   does not fit before the region's end, the writer skips to its start.
-//   entry: EntryHead (128 bytes), strings (u32 length + bytes each), the value
+//   RingHeader (4096 bytes), then an index of RingSlot{seq, pos} for runs and
+//   one for launches, then the data: the sites (each launch site's strings,
+//   appended once, never overwritten), then the runs' and the launches' byte
+//   rings.  An entry never wraps: when it does not fit before its region's
+//   end, the writer starts again at the region's beginning.
+//   entry: EntryHead (144 bytes), strings (u32 length + bytes each), the value
 //   table (ItemHead + name + text + sizes + strides each, 8-aligned), then the
 //   tensor bytes, each 64-aligned.
 //
@@ -23,7 +24,6 @@
 // trusts nothing else: a ring on disk is data, possibly torn or truncated.
 #pragma once
 
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -80,7 +80,7 @@ struct RingSlot {
 
 struct EntryHead {
   uint32_t magic, kind, state, nitems;
-  uint64_t seq, pos, length, sum;  // sum: of the 8-byte words after this head
+  uint64_t seq, pos, length, sum;  // sum: entry_sum()
   int64_t run, launch, thread, time_us;
   int32_t rank, world;
   uint32_t nstrings, reserved;
@@ -148,7 +148,7 @@ struct BoxItem {
   const char* name;
   int32_t role;
   const Value* value;  // nullptr: a value of the other side, named only
-  bool constant = false;  // the artifact's: described and its address kept, never copied
+  bool constant = false;  // the artifact's (a weight): described, never copied
 };
 
 // ItemHead::off of a constant: described (dtype, sizes, strides), its bytes not in the ring.
@@ -174,17 +174,15 @@ inline void box_install_signal(BoxState* b) {
   sa.sa_handler = box_on_signal;
   sa.sa_flags = SA_RESTART;
   sigemptyset(&sa.sa_mask);
-  Dl_info info;  // the handler's code must outlive this artifact's unload
-  if (dladdr(reinterpret_cast<void*>(&box_on_signal), &info) != 0 && info.dli_fname != nullptr)
-    (void)dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+  pin_this_object();  // the handler's code must outlive this artifact's unload
   if (sigaction(SIGUSR2, &sa, nullptr) == 0) b->signal_installed = 1;
 }
 
 // Creates the process's ring file: "" or why it could not (*taken: the note
 // when its name was taken and the next free one used).  b->lock held.
 inline std::string box_create(BoxState* b, const Settings& s, int64_t launches, std::string* taken) {
-  std::string dir = s.dump_dir;
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  Recorder rec(s, "blackbox", "", "");  // the dump directory and its ledger, as the level-10 recorder has them
+  const std::string dir = rec.dump_dir();
   const uint64_t size = static_cast<uint64_t>(s.blackbox_max_mb) << 20;
   const uint64_t nslots = static_cast<uint64_t>(launches);
   const uint64_t index = round_up(2 * nslots * sizeof(RingSlot), 4096);
@@ -196,19 +194,8 @@ inline std::string box_create(BoxState* b, const Settings& s, int64_t launches, 
   const uint64_t launches_cap = (data - runs_cap - sites_cap) / 64 * 64;
   int err = 0;
   if (!mkdirs(dir, &err)) return "cannot create dump folder " + py_repr(dir) + " (" + errno_text(err) + ")";
-  bool over = false;
-  std::string why = with_ledger(dir, [&](LedgerCounts& c) {
-    over = static_cast<double>(c.bytes + static_cast<int64_t>(size)) > s.dump_max_size_gb * 1073741824.0;
-    if (!over) c.bytes += static_cast<int64_t>(size);
-    return !over;
-  });
-  if (!why.empty()) return why;
-  if (over) {
-    char num[64];
-    std::snprintf(num, sizeof num, "%g", s.dump_max_size_gb);
-    return std::string("AOTI_DEBUG_DUMP_MAX_SIZE_GB=") + num + " would be exceeded by its " +
-           std::to_string(s.blackbox_max_mb) + " MB";
-  }
+  std::string why = rec.reserve(static_cast<int64_t>(size));
+  if (!why.empty()) return why + " (a ring of " + std::to_string(s.blackbox_max_mb) + " MB)";
   std::string used;
   const std::string name = std::to_string(getpid()) + "-blackbox.ring";
   const int fd = create_file(dir, name, true, &used, O_RDWR, 0600);
@@ -232,9 +219,7 @@ inline std::string box_create(BoxState* b, const Settings& s, int64_t launches, 
   h->launches = static_cast<uint32_t>(launches);
   h->pid = static_cast<int32_t>(getpid());
   h->start_ticks = proc_start_ticks(getpid());
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  h->created_us = static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+  h->created_us = now_us();
   // sites first: a file cut short loses launches, not the strings every launch refers to
   const uint64_t data_at = kRingHeaderBytes + index;
   h->region[2] = {0, 0, data_at, sites_cap, 0, 0};
@@ -278,22 +263,8 @@ inline std::string box_span(const Value& v, uint64_t* bytes) {
     return "";
   }
   if (v.kind != Value::kTensor) return "";
-  const TensorView& t = v.t;
-  const DtypeInfo* info = dtype_info(t.dtype);
-  if (info == nullptr || storage_class(t.dtype) == nullptr)
-    return std::string("dtype not supported (") + (info ? info->name : "?") + ")";
-  if (t.device_type != 0) return "device not supported";
-  if (t.ndim < 0 || t.ndim > kMaxItemDims) return "too many dimensions";
-  int64_t span = 1;
-  for (int64_t d = 0; d < t.ndim; ++d) {
-    if (t.sizes[d] == 0) span = 0;
-    if (t.strides[d] < 0) return "negative stride";
-  }
-  if (span != 0)
-    for (int64_t d = 0; d < t.ndim; ++d) span += (t.sizes[d] - 1) * t.strides[d];
-  if (span > 0 && t.data == nullptr) return "no data";
-  *bytes = static_cast<uint64_t>(span) * static_cast<uint64_t>(info->itemsize);
-  return "";
+  if (v.t.ndim < 0 || v.t.ndim > kMaxItemDims) return "too many dimensions";
+  return storage_span(v.t, bytes);
 }
 
 // Appends one entry (a run's inputs, or a launch's record and inputs) and
@@ -382,9 +353,7 @@ inline BoxRef box_append(uint32_t kind, const Run& run, int64_t launch, const ch
   eh->magic = kEntryMagic, eh->kind = kind, eh->state = kBoxWriting, eh->nitems = nitems;
   eh->seq = seq, eh->pos = pos, eh->length = length;
   eh->run = run.run, eh->launch = launch, eh->thread = thread_id();
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  eh->time_us = static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+  eh->time_us = now_us();
   eh->rank = static_cast<int32_t>(s.rank), eh->world = static_cast<int32_t>(s.world);
   eh->nstrings = nstrings, eh->strings_len = strings_len, eh->table_len = table_len;
   eh->data_off = data_off, eh->data_len = data_len;
@@ -567,20 +536,8 @@ inline bool box_read_items(const char* e, const EntryHead& h, BoxEntry* out) {
     if (v.kind == Value::kIntList && (v.i < 0 || static_cast<uint64_t>(v.i) * 8 != it.bytes)) return false;
     if (v.kind == Value::kTensor && v.text.empty()) {
       // the bytes are exactly the storage the sizes and strides span: the writer never reads past them
-      const DtypeInfo* info = dtype_info(v.dtype);
-      if (info == nullptr || storage_class(v.dtype) == nullptr) return false;
-      uint64_t span = 1;
-      for (int32_t d = 0; d < it.ndim; ++d)
-        if (v.sizes[d] < 0 || v.strides[d] < 0) return false;
-        else if (v.sizes[d] == 0) span = 0;
-      for (int32_t d = 0; d < it.ndim && span != 0; ++d) {
-        uint64_t step;
-        if (__builtin_mul_overflow(static_cast<uint64_t>(v.sizes[d] - 1), static_cast<uint64_t>(v.strides[d]), &step) ||
-            __builtin_add_overflow(span, step, &span))
-          return false;
-      }
       uint64_t need;
-      if (__builtin_mul_overflow(span, static_cast<uint64_t>(info->itemsize), &need) || need != it.bytes) return false;
+      if (!storage_span(v.value().t, &need).empty() || need != it.bytes) return false;
     } else if (v.kind == Value::kTensor && it.bytes != 0) {
       return false;
     }
@@ -720,19 +677,6 @@ struct BoxFailing {
   std::initializer_list<Value> args;
 };
 
-inline std::string box_time(int64_t us) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%lld.%06lld", static_cast<long long>(us / 1000000),
-                static_cast<long long>(us % 1000000));
-  return buf;
-}
-
-inline std::string file_safe_model(std::string name) {
-  for (char& c : name)
-    if (c == '/' || c == '\0') c = '_';
-  return name;
-}
-
 // What a dump folder holds, in words (a note, or the CLI's output).
 struct BoxSummary {
   std::string folder;
@@ -779,7 +723,7 @@ inline std::string box_write(const ParsedRing& ring, const Settings& settings, c
   });
   const std::string pid = std::to_string(ring.pid);
   for (const Group& g : groups) {
-    const std::string stem_run = pid + "-" + file_safe_model(g.model) + "-run" + std::to_string(g.run);
+    const std::string stem_run = run_folder_stem(ring.pid, g.model, g.run);
     int m = 1;
     if ((err = make_folder(folder, stem_run, false, &m)) != 0)
       return "cannot create dump folder " + py_repr(folder + "/" + stem_run) + " (" + errno_text(err) + ")";
@@ -832,7 +776,7 @@ inline std::string box_write(const ParsedRing& ring, const Settings& settings, c
       json_str(l, errors.c_str());
     }
     l += ", \"files\": " + files + "], \"bytes\": " + std::to_string(bytes);
-    l += ", \"time\": " + box_time(r != nullptr ? r->time_us : g.launches.front()->time_us) + "}\n";
+    l += ", \"time\": " + json_time(r != nullptr ? r->time_us : g.launches.front()->time_us) + "}\n";
     rec.manifest(sub, l);
     // the launches: inputs before, and what is known after
     for (const BoxEntry* e : g.launches) {
@@ -840,7 +784,7 @@ inline std::string box_write(const ParsedRing& ring, const Settings& settings, c
       const bool fails = failing != nullptr && failing->model == g.model && failing->run == e->run &&
                          failing->launch == e->launch;
       char prefix[48];
-      std::snprintf(prefix, sizeof prefix, "launch%06lld_", static_cast<long long>(e->launch));
+      std::snprintf(prefix, sizeof prefix, "launch%06lld_in_", static_cast<long long>(e->launch));
       std::string in = "[", out = "[";
       int64_t in_bytes = 0, out_bytes = 0;
       for (size_t item = 0; item < e->items.size(); ++item) {
@@ -850,58 +794,31 @@ inline std::string box_write(const ParsedRing& ring, const Settings& settings, c
           // the failing launch's constants are read from its live arguments, right after it ran
           const Value* live = v.constant && fails && item < failing->args.size() ? failing->args.begin() + item : nullptr;
           if (v.kept() || live != nullptr) {
-            rec.save(sub, std::string(prefix) + "in_" + safe_name(v.name.c_str()) + ".pt", v.name.c_str(),
+            rec.save(sub, std::string(prefix) + safe_name(v.name.c_str()) + ".pt", v.name.c_str(),
                      role_name(static_cast<Role>(v.role)), live != nullptr ? *live : v.value(), in, &in_bytes);
           } else {
-            if (in.size() > 1) in += ", ";
-            in += "{\"name\": ";
-            json_str(in, v.name.c_str());
-            in += std::string(", \"role\": \"") + role_name(static_cast<Role>(v.role)) + "\", \"file\": null, \"error\": ";
-            json_str(in, v.constant ? "a constant of the artifact (a weight): the black box does not copy it "
-                                      "(replay takes it from --package)"
-                                    : v.text.c_str());
-            in += "}";
+            append_unwritten(in, v.name.c_str(), role_name(static_cast<Role>(v.role)),
+                             v.constant ? "a constant of the artifact (a weight): the black box does not copy it "
+                                          "(replay takes it from --package)"
+                                        : v.text.c_str());
           }
         }
       }
       auto line = [&](const char* event, const char* status, const std::string& fl, int64_t b, bool ops) {
-        std::string t = dump_line_start(event, status, "launch", e->run);
-        t += ", \"index\": " + std::to_string(e->launch) + ", \"id\": \"" + run_launch_id(e->run, e->launch) +
-             "\", \"kernel\": ";
-        json_str(t, e->str(1).c_str());
-        t += ", \"nodes\": ";
-        json_str(t, e->str(2).c_str());
-        t += ", \"source\": ";
-        json_str(t, e->str(3).c_str());
-        t += ", \"lines\": ";
-        json_str(t, e->str(4).c_str());
-        if (ops && !e->str(5).empty() && e->str(5)[0] == '[') t += ", \"ops\": " + e->str(5);
-        t += ", \"files\": " + fl + "], \"bytes\": " + std::to_string(b);
-        t += ", \"time\": " + box_time(e->time_us) + "}\n";
-        rec.manifest(sub, t);
+        rec.manifest(sub, launch_line(event, status, e->run, e->launch, e->str(1).c_str(), e->str(2).c_str(),
+                                      e->str(3).c_str(), e->str(4).c_str(), ops ? e->str(5).c_str() : nullptr, fl,
+                                      b, json_time(e->time_us)));
       };
       line("before", "running", in, in_bytes, true);
       if (fails) {
-        int k = 0, wanted = 0, written = 0;
-        for (const Value& v : failing->args) {
-          if (k >= failing->site->nargs) break;
-          const ArgSpec& a = failing->site->args[k++];
-          if (a.role == Role::In) continue;
-          ++wanted;
-          const size_t before = out.size();
-          rec.save(sub, std::string(prefix) + "out_" + safe_name(a.name) + ".pt", or_dash(a.name), role_name(a.role),
-                   v, out, &out_bytes);
-          if (out.find("\"file\": \"", before) != std::string::npos) ++written;
-        }
+        int wanted = 0, written = 0;
+        save_side(rec, sub, e->launch, *failing->site, failing->args, true, out, &out_bytes, &wanted, &written);
         line("after", written == wanted ? "ok" : "incomplete", out, out_bytes, false);
       } else if (e->state == kBoxDone) {
         for (const BoxValue& v : e->items) {
           if (v.role == static_cast<int32_t>(Role::In)) continue;
-          if (out.size() > 1) out += ", ";
-          out += "{\"name\": ";
-          json_str(out, v.name.c_str());
-          out += std::string(", \"role\": \"") + role_name(static_cast<Role>(v.role)) +
-                 "\", \"file\": null, \"error\": \"the black box keeps a launch's inputs, not its outputs\"}";
+          append_unwritten(out, v.name.c_str(), role_name(static_cast<Role>(v.role)),
+                           "the black box keeps a launch's inputs, not its outputs");
         }
         line("after", "incomplete", out, 0, false);
       } else {

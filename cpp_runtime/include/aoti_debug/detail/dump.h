@@ -175,6 +175,50 @@ struct Pickler {
 };
 
 // A torch.save file in memory.
+// The bytes of the smallest storage covering a CPU view (what a .pt file and
+// the black box keep): "" or why it cannot be kept.  Sizes and strides are
+// checked, not trusted: the black box's reader hands over what a file said.
+inline std::string storage_span(const TensorView& t, uint64_t* bytes) {
+  *bytes = 0;
+  const char* cls = storage_class(t.dtype);
+  const DtypeInfo* info = dtype_info(t.dtype);
+  if (cls == nullptr || info == nullptr) return std::string("dtype not supported (") + (info ? info->name : "?") + ")";
+  if (t.device_type != 0) return "device not supported";
+  uint64_t span = 1;
+  for (int64_t d = 0; d < t.ndim; ++d) {
+    if (t.strides[d] < 0) return "negative stride";
+    if (t.sizes[d] < 0) return "negative size";
+    if (t.sizes[d] == 0) span = 0;
+  }
+  for (int64_t d = 0; d < t.ndim && span != 0; ++d) {
+    uint64_t step;
+    if (__builtin_mul_overflow(static_cast<uint64_t>(t.sizes[d] - 1), static_cast<uint64_t>(t.strides[d]), &step) ||
+        __builtin_add_overflow(span, step, &span))
+      return "larger than memory";
+  }
+  if (__builtin_mul_overflow(span, static_cast<uint64_t>(info->itemsize), bytes)) return "larger than memory";
+  if (*bytes > 0 && t.data == nullptr) return "no data";
+  return "";
+}
+
+// The start of a manifest `files` entry: `{"name": N, "role": R`.
+inline void json_str(std::string& out, const char* s);
+inline void file_entry_start(std::string& files, const char* name, const char* role) {
+  if (files.size() > 1) files += ", ";
+  files += "{\"name\": ";
+  json_str(files, name);
+  files += ", \"role\": ";
+  json_str(files, role);
+}
+
+// A manifest `files` entry for an argument that has no file, and why.
+inline void append_unwritten(std::string& files, const char* name, const char* role, const char* why) {
+  file_entry_start(files, name, role);
+  files += ", \"file\": null, \"error\": ";
+  json_str(files, why);
+  files += "}";
+}
+
 struct PtWriter {
   Pickler pkl;
   std::vector<std::pair<std::string, std::string>> storages;
@@ -201,34 +245,13 @@ struct PtWriter {
   }
 
   bool tensor(const TensorView& t) {
+    uint64_t bytes = 0;
+    error = storage_span(t, &bytes);
+    if (!error.empty()) return false;
     const char* cls = storage_class(t.dtype);
-    const DtypeInfo* info = dtype_info(t.dtype);
-    if (cls == nullptr || info == nullptr) {
-      error = std::string("dtype not supported (") + (info ? info->name : "?") + ")";
-      return false;
-    }
-    if (t.device_type != 0) {
-      error = "device not supported";
-      return false;
-    }
-    // The smallest storage covering the view.
-    int64_t span = 1;
-    for (int64_t d = 0; d < t.ndim; ++d) {
-      if (t.sizes[d] == 0) span = 0;
-      if (t.strides[d] < 0) {
-        error = "negative stride";
-        return false;
-      }
-    }
-    if (span != 0)
-      for (int64_t d = 0; d < t.ndim; ++d) span += (t.sizes[d] - 1) * t.strides[d];
-    if (span > 0 && t.data == nullptr) {
-      error = "no data";
-      return false;
-    }
+    const int64_t span = static_cast<int64_t>(bytes / static_cast<uint64_t>(dtype_info(t.dtype)->itemsize));
     const std::string key = std::to_string(storages.size());
-    storages.emplace_back(key, std::string(static_cast<const char*>(t.data),
-                                           static_cast<size_t>(span * info->itemsize)));
+    storages.emplace_back(key, std::string(static_cast<const char*>(t.data), static_cast<size_t>(bytes)));
     pkl.global("torch._utils", "_rebuild_tensor_v2");
     pkl.op('(');
     pkl.op('(');
@@ -301,6 +324,18 @@ inline std::string artifact_path() {
   return "";
 }
 
+// A model's name as a file name takes it: no '/' or NUL.
+inline std::string file_safe_model(std::string name) {
+  for (char& c : name)
+    if (c == '/' || c == '\0') c = '_';
+  return name;
+}
+
+// The name of run R's folder: <pid>-<model>-run<R>.
+inline std::string run_folder_stem(int64_t pid, const std::string& model, int64_t run) {
+  return std::to_string(pid) + "-" + file_safe_model(model) + "-run" + std::to_string(run);
+}
+
 // One recorder per Model: knows the settings and where notes go.
 class Recorder {
  public:
@@ -316,13 +351,15 @@ class Recorder {
   }
 
   // Run R's folder: the n-th name of <pid>-<model>-run<R> (see make_run_folder).
-  std::string folder(int64_t run, int n) const { return dump_dir() + "/" + nth_name(run_stem(run), "", n); }
+  std::string folder(int64_t run, int n) const {
+    return dump_dir() + "/" + nth_name(run_folder_stem(getpid(), model_, run), "", n);
+  }
 
   // Creates run R's folder, a new one: the number of its name (1 unless
   // that name was taken), or 0 when it could not be made (the recorder stops).
   int make_run_folder(int64_t run) {
     if (stopped()) return 0;
-    const std::string dir = dump_dir(), stem = run_stem(run);
+    const std::string dir = dump_dir(), stem = run_folder_stem(getpid(), model_, run);
     int err = 0, n = 1;
     if (mkdirs(dir, &err)) err = make_folder(dir, stem, true, &n);
     if (err != 0) {
@@ -434,22 +471,9 @@ class Recorder {
     if (stopped()) return;
     PtWriter w;
     std::string data;
-    const bool ok = w.value(v) && w.finish(&data);
-    if (files.size() > 1) files += ", ";
-    files += "{\"name\": ";
-    json_str(files, name);
-    files += ", \"role\": ";
-    json_str(files, role);
-    if (!ok) {
-      files += ", \"file\": null, \"error\": ";
-      json_str(files, w.error.c_str());
-      files += "}";
-      return;
-    }
-    if (!write_file(dir, file, data, false)) {
-      files += ", \"file\": null, \"error\": \"not written\"}";
-      return;
-    }
+    if (!(w.value(v) && w.finish(&data))) return append_unwritten(files, name, role, w.error.c_str());
+    if (!write_file(dir, file, data, false)) return append_unwritten(files, name, role, "not written");
+    file_entry_start(files, name, role);
     files += ", \"file\": ";
     json_str(files, file.c_str());
     files += ", \"bytes\": " + std::to_string(data.size()) + "}";
@@ -470,7 +494,7 @@ class Recorder {
       std::string used;
       Sha256 sha;
       if (stat(so.c_str(), &st) == 0 &&
-          write_file(dump_dir(), std::to_string(getpid()) + "-" + file_model() + "-artifact.so", std::string(),
+          write_file(dump_dir(), std::to_string(getpid()) + "-" + file_safe_model(model_) + "-artifact.so", std::string(),
                      false, so.c_str(), static_cast<int64_t>(st.st_size), true, &used, &sha)) {
         copy_ = "../" + used;
         sha256_ = sha.hex();
@@ -480,18 +504,6 @@ class Recorder {
     *sha256 = sha256_;
     pthread_mutex_unlock(&mu_);
     return out;
-  }
-
- private:
-  std::string file_model() const {
-    std::string name = model_;
-    for (char& c : name)
-      if (c == '/' || c == '\0') c = '_';
-    return name;
-  }
-
-  std::string run_stem(int64_t run) const {
-    return std::to_string(getpid()) + "-" + file_model() + "-run" + std::to_string(run);
   }
 
   // Reserves `size` bytes against AOTI_DEBUG_DUMP_MAX_SIZE_GB: "" or why not.
@@ -511,6 +523,7 @@ class Recorder {
     return why;
   }
 
+ private:
   // What a file that could not be written had reserved.
   void give_back(int64_t size) {
     with_ledger(dump_dir(), [&](LedgerCounts& c) {
@@ -533,13 +546,22 @@ class Recorder {
   const char* torch_version_;
 };
 
-inline std::string json_time() {
+// Microseconds since 1970 (CLOCK_REALTIME).
+inline int64_t now_us() {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+}
+
+// A manifest's `time`: seconds since 1970, to the microsecond.
+inline std::string json_time(int64_t us) {
   char buf[48];
-  std::snprintf(buf, sizeof buf, "%lld.%06ld", static_cast<long long>(ts.tv_sec), ts.tv_nsec / 1000);
+  std::snprintf(buf, sizeof buf, "%lld.%06lld", static_cast<long long>(us / 1000000),
+                static_cast<long long>(us % 1000000));
   return buf;
 }
+
+inline std::string json_time() { return json_time(now_us()); }
 
 // File-name safe form of an argument name.
 inline std::string safe_name(const char* s) {

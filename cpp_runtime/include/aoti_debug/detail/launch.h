@@ -363,9 +363,53 @@ inline std::string dump_line_start(const char* event, const char* status, const 
   return l;
 }
 
-inline void dump_line_end(std::string& l, const std::string& files, int64_t bytes) {
+inline void dump_line_end(std::string& l, const std::string& files, int64_t bytes,
+                          const std::string& time = json_time()) {
   l += ", \"files\": " + files + "], \"bytes\": " + std::to_string(bytes);
-  l += ", \"time\": " + json_time() + "}\n";
+  l += ", \"time\": " + time + "}\n";
+}
+
+// A launch's `before` or `after` line; `ops` (the codegen's JSON array) goes
+// on the line before the launch only.
+inline std::string launch_line(const char* event, const char* status, int64_t run, int64_t launch,
+                               const char* kernel, const char* nodes, const char* source, const char* lines,
+                               const char* ops, const std::string& files, int64_t bytes,
+                               const std::string& time = json_time()) {
+  std::string l = dump_line_start(event, status, "launch", run);
+  l += ", \"index\": " + std::to_string(launch) + ", \"id\": \"" + run_launch_id(run, launch) + "\", \"kernel\": ";
+  json_str(l, kernel);
+  l += ", \"nodes\": ";
+  json_str(l, nodes);
+  l += ", \"source\": ";
+  json_str(l, source);
+  l += ", \"lines\": ";
+  json_str(l, lines != nullptr ? lines : "");
+  if (ops != nullptr && ops[0] == '[') {
+    l += ", \"ops\": ";
+    l += ops;
+  }
+  dump_line_end(l, files, bytes, time);
+  return l;
+}
+
+// The files of one side of launch K (in: in/inout before it, out: out/inout
+// after it), saved into `dir`; *written of *wanted got a file.
+inline void save_side(Recorder& rec, const std::string& dir, int64_t launch, const Site& site,
+                      std::initializer_list<Value> args, bool out_side, std::string& files, int64_t* bytes,
+                      int* wanted, int* written) {
+  char prefix[48];
+  std::snprintf(prefix, sizeof prefix, "launch%06lld_%s_", static_cast<long long>(launch), out_side ? "out" : "in");
+  int k = 0;
+  for (const Value& v : args) {
+    if (k >= site.nargs) break;
+    const ArgSpec& a = site.args[k++];
+    const bool show = a.role == Role::InOut || (a.role == Role::Out) == out_side;
+    if (!show) continue;
+    ++*wanted;
+    const size_t before = files.size();
+    rec.save(dir, prefix + safe_name(a.name) + ".pt", or_dash(a.name), role_name(a.role), v, files, bytes);
+    if (files.find("\"file\": \"", before) != std::string::npos) ++*written;
+  }
 }
 
 AOTI_DEBUG_NOINLINE inline void dump_run(Run& run, const char* const* names,
@@ -441,40 +485,13 @@ AOTI_DEBUG_NOINLINE inline void dump_launch(Run& run, const Site& site, std::ini
   const std::string dir = rec->folder(run.run, run.dump_name);
   std::string files = "[";
   int64_t bytes = 0;
-  char prefix[48];
-  std::snprintf(prefix, sizeof prefix, "launch%06lld_%s_", static_cast<long long>(run.launch),
-                out_side ? "out" : "in");
-  int k = 0, wanted = 0, written = 0;
-  for (const Value& v : args) {
-    if (k >= site.nargs) break;
-    const ArgSpec& a = site.args[k++];
-    const bool show = a.role == Role::InOut || (a.role == Role::Out) == out_side;
-    if (!show) continue;
-    ++wanted;
-    const size_t before = files.size();
-    rec->save(dir, prefix + safe_name(a.name) + ".pt", or_dash(a.name), role_name(a.role), v, files, &bytes);
-    if (files.find("\"file\": \"", before) != std::string::npos) ++written;
-  }
+  int wanted = 0, written = 0;
+  save_side(*rec, dir, run.launch, site, args, out_side, files, &bytes, &wanted, &written);
   if (rec->stopped()) return;
-  std::string l = dump_line_start(out_side ? "after" : "before",
-                                  !out_side ? "running" : written == wanted ? "ok" : "incomplete",
-                                  "launch", run.run);
-  l += ", \"index\": " + std::to_string(run.launch) + ", \"id\": \"" + run_launch_id(run.run, run.launch) +
-       "\", \"kernel\": ";
-  json_str(l, site.kernel);
-  l += ", \"nodes\": ";
-  json_str(l, site.nodes);
-  l += ", \"source\": ";
-  json_str(l, site.source);
-  l += ", \"lines\": ";
-  json_str(l, site.lines != nullptr ? site.lines : "");
-  // written by the codegen as JSON: an array goes in as it is, on the line before the launch
-  if (!out_side && site.ops != nullptr && site.ops[0] == '[') {
-    l += ", \"ops\": ";
-    l += site.ops;
-  }
-  dump_line_end(l, files, bytes);
-  rec->manifest(dir, l);
+  rec->manifest(dir, launch_line(out_side ? "after" : "before",
+                                 !out_side ? "running" : written == wanted ? "ok" : "incomplete", run.run,
+                                 run.launch, site.kernel, site.nodes, site.source, site.lines,
+                                 out_side ? nullptr : site.ops, files, bytes));
 }
 
 AOTI_DEBUG_NOINLINE inline void dump_run_end(Run& run) {

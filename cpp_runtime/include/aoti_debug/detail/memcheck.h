@@ -19,7 +19,6 @@
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
-#include <dlfcn.h>
 
 #include <cstdint>
 #include <cstring>
@@ -255,14 +254,6 @@ class GuardAllocator final : public c10::Allocator, public GuardApi {
   int64_t mark_run_ = 0, mark_launch_ = 0;
   char mark_kernel_[128] = {0};
 };
-
-// Keeps this copy's shared object loaded for good: blocks it handed out
-// carry its deleter.
-inline void pin_this_object() {
-  Dl_info info;
-  if (dladdr(reinterpret_cast<void*>(&pin_this_object), &info) != 0 && info.dli_fname != nullptr)
-    (void)dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
-}
 
 // The process's guarding allocator, installed on first use; null (and *why)
 // when torch's CPU allocator cannot be replaced.

@@ -20,6 +20,7 @@
 // default action kills it).
 #pragma once
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -210,6 +211,14 @@ inline int format_timestamp_fast(char* buf) {
   for (int k = 25; k >= 20; --k, v /= 10) buf[k] = static_cast<char>('0' + v % 10);
   buf[26] = '\0';
   return 26;
+}
+
+// Keeps this copy's shared object loaded for good: code of it that outlives
+// an unload (a signal handler, the deleter of memory it handed out) stays.
+inline void pin_this_object() {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&pin_this_object), &info) != 0 && info.dli_fname != nullptr)
+    (void)dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
 }
 
 // Bumped in a forked child (pthread_atfork): per-process caches start again.
