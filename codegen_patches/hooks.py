@@ -445,20 +445,11 @@ def py_around_extern_alloc(wrapper, node, args, emit_call) -> None:
     launch(wrapper, st, name, prov, tensors, "extern", emit_call)
 
 
-_box_told = False
-
-
 def py_on_header(wrapper) -> None:
-    global _box_told
     st = py_state(wrapper)
     if st is None or st.header_written:
         return
     st.header_written = True
-    if _active.blackbox > 0 and not _box_told:    # said once, never silently left out
-        _box_told = True
-        import sys
-        sys.stderr.write("aoti-debug: AOTI_DEBUG_BLACKBOX keeps the launches of AOTI packages; "
-                         "torch.compile's Python wrapper does not keep them yet (docs/dumps.md)\n")
     for line in python_emit.header(_active, adapter.model_name()):
         wrapper.header.writeline(line)
 

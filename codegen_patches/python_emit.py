@@ -21,9 +21,11 @@ def header(settings, model: str) -> List[str]:
     d = settings.run_defaults
     defaults = ("" if d is None else
                 f", ({int(d.level)}, {','.join(d.kernels)!r}, {str(d.nan_check)!r}, "
-                f"{bool(d.check_inputs)!r}, {d.memcheck!r})")
+                f"{bool(d.check_inputs)!r}, {d.memcheck!r}, {int(d.blackbox)})")
     if settings.memcheck != "off":
         defaults += f"{', None' if d is None else ''}, memcheck={settings.memcheck!r}"
+    if settings.blackbox > 0:
+        defaults += f"{', None' if d is None and settings.memcheck == 'off' else ''}, blackbox={int(settings.blackbox)}"
     return ["from aoti_debug.runtime.launches import Model as _aotid_Model, Site as _aotid_Site",
             f"{MODEL} = _aotid_Model({model!r}, {int(settings.level)}, "
             f"{','.join(settings.kernels)!r}, {str(settings.nan_check)!r}, "
@@ -45,10 +47,12 @@ def site_definition(site: Site) -> str:
     from .cpp_emit import output_sources
     prov = site.provenance
     args = _tuple([f"({a.name!r}, {a.role!r})" for a in site.args])
+    constants = [k for k, a in enumerate(site.args) if a.constant]
     return (f"{site_name(site)} = _aotid_Site({site.kernel!r}, {','.join(prov.nodes)!r}, "
             f"{'' if prov.source == '-' else prov.source!r}, {','.join(prov.modules)!r}, {args}, "
             f"{site.record_lines(output_sources(site))!r}"
-            f"{', ' + repr(fx_ops.to_text(site.ops)) if site.ops else ''})")
+            f"{', ops=' + repr(fx_ops.to_text(site.ops)) if site.ops else ''}"
+            f"{', constants=' + _tuple([str(k) for k in constants]) if constants else ''})")
 
 
 def _values(site: Site, out_side: bool) -> str:
@@ -79,6 +83,15 @@ def skipped_launch(site: Site) -> List[str]:
     return [f"{RUN}.launch += 1"]
 
 
+def box_before(site: Site) -> List[str]:
+    """The launch's record and inputs into the black box: one branch when off at run time."""
+    return [f"if {RUN}.box: {RUN}.box_before({site_name(site)}, {_values(site, False)})"]
+
+
+def box_after() -> List[str]:
+    return [f"if {RUN}.box: {RUN}.box_after()"]
+
+
 def nan_after(site: Site) -> List[str]:
     """The NaN/Inf check of a launch's outputs, each with its own source line:
     one branch when switched off at run time."""
@@ -97,10 +110,12 @@ class Emitter:
     def launch(site: Site, shown: bool, nan_check: bool, memcheck: bool = False, blackbox: bool = False):
         """(header, before, after) lines around the launch."""
         nan = nan_check and bool(site.args)
-        header = [site_definition(site)] if shown or nan or memcheck else []
-        before = (before_launch(site) if shown else skipped_launch(site)) + (mem_before(site) if memcheck else [])
-        after = ((after_launch(site) if shown else []) + (mem_after(site) if memcheck else [])
-                 + (nan_after(site) if nan else []))
+        header = [site_definition(site)] if shown or nan or memcheck or blackbox else []
+        before = ((before_launch(site) if shown else skipped_launch(site)) + (mem_before(site) if memcheck else [])
+                  + (box_before(site) if blackbox else []))
+        # as in C++: the black box marks the launch returned, then the memory check, then the NaN check
+        after = ((after_launch(site) if shown else []) + (box_after() if blackbox else [])
+                 + (mem_after(site) if memcheck else []) + (nan_after(site) if nan else []))
         return header, before, after
 
 

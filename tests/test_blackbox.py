@@ -85,18 +85,14 @@ def gather_box(packages, mylib_so):
 
 # ---------------------------------------------------------------- SIGKILL
 
-@pytest.fixture(scope="module")
-def killed(hang, membugs_so, tmp_path_factory):
-    """A loop over the hang model killed with SIGKILL inside call 40's custom op."""
-    tmp = tmp_path_factory.mktemp("killed")
-    dumps, stuck = tmp / "dumps", tmp / "stuck"
-    code = loop_code(hang, 40, "(torch.arange(5, dtype=torch.float32) + call,)",
-                     "(torch.tensor([-100.0, 1.0, 2.0, 3.0, 4.0]),)")
+def kill_in_the_hang(code, tmp, **env):
+    """Runs `code` until the membugs::hang op is stuck, then kills it with SIGKILL:
+    (pid, its dump directory)."""
     import textwrap
+    dumps, stuck = tmp / "dumps", tmp / "stuck"
     proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
-                            env=clean_env(MEMBUGS_SO=membugs_so, MEMBUGS_HANG_FILE=stuck,
-                                          AOTI_DEBUG_DUMP_DIR=dumps))
+                            env=clean_env(MEMBUGS_HANG_FILE=stuck, AOTI_DEBUG_DUMP_DIR=dumps, **env))
     deadline = time.time() + 300
     while not stuck.exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)
@@ -105,6 +101,14 @@ def killed(hang, membugs_so, tmp_path_factory):
     out, err = proc.communicate()
     assert proc.returncode == -signal.SIGKILL and out.splitlines()[-1] == "last call", out + err
     return proc.pid, str(dumps)
+
+
+@pytest.fixture(scope="module")
+def killed(hang, membugs_so, tmp_path_factory):
+    """A loop over the hang model killed with SIGKILL inside call 40's custom op."""
+    code = loop_code(hang, 40, "(torch.arange(5, dtype=torch.float32) + call,)",
+                     "(torch.tensor([-100.0, 1.0, 2.0, 3.0, 4.0]),)")
+    return kill_in_the_hang(code, tmp_path_factory.mktemp("killed"), MEMBUGS_SO=membugs_so)
 
 
 def test_sigkill_leaves_the_ring_and_recover_names_the_launch_in_flight(killed, capsys):
@@ -403,23 +407,124 @@ def test_sigusr2_dumps_at_the_next_launch(hang, membugs_so, tmp_path):
     assert sorted(manifests(str(folder))) == [f"{proc.pid}-hang-run{r}" for r in range(1, 5)]
 
 
-def test_torch_compile_says_once_that_it_keeps_no_black_box(tmp_path):
+# ---------------------------------------------------------------- torch.compile's wrapper
+
+def compiled_loop(name, calls, inputs, last_inputs):
+    """A process that compiles models.<name> with torch.compile and calls it `calls` times,
+    the last call with `last_inputs`."""
+    return f"""
+        import sys; sys.path.insert(0, {TESTS!r})
+        import torch, models
+        model, _, _ = models.seeded({name!r})
+        m = torch.compile(model)
+        with torch.no_grad():
+            for call in range(1, {calls}):
+                m(*{inputs})
+            print("last call", flush=True)
+            m(*{last_inputs})
+        print("returned", flush=True)
+    """
+
+
+@pytest.fixture(scope="module")
+def compiled_killed(membugs_so, tmp_path_factory):
+    """torch.compile's wrapper of the hang model, black box 16, killed with SIGKILL inside call 12's op."""
+    tmp = tmp_path_factory.mktemp("compiled_killed")
+    code = compiled_loop("hang", 12, "(torch.arange(5, dtype=torch.float32) + call,)",
+                         "(torch.tensor([-100.0, 1.0, 2.0, 3.0, 4.0]),)")
+    return kill_in_the_hang(code, tmp, MEMBUGS_SO=membugs_so, AOTI_DEBUG_BLACKBOX="16",
+                            TORCHINDUCTOR_CACHE_DIR=tmp / "cache")
+
+
+def test_torch_compile_keeps_its_launches_through_a_sigkill(compiled_killed, capsys):
+    pid, dumps = compiled_killed
+    ring = ring_of(dumps)
+    code, out, err = command("blackbox", "recover", dumps, capsys=capsys)
+    folder = os.path.join(dumps, f"{pid}-blackbox")
+    assert (code, err) == (0, ""), out + err
+    assert out.splitlines() == [
+        f"recovered {ring} into {folder!r}: the last 16 launches of 6 runs",
+        f"in flight: launch 12.2 membugs.hang.default of model 'model' (thread {pid})"]
+    lines = launches(folder)
+    every = [f"{r}.{k}" for r in range(1, 12) for k in (1, 2, 3)] + ["12.1", "12.2"]
+    assert [l[0] for l in lines if l[1] == "before"] == every[-16:]
+    assert lines[-2:] == [("12.1", "after", "incomplete"), ("12.2", "before", "running")]
+    run12 = manifests(folder)[f"{pid}-model-run12"]
+    (last,) = [e for e in run12 if e.get("id") == "12.2"]
+    assert [(f["name"], f["role"]) for f in last["files"]] == [("buf0", "in")]
+    held = torch.load(os.path.join(folder, f"{pid}-model-run12", last["files"][0]["file"]), weights_only=True)
+    assert held.tolist() == [-99.0, 2.0, 3.0, 4.0, 5.0]      # x + 1 of the last call
+    assert last["source"] == models.line_of("hang.op")
+    # torch.compile passes the weights (parameters) as inputs: described, not copied, as an artifact's constants
+    inputs = torch.load(os.path.join(folder, f"{pid}-model-run12", "inputs.pt"), weights_only=True)
+    assert inputs[:2] == [None, None] and inputs[2].tolist() == [-100.0, 1.0, 2.0, 3.0, 4.0]
+    assert (run12[0]["event"], run12[0]["status"]) == ("run", "incomplete")
+
+
+def test_torch_compile_dumps_at_a_nan_and_nan_origin_names_its_line(tmp_path, capsys):
+    dumps = tmp_path / "dumps"
+    proc = run_python(compiled_loop("planted", 30, "models.planted_inputs()", "models.planted_inputs('sqrt')"),
+                      env=clean_env(AOTI_DEBUG_DUMP_DIR=dumps, AOTI_DEBUG_BLACKBOX="16",
+                                    AOTI_DEBUG_NAN_CHECK="warn:nan", TORCHINDUCTOR_CACHE_DIR=tmp_path / "cache"))
+    assert proc.stdout.splitlines()[-1] == "returned"
+    pid = int(os.path.basename(ring_of(str(dumps))).split("-")[0])
+    folder = os.path.join(str(dumps), f"{pid}-blackbox")
+    assert [l for l in proc.stderr.splitlines() if l.startswith("aoti-debug")][:2] == [
+        f"aoti-debug nan-check: launch 30.1 cpp_fused_add_sqrt_0 (source {models.line_of('planted.sqrt')}) "
+        "wrote 1 NaN into buf2 (first at flat index 1); its inputs held no NaN, so this launch is where NaN "
+        "first appears",
+        f"aoti-debug blackbox: nan-check: the black box is in {folder!r}: the last 16 launches of 6 runs"]
+    lines = launches(folder)
+    every = [f"{r}.{k}" for r in range(1, 30) for k in (1, 2, 3)] + ["30.1"]
+    assert [l[0] for l in lines if l[1] == "before"] == every[-16:]
+    assert lines[-2:] == [("30.1", "before", "running"), ("30.1", "after", "ok")]
+    code, out, err = command("nan-origin", folder, capsys=capsys)
+    assert code == 1, out + err
+    assert re.fullmatch(rf"NaN/Inf origin: launch 30\.1 cpp_fused_add_sqrt_0 \(pid {pid}, {pid}-model-run30/"
+                        r"manifest\.jsonl:\d+\)", out.splitlines()[0]), out
+    assert out.splitlines()[1] == f"  source: {models.line_of('planted.sqrt')}"
+
+
+def test_torch_compile_dumps_when_the_memory_check_fires(membugs_so, tmp_path):
+    dumps = tmp_path / "dumps"
     proc = run_python(f"""
         import sys; sys.path.insert(0, {TESTS!r})
         import torch, models
-        model, args, _ = models.seeded("mlp")
-        compiled = torch.compile(model)
-        with torch.no_grad():
-            for call in range(2):
-                assert torch.equal(compiled(*args), model(*args)) or torch.allclose(compiled(*args), model(*args))
-        print("ok")
-    """, env=clean_env(AOTI_DEBUG_BLACKBOX="64", AOTI_DEBUG_DUMP_DIR=tmp_path / "dumps",
-                       TORCHINDUCTOR_CACHE_DIR=tmp_path / "cache"))
-    assert proc.stdout.splitlines() == ["ok"]
+        model, args, _ = models.seeded("overrun")
+        torch.compile(model)(*args)
+    """, env=clean_env(MEMBUGS_SO=membugs_so, AOTI_DEBUG_DUMP_DIR=dumps, AOTI_DEBUG_MEMCHECK="warn",
+                       TORCHINDUCTOR_CACHE_DIR=tmp_path / "cache", **BOX))
+    pid = os.path.basename(ring_of(str(dumps))).split("-")[0]
+    folder = dumps / f"{pid}-blackbox"
     assert [l for l in proc.stderr.splitlines() if l.startswith("aoti-debug")] == [
-        "aoti-debug: AOTI_DEBUG_BLACKBOX keeps the launches of AOTI packages; torch.compile's Python wrapper "
-        "does not keep them yet (docs/dumps.md)"]
-    assert not (tmp_path / "dumps").exists()
+        f"aoti-debug memcheck: launch 1.2 membugs.overrun.default (nodes=overrun source={models.line_of('overrun.op')}) "
+        "wrote past the end of buf1 (out, float32(5,)), allocated by this launch: 4 bytes damaged, starting right "
+        "after its end",
+        f"aoti-debug blackbox: memcheck: the black box is in {str(folder)!r}: the last 2 launches of 1 run"]
+    assert launches(str(folder)) == [("1.1", "before", "running"), ("1.1", "after", "incomplete"),
+                                     ("1.2", "before", "running"), ("1.2", "after", "ok")]
+
+
+def test_a_compiled_model_and_an_artifact_share_one_ring(planted_box, tmp_path):
+    dumps = tmp_path / "dumps"
+    proc = run_python(f"""
+        import sys; sys.path.insert(0, {TESTS!r})
+        import torch, models, aoti_debug
+        artifact = torch._inductor.aoti_load_package({planted_box!r})
+        compiled = torch.compile(models.Planted())
+        for call in range(2):
+            artifact(*models.planted_inputs())
+            compiled(*models.planted_inputs())
+        print(aoti_debug.blackbox.dump())
+    """, env=clean_env(AOTI_DEBUG_DUMP_DIR=dumps, TORCHINDUCTOR_CACHE_DIR=tmp_path / "cache", **BOX))
+    pid = os.path.basename(ring_of(str(dumps))).split("-")[0]
+    folder = dumps / f"{pid}-blackbox"
+    assert proc.stdout.splitlines() == [f"{str(folder)!r}: the last 12 launches of 4 runs"]
+    runs = manifests(str(folder))
+    assert sorted(runs) == [f"{pid}-model-run1", f"{pid}-model-run2", f"{pid}-planted-run1", f"{pid}-planted-run2"]
+    # the artifact's run names its .so; the wrapper has none to name
+    assert runs[f"{pid}-planted-run1"][0]["so"].endswith(".so") and "so" not in runs[f"{pid}-model-run1"][0]
+    assert [len(lines) for lines in runs.values()] == [7, 7, 7, 7]    # run, then before/after of three launches
 
 
 # ---------------------------------------------------------------- every check, several models and threads

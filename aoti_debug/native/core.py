@@ -17,8 +17,10 @@ Importing this module imports neither torch nor the compiler.
 
 from __future__ import annotations
 
+import array
 import ctypes
 import os
+import struct
 import sys
 import threading
 import warnings
@@ -127,6 +129,14 @@ _SIGNATURES = {
     "aotid_blackbox_recover": (_i64, [_str, _str, _buf, _i64]),
     "aotid_blackbox_dump": (_i64, [_str, _buf, _i64]),
     "aotid_blackbox_entries": (_i64, [_ptr, _i64, _buf, _i64]),
+    "aotid_blackbox_open": (_i32, [_i64, _i32, _str, _str, _str, _i64, _dbl, _i64, _i64, _i64]),
+    "aotid_blackbox_site": (_ptr, [_str, _str, _str, _str, _str, _i32, ctypes.POINTER(ctypes.c_char_p),
+                                   ctypes.POINTER(_i32), ctypes.POINTER(_i32)]),
+    "aotid_blackbox_site_free": (None, [_ptr]),
+    "aotid_blackbox_run": (None, [_str, _i64, _i32, ctypes.POINTER(ctypes.c_char_p), _ptr, _ptr]),
+    "aotid_blackbox_launch": (None, [_ptr, _str, _i64, _i64, _i32, _i32, _ptr, _ptr, _ptr]),
+    "aotid_blackbox_done": (None, [_i64, _i64, _i32]),
+    "aotid_blackbox_fired": (None, [_str, _str, _i64, _i64, _i32, _ptr, _i32, _ptr, _ptr]),
 }
 
 
@@ -384,3 +394,120 @@ def blackbox_entries(data: bytes) -> Tuple[str, List[str]]:
     raw = ctypes.create_string_buffer(data, len(data)) if data else None
     status, text = _text_call(_need().aotid_blackbox_entries, ctypes.cast(raw, ctypes.c_void_p), len(data))
     return status, [line for line in text.split("\n") if line]
+
+
+# ---------------------------------------------------------------- the Python logger's black box
+#
+# torch.compile's wrapper keeps its launches in the process's one ring through
+# these (aoti_debug/runtime/blackbox.py); the C++ writer does the work.
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "replace")
+
+
+_DOUBLE = struct.Struct("d")
+_INT64 = struct.Struct("q")
+
+
+_NOTHING = (0, 0, 0, 0, 0, 0, 0, 0)
+_tensor_types: Tuple[type, type] = ()      # (torch.Tensor, torch.nn.Parameter), on first use
+_dtype_codes: Dict[object, int] = {}        # torch.dtype -> code
+_device_codes: Dict[object, Tuple[int, int]] = {}   # torch.device -> (type code, index)
+
+
+def box_words(values) -> Tuple[array.array, array.array]:
+    """The arguments as pycore.cpp's py_values() reads them: eight words per value
+    {kind, dtype, i, bits of d, data, ndim, device type, device index}, and
+    each tensor's sizes then strides (an int list's values) in a second array.
+    A tensor is passed by its memory and layout; anything else (a string, a
+    list of tensors) as nothing: named, its value not kept.  A parameter
+    (torch.compile passes the weights as inputs) is flagged a weight, which
+    the black box describes and does not copy, as it does an artifact's
+    constants.  The caller keeps `values` alive while the C++ side reads them.
+    Every launch pays for this: lookups are cached, nothing is imported."""
+    global _tensor_types
+    if not _tensor_types:
+        import torch
+        _tensor_types = (torch.Tensor, torch.nn.Parameter)
+    tensor, parameter = _tensor_types
+    words, dims = [], []
+    for v in values:
+        if isinstance(v, tensor):
+            shape = v.shape
+            dims += shape
+            dims += v.stride()
+            dtype, device = v.dtype, v.device
+            code = _dtype_codes.get(dtype)
+            if code is None:
+                code = _dtype_codes.setdefault(dtype, DTYPE_CODES.get(str(dtype)[6:], -1))
+            where = _device_codes.get(device)
+            if where is None:
+                where = _device_codes.setdefault(device, (DEVICE_CODES.get(device.type, -1),
+                                                          -1 if device.index is None else device.index))
+            words += (6, code, type(v) is parameter, 0, v.data_ptr(), len(shape), where[0], where[1])
+        elif v is None:
+            words += _NOTHING
+        elif type(v) is bool:
+            words += (1, 0, int(v), 0, 0, 0, 0, 0)
+        elif type(v) is int:
+            words += (2, 0, v, 0, 0, 0, 0, 0)
+        elif type(v) is float:
+            words += (3, 0, 0, _INT64.unpack(_DOUBLE.pack(v))[0], 0, 0, 0, 0)
+        elif isinstance(v, (list, tuple)) and all(type(x) is int for x in v):
+            dims += v
+            words += (5, 0, len(v), 0, 0, 0, 0, 0)
+        else:
+            words += _NOTHING
+    return array.array("q", words), array.array("q", dims or (0,))
+
+
+def _addr(a: array.array) -> int:
+    return a.buffer_info()[0]
+
+
+def blackbox_open(launches: int, level: int, dest: str, torch_version: str, dump_dir: str, max_mb: int,
+                  dump_max_size_gb: float, dump_max_count: int, rank: Optional[int], world: Optional[int]) -> bool:
+    """Opens this process's ring (or finds it open); False: the note says why."""
+    return _need().aotid_blackbox_open(launches, level, _utf8(dest), _utf8(torch_version), os.fsencode(dump_dir),
+                                       max_mb, dump_max_size_gb, dump_max_count,
+                                       -1 if rank is None else rank, -1 if world is None else world) == 1
+
+
+def blackbox_site(kernel: str, nodes: str, source: str, lines: str, ops: str, args, constants) -> int:
+    """A handle for a launch site (name, role) pairs; free it with blackbox_site_free."""
+    n = len(args)
+    names = (ctypes.c_char_p * max(n, 1))(*[_utf8(a) for a, _ in args])
+    roles = (ctypes.c_int32 * max(n, 1))(*[("in", "out", "inout").index(r) for _, r in args])
+    consts = (ctypes.c_int32 * max(n, 1))(*[int(k in constants) for k in range(n)])
+    return _need().aotid_blackbox_site(_utf8(kernel), _utf8(nodes), _utf8(source), _utf8(lines), _utf8(ops),
+                                       n, names, roles, consts) or 0
+
+
+def blackbox_site_free(handle: int) -> None:
+    _need().aotid_blackbox_site_free(handle)
+
+
+def blackbox_run(model: bytes, run: int, names, values) -> None:
+    words, dims = box_words(values)
+    labels = (ctypes.c_char_p * max(len(values), 1))(*[_utf8(names[k] if k < len(names) and names[k] else "-")
+                                                       for k in range(len(values))])
+    _need().aotid_blackbox_run(model, run, len(values), labels, _addr(words), _addr(dims))
+
+
+def blackbox_launch(site: int, model: bytes, run: int, launch: int, level: int, values) -> Tuple[int, int, int]:
+    """Before launch R.K: the entry (seq, pos, region) for blackbox_done."""
+    words, dims = box_words(values)
+    out = array.array("q", (0, 0, 0))
+    _lib.aotid_blackbox_launch(site, model, run, launch, level, len(values), _addr(words), _addr(dims), _addr(out))
+    return out[0], out[1], out[2]
+
+
+def blackbox_done(ref: Tuple[int, int, int]) -> None:
+    _need().aotid_blackbox_done(*ref)
+
+
+def blackbox_fired(what: str, model: bytes, run: int, launch: int, level: int, site: int, values) -> None:
+    """A check fired at launch R.K (site 0: outside a launch): the ring goes to a dump folder."""
+    words, dims = box_words(values)
+    _need().aotid_blackbox_fired(_utf8(what), model, run, launch, level, site or None, len(values), _addr(words),
+                                 _addr(dims))

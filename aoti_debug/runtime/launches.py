@@ -35,8 +35,8 @@ import json
 import threading
 from typing import Any, Optional, Sequence, Tuple
 
+from . import blackbox, memcheck, nan_checks
 from . import format as fmt
-from . import memcheck, nan_checks
 from . import sink, state
 from .. import settings as settings_mod
 
@@ -46,10 +46,11 @@ IN, OUT, INOUT = "in", "out", "inout"
 class Site:
     """One launch point of a generated wrapper, described once."""
 
-    __slots__ = ("kernel", "nodes", "source", "modules", "args", "lines", "ops", "_selected")
+    __slots__ = ("kernel", "nodes", "source", "modules", "args", "lines", "ops", "constants", "_selected", "_box")
 
     def __init__(self, kernel: str, nodes: str, source: str, modules: str,
-                 args: Sequence[Tuple[str, str]] = (), lines: str = "", ops: str = "") -> None:
+                 args: Sequence[Tuple[str, str]] = (), lines: str = "", ops: str = "",
+                 constants: Sequence[int] = ()) -> None:
         self.kernel = kernel
         self.nodes = nodes          # comma-separated FX node names, "" = unknown
         self.source = source        # "file:line", "" = unknown
@@ -57,7 +58,16 @@ class Site:
         self.args = tuple(args)     # (name, role)
         self.lines = lines          # the source-line / holds body lines, formatted by the codegen
         self.ops = ops              # the launch's FX ops, one JSON array (level 10; docs/dumps.md)
+        self.constants = frozenset(constants)   # indexes of args that are constants (the black box describes them)
         self._selected: Optional[bool] = None
+        self._box = 0               # the black box's C++ description of this site (made on first use)
+
+    def __del__(self) -> None:
+        if self._box:
+            try:
+                sink.native().blackbox_site_free(self._box)
+            except Exception:
+                pass
 
     def filter_names(self) -> Tuple[str, ...]:
         names = [self.kernel, self.source]
@@ -74,7 +84,8 @@ class Model:
 
     def __init__(self, name: str, level: int, kernels: str = "", nan_check: str = "off",
                  check_inputs: bool = False, torch_version: str = "",
-                 defaults: Optional[Tuple[int, str, str, bool, str]] = None, memcheck: str = "off") -> None:
+                 defaults: Optional[Tuple[int, str, str, bool, str, int]] = None, memcheck: str = "off",
+                 blackbox: int = 0) -> None:
         self.name = sink.instance_name(name or "model")
         self.compiled_level = int(level)
         self.compiled_kernels = settings_mod.split_kernels(kernels or "")
@@ -83,9 +94,13 @@ class Model:
         self.torch_version = torch_version
         # what a run does while its variables are unset (AOTI_DEBUG_COMPILE=all:
         # less than is compiled in)
-        d_level, d_kernels, d_nan, _, d_mem = defaults or (level, kernels, nan_check, check_inputs, memcheck)
+        d_level, d_kernels, d_nan, _, d_mem, d_box = defaults or (level, kernels, nan_check, check_inputs,
+                                                                  memcheck, blackbox)
         self.compiled_memcheck = settings_mod._parse_memcheck(memcheck or "off")
         self.memcheck = settings_mod._parse_memcheck(d_mem or "off")   # what runs do (after _init)
+        self.compiled_blackbox = int(blackbox)
+        self.blackbox = int(d_box)           # launches the black box keeps (after _init), 0: off
+        self._box_on: Optional[bool] = None  # did the ring open (asked once)
         self.default_level = int(d_level)
         self.nan_check = settings_mod._parse_nan(d_nan or "off")
         self.level = 0
@@ -122,6 +137,12 @@ class Model:
                 if memcheck.ORDER[r] > memcheck.ORDER[c]:
                     lines.append(self._more(mem_from, c, "AOTI_DEBUG_MEMCHECK", r))
                 self.memcheck = min(c, r, key=memcheck.ORDER.__getitem__)
+            box_from = s.sources.get("blackbox", "default")
+            if "=" in box_from and not box_from.startswith("default"):
+                if s.blackbox > self.compiled_blackbox:
+                    lines.append(self._more(box_from, _box_name(self.compiled_blackbox), "AOTI_DEBUG_BLACKBOX",
+                                            _box_name(s.blackbox)))
+                self.blackbox = min(self.compiled_blackbox, s.blackbox)
             kernels_from = s.sources.get("kernels", "default")
             if "=" in kernels_from and not kernels_from.startswith("default"):
                 self._runtime_kernels = tuple(s.kernels)
@@ -147,10 +168,27 @@ class Model:
             run.mem = memcheck.MemChecks(self.memcheck, self.name, run.run, run.level)
         if run.level:
             _safely(run._write_begin, input_names, inputs)
+        if self.blackbox > 0 and self._box_open():
+            run.box = blackbox.BlackBox(self.name, run.run, run.level)
+            _safely(run.box.inputs, input_names, inputs)
+            if run.mem is not None:
+                run.mem.fired = run.box.fired
         if self.nan_check.enabled:
             run.nan = nan_checks.NanChecks(self.nan_check, run.run, run.level)
+            if run.box is not None:
+                run.nan.fired = run.box.fired
             _safely(run.nan.inputs, inputs)
         return run
+
+    def _box_open(self) -> bool:
+        if self._box_on is None:
+            self._box_on = False
+            try:
+                self._box_on = blackbox.open_ring(self.blackbox, self.level, self.torch_version)
+            except Exception as exc:
+                _safely(state.tell, self.level, "blackbox",
+                        f"cannot keep the black box: {type(exc).__name__}: {exc}; the model runs without it")
+        return self._box_on
 
     def selected(self, site: Site) -> bool:
         m = site._selected
@@ -165,13 +203,14 @@ class Model:
 class Run:
     """One call of the compiled graph: run number R, launch counter K, level."""
 
-    __slots__ = ("model", "run", "level", "launch", "nan", "dumps", "mem")
+    __slots__ = ("model", "run", "level", "launch", "nan", "dumps", "mem", "box")
 
     def __init__(self, model: Model, run: int, level: int) -> None:
         self.model, self.run, self.level, self.launch = model, run, level, 0
         self.nan: Optional[nan_checks.NanChecks] = None   # set when NaN checks are on
         self.dumps: Optional[RunDumps] = None              # level 10: the run's dump folder
         self.mem: Optional[memcheck.MemChecks] = None      # set when the memory check is on
+        self.box: Optional[blackbox.BlackBox] = None       # set while the black box is on
 
     def _id(self) -> str:
         return f"{self.run}.{self.launch}"
@@ -226,6 +265,13 @@ class Run:
         if self.dumps is not None:
             self.dumps.end(self.launch)
 
+
+    def box_before(self, site: Site, values: Sequence[Any]) -> None:
+        """The launch's record and inputs into the black box (whatever the level)."""
+        _safely(self.box.before, self.launch, site, values)
+
+    def box_after(self) -> None:
+        _safely(self.box.after)
 
     def nan_after(self, site: Site, sources: Sequence[str], values: Sequence[Any]) -> None:
         """The NaN/Inf check of the launch's outputs (whatever the level)."""
@@ -299,6 +345,10 @@ class RunDumps:
     def end(self, launches: int) -> None:
         if self.rec.folder() is not None:
             self._line("run-end", "ok", "run-end", [], model=self.model, launches=launches)
+
+
+def _box_name(launches: int) -> str:
+    return str(launches) if launches > 0 else "off"
 
 
 def _host(value):

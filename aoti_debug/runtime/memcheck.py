@@ -50,6 +50,7 @@ class MemChecks:
         self.raise_ = action == "raise"
         self.model, self.run, self.level = model, run, level
         self.poisoned: List[int] = []   # outputs already reported, by data pointer
+        self.fired = None               # the black box's BlackBox.fired, while it is on
         self.handle, why = native.api()
         self.on = self.handle is not None
         if not self.on:
@@ -65,9 +66,11 @@ class MemChecks:
             self.handle = None
             handle.aotid_mc_leave()
 
-    def _report(self, msg: str) -> None:
+    def _report(self, msg: str, launch: int, site, values: Sequence[Any]) -> None:
         if self.level >= 1 or not self.raise_:   # at level 0 the exception alone says it
             state.tell(self.level, "memcheck", msg)
+        if self.fired is not None:
+            self.fired("memcheck", launch, site, values)
         if self.raise_:
             raise MemcheckError("aoti-debug memcheck: " + msg)
 
@@ -102,7 +105,7 @@ class MemChecks:
             if self.handle.aotid_mc_concurrent() > 1:
                 msg += (" (other runs were active in this process: the write may come from one of "
                         "their launches)")
-            self._report(msg)
+            self._report(msg, launch, site, values)
 
     def after(self, launch: int, site, values: Sequence[Any]) -> None:
         names = [name for name, _ in site.args]
@@ -131,7 +134,7 @@ class MemChecks:
                 msg += (f" read memory nobody wrote (or out of bounds): {count} of {v.numel()} elements "
                         f"of {words} hold memcheck poison (first at flat index {first}) and none of its "
                         f"inputs held any")
-            self._report(msg)
+            self._report(msg, launch, site, values)
 
     def finish(self, launch: int, names: Sequence[str], values: Sequence[Any]) -> None:
         self._damage(launch, None, names, ["model output"] * len(names), values)

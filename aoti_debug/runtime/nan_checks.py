@@ -57,6 +57,7 @@ class NanChecks:
         self.failures: List[str] = []
         self.kernels: List[str] = []
         self.failed_launch = -1
+        self.fired = None   # the black box's BlackBox.fired, while it is on
 
     def _stats(self, t) -> Optional[stats_mod.Stats]:
         if not _tensor(t) or t.device.type not in ("cpu", "cuda") or t.numel() == 0:
@@ -112,7 +113,7 @@ class NanChecks:
             (self.bad.add if bad else self.bad.discard)(t.data_ptr())
             if bad:
                 self._report(launch, site, label, sources[k] or site.source, s, tainted,
-                             poison.at(t, self._first_bad(s)))
+                             poison.at(t, self._first_bad(s)), values)
 
     def _counts(self, s: stats_mod.Stats) -> str:
         return f"{s.nan_count} NaN" + (f" and {s.inf_count} Inf" if self.count_inf else "")
@@ -124,7 +125,7 @@ class NanChecks:
         return first
 
     def _report(self, launch: int, site, buffer: str, source: str, s, tainted: List[str],
-                poisoned: bool = False) -> None:
+                poisoned: bool = False, values: Sequence[Any] = ()) -> None:
         msg = (f"launch {self.run}.{launch} {site.kernel} (source {source or '-'}) wrote "
                f"{self._counts(s)} into {buffer} (first at flat index {self._first_bad(s)}); ")
         if not tainted:
@@ -138,6 +139,8 @@ class NanChecks:
         raising = self.raise_ and not tainted
         if self.level >= 1 or not raising:   # at level 0 the exception alone says it
             state.tell(self.level, "nan-check", msg)
+        if self.fired is not None:
+            self.fired("nan-check", launch, site, values)
         if raising:
             raise NanCheckError("aoti-debug NaN check: " + msg)
         self.failures.append(msg)

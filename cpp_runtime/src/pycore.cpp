@@ -301,3 +301,172 @@ AOTID_EXPORT int64_t aotid_blackbox_entries(const char* data, int64_t size, char
     return -1;
   }
 }
+
+// ---------------------------------------------------------------- the Python logger's black box
+//
+// torch.compile's wrapper (aoti_debug/runtime/blackbox.py) keeps its launches
+// in the process's one ring with the artifacts' own writer: one file, one
+// lock, one layout.
+
+namespace {
+
+// Arguments from Python (aoti_debug/native/core.py, box_words): eight words
+// per value, {kind, dtype, i, bits of d, data, ndim, device type, device
+// index}, and each tensor's sizes then strides in `dims`, in value order.  A
+// tensor's i is 1 for a weight (a parameter: described, not copied).
+constexpr int kWordsPerValue = 8;
+
+struct PyValues {
+  std::vector<aoti_debug::Value> values;
+  std::vector<uint8_t> constant;
+  aoti_debug::Values all() const { return aoti_debug::Values::of(values.data(), values.size()); }
+};
+
+PyValues py_values(int32_t n, const int64_t* words, const int64_t* dims) {
+  using aoti_debug::Value;
+  PyValues py;
+  py.values.resize(static_cast<size_t>(n > 0 ? n : 0));
+  py.constant.resize(py.values.size() + 1);
+  std::vector<Value>& out = py.values;
+  for (int32_t k = 0; k < n; ++k) {
+    const int64_t* w = words + static_cast<ptrdiff_t>(k) * kWordsPerValue;
+    Value& v = out[static_cast<size_t>(k)];
+    switch (w[0]) {
+      case Value::kTensor:
+        v.kind = Value::kTensor;
+        v.t = make_view(reinterpret_cast<const void*>(w[4]), static_cast<int32_t>(w[1]), w[5], dims, dims + w[5],
+                        static_cast<int32_t>(w[6]), static_cast<int32_t>(w[7]));
+        dims += 2 * w[5];
+        py.constant[static_cast<size_t>(k)] = w[2] != 0;
+        break;
+      case Value::kIntList:
+        v.kind = Value::kIntList, v.list = dims, v.i = w[2];
+        dims += w[2];
+        break;
+      case Value::kBool: v.kind = Value::kBool, v.b = w[2] != 0; break;
+      case Value::kInt: v.kind = Value::kInt, v.i = w[2]; break;
+      case Value::kDouble: v.kind = Value::kDouble, std::memcpy(&v.d, &w[3], sizeof v.d); break;
+      default: v.kind = Value::kNone;
+    }
+  }
+  return py;
+}
+
+// What the Python side said when it opened the ring (its settings, its log).
+struct PyBox {
+  aoti_debug::detail::Settings settings;
+  std::string dest, tv;
+};
+PyBox& py_box() {
+  static PyBox* box = new PyBox();  // never freed: a launch may race the interpreter's exit
+  return *box;
+}
+
+// A launch site of the Python wrapper, with the strings it points to.
+struct PySite {
+  std::string kernel, nodes, source, lines, ops;
+  std::vector<std::string> names;
+  std::vector<aoti_debug::ArgSpec> args;
+  aoti_debug::Site site{};
+};
+
+}  // namespace
+
+// Opens the process's ring (or finds it open): 1 on, 0 off (a note says why).
+AOTID_EXPORT int32_t aotid_blackbox_open(int64_t launches, int32_t level, const char* dest, const char* tv,
+                                         const char* dump_dir, int64_t max_mb, double dump_max_size_gb,
+                                         int64_t dump_max_count, int64_t rank, int64_t world) noexcept {
+  try {
+    namespace d = aoti_debug::detail;
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&mu);
+    PyBox& box = py_box();
+    if (box.dest.empty()) {  // the first model's settings: one ring, one dump directory per process
+      box.settings.dump_dir = dump_dir ? dump_dir : "aoti_debug_dumps";
+      box.settings.blackbox = launches;
+      box.settings.blackbox_max_mb = max_mb;
+      box.settings.dump_max_size_gb = dump_max_size_gb;
+      box.settings.dump_max_count = dump_max_count;
+      box.settings.rank = rank, box.settings.world = world;
+      box.settings.logdest = dest ? dest : "stdout";
+      box.tv = tv ? tv : "";
+      box.dest = box.settings.logdest;
+    }
+    pthread_mutex_unlock(&mu);
+    return d::box_open(box.settings, launches, level, box.dest, box.tv.c_str()) ? 1 : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
+// A site handle for the calls below (freed with aotid_blackbox_site_free).
+AOTID_EXPORT void* aotid_blackbox_site(const char* kernel, const char* nodes, const char* source, const char* lines,
+                                       const char* ops, int32_t nargs, const char* const* names,
+                                       const int32_t* roles, const int32_t* constants) noexcept {
+  try {
+    PySite* p = new PySite();
+    p->kernel = kernel ? kernel : "", p->nodes = nodes ? nodes : "", p->source = source ? source : "";
+    p->lines = lines ? lines : "", p->ops = ops ? ops : "";
+    p->names.reserve(static_cast<size_t>(nargs));
+    for (int32_t k = 0; k < nargs; ++k) p->names.push_back(names[k] ? names[k] : "");
+    for (int32_t k = 0; k < nargs; ++k)
+      p->args.push_back({p->names[k].c_str(), static_cast<aoti_debug::Role>(roles[k]), constants[k] != 0});
+    p->site.kernel = p->kernel.c_str(), p->site.nodes = p->nodes.c_str(), p->site.source = p->source.c_str();
+    p->site.module = "", p->site.args = p->args.data(), p->site.nargs = nargs;
+    p->site.lines = p->lines.c_str(), p->site.ops = p->ops.c_str();
+    return p;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+AOTID_EXPORT void aotid_blackbox_site_free(void* site) noexcept { delete static_cast<PySite*>(site); }
+
+// A run's model inputs.
+AOTID_EXPORT void aotid_blackbox_run(const char* model, int64_t run, int32_t n, const char* const* names,
+                                     const int64_t* words, const int64_t* dims) noexcept {
+  try {
+    const PyValues py = py_values(n, words, dims);
+    const aoti_debug::Run r{0, run, 0, nullptr};
+    aoti_debug::detail::box_run(r, model, "", names, py.all(), py_box().settings, py.constant.data());
+  } catch (...) {
+  }
+}
+
+// Before launch R.K at `site` (its arguments in site order): out[0..2] the
+// entry, for aotid_blackbox_done.
+AOTID_EXPORT void aotid_blackbox_launch(void* site, const char* model, int64_t run, int64_t launch, int32_t level,
+                                        int32_t n, const int64_t* words, const int64_t* dims, int64_t* out) noexcept {
+  try {
+    namespace d = aoti_debug::detail;
+    PyBox& box = py_box();
+    d::box_serve_request(box.settings, box.dest, box.tv.c_str(), level);
+    const PyValues py = py_values(n, words, dims);
+    const aoti_debug::Run r{level, run, launch, nullptr};
+    const d::BoxRef ref =
+        d::box_launch(static_cast<PySite*>(site)->site, r, model, py.all(), box.settings, py.constant.data());
+    out[0] = static_cast<int64_t>(ref.seq), out[1] = static_cast<int64_t>(ref.pos), out[2] = ref.region;
+  } catch (...) {
+    out[0] = 0;
+  }
+}
+
+AOTID_EXPORT void aotid_blackbox_done(int64_t seq, int64_t pos, int32_t region) noexcept {
+  aoti_debug::detail::BoxRef ref;
+  ref.seq = static_cast<uint64_t>(seq), ref.pos = static_cast<uint64_t>(pos), ref.region = region;
+  aoti_debug::detail::box_done(ref);
+}
+
+// A check fired at launch R.K (`site` null: no launch, e.g. at the run's
+// end): the ring goes to a dump folder, the failing launch's outputs with it.
+AOTID_EXPORT void aotid_blackbox_fired(const char* what, const char* model, int64_t run, int64_t launch,
+                                       int32_t level, void* site, int32_t n, const int64_t* words,
+                                       const int64_t* dims) noexcept {
+  try {
+    PyBox& box = py_box();
+    const PyValues py = py_values(n, words, dims);
+    aoti_debug::detail::box_fired_dump(box.settings, box.dest, box.tv.c_str(), level, what, model, run, launch,
+                                       site ? &static_cast<PySite*>(site)->site : nullptr, py.all());
+  } catch (...) {
+  }
+}

@@ -674,7 +674,7 @@ struct BoxFailing {
   std::string model;
   int64_t run = 0, launch = 0;
   const Site* site = nullptr;
-  std::initializer_list<Value> args;
+  Values args;  // in Site::args order
 };
 
 // What a dump folder holds, in words (a note, or the CLI's output).
@@ -866,19 +866,77 @@ inline std::string box_dump(const Settings& s, const std::string& dest, const ch
   return why;
 }
 
-// A check fired in `run` (at `site`, whose arguments are `args`; no site for
-// an input guard): the ring goes to a dump folder, once per run.
-inline void box_fired(const Model& m, const Run& run, const char* what, const Site* site,
-                      std::initializer_list<Value> args) {
+// A check fired in run R at launch K of `model` (at `site`, whose arguments
+// are `args`; no site for an input guard): the ring goes to a dump folder and
+// a note says where.
+inline void box_fired_dump(const Settings& s, const std::string& dest, const char* tv, int level, const char* what,
+                           const std::string& model, int64_t run, int64_t launch, const Site* site, Values args) {
+  BoxFailing f{model, run, launch, site, args};
+  std::string text;
+  const std::string why = box_dump(s, dest, tv, site ? &f : nullptr, &text);
+  tell(level, dest, "blackbox",
+       why.empty() ? std::string(what) + ": the black box is in " + text : "cannot dump the black box: " + why, tv,
+       false);
+}
+
+// The same from a model's check, once per run.
+inline void box_fired(const Model& m, const Run& run, const char* what, const Site* site, Values args) {
   BoxState* b = box_state();
   if (m.blackbox() <= 0 || run.box_dumped || b == nullptr || __atomic_load_n(&b->status, __ATOMIC_ACQUIRE) != 1)
     return;
   run.box_dumped = 1;
-  BoxFailing f{m.name(), run.run, run.launch, site, args};
+  box_fired_dump(m.settings(), m.dest(), m.torch_version(), run.level, what, m.name(), run.run, run.launch, site,
+                 args);
+}
+
+// A dump asked for with SIGUSR2 is written at the next launch, outside the
+// signal handler.
+inline void box_serve_request(const Settings& s, const std::string& dest, const char* tv, int level) {
+  BoxState* b = box_state();
+  if (AOTI_DEBUG_LIKELY(!b->requested)) return;
+  b->requested = 0;
   std::string text;
-  const std::string why = box_dump(m.settings(), m.dest(), m.torch_version(), site ? &f : nullptr, &text);
-  m.tell(run.level, "blackbox", why.empty() ? std::string(what) + ": the black box is in " + text
-                                            : "cannot dump the black box: " + why);
+  const std::string why = box_dump(s, dest, tv, nullptr, &text);
+  tell(level, dest, "blackbox", why.empty() ? "SIGUSR2: the black box is in " + text : "cannot dump the black box: " + why,
+       tv, false);
+}
+
+// A run's model inputs (`artifact`: the .so, "" for torch.compile's wrapper;
+// `constant`: which inputs are weights, described and not copied).
+inline void box_run(const Run& run, const std::string& model, const std::string& artifact, const char* const* names,
+                    Values vals, const Settings& s, const uint8_t* constant = nullptr) {
+  std::vector<BoxItem> items;
+  int k = 0;
+  for (const Value& v : vals) {
+    items.push_back({names ? or_dash(names[k]) : "-", 0, &v, constant != nullptr && constant[k] != 0});
+    ++k;
+  }
+  const char* strings[2] = {model.c_str(), artifact.c_str()};
+  box_append(kBoxRun, run, 0, strings, 2, items.data(), static_cast<uint32_t>(items.size()), s);
+}
+
+// A launch's record and its in/inout arguments (`args` in Site::args order;
+// out-only ones are named, their values not read).  `constant`: arguments
+// that are weights beyond the site's own constants (torch.compile's
+// parameters, passed as inputs).
+inline BoxRef box_launch(const Site& site, const Run& run, const std::string& model, Values args, const Settings& s,
+                         const uint8_t* constant = nullptr) {
+  BoxItem items[64];
+  std::vector<BoxItem> more;
+  BoxItem* list = site.nargs <= 64 ? items : (more.resize(site.nargs), more.data());
+  int32_t k = 0;
+  for (const Value& v : args) {
+    if (k >= site.nargs) break;
+    const Role role = site.args[k].role;
+    list[k] = {site.args[k].name, static_cast<int32_t>(role), role == Role::Out ? nullptr : &v,
+               site.args[k].constant || (constant != nullptr && constant[k] != 0)};
+    ++k;
+  }
+  // the site's strings (kernel, nodes, source lines, ops: kilobytes) go into the ring once
+  const BoxRef where = box_site(site, run, s);
+  const char* strings[6] = {model.c_str(), site.kernel, site.nodes, site.source, site.lines, site.ops};
+  return box_append(kBoxLaunch, run, run.launch, strings, where.seq ? 1 : 6, list, static_cast<uint32_t>(k), s,
+                    where.seq ? &where : nullptr);
 }
 
 }  // namespace detail
@@ -897,43 +955,15 @@ class BlackBox {
 
   // The run's model inputs.
   void inputs(const char* const* names, std::initializer_list<Value> vals) {
-    std::vector<detail::BoxItem> items;
-    int k = 0;
-    for (const Value& v : vals) items.push_back({names ? detail::or_dash(names[k++]) : "-", 0, &v});
     static const std::string so = detail::artifact_path();
-    const char* strings[2] = {model_.name().c_str(), so.c_str()};
-    detail::box_append(detail::kBoxRun, run_, 0, strings, 2, items.data(), static_cast<uint32_t>(items.size()),
-                       model_.settings());
+    detail::box_run(run_, model_.name(), so, names, vals, model_.settings());
   }
 
   // Before a launch: its record and its in/inout arguments (`args` in
-  // Site::args order, out-only ones nullptr).  A dump asked for with SIGUSR2
-  // is written here, outside the signal handler.
+  // Site::args order, out-only ones nullptr).
   void before(const Site& site, std::initializer_list<Value> args) {
-    detail::BoxState* b = detail::box_state();
-    if (AOTI_DEBUG_UNLIKELY(b->requested)) {
-      b->requested = 0;
-      std::string text;
-      const std::string why = detail::box_dump(model_.settings(), model_.dest(), model_.torch_version(), nullptr, &text);
-      model_.tell(run_.level, "blackbox", why.empty() ? "SIGUSR2: the black box is in " + text
-                                                      : "cannot dump the black box: " + why);
-    }
-    detail::BoxItem items[64];
-    std::vector<detail::BoxItem> more;
-    detail::BoxItem* list = site.nargs <= 64 ? items : (more.resize(site.nargs), more.data());
-    int32_t k = 0;
-    for (const Value& v : args) {
-      if (k >= site.nargs) break;
-      const Role role = site.args[k].role;
-      list[k] = {site.args[k].name, static_cast<int32_t>(role), role == Role::Out ? nullptr : &v,
-                 site.args[k].constant};
-      ++k;
-    }
-    // the site's strings (kernel, nodes, source lines, ops: kilobytes) go into the ring once
-    const detail::BoxRef where = detail::box_site(site, run_, model_.settings());
-    const char* strings[6] = {model_.name().c_str(), site.kernel, site.nodes, site.source, site.lines, site.ops};
-    ref_ = detail::box_append(detail::kBoxLaunch, run_, run_.launch, strings, where.seq ? 1 : 6, list,
-                              static_cast<uint32_t>(k), model_.settings(), where.seq ? &where : nullptr);
+    detail::box_serve_request(model_.settings(), model_.dest(), model_.torch_version(), run_.level);
+    ref_ = detail::box_launch(site, run_, model_.name(), args, model_.settings());
   }
 
   // After the launch returned.

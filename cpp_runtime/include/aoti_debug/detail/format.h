@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 
 #include "../config.h"
@@ -58,6 +59,25 @@ struct Value {
     v.kind = kIntList, v.list = p, v.i = n;
     return v;
   }
+};
+
+// Values by pointer and count: a braced list from generated code, or an
+// array built at run time (Values::of; the Python logger's black box).  No
+// (pointer, count) constructor: `{ptr, n}` would pick the list one and make
+// two Values of them (a bool and an int).
+struct Values {
+  const Value* p = nullptr;
+  size_t n = 0;
+  Values() = default;
+  Values(std::initializer_list<Value> l) : p(l.begin()), n(l.size()) {}
+  static Values of(const Value* v, size_t count) {
+    Values out;
+    out.p = v, out.n = count;
+    return out;
+  }
+  const Value* begin() const { return p; }
+  const Value* end() const { return p + n; }
+  size_t size() const { return n; }
 };
 
 namespace detail {

@@ -395,7 +395,7 @@ inline std::string launch_line(const char* event, const char* status, int64_t ru
 // The files of one side of launch K (in: in/inout before it, out: out/inout
 // after it), saved into `dir`; *written of *wanted got a file.
 inline void save_side(Recorder& rec, const std::string& dir, int64_t launch, const Site& site,
-                      std::initializer_list<Value> args, bool out_side, std::string& files, int64_t* bytes,
+                      Values args, bool out_side, std::string& files, int64_t* bytes,
                       int* wanted, int* written) {
   char prefix[48];
   std::snprintf(prefix, sizeof prefix, "launch%06lld_%s_", static_cast<long long>(launch), out_side ? "out" : "in");
