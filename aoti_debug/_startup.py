@@ -53,7 +53,7 @@ def activate() -> None:
 def _install(resolved) -> None:
     try:
         from .codegen_patches import install
-        install.activate(resolved)
+        install.activate_environment(resolved)
     except Exception as exc:
         from .codegen_patches.adapter import UnsupportedTorch
         if isinstance(exc, UnsupportedTorch):

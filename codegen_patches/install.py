@@ -30,6 +30,23 @@ def restore(previous) -> None:
     hooks.set_active(previous)
 
 
+# The settings each open instrument() block puts back when it ends, outermost first.
+_open_blocks: list = []
+
+
+def activate_environment(resolved: settings_mod.Settings) -> None:
+    """The process-start hook's settings (the environment's), installed at the
+    program's first compile.  They are what is active outside instrument()
+    blocks, never over an open one: its arguments win over the variables, and
+    that first compile may well be inside one."""
+    if not _open_blocks:
+        activate(resolved)
+        return
+    previous = activate(resolved)     # patches installed as for any activation...
+    hooks.set_active(previous)        # ...but the open block's settings stay in force
+    _open_blocks[0] = resolved.compiled() if resolved.anything_compiled_in else None
+
+
 def _quiet_upstream_printers() -> None:
     # The upstream aliases also switch on Inductor's own printer and NaN asserts;
     # we do their job, so keep theirs off to avoid two of everything.
@@ -47,7 +64,8 @@ def instrument(level: Optional[int] = None,
                check_inputs: Optional[bool] = None,
                nan_check: Optional[str] = None,
                compile: Optional[str] = None,
-               memcheck: Optional[str] = None) -> Iterator[settings_mod.Settings]:
+               memcheck: Optional[str] = None,
+               blackbox: Union[int, str, None] = None) -> Iterator[settings_mod.Settings]:
     """`aoti_debug.instrument()`: compile-time settings for the AOTI compiles
     in the `with` block.  ``compile="all"`` compiles everything in and makes
     the other values what a run does while its variables are unset.
@@ -56,10 +74,10 @@ def instrument(level: Optional[int] = None,
     a bad value raises SettingsError before anything is compiled.
     """
     overrides = {"level": level, "kernels": kernels, "check_inputs": check_inputs,
-                 "nan_check": nan_check, "compile": compile, "memcheck": memcheck}
+                 "nan_check": nan_check, "compile": compile, "memcheck": memcheck, "blackbox": blackbox}
     resolved = settings_mod.read(overrides=overrides)
-    previous = activate(resolved)
+    _open_blocks.append(activate(resolved))
     try:
         yield resolved
     finally:
-        restore(previous)
+        restore(_open_blocks.pop())

@@ -505,6 +505,35 @@ def test_torch_compile_dumps_when_the_memory_check_fires(membugs_so, tmp_path):
                                      ("1.2", "before", "running"), ("1.2", "after", "ok")]
 
 
+def test_torch_compile_keeps_what_instrument_compiled_in_and_dumps_on_sigusr2(membugs_so, tmp_path):
+    dumps = tmp_path / "dumps"
+    proc = run_python(f"""
+        import os, signal, sys; sys.path.insert(0, {TESTS!r})
+        import torch, models, aoti_debug
+        model, _, _ = models.seeded("hang")
+        m = torch.compile(model)
+        x = torch.arange(5, dtype=torch.float32)
+        with torch.no_grad():
+            with aoti_debug.instrument(blackbox=4):    # the first compile of the process: its argument wins
+                m(x)
+            for call in range(4):
+                m(x)
+            os.kill(os.getpid(), signal.SIGUSR2)       # the handler sets a flag; the next launch dumps
+            m(x)
+        print(os.getpid())
+    """, env=clean_env(MEMBUGS_SO=membugs_so, AOTI_DEBUG_DUMP_DIR=dumps, AOTI_DEBUG_BLACKBOX="100",
+                       TORCHINDUCTOR_CACHE_DIR=tmp_path / "cache"))
+    pid = proc.stdout.split()[-1]
+    folder = dumps / f"{pid}-blackbox"
+    assert [l for l in proc.stderr.splitlines() if l.startswith("aoti-debug")] == [
+        "aoti-debug settings: AOTI_DEBUG_BLACKBOX='100' asks for more than model 'model' was compiled with (4); "
+        "using 4. Recompile with AOTI_DEBUG_BLACKBOX=100 (or AOTI_DEBUG_COMPILE=all) to get it.",
+        f"aoti-debug blackbox: SIGUSR2: the black box is in {str(folder)!r}: the last 4 launches of 3 runs"]
+    # written at run 6's first launch: the four before it, and run 6's inputs
+    assert [l[0] for l in launches(str(folder)) if l[1] == "before"] == ["4.3", "5.1", "5.2", "5.3"]
+    assert sorted(manifests(str(folder))) == [f"{pid}-model-run{r}" for r in (4, 5, 6)]
+
+
 def test_a_compiled_model_and_an_artifact_share_one_ring(planted_box, tmp_path):
     dumps = tmp_path / "dumps"
     proc = run_python(f"""

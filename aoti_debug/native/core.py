@@ -135,7 +135,7 @@ _SIGNATURES = {
     "aotid_blackbox_site_free": (None, [_ptr]),
     "aotid_blackbox_run": (None, [_str, _i64, _i32, ctypes.POINTER(ctypes.c_char_p), _ptr, _ptr]),
     "aotid_blackbox_launch": (None, [_ptr, _str, _i64, _i64, _i32, _i32, _ptr, _ptr, _ptr]),
-    "aotid_blackbox_done": (None, [_i64, _i64, _i32]),
+    "aotid_blackbox_done": (None, [_ptr]),
     "aotid_blackbox_fired": (None, [_str, _str, _i64, _i64, _i32, _ptr, _i32, _ptr, _ptr]),
 }
 
@@ -494,16 +494,16 @@ def blackbox_run(model: bytes, run: int, names, values) -> None:
     _need().aotid_blackbox_run(model, run, len(values), labels, _addr(words), _addr(dims))
 
 
-def blackbox_launch(site: int, model: bytes, run: int, launch: int, level: int, values) -> Tuple[int, int, int]:
-    """Before launch R.K: the entry (seq, pos, region) for blackbox_done."""
+def blackbox_launch(site: int, model: bytes, run: int, launch: int, level: int, values, ref: int) -> None:
+    """Before launch R.K: its entry {seq, pos, region} goes to the three words at
+    address `ref`, for blackbox_done (seq 0: not kept)."""
     words, dims = box_words(values)
-    out = array.array("q", (0, 0, 0))
-    _lib.aotid_blackbox_launch(site, model, run, launch, level, len(values), _addr(words), _addr(dims), _addr(out))
-    return out[0], out[1], out[2]
+    _lib.aotid_blackbox_launch(site, model, run, launch, level, len(values), _addr(words), _addr(dims), ref)
 
 
-def blackbox_done(ref: Tuple[int, int, int]) -> None:
-    _need().aotid_blackbox_done(*ref)
+def blackbox_done(ref: int) -> None:
+    """The launch whose entry is at address `ref` (blackbox_launch) has returned."""
+    _lib.aotid_blackbox_done(ref)
 
 
 def blackbox_fired(what: str, model: bytes, run: int, launch: int, level: int, site: int, values) -> None:

@@ -9,6 +9,7 @@ beside those of its AOTI artifacts, in the same layout, under the same lock.
 
 from __future__ import annotations
 
+import array
 from typing import Any, Optional, Sequence
 
 from . import sink, state
@@ -38,29 +39,31 @@ def site_handle(site) -> int:
 class BlackBox:
     """One per run while the black box is on (``Run.box``)."""
 
-    __slots__ = ("model", "run", "level", "ref", "dumped")
+    __slots__ = ("model", "run", "level", "ref", "ref_at", "dumped", "native")
 
     def __init__(self, model: str, run: int, level: int) -> None:
         self.model = model.encode("utf-8", "replace")
         self.run, self.level = run, level
-        self.ref = (0, 0, 0)
+        self.ref = array.array("q", (0, 0, 0))   # the launch in flight's entry, written by the C++ side
+        self.ref_at = self.ref.buffer_info()[0]
         self.dumped = False
+        self.native = sink.native()
 
     def inputs(self, names: Sequence[str], values: Sequence[Any]) -> None:
         """The run's model inputs."""
-        sink.native().blackbox_run(self.model, self.run, names, values)
+        self.native.blackbox_run(self.model, self.run, names, values)
 
     def before(self, launch: int, site, values: Sequence[Any]) -> None:
         """A launch's record and its in/inout arguments (`values` in site order,
         None for out-only ones)."""
-        self.ref = sink.native().blackbox_launch(site_handle(site), self.model, self.run, launch, self.level,
-                                                 values)
+        self.native.blackbox_launch(site._box or site_handle(site), self.model, self.run, launch, self.level,
+                                    values, self.ref_at)
 
     def after(self) -> None:
         """The launch returned."""
         if self.ref[0]:
-            sink.native().blackbox_done(self.ref)
-            self.ref = (0, 0, 0)
+            self.native.blackbox_done(self.ref_at)
+            self.ref[0] = 0
 
     def fired(self, what: str, launch: int, site: Optional[Any], values: Sequence[Any] = ()) -> None:
         """A check fired at `launch` (no site: outside a launch): the ring goes to
@@ -69,7 +72,7 @@ class BlackBox:
             return
         self.dumped = True
         try:
-            sink.native().blackbox_fired(what, self.model, self.run, launch, self.level,
+            self.native.blackbox_fired(what, self.model, self.run, launch, self.level,
                                          site_handle(site) if site is not None else 0,
                                          values if site is not None else ())
         except Exception as exc:   # never hides the check that fired

@@ -266,12 +266,19 @@ class Run:
             self.dumps.end(self.launch)
 
 
+    # the black box, whatever the level (try/except here, not _safely: every launch pays for these)
     def box_before(self, site: Site, values: Sequence[Any]) -> None:
-        """The launch's record and inputs into the black box (whatever the level)."""
-        _safely(self.box.before, self.launch, site, values)
+        """The launch's record and inputs into the black box."""
+        try:
+            self.box.before(self.launch, site, values)
+        except Exception as exc:
+            _box_failed(self.level, exc)
 
     def box_after(self) -> None:
-        _safely(self.box.after)
+        try:
+            self.box.after()
+        except Exception as exc:
+            _box_failed(self.level, exc)
 
     def nan_after(self, site: Site, sources: Sequence[str], values: Sequence[Any]) -> None:
         """The NaN/Inf check of the launch's outputs (whatever the level)."""
@@ -345,6 +352,10 @@ class RunDumps:
     def end(self, launches: int) -> None:
         if self.rec.folder() is not None:
             self._line("run-end", "ok", "run-end", [], model=self.model, launches=launches)
+
+
+def _box_failed(level: int, exc: Exception) -> None:
+    _safely(state.tell, level, "blackbox", f"could not keep a launch: {type(exc).__name__}: {exc}", once=True)
 
 
 def _box_name(launches: int) -> str:

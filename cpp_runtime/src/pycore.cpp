@@ -434,7 +434,7 @@ AOTID_EXPORT void aotid_blackbox_run(const char* model, int64_t run, int32_t n, 
 }
 
 // Before launch R.K at `site` (its arguments in site order): out[0..2] the
-// entry, for aotid_blackbox_done.
+// entry {seq, pos, region}, for aotid_blackbox_done (seq 0: not kept).
 AOTID_EXPORT void aotid_blackbox_launch(void* site, const char* model, int64_t run, int64_t launch, int32_t level,
                                         int32_t n, const int64_t* words, const int64_t* dims, int64_t* out) noexcept {
   try {
@@ -451,10 +451,11 @@ AOTID_EXPORT void aotid_blackbox_launch(void* site, const char* model, int64_t r
   }
 }
 
-AOTID_EXPORT void aotid_blackbox_done(int64_t seq, int64_t pos, int32_t region) noexcept {
-  aoti_debug::detail::BoxRef ref;
-  ref.seq = static_cast<uint64_t>(seq), ref.pos = static_cast<uint64_t>(pos), ref.region = region;
-  aoti_debug::detail::box_done(ref);
+// The launch whose entry aotid_blackbox_launch wrote to `ref` has returned.
+AOTID_EXPORT void aotid_blackbox_done(const int64_t* ref) noexcept {
+  aoti_debug::detail::BoxRef r;
+  r.seq = static_cast<uint64_t>(ref[0]), r.pos = static_cast<uint64_t>(ref[1]), r.region = static_cast<int>(ref[2]);
+  aoti_debug::detail::box_done(r);
 }
 
 // A check fired at launch R.K (`site` null: no launch, e.g. at the run's
