@@ -69,7 +69,9 @@ struct Values {
   const Value* p = nullptr;
   size_t n = 0;
   Values() = default;
-  Values(std::initializer_list<Value> l) : p(l.begin()), n(l.size()) {}
+  // The list's array lives until the end of the call it is passed to, and a
+  // Values is never kept past that call.
+  Values(std::initializer_list<Value> l) { p = l.begin(), n = l.size(); }
   static Values of(const Value* v, size_t count) {
     Values out;
     out.p = v, out.n = count;
