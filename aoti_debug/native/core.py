@@ -439,7 +439,10 @@ def box_words(values) -> Tuple[array.array, array.array]:
             dtype, device = v.dtype, v.device
             code = _dtype_codes.get(dtype)
             if code is None:
-                code = _dtype_codes.setdefault(dtype, DTYPE_CODES.get(str(dtype)[6:], -1))
+                try:
+                    code = _dtype_codes.setdefault(dtype, dtype_code(dtype))
+                except ValueError:     # described by the C++ side as an unknown dtype
+                    code = _dtype_codes.setdefault(dtype, -1)
             where = _device_codes.get(device)
             if where is None:
                 where = _device_codes.setdefault(device, (DEVICE_CODES.get(device.type, -1),

@@ -354,8 +354,9 @@ PyValues py_values(int32_t n, const int64_t* words, const int64_t* dims) {
 
 // What the Python side said when it opened the ring (its settings, its log).
 struct PyBox {
-  aoti_debug::detail::Settings settings;
-  std::string dest, tv;
+  aoti_debug::detail::Settings settings;  // its logdest: where the black box's notes go
+  std::string tv;
+  bool set = false;
 };
 PyBox& py_box() {
   static PyBox* box = new PyBox();  // never freed: a launch may race the interpreter's exit
@@ -381,7 +382,7 @@ AOTID_EXPORT int32_t aotid_blackbox_open(int64_t launches, int32_t level, const 
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     pthread_mutex_lock(&mu);
     PyBox& box = py_box();
-    if (box.dest.empty()) {  // the first model's settings: one ring, one dump directory per process
+    if (!box.set) {  // the first model's settings: one ring, one dump directory per process
       box.settings.dump_dir = dump_dir ? dump_dir : "aoti_debug_dumps";
       box.settings.blackbox = launches;
       box.settings.blackbox_max_mb = max_mb;
@@ -390,10 +391,10 @@ AOTID_EXPORT int32_t aotid_blackbox_open(int64_t launches, int32_t level, const 
       box.settings.rank = rank, box.settings.world = world;
       box.settings.logdest = dest ? dest : "stdout";
       box.tv = tv ? tv : "";
-      box.dest = box.settings.logdest;
+      box.set = true;
     }
     pthread_mutex_unlock(&mu);
-    return d::box_open(box.settings, launches, level, box.dest, box.tv.c_str()) ? 1 : 0;
+    return d::box_open(box.settings, launches, level, box.settings.logdest, box.tv.c_str()) ? 1 : 0;
   } catch (...) {
     return 0;
   }
@@ -440,7 +441,7 @@ AOTID_EXPORT void aotid_blackbox_launch(void* site, const char* model, int64_t r
   try {
     namespace d = aoti_debug::detail;
     PyBox& box = py_box();
-    d::box_serve_request(box.settings, box.dest, box.tv.c_str(), level);
+    d::box_serve_request(box.settings, box.settings.logdest, box.tv.c_str(), level);
     const PyValues py = py_values(n, words, dims);
     const aoti_debug::Run r{level, run, launch, nullptr};
     const d::BoxRef ref =
@@ -466,7 +467,7 @@ AOTID_EXPORT void aotid_blackbox_fired(const char* what, const char* model, int6
   try {
     PyBox& box = py_box();
     const PyValues py = py_values(n, words, dims);
-    aoti_debug::detail::box_fired_dump(box.settings, box.dest, box.tv.c_str(), level, what, model, run, launch,
+    aoti_debug::detail::box_fired_dump(box.settings, box.settings.logdest, box.tv.c_str(), level, what, model, run, launch,
                                        site ? &static_cast<PySite*>(site)->site : nullptr, py.all());
   } catch (...) {
   }
