@@ -170,6 +170,20 @@ class Viewed(torch.nn.Module):
         return h.t(), h[:, 2], h
 
 
+class Weighted(torch.nn.Module):
+    """A launch that reads only weights (a @ b) and a kernel that reads nothing
+    (the sin of a range): the black box keeps no input of either."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Parameter(torch.randn(4, 4))
+        self.b = torch.nn.Parameter(torch.randn(4, 4))
+
+    def forward(self, x):
+        grid = torch.arange(16, dtype=torch.float32).view(4, 4).sin()  # LINE:weighted.grid
+        return torch.relu(self.a @ self.b) @ x + x @ grid  # LINE:weighted.out
+
+
 class Named(torch.nn.Module):
     """Inputs named as transformers names them, exported by position with
     their Dims given by argument name (see example)."""
@@ -293,6 +307,8 @@ def example(name):
         return Noisy(), (torch.randn(4, 8, generator=g),), None
     if name == "scaled":
         return Scaled(), (torch.randn(4, 8, generator=g),), None
+    if name == "weighted":
+        return Weighted(), (torch.randn(4, 4, generator=g),), None
     if name == "viewed":
         return Viewed(), (torch.randn(4, 8, generator=g),), None
     if name == "dynamic":

@@ -153,6 +153,36 @@ def test_replay_of_the_recovered_launches_passes(killed, hang, membugs_so, capsy
     assert f"PASS launch 40.2 membugs.hang.default (inputs) max_abs=0 max_rel=0" in out.splitlines()
 
 
+def test_replay_names_the_launches_that_kept_nothing(packages, tmp_path, capsys):
+    """a @ b reads only weights (described, not copied) and the sin of a range reads
+    nothing: replay says so for each, and compares the rest."""
+    weighted = packages.get("weighted", **BOX)
+    dumps = tmp_path / "dumps"
+    run_python(f"""
+        import sys; sys.path.insert(0, {TESTS!r})
+        import torch, models, aoti_debug.blackbox
+        m = torch._inductor.aoti_load_package({weighted!r})
+        m(*models.example("weighted")[1])
+        aoti_debug.blackbox.dump()
+    """, env=clean_env(AOTI_DEBUG_DUMP_DIR=dumps))
+    (folder,) = glob.glob(os.path.join(dumps, "*-blackbox"))
+    (run,) = manifests(folder).values()
+    kernel = {e["id"]: e["kernel"] for e in run if e["kind"] == "launch"}
+    assert list(kernel) == ["1.1", "1.2", "1.3", "1.4", "1.5"]
+    code, out, err = command("replay", folder, "--package", weighted, capsys=capsys)
+    weights = ("a, b: a constant of the artifact (a weight): the black box does not copy it "
+               "(replay takes it from --package)")
+    no_outputs = "the black box keeps a launch's inputs, not its outputs"
+    assert (code, err) == (0, ""), out + err
+    assert out.splitlines() == [
+        f"SKIP launch 1.1 {kernel['1.1']} nothing kept to compare: {weights}; buf0: {no_outputs}",
+        f"PASS launch 1.2 {kernel['1.2']} (inputs) max_abs=0 max_rel=0",
+        f"PASS launch 1.3 {kernel['1.3']} (inputs) max_abs=0 max_rel=0",
+        f"SKIP launch 1.4 {kernel['1.4']} nothing kept to compare: buf3: {no_outputs}",
+        f"PASS launch 1.5 {kernel['1.5']} (inputs) max_abs=0 max_rel=0",
+        "3 passed, 0 failed, 2 skipped"]
+
+
 def test_a_live_process_ring_is_never_touched(hang, membugs_so, tmp_path, capsys):
     dumps, stuck = tmp_path / "dumps", tmp_path / "stuck"
     import textwrap

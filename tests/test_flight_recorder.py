@@ -320,21 +320,39 @@ def test_replay_python_calls_pass(tmp_path, capsys, monkeypatch):
         @log_api
         def pair(x):
             return x.sum(0), x.t()
+
+        @log_api
+        def checked(x):
+            raise ValueError("x is negative")
+
+        @log_api
+        def closure(x):
+            return lambda: x
     """))
     run_python(f"""
         import sys; sys.path.insert(0, {str(tmp_path)!r})
         import torch, replaymod
         x = torch.arange(12.0).reshape(3, 4)
         replaymod.affine(x, scale=0.5)
+        try:
+            replaymod.checked(x)
+        except ValueError:
+            pass
+        replaymod.closure(x)
         replaymod.pair(x)
     """, env=clean_env(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=str(dump_dir),
                        AOTI_DEBUG_LOGDEST=str(tmp_path / "log.txt")))
     monkeypatch.syspath_prepend(str(tmp_path))
     code, lines = replay(capsys, "--dir", str(dump_dir), "--allow-module", "replaymod")
     assert code == cli.OK
-    assert re.fullmatch(r"PASS call \d+ replaymod\.affine max_abs=0 max_rel=0", lines[0])
-    assert re.fullmatch(r"PASS call \d+ replaymod\.pair max_abs=0 max_rel=0", lines[1])
-    assert lines[-1] == "2 passed, 0 failed"
+    # a call that raised or whose result could not be saved is named, not passed over
+    assert lines == [
+        "PASS call 1 replaymod.affine max_abs=0 max_rel=0",
+        "SKIP call 2 replaymod.checked nothing kept to compare: the call raised (ValueError: x is negative)",
+        "SKIP call 3 replaymod.closure nothing kept to compare: not serialisable: " + lines[2].split(": not serialisable: ")[1],
+        "PASS call 4 replaymod.pair max_abs=0 max_rel=0",
+        "2 passed, 0 failed, 2 skipped"]
+    assert lines[2].endswith("closure.<locals>.<lambda>'")
 
 
 def test_replay_aoti_runs_pass(recorded, capsys):

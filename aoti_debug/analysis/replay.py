@@ -55,14 +55,17 @@ class Item:
     max_rel: float = 0.0
     reason: str = ""
     unreadable: str = ""    # a recorded file cannot be read: neither PASS nor FAIL
+    skipped: str = ""       # nothing was kept to compare (why): named, not passed
 
     @property
     def failed(self) -> bool:
-        return not self.ok and not self.unreadable
+        return not self.ok and not self.unreadable and not self.skipped
 
     def line(self) -> str:
         if self.unreadable:
             return f"UNKNOWN {self.kind} {self.ident} {self.name} {self.unreadable}"
+        if self.skipped:
+            return f"SKIP {self.kind} {self.ident} {self.name} nothing kept to compare: {self.skipped}"
         head = f"{'PASS' if self.ok else 'FAIL'} {self.kind} {self.ident} {self.name}"
         if self.reason:
             return f"{head} {self.reason}"
@@ -131,11 +134,27 @@ def _replayed(entry: Dict[str, Any]) -> bool:
     return entry["kind"] == "call" and entry["event"] == "after" and entry["status"] == "ok"
 
 
+def _not_replayed(e: Dict[str, Any], returned) -> str:
+    """Why the call line `e` is not replayed ("" when another line of the call says it)."""
+    if e["kind"] != "call":
+        return ""
+    if e["event"] == "before":
+        return "" if e["index"] in returned else "the call never returned"
+    if e["status"] == "raised":
+        return f"the call raised ({e.get('error') or 'no error recorded'})"
+    lost = [f["error"] for f in e["files"] if not f["file"] and f.get("error")]
+    return e.get("error") or "; ".join(lost) or f"the call ended {e['status']}"
+
+
 def replay_calls(folder: str, lines: List[Tuple[int, Dict[str, Any]]], atol: float, rtol: float
                  ) -> List[Item]:
     items = []
+    returned = {e["index"] for _, e in lines if e["kind"] == "call" and e["event"] == "after"}
     for number, e in lines:
         if not _replayed(e):
+            why = _not_replayed(e, returned)
+            if why:
+                items.append(Item("call", str(e["index"]), e["name"], False, skipped=why))
             continue
         item = Item("call", str(e["index"]), e["name"], False)
         items.append(item)
@@ -262,13 +281,36 @@ def _replayed_launches(root: str) -> Dict[Tuple[str, int], Tuple[str, Dict[str, 
     return found
 
 
-def _inputs_only(entries: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """Launches recorded with their inputs and no outputs: the launch in flight
-    when the process died, or a black box's launches (it keeps inputs only)."""
-    ok_after = {e["index"] for e in entries if e["kind"] == "launch" and e["event"] == "after"
-                and e["status"] == "ok"}
-    return [e for e in entries if e["kind"] == "launch" and e["event"] == "before"
-            and e["index"] not in ok_after and any(f["file"] for f in e["files"])]
+def _compared(entries: List[Dict[str, Any]]) -> List[Tuple[Dict[str, Any], str]]:
+    """Each launch of a run, in order, with what it is compared on: its `after` line when
+    it is ok (its outputs), else its `before` line when it kept an input (the launch in
+    flight when the process died, or a black box's launches, which keep inputs only);
+    else a launch line and, instead of "", why nothing of it can be compared."""
+    lines: Dict[int, Dict[str, Dict[str, Any]]] = {}
+    for e in entries:
+        if e["kind"] == "launch":
+            lines.setdefault(e["index"], {})[e["event"]] = e
+    out = []
+    for index in sorted(lines):
+        before, after = lines[index].get("before"), lines[index].get("after")
+        if after is not None and after["status"] == "ok":
+            out.append((after, ""))
+        elif before is not None and any(f["file"] for f in before["files"]):
+            out.append((before, ""))
+        else:
+            out.append((before or after, _nothing_kept(before, after)))
+    return out
+
+
+def _nothing_kept(*lines: Optional[Dict[str, Any]]) -> str:
+    """Why a launch kept no file: its values grouped by the error each was recorded with."""
+    why: Dict[str, List[str]] = {}
+    for line in lines:
+        for f in line["files"] if line else ():
+            why.setdefault(f.get("error") or "not kept", []).append(f["name"])
+    if not why:
+        return "the launch recorded no tensor"
+    return "; ".join(f"{', '.join(names)}: {error}" for error, names in why.items())
 
 
 def replay_run(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: float,
@@ -276,9 +318,7 @@ def replay_run(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: fl
     """Items of one recorded run, and a note about the replay process ("" if it ran cleanly).
     A launch recorded with its outputs is compared on them; one recorded with its
     inputs only, on those (they are what the launches before it computed)."""
-    recorded = [e for e in entries if e["kind"] == "launch" and e["event"] == "after"
-                and e["status"] == "ok"] + _inputs_only(entries)
-    recorded.sort(key=lambda e: e["index"])
+    recorded = _compared(entries)
     with tempfile.TemporaryDirectory(prefix="aoti-debug-replay-") as tmp:
         package, so = plan.package or "", ""
         if package.endswith(".so"):
@@ -303,9 +343,11 @@ def replay_run(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: fl
             note = f"replay process exited with status {proc.returncode}: {tail}"
         new_lines = _replayed_launches(os.path.join(tmp, "dumps"))
         items = []
-        for e in recorded:
-            item = Item("launch", e["id"], e["kernel"], False)
+        for e, nothing_kept in recorded:
+            item = Item("launch", e["id"], e["kernel"], False, skipped=nothing_kept)
             items.append(item)
+            if nothing_kept:
+                continue
             new_dir, new = new_lines.get((e["event"], e["index"]), ("", None))
             if new is None:
                 item.reason = "not reached in the replay" + (f" ({note})" if note else "")

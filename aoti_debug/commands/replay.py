@@ -46,8 +46,10 @@ def run(args) -> int:
     echo(notes, file=sys.stderr)
     failed = sum(i.failed for i in items)
     unknown = [i.unreadable for i in items if i.unreadable]
-    passed = len(items) - failed - len(unknown)
-    echo([f"{passed} passed, {failed} failed" + (f", {len(unknown)} unknown" if unknown else "")])
+    skipped = sum(bool(i.skipped) for i in items)
+    passed = len(items) - failed - len(unknown) - skipped
+    echo([f"{passed} passed, {failed} failed" + (f", {len(unknown)} unknown" if unknown else "")
+          + (f", {skipped} skipped" if skipped else "")])
     if failed:
         return FOUND
     if unknown:                 # nothing failed where the recorded files could be read
