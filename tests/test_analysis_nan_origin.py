@@ -118,13 +118,28 @@ def test_clean_launch_log(tmp_path, capsys):
 def test_inputs_without_statistics_are_said_to_be_unknown(tmp_path, capsys):
     w = LogWriter()
     w.launch("1.1", "cpp_fused_div_0", "div", f"{SRC}:20",
-             inputs=[("in a", T(1.0, 2.0, 1.5)), ("in b", T(shape=(0,), skipped="empty tensor"))],
+             inputs=[("in a", T(1.0, 2.0, 1.5)), ("in b", T(skipped="device not supported")),
+                     ("in e", T(shape=(0,), skipped="empty tensor"))],   # holds nothing: finite
              outputs=[("out buf0", T(1.0, "inf", "inf", inf=1))])
     code, out, _ = cli(capsys, write_log(tmp_path, "x.log", w))
     assert code == 1
     assert "  inputs (finite where known):\n" in out
-    assert "    in b: shape=(0,) dtype=torch.float32 stats=skipped (empty tensor)\n" in out
+    assert "    in b: shape=(2, 3) dtype=torch.float32 stats=skipped (device not supported)\n" in out
     assert out.endswith("  note: 1 input(s) have no statistics, so their finiteness is unknown: in b\n")
+
+
+def test_no_nan_names_the_outputs_without_statistics(tmp_path, capsys):
+    w = LogWriter()
+    w.launch("1.1", "cpp_fused_relu_0", "relu", f"{SRC}:20", inputs=[("in a", T(1.0, 2.0, 1.5))],
+             outputs=[("out buf0", T(1.0, 2.0, 1.5)), ("out buf1", T(shape=(0,), skipped="empty tensor"))])
+    w.launch("1.2", "cpp_fused_exp_1", "exp", f"{SRC}:21", inputs=[("in buf0", T(1.0, 2.0, 1.5))],
+             outputs=[("out buf2", T(skipped="device not supported"))])
+    w.launch("1.3", "cpp_fused_log_2", "log", f"{SRC}:22", inputs=[("in buf0", T(1.0, 2.0, 1.5))],
+             outputs=[("out buf3", T(skipped="device not supported"))])
+    assert cli(capsys, write_log(tmp_path, "x.log", w)) == (0, (
+        "no NaN/Inf in the 3 launches of the log where it has statistics; 2 output(s) have none, so "
+        "their finiteness is unknown (first: launch 1.2 cpp_fused_exp_1 out buf2: shape=(2, 3) dtype=torch.float32 "
+        "stats=skipped (device not supported))\n"), "")
 
 
 def test_nan_already_in_the_model_inputs(tmp_path, capsys):

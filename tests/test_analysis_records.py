@@ -105,7 +105,7 @@ def test_statistics_of_every_dtype_class_and_skipped_statistics():
     assert f.value.nonfinite() is True
     assert i.value.stats["max"] == 18446744073709551615 and i.value.dtype_class == "int"
     assert i.value.nonfinite() is False
-    assert e.value.skipped == "empty tensor" and e.value.nonfinite() is None
+    assert e.value.skipped == "empty tensor" and e.value.nonfinite() is False   # holds no element
     assert e.value.summary() == "shape=(0,) dtype=torch.float32 stats=skipped (empty tensor)"
     assert [label for label, _ in c.tensors()] == ["in c[0]"]
 

@@ -115,6 +115,16 @@ def test_nan_origin_names_the_first_rank_then_the_others_in_the_order_they_went_
         "  rank 3 (pid 103): no NaN/Inf in 6 launches"]
 
 
+def test_nan_origin_keeps_the_job_notes_when_a_rank_went_bad(job, capsys):
+    paths = job(nan={2: 3})
+    with open(paths[1], "a") as f:
+        f.write("program output between records\n")
+    code, out, err = cli(capsys, "nan-origin", *paths)
+    assert (code, err) == (1, "")
+    assert out.splitlines()[-1] == (f"note: {paths[1]}: 1 line(s) that are not aoti-debug records were "
+                                    "left out (first: line 285)")
+
+
 def test_nan_origin_takes_globs_and_a_clean_job_exits_0(job, tmp_path, capsys):
     job(nan={})
     code, out, _ = cli(capsys, "nan-origin", str(tmp_path / "debug_rank*.log"))

@@ -93,6 +93,8 @@ class Finding:
     # ended before the origin (or the first NaN/Inf input) with outputs that cannot be read
     earlier_unknown: List[Check] = dataclasses.field(default_factory=list)
     left_out: List[str] = dataclasses.field(default_factory=list)     # parts of the log not understood
+    # outputs the log has no statistics for (skipped, or a dump's file not kept): "launch 1.3 buf2: ..."
+    unmeasured: List[str] = dataclasses.field(default_factory=list)
     crashes: List[Record] = dataclasses.field(default_factory=list)   # every crash trailer
     processes: Dict[int, Process] = dataclasses.field(default_factory=dict)  # by pid: rank where known
 
@@ -132,6 +134,8 @@ def find(log: Log) -> Finding:
                       left_out=list(log.left_out), crashes=list(log.crashes),
                       processes={p.pid: p for p in log.processes()})
     finding.unfinished = [c.event for c in all_checks if not c.event.finished]
+    finding.unmeasured = [f"{_named(c.event)} {e.line()}" for c in all_checks for e in c.outputs
+                          if e.state == UNKNOWN and not e.unreadable]
     by_output_time = sorted(all_checks, key=lambda c: c.end)
     candidates = [c for c in by_output_time if c.outputs_bad and c.inputs_state != NONFINITE]
     if candidates:
@@ -202,9 +206,10 @@ def ranked_text(ranked: Ranked) -> List[str]:
                          "cannot be read)")
         else:
             lines.append(f"  {process.label}: no NaN/Inf in {len(f.all_events)} "
-                         f"{_nouns(f.all_events) if f.all_events else 'launches'}")
-    if ranked.first is None:
-        lines += finding_text(whole)
+                         f"{_nouns(f.all_events) if f.all_events else 'launches'}"
+                         + (f" ({len(f.unmeasured)} output(s) without statistics)" if f.unmeasured else ""))
+    # said once for the job: the merged log's files that cannot be read and what it left out
+    lines += finding_text(whole) if ranked.first is None else job_notes(whole)
     return lines
 
 
@@ -366,7 +371,20 @@ def finding_text(finding: Finding) -> List[str]:
                      f"cannot be read")
     elif not finding.found:
         lines.append(f"no NaN/Inf in the {len(finding.all_events)} "
-                     f"{_nouns(finding.all_events) if finding.all_events else 'launches'} of the log")
-    lines += capped([f"note: {why}; its tensors are unknown" for why in finding.unreadable])
-    lines += [f"note: {what}" for what in finding.left_out]
-    return lines
+                     f"{_nouns(finding.all_events) if finding.all_events else 'launches'} of the log"
+                     + _unmeasured(finding))
+    return lines + job_notes(finding)
+
+
+def _unmeasured(finding: Finding) -> str:
+    """What "no NaN/Inf" leaves out: the outputs the log has no statistics for."""
+    if not finding.unmeasured:
+        return ""
+    return (f" where it has statistics; {len(finding.unmeasured)} output(s) have none, so their "
+            f"finiteness is unknown (first: {finding.unmeasured[0]})")
+
+
+def job_notes(finding: Finding) -> List[str]:
+    """The files that cannot be read and the parts of the log left out."""
+    return (capped([f"note: {why}; its tensors are unknown" for why in finding.unreadable])
+            + [f"note: {what}" for what in finding.left_out])

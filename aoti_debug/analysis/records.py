@@ -129,8 +129,8 @@ class Tensor:
 
     def nonfinite(self) -> Optional[bool]:
         """True if it holds NaN/Inf, False if not, None if the log cannot say."""
-        if self.dtype_class in ("int", "bool"):
-            return False
+        if self.dtype_class in ("int", "bool") or self.skipped == "empty tensor":
+            return False            # no element can be NaN/Inf
         stats = self.stats
         if "nan_count" not in stats or "inf_count" not in stats:
             return None
