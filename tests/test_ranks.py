@@ -179,6 +179,28 @@ def test_diff_ranks_of_agreeing_replicas_exits_0(job, capsys):
                                     "compared" for r in (1, 2, 3)]
 
 
+def test_diff_ranks_never_says_a_rank_that_crashed_agrees(job, tmp_path, capsys):
+    paths = job(nan={})
+    with open(paths[3]) as f:
+        text = f.read()
+    cut = text.index("\n[", text.index("launch 3.2 cpp_fused_log_1"))     # 3.2 never ended
+    with open(paths[3], "w") as f:
+        f.write(text[:cut + 1] + "[2026-11-24 10:00:00.900000] [pid 103] crash 3.2 cpp_fused_log_1\n"
+                "  signal: SIGSEGV\n")
+    code, out, _ = cli(capsys, "diff", "--ranks", *paths)
+    assert code == 0
+    assert out.splitlines()[3:] == [
+        "rank 3 (pid 103): agrees where compared: 3 run(s), 5 aligned launch(es) compared; 1 aligned "
+        "launch(es) could not be compared (no statistics or outputs); this rank crashed in 3.2 "
+        "cpp_fused_log_1 (signal: SIGSEGV)",
+        "  run 3 (A: the reference, B: this rank): the model's outputs are only in A (B has no run-end "
+        "record with outputs for the run): not compared"]
+    page = tmp_path / "job.html"
+    assert cli(capsys, "report", *paths, "-o", str(page))[0] == 0
+    assert ("agrees where compared (3 run(s); 1 aligned launch(es) could not be compared (no statistics "
+            "or outputs); this rank crashed in 3.2 cpp_fused_log_1 (signal: SIGSEGV))") in page.read_text()
+
+
 def test_diff_ranks_run_limits_the_comparison_to_one_run(job, capsys):
     code, out, _ = cli(capsys, "diff", "--ranks", "--run", "2", *job())
     assert code == 0

@@ -563,6 +563,10 @@ def diff(log_a: Log, log_b: Log, run: int = 1, atol: float = 1e-5, rtol: float =
     ends = [model_outputs(log, events) for log, events in ((log_a, events_a), (log_b, events_b))]
     if all(ends):
         rows.append(compare(ends[0], ends[1], atol, rtol, exact))
+    elif any(ends):
+        has, lacks = ("A", "B") if ends[0] else ("B", "A")
+        notes_b = notes_b + [f"the model's outputs are only in {has} ({lacks} has no run-end record with "
+                             "outputs for the run): not compared"]
     return Result(rows, notes_a + notes_b, atol, rtol, exact)
 
 
@@ -634,12 +638,17 @@ def replicas_text(rep: Replicas) -> List[str]:
     for r in rep.others:
         compared = sum(res.compared for _, res in r.runs)
         only = f"; run(s) {', '.join(map(str, r.unmatched))} only on one side (not compared)" if r.unmatched else ""
+        gaps = replica_gaps(rep.reference, r)
         if r.divergence is None:
-            lines.append(f"{r.process.label}: agrees: {len(r.runs)} run(s), {compared} aligned launch(es) "
-                         f"compared{only}")
-            continue
-        at, row = r.divergence
-        lines.append(f"{r.process.label}: differs from run {at}: {_title(row)}{only}")
+            verdict = "agrees where compared" if gaps else "agrees"
+            lines.append(f"{r.process.label}: {verdict}: {len(r.runs)} run(s), {compared} aligned launch(es) "
+                         f"compared{only}" + "".join(f"; {gap}" for gap in gaps))
+        else:
+            at, row = r.divergence
+            lines.append(f"{r.process.label}: differs from run {at}: {_title(row)}{only}"
+                         + "".join(f"; {gap}" for gap in gaps))
+        lines += [f"  run {run} (A: the reference, B: this rank): {note}" for run, res in r.runs
+                  for note in res.notes]
     first = rep.first
     if first is None:
         return lines
@@ -648,6 +657,25 @@ def replicas_text(rep: Replicas) -> List[str]:
     lines.append(f"first divergence: {first.process.label}, run {at}, {_title(row)} "
                  f"(A: {rep.reference.label}, B: {first.process.label})")
     return lines + divergence_detail(result, row)
+
+
+def replica_gaps(reference: Process, r: Replica) -> List[str]:
+    """What one rank's runs left uncompared, as `summary` says it for two logs."""
+    rows = [row for _, res in r.runs for row in res.rows]
+    only_a = sum(1 for row in rows if row.status == ONLY_A)
+    only_b = sum(1 for row in rows if row.status == ONLY_B)
+    unknown = sum(1 for row in rows if row.status == UNKNOWN)
+    gaps = []
+    if only_a or only_b:
+        gaps.append(f"{only_a} launch(es) only in {reference.label}, {only_b} only in this rank (not compared)")
+    if unknown:
+        gaps.append(f"{unknown} aligned launch(es) could not be compared (no statistics or outputs)")
+    for row in rows:
+        for who, event in ((reference.label, row.a), ("this rank", row.b)):
+            if event is not None and event.crash is not None:
+                why = "; ".join(event.crash.notes) or "no signal recorded"
+                gaps.append(f"{who} crashed in {event.title} ({why})")
+    return gaps
 
 
 def _title(row: Row) -> str:

@@ -241,7 +241,10 @@ def _ranks(log: Log, level: int, number: Dict[int, int]) -> str:
     if level >= 5:
         for r in diff_mod.diff_replicas(log).others:
             if r.divergence is None:
-                verdicts[r.process.pid] = f"agrees ({len(r.runs)} run(s))"
+                gaps = diff_mod.replica_gaps(processes[0], r)      # what was left uncompared
+                verdicts[r.process.pid] = (f"agrees where compared ({len(r.runs)} run(s); "
+                                           f"{esc('; '.join(gaps))})" if gaps
+                                           else f"agrees ({len(r.runs)} run(s))")
             else:
                 run, row = r.divergence
                 divergent[r.process.pid] = row.b
