@@ -142,6 +142,22 @@ def test_no_nan_names_the_outputs_without_statistics(tmp_path, capsys):
         "stats=skipped (device not supported))\n"), "")
 
 
+def test_records_the_logger_lost_are_named(tmp_path, capsys):
+    """A full disk cost the logger records (its `note - log`): no verdict hides it."""
+    w = LogWriter()
+    w.launch("1.1", "cpp_fused_relu_0", "relu", f"{SRC}:20", inputs=[("in a", T(1.0, 2.0, 1.5))],
+             outputs=[("out buf0", T(1.0, 2.0, 1.5))])
+    w.record("note", "-", "log", ["  2 records lost: writing /data/x.log failed (No space left on device)"])
+    w.launch("1.4", "cpp_fused_add_3", "add", f"{SRC}:23", inputs=[("in buf0", T(1.0, 2.0, 1.5))],
+             outputs=[("out buf3", T(1.0, 2.0, 1.5))])
+    log = write_log(tmp_path, "x.log", w)
+    line = next(n for n, text in enumerate(open(log), 1) if text.endswith("] note - log\n"))
+    lost = f"{log}:{line}: pid 4242: 2 records lost: writing /data/x.log failed (No space left on device)"
+    assert cli(capsys, log) == (0, f"no NaN/Inf in the 2 launches of the log\nnote: {lost}\n", "")
+    assert main(["diff", log, log]) == 0
+    assert f"A: {lost}\nB: {lost}\n" in capsys.readouterr().out
+
+
 def test_nan_already_in_the_model_inputs(tmp_path, capsys):
     w = LogWriter()
     w.run(1, inputs=[("in arg0_1", T(0.0, 1.0, "nan", nan=3))])

@@ -193,8 +193,8 @@ def test_diff_ranks_never_says_a_rank_that_crashed_agrees(job, tmp_path, capsys)
         "rank 3 (pid 103): agrees where compared: 3 run(s), 5 aligned launch(es) compared; 1 aligned "
         "launch(es) could not be compared (no statistics or outputs); this rank crashed in 3.2 "
         "cpp_fused_log_1 (signal: SIGSEGV)",
-        "  run 3 (A: the reference, B: this rank): the model's outputs are only in A (B has no run-end "
-        "record with outputs for the run): not compared"]
+        "  run 3 (A: the reference, B: this rank): the model's outputs are only in A (B: it has no "
+        "run-end record for the run: the run was cut short): not compared"]
     page = tmp_path / "job.html"
     assert cli(capsys, "report", *paths, "-o", str(page))[0] == 0
     assert ("agrees where compared (3 run(s); 1 aligned launch(es) could not be compared (no statistics "

@@ -550,8 +550,8 @@ def diff(log_a: Log, log_b: Log, run: int = 1, atol: float = 1e-5, rtol: float =
                                  "level 5 (AOTI_DEBUG_LOGLEVEL=5)")
     events_a, notes_a = select(log_a, run, "A")
     events_b, notes_b = select(log_b, run, "B")
-    notes_a += [f"A: {what}" for what in log_a.left_out]
-    notes_b += [f"B: {what}" for what in log_b.left_out]
+    notes_a += [f"A: {what}" for what in log_a.left_out + log_a.lost()]
+    notes_b += [f"B: {what}" for what in log_b.left_out + log_b.lost()]
     rows = []
     for a, b in align(events_a, events_b):
         if a is None:
@@ -564,9 +564,10 @@ def diff(log_a: Log, log_b: Log, run: int = 1, atol: float = 1e-5, rtol: float =
     if all(ends):
         rows.append(compare(ends[0], ends[1], atol, rtol, exact))
     elif any(ends):
-        has, lacks = ("A", "B") if ends[0] else ("B", "A")
-        notes_b = notes_b + [f"the model's outputs are only in {has} ({lacks} has no run-end record with "
-                             "outputs for the run): not compared"]
+        (has, lacks), other = (("A", "B"), (log_b, events_b)) if ends[0] else (("B", "A"), (log_a, events_a))
+        why = ("its run-end record holds none: a dump does not keep them" if _run_end(*other)
+               else "it has no run-end record for the run: the run was cut short")
+        notes_b = notes_b + [f"the model's outputs are only in {has} ({lacks}: {why}): not compared"]
     return Result(rows, notes_a + notes_b, atol, rtol, exact)
 
 
@@ -693,14 +694,18 @@ class ModelOutputs(Launch):
         return "end"
 
 
-def model_outputs(log: Log, events: Sequence[Event]) -> Optional[ModelOutputs]:
+def _run_end(log: Log, events: Sequence[Event]) -> Optional[Record]:
+    """The run-end record of the run `events` belong to, outputs or not."""
     launches = [e for e in events if isinstance(e, Launch)]
     if not launches or launches[0].run is None:
         return None
     run, pid = launches[0].run, launches[0].pid
-    end: Optional[Record] = next((r for r in log.records if r.kind == "run-end" and r.id == str(run)
-                                  and r.pid == pid and r.items), None)
-    return ModelOutputs(None, end) if end is not None else None
+    return next((r for r in log.records if r.kind == "run-end" and r.id == str(run) and r.pid == pid), None)
+
+
+def model_outputs(log: Log, events: Sequence[Event]) -> Optional[ModelOutputs]:
+    end = _run_end(log, events)
+    return ModelOutputs(None, end) if end is not None and end.items else None
 
 
 def _index(event: Optional[Event]) -> str:

@@ -131,7 +131,7 @@ def checks(log: Log) -> List[Check]:
 def find(log: Log) -> Finding:
     all_checks = checks(log)
     finding = Finding(all_events=[c.event for c in all_checks], unreadable=log.unreadable(),
-                      left_out=list(log.left_out), crashes=list(log.crashes),
+                      left_out=log.left_out + log.lost(), crashes=list(log.crashes),
                       processes={p.pid: p for p in log.processes()})
     finding.unfinished = [c.event for c in all_checks if not c.event.finished]
     finding.unmeasured = [f"{_named(c.event)} {e.line()}" for c in all_checks for e in c.outputs

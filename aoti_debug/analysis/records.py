@@ -457,6 +457,11 @@ class Log:
             [why for r in self.records for why in [r.damage] + [t.unreadable for i in r.items
                                                                   for _, t in i.tensors()] if why]))
 
+    def lost(self) -> List[str]:
+        """The logger's own `note - log` lines: records it could not write (log-format.md 5)."""
+        return [f"{r.file or 'the log'}:{r.line}: pid {r.pid}: {note}" for r in self.records
+                if r.kind == "note" and r.name == "log" for note in r.notes]
+
     def level_hint(self) -> int:
         """The least level that explains what the log holds: 0 (nothing), 1, 3 or 5."""
         if not self.records:

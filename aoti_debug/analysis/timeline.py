@@ -518,7 +518,7 @@ def _assemble(log: Log, slices: Dict[Key, List[Slice]], instants: Dict[Key, List
                              f"cross others of the thread; they are on {len(lanes) - 1} further track(s)")
         own = sorted(process_instants.get(process.pid, []), key=lambda i: i.ts)
         out.append(ProcessTrack(_process_name(process), pid, process, tracks, own))
-    return Timeline(out, not_placed, [text(n) for n in notes] + [text(n) for n in log.left_out])
+    return Timeline(out, not_placed, [text(n) for n in notes] + [text(n) for n in log.left_out + log.lost()])
 
 
 def _lanes(slices: List[Slice]) -> List[List[Slice]]:
