@@ -125,6 +125,16 @@ def test_nan_origin_keeps_the_job_notes_when_a_rank_went_bad(job, capsys):
                                     "left out (first: line 285)")
 
 
+def test_a_log_without_records_in_a_directory_is_named(job, tmp_path, capsys):
+    job(nan={})
+    cut = tmp_path / "debug_rank4.log"
+    cut.write_text("===")                  # a rank killed inside its first write
+    code, out, _ = cli(capsys, "nan-origin", str(tmp_path))
+    assert code == 0
+    assert out.splitlines()[-2:] == ["no NaN/Inf in the 24 launches of the log",
+                                     f"note: {cut}: holds no aoti-debug record (left out)"]
+
+
 def test_nan_origin_takes_globs_and_a_clean_job_exits_0(job, tmp_path, capsys):
     job(nan={})
     code, out, _ = cli(capsys, "nan-origin", str(tmp_path / "debug_rank*.log"))

@@ -41,6 +41,8 @@ class Output:
     worst: str = ""                 # the element furthest beyond, in words
     tolerance: str = ""
     skipped: str = ""               # why this output was not compared
+    against: str = "float64"        # the reference: float64, else eager (no_wide says why)
+    no_wide: str = ""
 
 
 @dataclass
@@ -81,6 +83,9 @@ class Launch:
             text += f" max_ulp={max(ulps):.3g}"
         if self.failed:
             text += f" ({worst.name}: {worst.outside} of {worst.numel} beyond)"
+        narrow = [o for o in self.compared if o.against != "float64" and o.no_wide]
+        if narrow:      # judged against eager: say so, and why
+            text += "; against eager, not float64: " + "; ".join(f"{o.name} ({o.no_wide})" for o in narrow)
         skipped = [o for o in self.outputs if o.skipped]
         if skipped:     # never dropped silently
             text += "; not compared: " + "; ".join(f"{o.name} ({o.skipped})" for o in skipped)
@@ -157,7 +162,9 @@ def ulp(ref, dtype: str):
     return torch.ldexp(torch.ones_like(ref), exponent - 1 - bits).clamp_min(finfo.tiny * 2.0 ** -bits)
 
 
-def judge(out: Output, got, eager, wide, upstream: bool, atol: Optional[float], rtol: Optional[float]) -> None:
+def judge(out: Output, got, eager, wide, upstream: bool, atol: Optional[float], rtol: Optional[float],
+          no_wide: str = "") -> None:
+    """Measures `got` against float64 (`wide`), else against eager, with `no_wide` saying why."""
     import torch
     out.numel = got.numel()
     if got.shape != eager.shape:
@@ -179,13 +186,18 @@ def judge(out: Output, got, eager, wide, upstream: bool, atol: Optional[float], 
                          f"eager {eager.reshape(-1)[i].item()}")
         return
     g, e = got.double(), eager.double()
-    r = wide.double() if wide is not None and wide.shape == got.shape else e
+    if wide is not None and wide.shape == got.shape:
+        r = wide.double()
+    else:
+        r, out.against = e, "eager"
+        out.no_wide = no_wide or (f"float64 gives shape {tuple(wide.shape)}" if wide is not None
+                                  else "no float64 run")
     out.max_abs, out.max_rel = _abs_rel(g, e)
     r_tol = RTOL[dtype] if rtol is None else rtol
     finite = torch.isfinite(r)
     scale = float(r[finite].abs().max()) if bool(finite.any()) else 0.0
     a_tol = r_tol * scale if atol is None else atol
-    out.tolerance = f"atol={a_tol:.3g} rtol={r_tol:.3g} for {dtype}, against float64"
+    out.tolerance = f"atol={a_tol:.3g} rtol={r_tol:.3g} for {dtype}, against {out.against}"
     err = _err(g, r)
     allowed = a_tol + r_tol * r.abs()
     beyond = err > allowed
@@ -199,7 +211,8 @@ def judge(out: Output, got, eager, wide, upstream: bool, atol: Optional[float], 
         excess = torch.where(beyond, err / allowed.clamp_min(1e-300), torch.zeros_like(err))
         i = int(excess.reshape(-1).argmax())
         out.worst = (f"worst at flat index {i}: recorded {g.reshape(-1)[i].item():.9g}, "
-                     f"eager {e.reshape(-1)[i].item():.9g}, float64 {r.reshape(-1)[i].item():.9g}")
+                     f"eager {e.reshape(-1)[i].item():.9g}"
+                     + (f", float64 {r.reshape(-1)[i].item():.9g}" if out.against == "float64" else ""))
 
 
 def _err(a, b):
@@ -265,11 +278,14 @@ def check_launch(folder: str, before: Dict[str, Any], after: Optional[Dict[str, 
         if not isinstance(e, torch.Tensor):
             out.skipped = f"{node} is not a tensor"
             continue
+        w, no_wide = None, ""
         try:
             w = wide.value(node)
-        except opsmod.NotCheckable:
-            w = None
-        judge(out, got, e, w if isinstance(w, torch.Tensor) else None, upstream, atol, rtol)
+        except opsmod.NotCheckable as exc:
+            no_wide = f"the float64 run: {exc}"
+        if w is not None and not isinstance(w, torch.Tensor):
+            w, no_wide = None, f"the float64 run gives no tensor for {node}"
+        judge(out, got, e, w, upstream, atol, rtol, no_wide)
     return launch
 
 

@@ -64,12 +64,19 @@ def read_many(patterns: Sequence[str]) -> Log:
 def _read_dir(path: str) -> Log:
     files = list(walk(path, depth=2))        # logs and dumps live in <dir>/ and <dir>/<pid>-<label>/
     logs = [f for f in files if f.endswith(LOG_SUFFIXES)]
-    parsed = [log for log in (parse(read_text(p), p) for p in logs) if log.records]
+    every = [parse(read_text(p), p) for p in logs]
+    parsed = [log for log in every if log.records]
+    # named, not passed over: a rank whose log was cut inside its first record
+    empty = [f"{log.path}: holds no aoti-debug record (left out)" for log in every if not log.records]
     folders = sorted({os.path.dirname(f) for f in files if os.path.basename(f) == "manifest.jsonl"})
     if folders and not any(log.level_hint() >= 5 for log in parsed):
         # the logs have no statistics (or there are none): the dumped tensors give them
         dumped = dumps.read(path, folders)
         if dumped.records:
+            if parsed:
+                dumped.left_out.append(f"{len(parsed)} *.log file(s) below level 5 left out: the dumped "
+                                       f"tensors were read instead (first: {parsed[0].path})")
+            dumped.left_out += empty
             return dumped
     if not parsed:
         what = (f"{len(folders)} manifest.jsonl file(s) with no dumped launch or call" if folders
@@ -78,4 +85,6 @@ def _read_dir(path: str) -> Log:
                             "(expected *.log files written by aoti-debug, e.g. with "
                             "AOTI_DEBUG_LOGDEST=<dir>/debug_%i.log, or the dump directory of a "
                             "run at AOTI_DEBUG_LOGLEVEL=10)")
-    return merge(path, parsed)
+    merged = merge(path, parsed)
+    merged.left_out += empty
+    return merged

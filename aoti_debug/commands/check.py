@@ -44,7 +44,7 @@ def run(args) -> int:
               f"  folder: {first.folder}",
               f"  output {out.name} (holds {out.node}): {out.outside} of {out.numel} elements beyond "
               f"{out.tolerance}; max_abs={out.max_abs:.3g} against eager"
-              + (f", max_ulp={out.max_ulp:.3g} against float64" if out.max_ulp is not None else ""),
+              + (f", max_ulp={out.max_ulp:.3g} against {out.against}" if out.max_ulp is not None else ""),
               f"  {out.worst}",
               f"  ops: {first.ops_text()}",
               f"  source: {first.source or '-'}"])
