@@ -311,3 +311,17 @@ def test_a_malformed_hash_is_not_read():
         log = records.parse(text.replace("hash=0000000000000011", f"hash={bad}"))
         tensor = next(t for _, t in log.launches[0].outputs[0].tensors())
         assert tensor.hash is None and "hash" not in tensor.fields, bad
+
+
+def test_pairing_by_value_names_every_output_it_cannot_pair_on_both_sides():
+    """Two outputs of B hold one FX node: the first is paired, the second named, as A's would be."""
+    from aoti_debug.analysis import diff
+    out_a = [("out buf0", "a0"), ("out buf1", "a1")]
+    out_b = [("out buf3", "b3"), ("out buf4", "b4"), ("out buf5", "b5")]
+    paired, extra = diff.pair_by_value(out_a, out_b, {"buf0": "log", "buf1": "mul"},
+                                       {"buf3": "log", "buf4": "log", "buf5": "mul"})
+    assert [(a, b) for _, a, b in paired] == [("a0", "b3"), ("a1", "b5")]
+    assert extra == "not comparable: out buf4 of B"
+    paired, extra = diff.pair_by_value(out_b, out_a, {"buf3": "log", "buf4": "log", "buf5": "mul"},
+                                       {"buf0": "log", "buf1": "mul"})
+    assert extra == "not comparable: out buf4 of A"

@@ -395,18 +395,19 @@ def pair_by_value(out_a, out_b, holds_a: dict, holds_b: dict):
     (or, where neither log says, of the same name), in A's order; the rest are
     named in the second result as not comparable."""
     in_b = {}
-    for label, value in out_b:
-        in_b.setdefault(_identity(label, holds_b), (label, value))
-    paired, extra, used = [], [], set()
+    for j, (label, value) in enumerate(out_b):
+        in_b.setdefault(_identity(label, holds_b), j)
+    paired, extra, used = [], [], set()       # used: B's outputs paired, by position
     for la, va in out_a:
-        ident = _identity(la, holds_a)
-        if ident in in_b and ident not in used:
-            lb, vb = in_b[ident]
+        j = in_b.get(_identity(la, holds_a))
+        if j is not None and j not in used:
+            lb, vb = out_b[j]
             paired.append((_pair_label(la, lb), va, vb))
-            used.add(ident)
+            used.add(j)
         else:
             extra.append(f"{la} of A")
-    extra += [f"{lb} of B" for lb, _ in out_b if _identity(lb, holds_b) not in used]
+    # B's second output holding one value is named too, as A's is
+    extra += [f"{lb} of B" for j, (lb, _) in enumerate(out_b) if j not in used]
     return paired, ("not comparable: " + ", ".join(extra)) if extra else ""
 
 
