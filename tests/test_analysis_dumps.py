@@ -290,3 +290,18 @@ def test_torch_is_imported_only_to_read_dumped_tensors(planted_dumps):
     for path, loaded in ((log, False), (dump_dir, True)):
         proc = run_python(TORCH_LOADED.format(path=path))
         assert proc.stdout.splitlines()[-1] == f"exit 1 {loaded}"
+
+
+def test_a_run_also_in_a_black_box_dump_is_read_once(mlp_dumps, tmp_path, capsys):
+    """Level 10 and a black box dump of the same process hold the same run: read twice, its
+    launches would pair with the wrong ends and never finish."""
+    (a, _), _ = mlp_dumps
+    dump_dir = tmp_path / "d"
+    shutil.copytree(a, dump_dir)
+    folder = only_folder(str(dump_dir))
+    name = os.path.basename(folder)
+    box = dump_dir / f"{name.split('-')[0]}-blackbox"
+    shutil.copytree(folder, box / name)
+    assert cli(capsys, "nan-origin", str(dump_dir)) == (0, (
+        "no NaN/Inf in the 6 launches of the log\n"
+        f"note: {box / name}: a copy of {folder}, which is read instead (left out)\n"), "")

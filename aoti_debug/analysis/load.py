@@ -53,6 +53,22 @@ def expand(patterns: Sequence[str]) -> List[str]:
     return out
 
 
+def _one_copy_each(folders) -> "tuple[List[str], List[str]]":
+    """The run folders to read, each run once, and a note for each copy left out.  A run can be
+    in its level-10 folder and in black box dumps (`<pid>-blackbox/`, `<pid>-blackbox.2/`, ...);
+    read twice, its launches would pair with the wrong ends.  The level-10 copy (it has every
+    output) is read, else the first dump's."""
+    kept = {}
+    notes = []
+    for folder in sorted(folders, key=lambda f: (f.count(os.sep), f)):
+        name = os.path.basename(folder)         # <pid>-<model>-run<R>: one process's one run
+        if name in kept:
+            notes.append(f"{folder}: a copy of {kept[name]}, which is read instead (left out)")
+        else:
+            kept[name] = folder
+    return sorted(kept.values()), notes
+
+
 def read_many(patterns: Sequence[str]) -> Log:
     """Several logs or dump directories of one job (paths or globs) as one `Log`, their
     records merged by time; one path is read as `read` reads it."""
@@ -68,7 +84,7 @@ def _read_dir(path: str) -> Log:
     parsed = [log for log in every if log.records]
     # named, not passed over: a rank whose log was cut inside its first record
     empty = [f"{log.path}: holds no aoti-debug record (left out)" for log in every if not log.records]
-    folders = sorted({os.path.dirname(f) for f in files if os.path.basename(f) == "manifest.jsonl"})
+    folders, copies = _one_copy_each({os.path.dirname(f) for f in files if os.path.basename(f) == "manifest.jsonl"})
     if folders and not any(log.level_hint() >= 5 for log in parsed):
         # the logs have no statistics (or there are none): the dumped tensors give them
         dumped = dumps.read(path, folders)
@@ -76,7 +92,7 @@ def _read_dir(path: str) -> Log:
             if parsed:
                 dumped.left_out.append(f"{len(parsed)} *.log file(s) below level 5 left out: the dumped "
                                        f"tensors were read instead (first: {parsed[0].path})")
-            dumped.left_out += empty
+            dumped.left_out += copies + empty
             return dumped
     if not parsed:
         what = (f"{len(folders)} manifest.jsonl file(s) with no dumped launch or call" if folders
