@@ -550,3 +550,14 @@ def test_replay_comparing_a_tensor_with_a_recorded_number_is_a_mismatch():
     """A damaged recording may hold a number where the function returns a tensor."""
     from aoti_debug.analysis import replay
     assert replay.compare(1, torch.ones(2), 1e-6, 1e-5) == (False, 0.0, 0.0, "output: expected int, got a tensor")
+
+
+def test_a_source_line_that_cannot_be_read_damages_its_record():
+    """Without it, `source:` would fall back to the launch's line: the wrong place."""
+    w = LogWriter(with_banner=False)
+    w.record("launch", "1.1", "cpp_fused_log_sqrt_0", ["  origin: nodes=log,sqrt source=/srv/app/model.py:12",
+                                                       "  source-line: /srv/app/model.py:13",
+                                                       "  output-source: buf1"])
+    (launch,) = parse_records(w.text())
+    assert launch.damage == "x.log:3: line 'source-line: /srv/app/model.py:13' cannot be read"
+    assert launch.unparsed == ["  source-line: /srv/app/model.py:13", "  output-source: buf1"]

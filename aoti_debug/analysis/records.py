@@ -615,14 +615,14 @@ def _fill_body(record: Record, body: List[str]) -> None:
             if match and record.origin is not None:
                 record.origin.lines.append((match["source"], match["nodes"].split(",")))
             else:
-                record.unparsed.append(body[j])
+                b.lost(j)       # damage: the line of some outputs is lost
             j += 1
         while j < len(body) and body[j].startswith("  output-source: "):
             name, _, source = body[j][len("  output-source: "):].partition(" ")
             if name and source and record.origin is not None:
                 record.origin.output_sources[name] = source
             else:
-                record.unparsed.append(body[j])
+                b.lost(j)
             j += 1
         if j < len(body) and body[j].startswith("  holds: ") and record.origin is not None:
             pairs = [p.rpartition("=") for p in body[j][len("  holds: "):].split(" ")]
