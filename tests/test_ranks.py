@@ -135,6 +135,21 @@ def test_a_log_without_records_in_a_directory_is_named(job, tmp_path, capsys):
                                      f"note: {cut}: holds no aoti-debug record (left out)"]
 
 
+def test_two_ranks_with_one_pid_are_refused_not_merged(tmp_path, capsys):
+    """Containers on two machines can give two ranks one pid: read as one process, their
+    launches would pair with each other's ends."""
+    paths = []
+    for rank in (0, 1):
+        path = tmp_path / f"node{rank}.log"
+        path.write_text(ranked_log(rank, 7, nan_from=None, start_us=100 + rank))
+        paths.append(str(path))
+    code, out, err = cli(capsys, "nan-origin", *paths)
+    assert (code, out) == (2, "")
+    assert err == (f"aoti-debug nan-origin: {paths[0]} and {paths[1]}: pid 7 is rank 0 in one and rank 1 in "
+                   "the other (processes of different machines or containers that share a pid); records "
+                   "are grouped by pid, so read them apart: one command per machine's logs\n")
+
+
 def test_nan_origin_takes_globs_and_a_clean_job_exits_0(job, tmp_path, capsys):
     job(nan={})
     code, out, _ = cli(capsys, "nan-origin", str(tmp_path / "debug_rank*.log"))

@@ -781,8 +781,25 @@ def merge(path: Optional[str], logs: List[Log]) -> Log:
     """One Log of several files (or dump folders), each in write order, merged by timestamp."""
     if len(logs) == 1:
         return logs[0]
+    _one_rank_per_pid(logs)
     records = list(heapq.merge(*(log.records for log in logs), key=lambda r: r.timestamp))
     merged = _group(path, records, [b for log in logs for b in log.banners],
                     [u for log in logs for u in log.unknown_lines])
     merged.left_out = [note for log in logs for note in log.left_out]
     return merged
+
+
+def _one_rank_per_pid(logs: List[Log]) -> None:
+    """Records are grouped by pid: two ranks with one pid (processes of two machines or
+    containers) would be read as one process, their launches paired with each other's ends."""
+    seen: Dict[int, Tuple[Optional[str], int]] = {}
+    for log in logs:
+        for p in log.processes():
+            if p.rank is None:
+                continue
+            path, rank = seen.setdefault(p.pid, (log.path, p.rank))
+            if rank != p.rank:
+                raise LogInputError(
+                    f"{path} and {log.path}: pid {p.pid} is rank {rank} in one and rank {p.rank} in the "
+                    "other (processes of different machines or containers that share a pid); records are "
+                    "grouped by pid, so read them apart: one command per machine's logs")
