@@ -305,3 +305,15 @@ def test_a_run_also_in_a_black_box_dump_is_read_once(mlp_dumps, tmp_path, capsys
     assert cli(capsys, "nan-origin", str(dump_dir)) == (0, (
         "no NaN/Inf in the 6 launches of the log\n"
         f"note: {box / name}: a copy of {folder}, which is read instead (left out)\n"), "")
+    # check and replay read the run folders of the directory itself, and name the dump inside it
+    box_note = f"{box}: a dump directory inside {dump_dir}, not {{}} ({{}} it on its own)"
+    code, out, err = cli(capsys, "check", str(dump_dir))
+    assert (code, err) == (0, "note: " + box_note.format("checked", "check") + "\n"), out + err
+    code, out, err = cli(capsys, "replay", str(dump_dir))
+    assert (code, out.splitlines()[-1]) == (0, "6 passed, 0 failed"), out + err
+    assert err == box_note.format("replayed", "replay") + "\n"
+    only = tmp_path / "only"
+    shutil.copytree(box, only / box.name)
+    assert cli(capsys, "replay", str(only)) == (2, "", (
+        f"aoti-debug replay: {only}: no dump folder (no manifest.jsonl in it or its subfolders); the dump "
+        f"directories in it: {only / box.name} (give one of them)\n"))

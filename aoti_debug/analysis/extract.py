@@ -31,14 +31,17 @@ class NotExtractable(Exception):
 
 def find(root: str, ident: str):
     """(folder, before line, after line) of launch `ident` (R.K) under `root`."""
-    from .replay import folders
+    from .replay import folders, nested
     if not re.fullmatch(r"\d+\.\d+", ident):
         raise InputError(f"launch {printable(ident)!r}: expected a launch id R.K as the log and "
                          "manifest write it (e.g. 1.4)")
     found = [(folder, before, after) for folder in folders(root)
              for before, after, _ in launches(folder) if before["id"] == ident]
     if not found:
-        raise InputError(f"{root}: no dumped launch {ident}")
+        deeper = nested(root)
+        raise InputError(f"{root}: no dumped launch {ident}"
+                         + (f" (not searched: the dump directories in it, {', '.join(deeper)}; give one of "
+                            "them)" if deeper else ""))
     if len(found) > 1:
         raise InputError(f"{root}: launch {ident} is in {len(found)} run folders "
                          f"({', '.join(os.path.basename(f) for f, _, _ in found)}); give one of them")

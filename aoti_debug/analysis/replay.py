@@ -87,8 +87,30 @@ def folders(root: str) -> List[str]:
         raise ReplayInputError(f"{root}: cannot be read ({exc.strerror or exc})") from None
     found = [os.path.join(root, d) for d in names if os.path.lexists(os.path.join(root, d, MANIFEST))]
     if not found:
-        raise ReplayInputError(f"{root}: no dump folder (no {MANIFEST} in it or its subfolders)")
+        deeper = nested(root)
+        raise ReplayInputError(f"{root}: no dump folder (no {MANIFEST} in it or its subfolders)"
+                               + (f"; the dump directories in it: {', '.join(deeper)} (give one of them)"
+                                  if deeper else ""))
     return found
+
+
+def nested(root: str) -> List[str]:
+    """The dump directories inside `root` (a black box dump, `<pid>-blackbox/`, holds run
+    folders), which `folders` does not read: named, so that none is passed over unseen."""
+    if os.path.lexists(os.path.join(root, MANIFEST)):
+        return []
+    out = []
+    for d in sorted(os.listdir(root)):
+        path = os.path.join(root, d)
+        if os.path.islink(path) or not os.path.isdir(path) or os.path.lexists(os.path.join(path, MANIFEST)):
+            continue        # the folder is untrusted: no link is followed
+        try:
+            inner = os.listdir(path)
+        except OSError:
+            continue
+        if any(os.path.lexists(os.path.join(path, r, MANIFEST)) for r in inner):
+            out.append(path)
+    return out
 
 
 # ---------------------------------------------------------------- comparison
@@ -405,7 +427,8 @@ def replay(root: str, atol: float = 1e-6, rtol: float = 1e-5, package: Optional[
         else:
             checked.append((folder, lines, check_run(folder, lines, package)))
     items: List[Item] = []
-    notes: List[str] = []
+    notes: List[str] = [f"{d}: a dump directory inside {root}, not replayed (replay it on its own)"
+                        for d in nested(root)]
     for folder, lines, plan in checked:
         if plan is None:
             items += replay_calls(folder, lines, atol, rtol)

@@ -3,6 +3,8 @@ eager and its recorded outputs judged (analysis/check.py)."""
 
 from __future__ import annotations
 
+import sys
+
 from . import add_dump_dir, allow_modules, dump_dir
 from ..cli import FOUND, OK, UsageError, echo
 
@@ -22,6 +24,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from ..analysis import check
+    from ..analysis.replay import nested
     from ..analysis.untrusted import InputError
     root = dump_dir(args, "check")
     for flag, value in (("--atol", args.atol), ("--rtol", args.rtol)):
@@ -35,6 +38,8 @@ def run(args) -> int:
     except OSError as exc:
         raise UsageError(f"{root}: {exc}") from None
     echo(launch.line_text() for launch in found)
+    echo([f"note: {d}: a dump directory inside {root}, not checked (check it on its own)"
+          for d in nested(root)], file=sys.stderr)
     failed = [launch for launch in found if launch.failed]
     checked = sum(launch.checkable for launch in found)
     if failed:
