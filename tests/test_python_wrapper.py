@@ -461,3 +461,23 @@ def test_run_end_with_views_comes_before_the_nan_check_raises(viewed):
     assert re.findall(r"nan_count=(\d+)\n", run_end) == ["24", "4", "24"]
     assert summary == (H + "note - nan-check\n"
                        "  run 2: NaN/Inf in 2 launches: aoti_torch_cpu_addmm_out x1, cpp_fused_tanh_0 x1\n")
+
+
+def test_level_10_dumps_each_tensor_of_an_extern_kernel_that_returns_several(tmp_path):
+    """torch.compile hands sort's values and indices over as one tuple: both are dumped,
+    named as the records name them."""
+    import json
+    import torch
+    dumps = tmp_path / "dumps"
+    proc = run_python(RANKED.format(tests=TESTS, ctx="contextlib.nullcontext()"), timeout=600,
+                      env=clean_env(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=dumps,
+                                    AOTI_DEBUG_LOGDEST=tmp_path / "log.txt", TORCHINDUCTOR_FX_GRAPH_CACHE="0"))
+    [folder] = [p for p in dumps.iterdir() if p.is_dir()]
+    lines = [json.loads(line) for line in (folder / "manifest.jsonl").read_text().splitlines()]
+    (after,) = [e for e in lines if e["event"] == "after" and "sort" in e["kernel"]]
+    names = [f["name"] for f in after["files"]]
+    assert after["status"] == "ok" and len(names) == 2, after
+    assert re.fullmatch(r"buf\d+\[0\]", names[0]) and names[1] == names[0][:-3] + "[1]"
+    values, indices = (torch.load(folder / f["file"], weights_only=True) for f in after["files"])
+    assert (values.dtype, indices.dtype) == (torch.float32, torch.int64) and values.shape == indices.shape
+    assert torch.equal(values, values.sort(dim=0, descending=True).values)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 from . import blackbox, memcheck, nan_checks
 from . import format as fmt
@@ -335,12 +335,13 @@ class RunDumps:
             return
         files, wanted = [], 0
         for (name, role), value in zip(site.args, values):
-            if not (role == INOUT or (role == OUT) == out_side) or not hasattr(value, "data_ptr"):
+            if not (role == INOUT or (role == OUT) == out_side):
                 continue
-            wanted += 1
-            file = f"launch{k:06d}_{'out' if out_side else 'in'}_{_safe(name)}.pt"
-            saved = self.rec.save(file, _host(value)) or {"file": None, "error": "not written"}
-            files.append(dict(saved, name=name or "-", role=role))
+            for part, tensor in _tensors(name or "-", value):
+                wanted += 1
+                file = f"launch{k:06d}_{'out' if out_side else 'in'}_{_safe(part)}.pt"
+                saved = self.rec.save(file, _host(tensor)) or {"file": None, "error": "not written"}
+                files.append(dict(saved, name=part, role=role))
         if self.rec.folder() is None:
             return
         ok = all(f.get("file") for f in files)
@@ -360,6 +361,17 @@ def _box_failed(level: int, exc: Exception) -> None:
 
 def _box_name(launches: int) -> str:
     return str(launches) if launches > 0 else "off"
+
+
+def _tensors(name: str, value) -> List[Tuple[str, Any]]:
+    """The tensors of one argument, named as the records name them: an extern kernel that
+    returns several (sort, under torch.compile) gives one tuple, `buf3[0]`, `buf3[1]`.
+    Scalars are not dumped (the C++ runtime has none among a launch's arguments)."""
+    if hasattr(value, "data_ptr"):
+        return [(name, value)]
+    if isinstance(value, (tuple, list)):
+        return [(f"{name}[{i}]", v) for i, v in enumerate(value) if hasattr(v, "data_ptr")]
+    return []
 
 
 def _host(value):
