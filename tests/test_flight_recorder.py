@@ -434,3 +434,16 @@ def test_cpp_crash_keeps_the_launch_inputs_and_its_before_line(harness, tmp_path
     inputs = _files(dump_dir / name, lines[-1])
     assert inputs["in_out_ptr0"].tolist() == [1, -5, 7, 0]
     assert "crash 1.2 cpp_fused_add_mul_1\n  signal: SIGSEGV\n" in (tmp_path / "log.txt").read_text()
+
+
+def test_a_run_whose_inputs_cannot_be_saved_says_why(tmp_path):
+    """The Python wrapper's run line is `incomplete` with the error, as the C++ runtime's is."""
+    run_python("""
+        from aoti_debug.runtime import launches
+        launches.RunDumps("m", 1).begin(["x"], [lambda: 1])
+    """, env=clean_env(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=str(tmp_path / "d")))
+    (folder,) = dump_entries(tmp_path / "d")
+    (line,) = manifest(tmp_path / "d" / folder)
+    assert (line["status"], line["files"]) == ("incomplete", [])
+    assert re.fullmatch(r"inputs\.pt: not serialisable: PicklingError: Can't pickle <function <lambda> at "
+                        r"0x[0-9a-f]+>: .*", line["error"]), line["error"]

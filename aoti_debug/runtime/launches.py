@@ -323,8 +323,9 @@ class RunDumps:
         files = [dict(saved, name="inputs", role="in")] if saved and saved.get("file") else []
         s = state.settings()
         ranked = {} if s.rank is None else dict(rank=s.rank, **({"world": s.world} if s.world else {}))
+        why = {} if files else {"error": f"inputs.pt: {(saved or {}).get('error') or 'not written'}"}
         self._line("run", "ok" if files else "incomplete", "run", files, model=self.model, pid=state.pid(),
-                   thread=threading.get_native_id(), **ranked, inputs=[n or "-" for n in names])
+                   thread=threading.get_native_id(), **ranked, inputs=[n or "-" for n in names], **why)
 
     def launch(self, k: int, site: Site, values, out_side: bool) -> None:
         if not out_side:

@@ -438,7 +438,10 @@ AOTI_DEBUG_NOINLINE inline void dump_run(Run& run, const char* const* names,
   w.pkl.op('e');
   std::string data, files = "[";
   int64_t bytes = 0;
-  if (w.finish(&data) && rec->write_file(dir, "inputs.pt", data, false)) {
+  if (!w.finish(&data)) {  // e.g. too large for a ZIP without ZIP64: said, not passed over
+    if (!errors.empty()) errors += "; ";
+    errors += "inputs.pt: " + w.error;
+  } else if (rec->write_file(dir, "inputs.pt", data, false)) {
     files += "{\"name\": \"inputs\", \"role\": \"in\", \"file\": \"inputs.pt\", \"bytes\": " +
              std::to_string(data.size()) + "}";
     bytes = static_cast<int64_t>(data.size());
