@@ -5,7 +5,7 @@ write_record in the compiled core and the Python writer used without it."""
 
 import pytest
 
-from conftest import banners, run_package, run_python, without_torch_logs
+from conftest import banners, clean_env, run_package, run_python, without_torch_logs
 from aoti_debug.analysis.mask import mask
 from aoti_debug.analysis import records as records_mod
 
@@ -74,3 +74,28 @@ def test_records_after_a_failure_parse_whole():
     assert [r.name for r in parsed.records] == ["r1", "log"]
     assert parsed.records[1].notes == ["1 record lost: writing x failed (y)"]
     assert parsed.left_out == ["x: 1 line(s) that are not aoti-debug records were left out (first: line 3)"]
+
+
+@pytest.mark.parametrize("writer", ["native", "python"])
+def test_a_record_with_a_lone_surrogate_is_written_escaped(tmp_path, writer):
+    """A path from os.fsdecode of bytes that are not UTF-8 holds a lone surrogate: the call
+    record is written with it escaped, not lost."""
+    log = tmp_path / "log.txt"
+    run_python(f"""
+        import os, sys
+        from aoti_debug import log_api
+        from aoti_debug.runtime import sink
+        if {writer!r} == "python":
+            sink.native = lambda: None
+        elif sink.native() is None:
+            sys.exit("the compiled core is not available")
+
+        @log_api
+        def size(path):
+            return len(path)
+
+        size(os.fsdecode(b"\\xff.txt"))
+    """, env=clean_env(AOTI_DEBUG_LOGLEVEL="3", AOTI_DEBUG_LOGDEST=str(log)))
+    text = mask(log.read_text())
+    assert '\n[TIMESTAMP] [pid PID] call 1 __main__.size thread=TID\n  arg[0] path: "\\udcff.txt"\n' in text
+    assert text.endswith("[TIMESTAMP] [pid PID] return 1 __main__.size\n  output: 5\n")

@@ -282,7 +282,7 @@ def sink_write(dest: str, text: str, torch_version: Optional[str] = None) -> Non
     """Writes complete record text to ``dest`` (stdout, stderr, or a path; %i = pid)
     with one write(2) under the process lock, after the destination's banner when
     this process first writes there (banner: ``torch_version``, default torch.__version__)."""
-    data = text.encode("utf-8")
+    data = text.encode("utf-8", "backslashreplace")     # a lone surrogate (os.fsdecode) never loses a record
     _need().aotid_sink_write(dest.encode("utf-8"), data, len(data), _torch_version(torch_version))
 
 

@@ -143,7 +143,7 @@ class _PythonWriter:
         if d.lost:
             head = ("\n" if d.torn else "") + head + fmt.record(
                 fmt.header("note", "-", "log", pid), ["  " + lost_note(d.lost, d.path, d.error)])
-        data = fmt.restamp(head + text, fmt.timestamp()).encode()
+        data = fmt.restamp(head + text, fmt.timestamp()).encode("utf-8", "backslashreplace")
         done = 0
         try:
             while done < len(data):
