@@ -481,3 +481,19 @@ def test_level_10_dumps_each_tensor_of_an_extern_kernel_that_returns_several(tmp
     values, indices = (torch.load(folder / f["file"], weights_only=True) for f in after["files"])
     assert (values.dtype, indices.dtype) == (torch.float32, torch.int64) and values.shape == indices.shape
     assert torch.equal(values, values.sort(dim=0, descending=True).values)
+
+
+def test_level_10_stops_for_the_process_once_a_limit_is_reached(tmp_path):
+    """torch.compile writes a folder per run: once the count limit stops recording, no later
+    run makes a folder, and the note is written once."""
+    dumps, log = tmp_path / "dumps", tmp_path / "log.txt"
+    run_python(DUMPED.format(tests=TESTS).replace("    torch.compile(model)(*args)",
+                                                  "    m = torch.compile(model)\n    for _ in range(3): m(*args)"),
+               timeout=600, env=clean_env(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=dumps,
+                                          AOTI_DEBUG_DUMP_MAX_COUNT="4", AOTI_DEBUG_LOGDEST=log,
+                                          TORCHINDUCTOR_FX_GRAPH_CACHE="0"))
+    assert [re.sub(r"^\d+", "PID", p.name) for p in sorted(dumps.iterdir()) if p.is_dir()] == ["PID-model-run1"]
+    text = mask(log.read_text())
+    assert text.count("note - flight-recorder") == 1
+    assert "note - flight-recorder\n  AOTI_DEBUG_DUMP_MAX_COUNT=4 reached; no more dumps, logging goes on at level 5\n" in text
+    assert text.count(" run-end ") == 3        # logging goes on

@@ -25,6 +25,10 @@ from . import dumpdir, state
 
 MANIFEST = "manifest.jsonl"
 
+# pid of a process whose recording stopped: every recorder of it stops (each torch.compile
+# run has its own folder and recorder), with one note, as the C++ runtime's registry flag does
+_stopped_pid = -1
+
 
 class Recorder:
     """One dump folder: <dump_dir>/<pid>-<label>, a new one (dumpdir.make_folder)."""
@@ -43,6 +47,9 @@ class Recorder:
 
     def folder(self) -> Optional[str]:
         pid = os.getpid()
+        if _stopped_pid == pid:
+            self._stopped = True        # said once, by the recorder that stopped
+            return None
         if self._folder is None or pid != self._pid:
             dump_dir = self._limits()[0]
             self._pid, self._stopped, self._count = pid, False, 0
@@ -63,9 +70,12 @@ class Recorder:
         return None if self._stopped else self._folder
 
     def _stop(self, why: str) -> None:
+        global _stopped_pid
         if not self._stopped:
             self._stopped = True
-            state.note("flight-recorder", f"{why}; no more dumps, logging goes on at level 5")
+            if _stopped_pid != os.getpid():
+                _stopped_pid = os.getpid()
+                state.note("flight-recorder", f"{why}; no more dumps, logging goes on at level 5")
 
     def begin(self) -> bool:
         """Claim one dump slot; False when recording has stopped or the count limit is reached."""
