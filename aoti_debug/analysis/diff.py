@@ -663,20 +663,25 @@ def replicas_text(rep: Replicas) -> List[str]:
 
 def replica_gaps(reference: Process, r: Replica) -> List[str]:
     """What one rank's runs left uncompared, as `summary` says it for two logs."""
-    rows = [row for _, res in r.runs for row in res.rows]
+    return uncompared([row for _, res in r.runs for row in res.rows], reference.label, "this rank")
+
+
+def uncompared(rows: List[Row], a: str = "A", b: str = "B") -> List[str]:
+    """What `rows` left uncompared: launches only one side has, aligned ones without
+    statistics or outputs, and a crash on either side (`a`, `b`: how the sides are named)."""
     only_a = sum(1 for row in rows if row.status == ONLY_A)
     only_b = sum(1 for row in rows if row.status == ONLY_B)
     unknown = sum(1 for row in rows if row.status == UNKNOWN)
     gaps = []
     if only_a or only_b:
-        gaps.append(f"{only_a} launch(es) only in {reference.label}, {only_b} only in this rank (not compared)")
+        gaps.append(f"{only_a} launch(es) only in {a}, {only_b} only in {b} (not compared)")
     if unknown:
         gaps.append(f"{unknown} aligned launch(es) could not be compared (no statistics or outputs)")
     for row in rows:
-        for who, event in ((reference.label, row.a), ("this rank", row.b)):
+        for side, event in ((a, row.a), (b, row.b)):
             if event is not None and event.crash is not None:
                 why = "; ".join(event.crash.notes) or "no signal recorded"
-                gaps.append(f"{who} crashed in {event.title} ({why})")
+                gaps.append(f"{side} crashed in {event.title} ({why})")
     return gaps
 
 
@@ -732,19 +737,7 @@ def table(result: Result) -> List[str]:
 
 
 def summary(result: Result) -> List[str]:
-    lines = list(result.notes)
-    only_a = sum(1 for r in result.rows if r.status == ONLY_A)
-    only_b = sum(1 for r in result.rows if r.status == ONLY_B)
-    unknown = sum(1 for r in result.rows if r.status == UNKNOWN)
-    if only_a or only_b:
-        lines.append(f"{only_a} launch(es) only in A, {only_b} only in B (not compared)")
-    if unknown:
-        lines.append(f"{unknown} aligned launch(es) could not be compared (no statistics or outputs)")
-    for r in result.rows:
-        for side, event in (("A", r.a), ("B", r.b)):
-            if event is not None and event.crash is not None:
-                why = "; ".join(event.crash.notes) or "no signal recorded"
-                lines.append(f"{side} crashed in {event.title} ({why})")
+    lines = list(result.notes) + uncompared(result.rows)
     lines += bitwise_summary(result)
     unhashed = sum(r.unhashed for r in result.rows)
     if result.exact and unhashed:
@@ -761,7 +754,7 @@ def summary(result: Result) -> List[str]:
                      f"launch(es){end} have equal content hashes")
         return lines
     if row is None:
-        verdict = ("no aligned launch diverges" if unknown
+        verdict = ("no aligned launch diverges" if any(r.status == UNKNOWN for r in result.rows)
                    else "the dumps agree" if result.by_value else "the logs agree")
         how = "element by element" if result.by_value else "counts exact"
         lines.append(f"{verdict}: {result.compared} aligned launch(es) compared "

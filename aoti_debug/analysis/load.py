@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import glob
 import os
-from typing import List, Sequence
+from typing import List, Sequence, Tuple
 
 from . import dumps
 from .records import Log, LogInputError, merge, parse
@@ -53,7 +53,7 @@ def expand(patterns: Sequence[str]) -> List[str]:
     return out
 
 
-def _one_copy_each(folders) -> "tuple[List[str], List[str]]":
+def _one_copy_each(folders) -> Tuple[List[str], List[str]]:
     """The run folders to read, each run once, and a note for each copy left out.  A run can be
     in its level-10 folder and in black box dumps (`<pid>-blackbox/`, `<pid>-blackbox.2/`, ...);
     read twice, its launches would pair with the wrong ends.  The level-10 copy (it has every
