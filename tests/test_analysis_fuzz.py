@@ -223,6 +223,7 @@ def command(*argv):
     assert code in ((0, 1, 2, 3) if argv[0] == "nan-origin" else (0, 1, 2)), (argv, code)
     for text in (out, err):
         assert not untrusted.has_control(text.replace("\n", "")), (argv, text)
+        text.encode("utf-8")            # a lone surrogate would stop a real terminal's print
     if code == 2:
         lines = err.splitlines()
         assert lines and lines[-1].startswith(f"aoti-debug {argv[0]}: "), (argv, err)
@@ -310,3 +311,48 @@ def test_unreadable_tensor_files_are_unknown_not_findings(real, which, tensors):
         assert command("diff", pristine, folder) in (0, 2)      # a divergence would be made up
         if which.startswith("clean"):
             assert command("nan-origin", folder) in (0, 2)
+
+
+# -- crafted hostile folders: every analysis command, no traceback --------------------------
+
+def _hostile(folder, tmp, how):
+    """Make `folder` hostile in one way the review found (issue 40)."""
+    import torch
+    manifest = os.path.join(folder, "manifest.jsonl")
+    tensors = sorted(n for n in os.listdir(folder) if n.endswith(".pt"))
+    if how == "linked-tensor":
+        torch.save(torch.full((2, 3), 7.0), os.path.join(tmp, "secret.pt"))
+        os.unlink(os.path.join(folder, tensors[-1]))
+        os.symlink(os.path.join(tmp, "secret.pt"), os.path.join(folder, tensors[-1]))
+    elif how == "linked-manifest":
+        os.unlink(manifest)
+        os.symlink("/etc/passwd", manifest)
+    elif how == "surrogates":
+        entries = [json.loads(line) for line in open(manifest)]
+        for e in entries:
+            for key in ("kernel", "name", "source", "model", "error"):
+                if key in e:
+                    e[key] = e[key] + "\ud800" if isinstance(e[key], str) else e[key]
+        with open(manifest, "w") as f:
+            f.write("".join(json.dumps(e) + "\n" for e in entries))
+    elif how == "meta":
+        for name in tensors:
+            torch.save(torch.empty(2, 3, device="meta"), os.path.join(folder, name))
+
+
+@pytest.mark.parametrize("how", ["linked-tensor", "linked-manifest", "surrogates", "meta"])
+@pytest.mark.parametrize("which", ["nan-calls", "nan-run"])
+def test_hostile_folders_give_every_command_an_answer_or_exit_2(real, which, how):
+    pristine = real["folders"][which]
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = os.path.join(tmp, os.path.basename(pristine))
+        shutil.copytree(pristine, folder)
+        _hostile(folder, tmp, how)
+        codes = [command("nan-origin", folder), command("diff", pristine, folder),
+                 command("report", folder, "-o", os.path.join(tmp, "r.html")),
+                 command("timeline", folder, "-o", os.path.join(tmp, "t.json")),
+                 command("check", folder), command("extract", "1.2", "--dir", folder, "-o", os.path.join(tmp, "x")),
+                 command("replay", "--dir", folder, "--allow-module", CALLS_MODULE)]
+        if how.startswith("linked"):        # never read through the link: refused, or the file unknown
+            assert codes[0] in (1, 2) and codes[1] == 2, codes
+        assert not os.path.exists(os.path.join(tmp, "x", "inputs.pt")) or how == "surrogates"
