@@ -186,3 +186,21 @@ def test_a_fifo_without_a_reader_falls_back_to_stderr(tmp_path, writer):
                     + f"  AOTI_DEBUG_LOGDEST={str(fifo)!r} is not valid: cannot open {fifo} "
                       "(No such device or address); keeping stderr\n"
                     + "[TIMESTAMP] [pid PID] note - r1\n[TIMESTAMP] [pid PID] note - r2\n")
+
+
+def test_info_tries_a_fifo_destination_without_opening_it(tmp_path):
+    """`aoti-debug info` tries the destination as a run would open it: a FIFO without a
+    reader would block it, and opened and closed with one it would end the reader's input."""
+    import threading
+    from aoti_debug.runtime import sink
+    fifo = tmp_path / "log.fifo"
+    os.mkfifo(fifo)
+    result = []
+    tried = threading.Thread(target=lambda: result.append(sink.try_destination(str(fifo), 1)), daemon=True)
+    tried.start()
+    tried.join(10)
+    hung = tried.is_alive()
+    if hung:         # a reader lets the blocked open return
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+        tried.join()
+    assert (hung, result) == (False, [None])
