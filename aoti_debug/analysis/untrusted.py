@@ -19,6 +19,7 @@ and what is wrong with it.  The commands print it and exit with status 2.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -155,9 +156,19 @@ def create(path: str) -> BinaryIO:
     return os.fdopen(fd, "wb")
 
 
+@contextlib.contextmanager
+def _reading(path: str) -> Iterator[None]:
+    """A read that fails after the open (EIO from /proc/self/mem, a file on a lost
+    network mount) is refused in one line, as a failed open is."""
+    try:
+        yield
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+
+
 def lines(path: str) -> Iterator[Tuple[int, bytes, bool]]:
     """(line number, bytes without the newline, whether a newline ended it) of every line."""
-    with open_regular(path) as f:
+    with open_regular(path) as f, _reading(path):
         number = 0
         while True:
             line = f.readline(LINE_LIMIT + 1)
@@ -175,7 +186,7 @@ def lines(path: str) -> Iterator[Tuple[int, bytes, bool]]:
 def read_text(path: str) -> str:
     """The whole file as text (bad UTF-8 replaced), once every line is known to be within the limit."""
     chunks = []
-    with open_regular(path) as f:
+    with open_regular(path) as f, _reading(path):
         number, current = 1, 0              # line number, bytes of it read so far
         while True:
             block = f.read(_BLOCK)
