@@ -79,7 +79,7 @@ def test_nan_origin_on_dumps_names_the_planted_kernel(planted_dumps, capsys):
     launches = [e for e in manifest(folder) if e["event"] == "after"]
     sqrt, cumsum = launches[0]["kernel"], launches[1]["kernel"]
     assert re.fullmatch(r"cpp_fused_\w*sqrt\w*", sqrt) and cumsum == "aoti_torch_cpu_cumsum"
-    code, out, err = cli(capsys, "nan-origin", dump_dir)
+    code, out, err = cli(capsys, "nan-origin", "--rerun-ops", dump_dir)
     assert (code, err) == (1, "")
     lines = out.splitlines()
     assert lines[:2] == [
@@ -105,7 +105,7 @@ def test_nan_origin_on_dumps_names_the_planted_kernel(planted_dumps, capsys):
 
 def test_nan_origin_on_dumps_skips_clean_launches(planted_dumps, capsys):
     dump_dir, log = planted_dumps["log"]
-    code, out, _ = cli(capsys, "nan-origin", only_folder(dump_dir))    # one run folder will do too
+    code, out, _ = cli(capsys, "nan-origin", "--rerun-ops", only_folder(dump_dir))   # one run folder will do too
     lines = out.splitlines()
     assert code == 1
     # the launch's number is Inductor's fusion (1.3 on 2.13; 2.15 fuses it into 1.1)
