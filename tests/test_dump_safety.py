@@ -3,8 +3,9 @@ and "A shared dump directory"):
 
 1. replay calls only torch.ops operators and functions of modules named with
    --allow-module; anything else is refused (exit 2) before it is imported;
-2. replay loads the recorder's copy of an artifact (checked against its sha256)
-   or --package, never a .so path a manifest names;
+2. replay loads --package, or the recorder's copy of an artifact (checked
+   against its sha256) when the user trusts the dump's code, never a .so path
+   a manifest names; a replay process that fails is an error, never a result;
 3. the recorders create their folders and files exclusively: a link planted at
    a name they will use is never followed, and a note says which name they used;
 7. the dump limits hold for every process writing into one directory, C++ and
@@ -20,6 +21,7 @@ session's level-10 mlp package.
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -191,12 +193,59 @@ def test_a_changed_artifact_copy_is_not_loaded(made, tmp_path, evil_so):
     entries = lines_of(folder)
     entries[0].update(so="/gone/model.so", so_copy="../4242-model-artifact.so", so_sha256=recorded)
     rewrite(folder, entries)
-    proc = replay_in_fresh_process("--dir", os.path.dirname(folder))
+    proc = replay_in_fresh_process("--dir", os.path.dirname(folder), "--trust-dump-code")
     assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", (
         f"aoti-debug replay: {copied}: its sha256 is {sha256(so)}, not the {recorded} recorded in "
         f"{folder}/manifest.jsonl:1 (the file changed after it was recorded), so it is not loaded; "
         "pass --package P.pt2 to replay with an artifact you trust\n"))
     assert not marker.exists()
+
+
+def test_the_artifact_copy_runs_only_when_the_user_trusts_the_dump(made, tmp_path, evil_so):
+    """The copy's hash is in the same manifest: it proves the copy unchanged, not who made it."""
+    so, marker = evil_so
+    folder = copy(made["clean"][2], tmp_path)
+    copied = os.path.join(os.path.dirname(folder), "4242-model-artifact.so")
+    with open(so, "rb") as src, open(copied, "wb") as dst:
+        dst.write(src.read())
+    entries = lines_of(folder)
+    entries[0].update(so="/gone/model.so", so_copy="../4242-model-artifact.so", so_sha256=sha256(copied))
+    rewrite(folder, entries)
+    proc = replay_in_fresh_process("--dir", folder)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", (
+        f"aoti-debug replay: {copied}: replaying {folder}/manifest.jsonl:1 would run this library, code the "
+        "dump directory holds; pass --package P.pt2 with an artifact you trust, or --trust-dump-code to run it\n"))
+    assert not marker.exists()
+    # trusted, it runs; it is no AOTI model, so the replay process fails: an error, not a result
+    proc = replay_in_fresh_process("--dir", folder, "--trust-dump-code")
+    assert (proc.returncode, proc.stdout) == (2, "") and marker.exists()
+    assert re.fullmatch(rf"aoti-debug replay: {re.escape(folder)}: the replay process failed \(exit status 1\): "
+                        r"RuntimeError: .*; nothing was compared\n", proc.stderr), proc.stderr
+
+
+def test_a_replay_process_that_fails_is_an_error_naming_why(made, tmp_path, capsys):
+    folder = copy(made["clean"][2], tmp_path)
+    garbage = tmp_path / "garbage.so"
+    garbage.write_bytes(b"not a shared library\n" * 64)
+    assert cli(capsys, "replay", "--dir", folder, "--package", str(garbage)) == (2, "", (
+        f"aoti-debug replay: {folder}: the replay process failed (exit status 1): RuntimeError: Error in "
+        f"dlopen: {garbage}: invalid ELF header; nothing was compared\n"))
+
+
+def test_a_replay_refusing_the_inputs_names_their_shape(mlp10, tmp_path, capsys):
+    """The error the artifact raised, not the C++ backtrace under it."""
+    dump_dir = tmp_path / "dumps"
+    run_python(f"""
+        import sys; sys.path.insert(0, {TESTS!r})
+        import torch, models
+        torch._inductor.aoti_load_package({mlp10!r})(*models.example("mlp")[1])
+    """, env=clean_env(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=dump_dir,
+                       AOTI_DEBUG_LOGDEST=tmp_path / "log.txt"))
+    (folder,) = [dump_dir / d for d in os.listdir(dump_dir) if d.endswith("-mlp-run1")]
+    torch.save([torch.ones(5, 3)], folder / "inputs.pt")          # mlp takes (4, 8)
+    assert cli(capsys, "replay", "--dir", str(folder), "--package", mlp10) == (2, "", (
+        f"aoti-debug replay: {folder}: the replay process failed (exit status 1): RuntimeError: mat1 and mat2 "
+        "shapes cannot be multiplied (5x3 and 8x16); nothing was compared\n"))
 
 
 # ---------------------------------------------------------------- 3. links planted at the recorders' names
@@ -282,7 +331,7 @@ def test_the_cpp_recorder_never_follows_a_planted_link(mlp10, tmp_path, capsys):
     assert run["so_sha256"] == sha256(dump_dir / f"{pid}-mlp-artifact.2.so")
     assert note_lines(log) == [taken_note(dump_dir, pid, "mlp-run1", "mlp-run1.2"),
                                taken_note(dump_dir, pid, "mlp-artifact.so", "mlp-artifact.2.so")]
-    code, out, _ = cli(capsys, "replay", "--dir", str(dump_dir))
+    code, out, _ = cli(capsys, "replay", "--dir", str(dump_dir), "--trust-dump-code")
     assert code == 0 and out.splitlines()[-1] == "6 passed, 0 failed"
 
 

@@ -11,11 +11,13 @@ replay never executes code it names unless the user allowed it (docs/dumps.md,
   imported; the function is looked up attribute by attribute, never through
   another module or a dunder, and must be defined in the module the manifest
   names.
-- A recorded AOTI run is replayed with what the user gave (`--package`), or
-  with the recorder's copy of the artifact in the dump directory (`so_copy`, a
-  file beside the run folder), once its sha256 is the `so_sha256` the recorder
-  wrote.  The copy is loaded from a private copy made while hashing, so it
-  cannot change between the check and the load.  The `.so` path a manifest
+- A recorded AOTI run is replayed with what the user gave (`--package`), or,
+  when the user trusts the dump's code (`--trust-dump-code`), with the
+  recorder's copy of the artifact in the dump directory (`so_copy`, a file
+  beside the run folder), once its sha256 is the `so_sha256` the recorder
+  wrote (the hash is in the same manifest: it proves the copy unchanged, not
+  who made it).  The copy is loaded from a private copy made while hashing, so
+  it cannot change between the check and the load.  The `.so` path a manifest
   names (`so`) is never loaded.
 
 Every refusal is a `RefusedInput` (an InputError: exit status 2) naming the file
@@ -149,8 +151,12 @@ def _torch_op(ns: str, op: str, overload: Optional[str]):
 
 # ---------------------------------------------------------------- AOTI artifacts
 
-def recorded_artifact(folder: str, run: Dict[str, Any], number: int) -> str:
-    """The recorder's copy of a run's artifact, once its sha256 is the recorded one."""
+TRUST_FLAG = "--trust-dump-code"
+
+
+def recorded_artifact(folder: str, run: Dict[str, Any], number: int, trust: bool = False) -> str:
+    """The recorder's copy of a run's artifact, once the user trusts the dump's code
+    (`trust`) and its sha256 is the recorded one."""
     here = f"{os.path.join(folder, MANIFEST)}:{number}"
     copy, sha = run.get("so_copy"), run.get("so_sha256")
     if not copy:
@@ -162,6 +168,10 @@ def recorded_artifact(folder: str, run: Dict[str, Any], number: int) -> str:
     path = os.path.normpath(os.path.join(folder, copy))     # ../<file>: manifest.py checked the form
     if not os.path.lexists(path):
         raise RefusedInput(f"{path}: the run's artifact copy is missing; pass --package P.pt2")
+    if not trust:
+        raise RefusedInput(f"{path}: replaying {here} would run this library, code the dump directory "
+                           f"holds; pass --package P.pt2 with an artifact you trust, or {TRUST_FLAG} "
+                           "to run it")
     _check_hash(path, _hash(path), sha, here)
     return path
 
