@@ -541,3 +541,47 @@ def test_replay_calls_only_torch_ops_that_compute(tmp_path, capsys):
         f"not replayed: it {FROM_FILE.split(': it ', 1)[1]} (replay runs operators that compute, nothing that "
         "acts outside the computation)\n"))
     assert victim.read_text() == "a file of the user's"
+
+
+# ---------------------------------------------------------------- 9. a black box ring names its process
+
+RING_DRIVER = """
+    import os, torch
+    from aoti_debug.runtime.launches import Model, Site
+    model = Model("model", 0, blackbox=4)
+    x = torch.tensor([1.0, 2.0])
+    site = Site("cpp_fused_add_0", "add", "/srv/app/model.py:11", "", (("arg0_1", "in"), ("buf0", "out")))
+    run = model.begin_run(("arg0_1",), (x,))
+    buf0 = torch.empty_like(x)
+    run.launch += 1
+    run.before(site, (x, buf0))
+    buf0.copy_(x + 1)
+    run.after(site, (x, buf0))
+    os._exit(0)        # as a killed process does: the ring stays
+"""
+RING_PID_AT = 28       # RingHeader (detail/blackbox.h): magic[8], version, header_bytes, file_bytes, launches, pid
+
+
+@pytest.fixture(scope="module")
+def ring(tmp_path_factory):
+    dump_dir = tmp_path_factory.mktemp("box") / "dumps"
+    run_python(RING_DRIVER, env=clean_env(AOTI_DEBUG_DUMP_DIR=dump_dir, AOTI_DEBUG_BLACKBOX_MAX_MB="1",
+                                          AOTI_DEBUG_LOGDEST=dump_dir.parent / "log.txt"))
+    (name,) = [n for n in os.listdir(dump_dir) if n.endswith("-blackbox.ring")]
+    return (dump_dir / name).read_bytes()
+
+
+@pytest.mark.parametrize("pid", [0, -1, 2**31 - 1])
+def test_a_ring_naming_no_valid_process_is_refused_without_kill_advice(ring, tmp_path, capsys, pid):
+    """kill -USR2 0 signals the process group, -1 every process: a ring is data."""
+    import struct
+    path = tmp_path / "4242-blackbox.ring"
+    path.write_bytes(ring[:RING_PID_AT] + struct.pack("<i", pid) + ring[RING_PID_AT + 4:])
+    assert cli(capsys, "blackbox", "recover", str(tmp_path)) == (2, "", (
+        f"aoti-debug blackbox: {str(path)!r}: its process id {pid} is not valid (a process id is 1 to 4194304): "
+        "the ring is damaged or not a black box's, and is not recovered\n"))
+    assert os.listdir(tmp_path) == [path.name]
+    # the ring as written is recovered
+    path.write_bytes(ring)
+    code, out, _ = cli(capsys, "blackbox", "recover", str(tmp_path))
+    assert (code, out.splitlines()[0].split(" into ")[0]) == (0, f"recovered {path}")
