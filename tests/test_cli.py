@@ -28,7 +28,8 @@ def test_version():
 def test_a_wrong_option_is_named_with_the_commands_own_usage(tmp_path):
     proc = aoti_debug("nan-origin", str(tmp_path / "x.log"), "--bogus")
     assert (proc.returncode, proc.stdout) == (2, "")
-    assert proc.stderr == ("usage: aoti-debug nan-origin [-h] LOG_OR_DUMP_DIR [LOG_OR_DUMP_DIR ...]\n"
+    assert proc.stderr == ("usage: aoti-debug nan-origin [-h] [--rerun-ops]\n"
+                           "                             LOG_OR_DUMP_DIR [LOG_OR_DUMP_DIR ...]\n"
                            "aoti-debug nan-origin: error: unrecognized arguments: --bogus\n")
 
 

@@ -4,7 +4,9 @@ dump directory, written as ordinary dump folders (docs/dumps.md, "The black box"
 The ring's format is read by the C++ runtime that writes it
 (detail/blackbox.h, through aoti_debug.native), so one reader checks every
 entry: a torn or truncated ring gives its whole launches and a note, never
-part of one.  A ring whose process is still running is left alone.
+part of one.  A ring whose process is still running is left alone; one whose
+process id is not 1 to 4194304 is refused (0 and -1 would name a process group
+or every process to kill: no `kill -USR2` advice is given for them).
 """
 
 from __future__ import annotations
