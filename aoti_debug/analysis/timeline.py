@@ -28,6 +28,7 @@ import datetime
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
+from . import completeness
 from .nan_origin import FINITE, NONFINITE, evidence, overall
 from .records import STAT_KEYS, Call, Item, Launch, Log, Process, Record, Tensor
 from .untrusted import printable
@@ -114,6 +115,8 @@ class Timeline:
     processes: List[ProcessTrack]
     not_placed: Dict[str, int]              # `launch` -> how many had no readable time
     notes: List[str]                        # what a reader should know: one line each
+    # what the run is missing (never finished, records lost): said, and the exit status
+    gaps: completeness.Gaps = dataclasses.field(default_factory=completeness.Gaps)
 
     def slices(self, kind: str) -> List[Slice]:
         return [s for p in self.processes for t in p.tracks for s in t.slices if s.kind == kind]
@@ -518,7 +521,8 @@ def _assemble(log: Log, slices: Dict[Key, List[Slice]], instants: Dict[Key, List
                              f"cross others of the thread; they are on {len(lanes) - 1} further track(s)")
         own = sorted(process_instants.get(process.pid, []), key=lambda i: i.ts)
         out.append(ProcessTrack(_process_name(process), pid, process, tracks, own))
-    return Timeline(out, not_placed, [text(n) for n in notes] + [text(n) for n in log.left_out + log.lost()])
+    return Timeline(out, not_placed, [text(n) for n in notes] + [text(n) for n in log.left_out],
+                    completeness.of_log(log))
 
 
 def _lanes(slices: List[Slice]) -> List[List[Slice]]:

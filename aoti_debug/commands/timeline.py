@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ..cli import OK, UsageError, echo
+from ..cli import UsageError, echo, verdict
 
 FORMATS = ("json", "perfetto")
 
@@ -40,6 +40,6 @@ def run(args) -> int:
     except OSError as exc:
         raise UsageError(f"{args.output}: cannot be written ({exc.strerror or exc}); "
                          "expected a path to a file in a writable directory") from None
-    echo([f"wrote {os.path.abspath(args.output)}: {model.summary()}"])
+    echo([f"wrote {os.path.abspath(args.output)}: {model.summary()}"] + model.gaps.lines())
     echo(capped([f"note: {note}" for note in model.notes]))
-    return OK
+    return verdict(False, model.gaps)        # a trace of a run with a gap is written, and not clean
