@@ -170,6 +170,9 @@ def test_a_dump_cut_between_launches_never_finished(tmp_path, capsys):
         "came after launch 1.1 cpp_fused_exp_0 is missing\n"
         "1.1 cpp_fused_exp_0  ok  max_abs=0 max_rel=0 max_ulp=0.441\n"
         "1 launch(es): 1 within tolerance, 0 beyond, 0 not checkable\n"))
+    box = tmp_path / "4242-blackbox"         # a black box writes no run-end line: not a gap
+    shutil.copytree(folder, box / "4242-model-run1")
+    assert cli(capsys, "nan-origin", str(box)) == (0, "no NaN/Inf in the 1 launch of the log\n", "")
 
 
 def test_a_dump_whose_recorder_stopped_is_incomplete(tmp_path, capsys):

@@ -12,13 +12,15 @@ Two kinds of gap, each said before the answer:
 
 A finding made before the first gap stands (exit 1, the gap said with it); "nothing
 found" over a run with a gap is never clean.  Runs, launches and calls are judged
-unfinished only in logs of level >= 3: level 1 writes no end records.
+unfinished only in logs of level >= 3: level 1 writes no end records; a black box's
+runs have no run-end line, by design.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import dumps
@@ -113,6 +115,8 @@ def of_log(log: Log) -> Gaps:
                    for r in log.crashes if id(r) not in claimed or not judged]
     if judged:
         for run, last in unended_runs(log.records):
+            if _from_dump(run) and boxed(os.path.dirname(run.file)):
+                continue
             gaps.items.append(run_gap(f"run {run.id} {run.name} (pid {run.pid})", f"no run-end record, {run.where}",
                                       last, _from_dump(run) and run.pid in stopped))
     gaps.items += [Gap(LOST, text, r) for r, text in _lost_notes(log)]
@@ -165,6 +169,15 @@ def _lost_notes(log: Log) -> List[Tuple[Record, str]]:
     """The logger's own `note - log` lines: records it could not write (log-format.md 5)."""
     return [(r, f"{r.file or 'the log'}:{r.line}: pid {r.pid}: {note}") for r in log.records
             if r.kind == "note" and r.name == "log" for note in r.notes]
+
+
+_BOX = re.compile(r"[0-9]+-blackbox(\.[0-9]+)?")
+
+
+def boxed(folder: str) -> bool:
+    """Whether a run folder is a black box's (`<pid>-blackbox/<run folder>`): a ring keeps the
+    last launches and writes no run-end line (docs/dumps.md, "The black box")."""
+    return bool(_BOX.fullmatch(os.path.basename(os.path.dirname(os.path.normpath(folder)))))
 
 
 def _from_dump(record: Record) -> bool:
@@ -230,7 +243,7 @@ def of_dump_folders(folders: Sequence[str]) -> Gaps:
                               if pid in stopped else
                               Gap(UNFINISHED, f"{what} never finished ({here}:{number} has no after line); "
                                   "its outputs are unknown"))
-        if run is not None:
+        if run is not None and not boxed(folder):
             gaps.items.append(run_gap(f"{run[1]} (pid {pid})", f"no run-end line, {here}:{run[0]}", last,
                                       pid in stopped))
         gaps.items += [Gap(LOST, text) for _, text in dump_losses(folder)]
