@@ -197,8 +197,9 @@ def _dump_losses(folder: str, log: Log) -> List[Gap]:
 # -- dump folders, read from their manifests -------------------------------------------
 
 def dump_losses(folder: str) -> List[Tuple[int, str]]:
-    """(manifest line, what is missing) for each file a line names that is not there, was
-    not written, or a line says it could not write all of."""
+    """(manifest line, what is missing) for each file a line names that is not there or that
+    was `not written` (a write failed).  A value not dumped by design (a dtype or device not
+    supported, a result that cannot be serialised) is unknown, not lost."""
     out: List[Tuple[int, str]] = []
     for number, e in dumps.manifest_lines(folder):
         here = f"{os.path.join(folder, MANIFEST)}:{number}"
@@ -207,8 +208,6 @@ def dump_losses(folder: str) -> List[Tuple[int, str]]:
                 out.append((number, f"{here}: {f.get('role', 'file')} {f.get('name')} was not written"))
             elif f.get("file") is not None and not os.path.lexists(os.path.join(folder, f["file"])):
                 out.append((number, f"{os.path.join(folder, f['file'])}: named by {here} but absent"))
-        if e.get("status") == "incomplete" and e.get("error"):
-            out.append((number, f"{here}: {e['error']}"))
     return [(n, printable(t)) for n, t in out]
 
 
