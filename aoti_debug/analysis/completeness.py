@@ -1,5 +1,5 @@
 """Whether a log or a dump holds the whole run: the rule behind every analysis
-command's verdict (docs/analysis.md, "Exit status").
+command's verdict (docs/analysis.md, "An incomplete run is never clean").
 
 Two kinds of gap, each said before the answer:
 
