@@ -22,10 +22,13 @@ def pth_line() -> str:
     namespace: dict = {}
     exec((HERE / "aoti_debug" / "settings.py").read_text(), namespace)
     names = tuple(namespace["ALL_NAMES"])
+    others = tuple(namespace["OTHER_NAMES"])
     # One line: .pth files execute lines that start with "import".  The check
-    # runs before anything of ours is imported.
-    return ("import os; any(n in os.environ for n in %r) and "
-            "__import__('aoti_debug._startup', fromlist=['activate']).activate()\n" % (names,))
+    # runs before anything of ours is imported; an unknown AOTI_DEBUG_* name (a
+    # misspelling) runs the hook too, which names it.
+    return ("import os; (any(n in os.environ for n in %r) or any(n.startswith('AOTI_DEBUG_') and n not in %r "
+            "for n in os.environ)) and "
+            "__import__('aoti_debug._startup', fromlist=['activate']).activate()\n" % (names, others))
 
 
 class BuildPy(build_py):

@@ -10,7 +10,9 @@ model server itself) and must not pay for importing torch, and installing
 while torch is still importing its own modules would meet half-initialised
 ones.  This function never raises and is safe to call twice.
 
-Bad values are a compile-time error, never a silent uninstrumented artifact:
+Bad values are a compile-time error, never a silent uninstrumented artifact
+(and so are AOTI_DEBUG_* variables that are all unknown names, a misspelling;
+beside known ones, each unknown name is one line on stderr at the first compile):
 the compile entry points (aoti_compile_and_package, compile_fx) are replaced
 by functions that raise SettingsError listing every problem, for as long as
 the process lives.  Process start stays silent, so a program that merely
@@ -34,8 +36,9 @@ def activate() -> None:
         return
     _done = True
     try:
-        from .settings import read_with_problems
+        from .settings import only_unknown, read_with_problems
         resolved, problems = read_with_problems()
+        problems += only_unknown()       # a misspelt name alone: no artifact nobody asked for
         if problems:
             finder = _EntryPoints(problems, COMPILE_ENTRY_POINTS)
         elif resolved.anything_compiled_in:
@@ -52,6 +55,9 @@ def activate() -> None:
 
 def _install(resolved) -> None:
     try:
+        from .settings import unknown_variables
+        for text in unknown_variables():    # said once, at the first compile
+            sys.stderr.write(f"aoti-debug settings: {text}\n")
         from .codegen_patches import install
         install.activate_environment(resolved)
     except Exception as exc:

@@ -15,8 +15,20 @@ from typing import List, Optional
 OK = 0            # success; for checks: nothing found / everything agrees
 FOUND = 1         # a check found something: a failure, a NaN origin, a divergence
 USAGE = 2         # bad command line or unreadable input
-CRASHED = 3       # the run in the log crashed or never finished (said first)
+CRASHED = 3       # the run in the log or dump crashed or never finished (said first)
+INCOMPLETE = 4    # records or tensors of the run were lost (said first)
 CLOSED = 141      # the reader of our output went away (`| head`): 128 + SIGPIPE, as a shell says
+
+EXIT_STATUS = f"""exit status (every command):
+  {OK}    ok; for checks: nothing found, everything agrees, over a whole run
+  {FOUND}    a check found something: a NaN origin, a divergence, a launch beyond tolerance
+       (found before any gap below, which is said with it)
+  {USAGE}    bad usage, or input that cannot be read
+  {CRASHED}    the run never finished: crashed, or cut short (no end record of a launch,
+       call or run); what is missing is said first
+  {INCOMPLETE}    records or tensors of the run were lost: the logger's "records lost" note,
+       a recorder that stopped (a limit, a full disk), a dumped file that is absent
+  {CLOSED}  the output's reader went away (e.g. | head)"""
 
 # name -> (module implementing add_arguments(parser) and run(args) -> int, one-line help)
 COMMANDS = {
@@ -61,9 +73,8 @@ def _main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="aoti-debug",
         description="Debugging instrumentation for AOT Inductor artifacts.",
-        epilog=f"exit status: {OK} ok, {FOUND} a check found something, {USAGE} bad usage or input, "
-               f"{CRASHED} nan-origin: the run crashed or never finished, "
-               f"{CLOSED} the output's reader went away (e.g. | head)")
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EXIT_STATUS)
     parser.add_argument("--version", action="version", version=f"aoti-debug {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = next((a for a in argv if not a.startswith("-")), None)
@@ -103,6 +114,19 @@ def say_error(command: Optional[str], message: str) -> None:
               file=sys.stderr, flush=True)
     except (OSError, ValueError):
         pass
+
+
+def verdict(found: bool, gaps, before_gap: bool = True) -> int:
+    """The exit status of a check over a run with `gaps` (analysis/completeness.py): a finding
+    made before the first gap stands; else a run that never finished is CRASHED, one with
+    records or tensors lost INCOMPLETE; never OK over a gap."""
+    if found and before_gap:
+        return FOUND
+    if gaps.unfinished:
+        return CRASHED
+    if gaps.lost:
+        return INCOMPLETE
+    return FOUND if found else OK
 
 
 class UsageError(Exception):

@@ -395,6 +395,66 @@ ALL_NAMES: Tuple[str, ...] = tuple(
 )
 
 
+# AOTI_DEBUG_* names the project uses that are not settings: known, never called unknown
+OTHER_NAMES: Tuple[str, ...] = (
+    "AOTI_DEBUG_CACHE_DIR",             # where the C++ pieces are built (native/build.py, runner.py)
+    "AOTI_DEBUG_RUNTIME_REGISTRY",      # set by the runtime itself (docs/log-format.md 6)
+    "AOTI_DEBUG_VENV",                  # scripts/setup.sh
+    "AOTI_DEBUG_CACHE",                 # the test venvs of other torch versions (docs/testing.md)
+    "AOTI_DEBUG_FUZZ_EXAMPLES",         # tests/test_analysis_fuzz.py
+    "AOTI_DEBUG_PREFIX",                # docs/cpp.md's shell variable
+)
+PREFIX = "AOTI_DEBUG_"
+# upstream's prefixes: only a near miss of one of our aliases is named, upstream has many more
+UPSTREAM_PREFIXES = ("AOT_INDUCTOR_", "AOTI_RUNTIME_", "TORCHINDUCTOR_")
+UPSTREAM_CUTOFF = 0.9       # no upstream variable of torch 2.13 comes this close to an alias
+SUGGEST_MAX = 100           # a longer name gets no "did you mean" (difflib treats long ones apart)
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def unknown_variables(environ: Optional[Mapping[str, str]] = None) -> List[str]:
+    """One message per variable that looks like ours and is not, by name: every unknown
+    AOTI_DEBUG_* one, and a near miss of an upstream alias, each with the closest known
+    name (difflib.get_close_matches; detail::unknown_variables in C++ is the same rule).
+    Names of other characters than ASCII letters, digits and `_` are passed over."""
+    import difflib
+    env = os.environ if environ is None else environ
+    ours = [v.name for v in VARIABLES] + list(OTHER_NAMES)
+    aliases = [v.alias for v in VARIABLES if v.alias]
+    out = []
+    for name in sorted(env):
+        if not set(name) <= _NAME_CHARS or name in ALL_NAMES or name in OTHER_NAMES:
+            continue
+        short = len(name) <= SUGGEST_MAX
+        if name.startswith(PREFIX):
+            # compared without the prefix they share, which would make every name close
+            close = [PREFIX + c for c in difflib.get_close_matches(
+                name[len(PREFIX):], [n[len(PREFIX):] for n in ours], n=1)] if short else []
+        elif name.startswith(UPSTREAM_PREFIXES):
+            close = difflib.get_close_matches(name, aliases, n=1, cutoff=UPSTREAM_CUTOFF) if short else []
+            if not close:
+                continue        # one of upstream's own variables
+        else:
+            continue
+        out.append(f"{name} is not a variable aoti-debug reads"
+                   + (f" (did you mean {close[0]}?)" if close else "") + IGNORED)
+    return out
+
+
+IGNORED = "; ignoring it"
+
+
+def only_unknown(environ: Optional[Mapping[str, str]] = None) -> List[str]:
+    """The messages that fail a compile: the variables set for aoti-debug are all unknown ones
+    (a misspelt AOTI_DEBUG_LOGLEVEL would build an artifact nobody asked for)."""
+    env = os.environ if environ is None else environ
+    unknown = [m[:-len(IGNORED)] for m in unknown_variables(env) if m.startswith(PREFIX)]
+    if not unknown or any_variable_set(env):
+        return []
+    return unknown + ["no aoti-debug variable is set, only the unknown one(s) above: the compile "
+                      "is refused rather than build an artifact without the instrumentation asked for"]
+
+
 def problem(name: str, value: str, accepted: str) -> str:
     """The one wording of a bad-value message, shared with the C++ shim."""
     return f"{name}={value!r} is not valid: {accepted}"

@@ -163,8 +163,12 @@ def test_a_crashed_launch_cannot_be_compared_but_does_not_stop_the_diff(tmp_path
     crashed = text[:cut] + "[2026-11-21 05:30:45.000260] [pid 2] crash 1.3 cpp_fused_mul_2\n  signal: SIGSEGV\n"
     a, b = logs(tmp_path, model_log(1), crashed)
     code, out, _ = cli(capsys, a, b)
-    assert code == 0
+    assert code == 3            # B never finished: no clean verdict, and what is missing is said first
     assert out.splitlines()[2:] == [
+        "B: the run never finished:",
+        "B:   launch 1.3 cpp_fused_mul_2 never finished (crash: signal: SIGSEGV); its outputs are unknown",
+        "B:   run 1 model (pid 2) never finished (no run-end record, b.log:8); what came after launch 1.3 "
+        "cpp_fused_mul_2 is missing",
         "A    B    kernel           status        largest delta",
         "1.1  1.1  cpp_fused_add_0  ok            0",
         "1.2  1.2  cpp_fused_mm_1   ok            0",

@@ -153,9 +153,12 @@ def test_records_the_logger_lost_are_named(tmp_path, capsys):
     log = write_log(tmp_path, "x.log", w)
     line = next(n for n, text in enumerate(open(log), 1) if text.endswith("] note - log\n"))
     lost = f"{log}:{line}: pid 4242: 2 records lost: writing /data/x.log failed (No space left on device)"
-    assert cli(capsys, log) == (0, f"no NaN/Inf in the 2 launches of the log\nnote: {lost}\n", "")
-    assert main(["diff", log, log]) == 0
-    assert f"A: {lost}\nB: {lost}\n" in capsys.readouterr().out
+    # the run is incomplete: never a clean verdict (exit 4), and what was lost is said first
+    assert cli(capsys, log) == (4, "the run is incomplete: records or tensors were lost:\n"
+                                f"  {lost}\nno NaN/Inf in the 2 launches of the log\n", "")
+    assert main(["diff", log, log]) == 4
+    assert (f"A: the run is incomplete: records or tensors were lost:\nA:   {lost}\n"
+            f"B: the run is incomplete: records or tensors were lost:\nB:   {lost}\n") in capsys.readouterr().out
 
 
 def test_nan_already_in_the_model_inputs(tmp_path, capsys):
@@ -164,6 +167,7 @@ def test_nan_already_in_the_model_inputs(tmp_path, capsys):
     w.launch("1.1", "cpp_fused_relu_0", "relu", f"{SRC}:30",
              inputs=[("in arg0_1", T(0.0, 1.0, "nan", nan=3))],
              outputs=[("out buf0", T(0.0, 1.0, "nan", nan=3))])
+    w.run_end(1)
     code, out, _ = cli(capsys, write_log(tmp_path, "x.log", w))
     assert code == 1
     assert out.splitlines()[:2] == [
@@ -197,9 +201,9 @@ def test_crash_trailer_and_truncated_last_record(tmp_path, capsys):
                                                   "  in arg0_1:", "    Tensor(", "      shape=(2, 3)"])
     log = write_log(tmp_path, "x.log", w.text()[:-3])
     code, out, _ = cli(capsys, log)
-    assert code == 3            # the crash is said first and outranks the NaN origin before it
+    assert code == 1            # an origin found before the crash stands; the crash is said first
     assert out.splitlines()[:4] == [
-        "the run crashed:",
+        "the run never finished:",
         "  launch 1.5 cpp_fused_relu_4 never finished (crash: signal: SIGSEGV); its outputs are unknown",
         "  launch 2.1 cpp_fused_add_0 never finished (no end record); its outputs are unknown",
         "NaN/Inf origin: launch 1.2 cpp_fused_log_1 (pid 4242, x.log:68)"]
@@ -209,14 +213,14 @@ def test_a_run_cut_short_without_a_crash_trailer_and_a_lone_trailer(tmp_path, ca
     w = nan_model_log()
     w.record("launch", "2.1", "cpp_fused_add_0", ["  origin: nodes=add source=/srv/app/model.py:11"])
     code, out, _ = cli(capsys, write_log(tmp_path, "cut.log", w))
-    assert (code, out.splitlines()[:2]) == (3, [
-        "the run did not finish:",
+    assert (code, out.splitlines()[:2]) == (1, [      # the origin at 1.2 was found before the cut
+        "the run never finished:",
         "  launch 2.1 cpp_fused_add_0 never finished (no end record); its outputs are unknown"])
     w = nan_model_log()
     w.record("crash", "7", "mylib::gather_rows", ["  signal: SIGBUS"])
     code, out, _ = cli(capsys, write_log(tmp_path, "lone.log", w))
-    assert (code, out.splitlines()[:2]) == (3, [
-        "the run crashed:", "  crash trailer 7 mylib::gather_rows (pid 4242): signal: SIGBUS"])
+    assert (code, out.splitlines()[:2]) == (1, [
+        "the run never finished:", "  crash trailer 7 mylib::gather_rows (pid 4242): signal: SIGBUS"])
 
 
 def test_a_dump_directory_with_logs(tmp_path, capsys):

@@ -181,10 +181,11 @@ def test_a_crashed_run_is_the_first_finding_and_not_ok():
     w.record("launch", "1.2", "cpp_fused_relu_1", ["  origin: nodes=relu source=-"])
     w.record("crash", "1.2", "cpp_fused_relu_1", ["  signal: SIGSEGV"])
     page = report.render(records.parse(w.text(), "x.log"))
-    assert page.summary == "the run crashed; 2 launches/calls"
+    assert page.summary == ("the run never finished: launch 1.2 cpp_fused_relu_1 never finished (crash: "
+                            "signal: SIGSEGV); its outputs are unknown; 2 launches/calls")
     text = page.html
     assert text.index('id="crashes"') < text.index('id="nan-summary"')
-    assert ('<div class="finding crashed" id="crashes"><p>The run crashed</p><ul><li>'
+    assert ('<div class="finding crashed" id="crashes"><p>The run never finished (it crashed)</p><ul><li>'
             '<a href="#event-2">1.2 cpp_fused_relu_1</a> never finished (crash: signal: SIGSEGV); '
             'its outputs are unknown</li></ul></div>') in text
     assert ('<div class="finding plain" id="nan-summary"><pre>no NaN/Inf in the 2 launches of the log'

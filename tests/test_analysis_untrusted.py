@@ -315,9 +315,11 @@ def test_nan_origin_never_says_no_nan_when_a_tensor_file_cannot_be_read(made, tm
     assert cli(capsys, "nan-origin", folder) == (2, "", (
         f"aoti-debug nan-origin: {path}: {GARBAGE}; without it, whether NaN/Inf appear cannot be told\n"))
     os.unlink(os.path.join(folder, "launch000003_out_buf2.pt"))
-    assert cli(capsys, "nan-origin", folder)[2] == (
-        f"aoti-debug nan-origin: {path}: {GARBAGE}; without it, whether NaN/Inf appear cannot be told "
-        "(1 more file(s) or record(s) cannot be read)\n")
+    # a file the manifest names that is gone is a gap of the run: said first, exit 4
+    code, out, err = cli(capsys, "nan-origin", folder)
+    assert (code, err, out.splitlines()[0]) == (4, "", "the run is incomplete: records or tensors were lost:")
+    assert out.splitlines()[1].startswith(f"  {folder}/launch000003_out_buf2.pt: named by {folder}/manifest.jsonl:")
+    assert out.splitlines()[2] == "cannot tell whether NaN/Inf appear: 2 file(s) or record(s) cannot be read"
 
 
 def test_nan_origin_names_the_files_it_could_not_read(made, tmp_path, capsys):
@@ -352,10 +354,11 @@ def test_diff_shows_a_file_it_cannot_read_as_unknown_not_as_a_divergence(made, t
         f"(first: {path}: {GARBAGE})"]
     assert err == (f"aoti-debug diff: {path}: {GARBAGE}; without it, whether A and B agree "
                    "cannot be told\n")
-    os.unlink(path)
-    assert cli(capsys, "diff", a, b)[2] == (
-        f"aoti-debug diff: {path}: cannot be read (No such file or directory); without it, whether "
-        "A and B agree cannot be told\n")
+    os.unlink(path)             # gone: a gap of B's run, said first (exit 4), not unreadable input
+    code, out, err = cli(capsys, "diff", a, b)
+    assert (code, err, out.splitlines()[2:4]) == (4, "", [
+        "B: the run is incomplete: records or tensors were lost:",
+        f"B:   {path}: named by {b}/manifest.jsonl:5 but absent"])
 
 
 def test_diff_of_a_tensor_that_was_not_dumped_is_not_compared(made, tmp_path, capsys):
@@ -444,7 +447,12 @@ def test_a_damaged_manifest_line_in_the_middle_is_exit_2_and_a_torn_last_line_is
     text = open(manifest).read()
     with open(manifest, "w") as f:                         # the process died writing run-end
         f.write(text[:-40])
-    assert cli(capsys, "nan-origin", folder) == good
+    # the torn line is skipped: the run never finished, said first; the origin before it stands
+    code, out, err = cli(capsys, "nan-origin", folder)
+    assert (code, err) == (good[0], good[2]) and out.endswith("\n" + good[1])
+    assert out.splitlines()[:2] == ["the run never finished:", out.splitlines()[1]]
+    assert out.splitlines()[1].endswith("model-run1/manifest.jsonl:1); what came after launch 1.3 "
+                                        "cpp_fused_mul_2 is missing")
     with open(manifest, "w") as f:
         f.write(text[:-40] + "\n")                          # a whole line, damaged
     assert cli(capsys, "nan-origin", folder)[2].startswith(
@@ -513,15 +521,15 @@ def test_a_damaged_record_is_unknown_and_named(tmp_path, capsys):
                    "whether A and B agree cannot be told\n")
 
 
-# cut_status: a cut header that still names its launch is a launch that never
-# finished (exit 3); one that names none is left out (exit 0)
+# cut_status: a log cut inside a header never finished (exit 3), whether the cut header still
+# names its launch (a launch that never finished) or names none (its run has no run-end)
 @pytest.mark.parametrize("bad, problem, cut_status", [
     ("[2026-11-21 05:30:45.000220] [pid 4242] launch",
-     "not a record header (expected `[timestamp] [pid N] kind id name`)", 0),
+     "not a record header (expected `[timestamp] [pid N] kind id name`)", 3),
     ("[2026-11-21 05:30:4X.000220] [pid 4242] launch 1.2 cpp_fused_log_1",
      "timestamp '2026-11-21 05:30:4X.000220' is not of the form YYYY-MM-DD hh:mm:ss.micro", 3),
     ("[2026-11-21 05:30:45.000220] [pid 42 42] launch 1.2 cpp_fused_log_1",
-     "pid '42 42' is not a process id (a decimal of at most 20 digits)", 0),
+     "pid '42 42' is not a process id (a decimal of at most 20 digits)", 3),
 ])
 def test_a_damaged_header_is_exit_2_but_a_header_cut_by_the_end_of_the_file_is_not(tmp_path, capsys,
                                                                                    bad, problem, cut_status):

@@ -144,3 +144,31 @@ print(hooks.active().level)
                           env=clean_env(AOTI_DEBUG_LOGLEVEL="5"))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "True True\n5\n"
+
+
+def test_only_misspelt_variables_refuse_the_compile(tmp_path):
+    # it used to write a package with exit 0, instrumented with nothing
+    proc = run_python(EXPORT_THEN_COMPILE, env=clean_env(AOTI_DEBUG_LOGLEVLE="5", AOTI_DEBUG_NANCHECK="raise"),
+                      cwd=tmp_path, check=False)
+    assert proc.returncode == 1 and proc.stdout == "exported\n"
+    assert proc.stderr.endswith(
+        "\naoti_debug.settings.SettingsError: "
+        "AOTI_DEBUG_LOGLEVLE is not a variable aoti-debug reads (did you mean AOTI_DEBUG_LOGLEVEL?)\n"
+        "AOTI_DEBUG_NANCHECK is not a variable aoti-debug reads (did you mean AOTI_DEBUG_NAN_CHECK?)\n"
+        "no aoti-debug variable is set, only the unknown one(s) above: the compile is refused rather than "
+        "build an artifact without the instrumentation asked for\n"), proc.stderr
+    assert not (tmp_path / "m.pt2").exists()
+
+
+def test_a_misspelt_variable_beside_known_ones_is_one_line_at_the_first_compile(tmp_path):
+    proc = run_python("""
+        import torch
+        for _ in range(2):
+            try:
+                torch._inductor.aoti_compile_and_package(None)     # refused by torch: nothing compiles
+            except ValueError:
+                pass
+        """, env=clean_env(AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_NAN_CHECK="raise", AOTI_DEBUG_LOGLEVLE="5"),
+        cwd=tmp_path)
+    assert proc.stderr == ("aoti-debug settings: AOTI_DEBUG_LOGLEVLE is not a variable aoti-debug reads "
+                           "(did you mean AOTI_DEBUG_LOGLEVEL?); ignoring it\n")

@@ -194,3 +194,33 @@ def test_rank_and_percent_r_alike_in_both_runtimes(native, env, rank, paths):
                            f"AOTI_DEBUG_DUMP_DIR='dumps/%r' is not valid: {why}"]
     assert problems == [py_problems[0] + "; keeping stdout", py_problems[1] + "; keeping aoti_debug_dumps"]
     assert (values["logdest"], values["dump_dir"]) == ("stdout", "aoti_debug_dumps") == (py.logdest, py.dump_dir)
+
+
+UNKNOWN_NAMES = ["AOTI_DEBUG_LOGLEVLE", "AOTI_DEBUG_NANCHECK", "AOTI_DEBUG_NAN_CHEK", "AOTI_DEBUG_ZZZ",
+                 "AOTI_DEBUG_", "AOTI_DEBUG_CACHEDIR", "AOTI_DEBUG_DUMP", "AOTI_DEBUG_BLACKBOXMAXMB",
+                 "AOTI_DEBUG_" + "X" * 120, "TORCHINDUCTOR_NAN_ASSERT", "AOT_INDUCTOR_FILTERED_KERNEL_TO_PRINT",
+                 "AOTI_RUNTIME_CHECK_INPUT", "TORCHINDUCTOR_SIZE_ASSERTS", "aoti_debug_loglevel",
+                 # known: never named
+                 "AOTI_DEBUG_CACHE_DIR", "AOTI_DEBUG_VENV", "AOTI_DEBUG_PREFIX", "AOTI_DEBUG_SYNC"]
+
+
+def test_unknown_names_are_noted_word_for_word_as_in_python(native):
+    env = {name: "1" for name in UNKNOWN_NAMES}
+    problems, _ = native.read_settings(env)
+    assert problems == [settings.with_fallback(p) for p in settings.read_with_problems(env)[1]] \
+        + settings.unknown_variables(env)
+    assert problems[:3] == [
+        "AOTI_DEBUG_ is not a variable aoti-debug reads; ignoring it",
+        "AOTI_DEBUG_BLACKBOXMAXMB is not a variable aoti-debug reads (did you mean AOTI_DEBUG_BLACKBOX_MAX_MB?); "
+        "ignoring it",
+        "AOTI_DEBUG_CACHEDIR is not a variable aoti-debug reads (did you mean AOTI_DEBUG_CACHE_DIR?); ignoring it"]
+    assert len(problems) == 12
+
+
+def test_each_misspelling_picks_the_same_closest_name(native):
+    """difflib's ratio, and its ties (the greater name), one name at a time."""
+    names = [v.name for v in settings.VARIABLES] + list(settings.OTHER_NAMES)
+    for name in names:
+        for cut in range(len("AOTI_DEBUG_"), len(name)):
+            env = {name[:cut] + name[cut + 1:]: "1"}       # one character dropped
+            assert native.read_settings(env)[0] == settings.unknown_variables(env), env

@@ -213,15 +213,19 @@ def test_diff_ranks_never_says_a_rank_that_crashed_agrees(job, tmp_path, capsys)
         f.write(text[:cut + 1] + "[2026-11-24 10:00:00.900000] [pid 103] crash 3.2 cpp_fused_log_1\n"
                 "  signal: SIGSEGV\n")
     code, out, _ = cli(capsys, "diff", "--ranks", *paths)
-    assert code == 0
-    assert out.splitlines()[3:] == [
+    assert code == 3            # the job never finished: said first, never a clean verdict
+    assert out.splitlines()[:2] == [
+        "the run never finished:",
+        "  launch 3.2 cpp_fused_log_1 (rank 3, pid 103) never finished (crash: signal: SIGSEGV); its outputs "
+        "are unknown"]
+    assert out.splitlines()[-2:] == [
         "rank 3 (pid 103): agrees where compared: 3 run(s), 5 aligned launch(es) compared; 1 aligned "
         "launch(es) could not be compared (no statistics or outputs); this rank crashed in 3.2 "
         "cpp_fused_log_1 (signal: SIGSEGV)",
         "  run 3 (A: the reference, B: this rank): the model's outputs are only in A (B: it has no "
         "run-end record for the run: the run was cut short): not compared"]
     page = tmp_path / "job.html"
-    assert cli(capsys, "report", *paths, "-o", str(page))[0] == 0
+    assert cli(capsys, "report", *paths, "-o", str(page))[0] == 3
     assert ("agrees where compared (3 run(s); 1 aligned launch(es) could not be compared (no statistics "
             "or outputs); this rank crashed in 3.2 cpp_fused_log_1 (signal: SIGSEGV))") in page.read_text()
 

@@ -161,3 +161,57 @@ def test_info_puts_a_long_value_on_its_own_line(tmp_path):
     lines = _info(AOTI_DEBUG_LOGDEST=dest).stdout.splitlines()
     i = lines.index(f"  AOTI_DEBUG_LOGDEST             {dest}")
     assert lines[i + 1] == " " * 54 + f"from AOTI_DEBUG_LOGDEST={dest}"
+
+
+# -- names that are not ours ------------------------------------------------------------
+
+LOGLEVLE = ("AOTI_DEBUG_LOGLEVLE is not a variable aoti-debug reads (did you mean AOTI_DEBUG_LOGLEVEL?); "
+            "ignoring it")
+NANCHECK = ("AOTI_DEBUG_NANCHECK is not a variable aoti-debug reads (did you mean AOTI_DEBUG_NAN_CHECK?); "
+            "ignoring it")
+REFUSED = ("no aoti-debug variable is set, only the unknown one(s) above: the compile is refused rather "
+           "than build an artifact without the instrumentation asked for")
+
+
+def test_an_unknown_name_is_named_with_the_closest_known_one():
+    env = {"AOTI_DEBUG_LOGLEVLE": "5", "AOTI_DEBUG_NANCHECK": "raise", "AOTI_DEBUG_ZZZ": "1",
+           "AOTI_DEBUG_CACHEDIR": "/c", "TORCHINDUCTOR_NAN_ASSERT": "1",
+           # the project's own names that are not settings, and upstream's own variables: never named
+           "AOTI_DEBUG_CACHE_DIR": "/c", "AOTI_DEBUG_RUNTIME_REGISTRY": "1:0x10:1", "AOTI_DEBUG_VENV": "v",
+           "AOTI_DEBUG_CACHE": "c", "AOTI_DEBUG_FUZZ_EXAMPLES": "5", "AOTI_DEBUG_PREFIX": "/p",
+           "TORCHINDUCTOR_SIZE_ASSERTS": "1", "AOT_INDUCTOR_DEBUG_COMPILE": "1", "AOTI_DEBUG_LOGLEVEL": "1"}
+    assert S.unknown_variables(env) == [
+        "AOTI_DEBUG_CACHEDIR is not a variable aoti-debug reads (did you mean AOTI_DEBUG_CACHE_DIR?); ignoring it",
+        LOGLEVLE, NANCHECK, "AOTI_DEBUG_ZZZ is not a variable aoti-debug reads; ignoring it",
+        "TORCHINDUCTOR_NAN_ASSERT is not a variable aoti-debug reads (did you mean TORCHINDUCTOR_NAN_ASSERTS?); "
+        "ignoring it"]
+    assert S.only_unknown(env) == []            # a known variable is set: the unknown ones are notes
+
+
+def test_only_unknown_names_refuse_the_compile():
+    env = {"AOTI_DEBUG_LOGLEVLE": "5", "AOTI_DEBUG_NANCHECK": "raise", "AOTI_DEBUG_CACHE_DIR": "/c"}
+    assert S.only_unknown(env) == [LOGLEVLE[:-len("; ignoring it")], NANCHECK[:-len("; ignoring it")], REFUSED]
+    assert S.only_unknown({"AOTI_DEBUG_CACHE_DIR": "/c"}) == []
+
+
+def test_info_names_unknown_variables():
+    proc = _info(AOTI_DEBUG_LOGLEVLE="5", AOTI_DEBUG_NANCHECK="raise")
+    assert proc.returncode == 2             # a compile would be refused
+    out = proc.stdout
+    assert "\nunknown variables (not read by aoti-debug)\n" f"  {LOGLEVLE}\n  {NANCHECK}\n\nsystem\n" in out
+    assert "  AOTI_DEBUG_LOGLEVEL            0                    from default" in out.splitlines()
+    assert proc.stderr == f"\nerror: {REFUSED}\n"
+    proc = _info(AOTI_DEBUG_LOGLEVLE="5", AOTI_DEBUG_LOGLEVEL="3")
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert f"\nunknown variables (not read by aoti-debug)\n  {LOGLEVLE}\n\nsystem\n" in proc.stdout
+
+
+def test_a_run_notes_an_unknown_name_once(tmp_path):
+    log = tmp_path / "x.log"
+    run_python("""
+        from aoti_debug import log_api
+        f = log_api(lambda x: x)
+        f(1); f(2)
+        """, env=clean_env(AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_LOGDEST=str(log), AOTI_DEBUG_NANCHECK="raise"))
+    text = log.read_text()
+    assert text.count(f"] note - settings\n  {NANCHECK}\n") == 1, text

@@ -351,8 +351,14 @@ def instants_log():
 def test_nan_checks_crashes_and_raises_are_instants(tmp_path, capsys):
     out = tmp_path / "trace.json"
     code, text, _ = timeline(capsys, instants_log().write(tmp_path / "i.log"), "-o", out)
-    assert (code, text) == (0, f"wrote {out}: 1 process(es), 1 thread track(s), 3 launch slice(s), "
-                               "1 run(s), 6 instant event(s)\n")
+    assert (code, text) == (3, f"wrote {out}: 1 process(es), 1 thread track(s), 3 launch slice(s), "
+                               "1 run(s), 6 instant event(s)\n"   # a crashed run: written, and said
+                               "the run never finished:\n"
+                               "  launch 1.3 cpp_fused_sum_2 never finished (crash: signal: SIGSEGV); its outputs "
+                               "are unknown\n"
+                               "  crash trailer - - (pid 4242): signal: SIGABRT\n"
+                               "  run 1 m (pid 4242) never finished (no run-end record, i.log:10); what came after "
+                               "launch 1.3 cpp_fused_sum_2 is missing\n")
     events = read_json(out)
     assert [(e["name"], e["cat"], e["s"], e["tid"], e["ts"]) for e in of(events, "i")] == [
         ("NaN/Inf: cpp_fused_log_1", "nan-inf", "t", 7001, at(220)),
@@ -381,7 +387,7 @@ def test_instants_in_the_perfetto_trace_are_on_their_threads_and_the_process(tmp
     pytest.importorskip("perfetto")
     from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent
     out = tmp_path / "trace.pftrace"
-    assert timeline(capsys, instants_log().write(tmp_path / "i.log"), "-o", out)[0] == 0
+    assert timeline(capsys, instants_log().write(tmp_path / "i.log"), "-o", out)[0] == 3   # it crashed
     packets = read_trace(out).packet
     names = {p.track_descriptor.uuid: p.track_descriptor.name for p in packets if p.HasField("track_descriptor")}
     instants = [(p.track_event.name, names[p.track_event.track_uuid]) for p in packets

@@ -252,6 +252,11 @@ def check_launch(folder: str, before: Dict[str, Any], after: Optional[Dict[str, 
     if after is None or after["status"] != "ok":
         launch.why = "its outputs were not all dumped (the run stopped, or a file could not be written)"
         return launch
+    absent = [f["file"] for f in before["files"] + after["files"]
+              if f.get("file") and not os.path.lexists(os.path.join(folder, f["file"]))]
+    if absent:      # a lost file is a gap of the dump (completeness.py), not unreadable input
+        launch.why = f"{absent[0]} is absent (the manifest names it)"
+        return launch
     inputs = {k: v for k, v in tensors(folder, before["files"], ("in", "inout")).items() if v is not None}
     outputs = tensors(folder, after["files"], ("out", "inout"))
     held = held_outputs(before, program)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, List, Optional, Tuple
 
-from . import op_origin
+from . import completeness, op_origin
 from .records import Event, Item, Log, Process, Record, Tensor, inline_nonfinite, moment
 
 FINITE, NONFINITE, UNKNOWN = "finite", "nonfinite", "unknown"
@@ -97,6 +97,8 @@ class Finding:
     unmeasured: List[str] = dataclasses.field(default_factory=list)
     crashes: List[Record] = dataclasses.field(default_factory=list)   # every crash trailer
     processes: Dict[int, Process] = dataclasses.field(default_factory=dict)  # by pid: rank where known
+    # what the run is missing: never finished, records or tensors lost (completeness.py)
+    gaps: completeness.Gaps = dataclasses.field(default_factory=completeness.Gaps)
 
     @property
     def found(self) -> bool:
@@ -112,9 +114,17 @@ class Finding:
         return self.entered.event.first.timestamp if self.entered is not None else None
 
     @property
+    def record(self) -> Optional[Record]:
+        """The record where NaN/Inf was first seen, as `when` names it."""
+        if self.origin is not None:
+            event = self.origin.event
+            return event.end or event.crash or event.first
+        return self.entered.event.first if self.entered is not None else None
+
+    @property
     def stopped_short(self) -> bool:
-        """The run crashed, or a launch or call in it never finished: a finding."""
-        return bool(self.unfinished or self.crashes)
+        """The run crashed, a launch, call or run in it never finished, or records were lost."""
+        return bool(self.gaps)
 
 
 def checks(log: Log) -> List[Check]:
@@ -132,8 +142,8 @@ def find(log: Log, rerun_ops: bool = False) -> Finding:
     """`rerun_ops`: re-run the dumped origin launch's ops to name the op (op_origin.py)."""
     all_checks = checks(log)
     finding = Finding(all_events=[c.event for c in all_checks], unreadable=log.unreadable(),
-                      left_out=log.left_out + log.lost(), crashes=list(log.crashes),
-                      processes={p.pid: p for p in log.processes()})
+                      left_out=list(log.left_out), crashes=list(log.crashes),
+                      processes={p.pid: p for p in log.processes()}, gaps=completeness.of_log(log))
     finding.unfinished = [c.event for c in all_checks if not c.event.finished]
     finding.unmeasured = [f"{_named(c.event)} {e.line()}" for c in all_checks for e in c.outputs
                           if e.state == UNKNOWN and not e.unreadable]
@@ -302,10 +312,7 @@ def describe(check: Check, heading: str, processes: Optional[Dict[int, Process]]
     return lines
 
 
-def why_unfinished(event: Event) -> str:
-    """Why a launch or call has no end record: its crash trailer's first note, if any."""
-    crash = event.crash
-    return f"crash: {crash.notes[0]}" if crash is not None and crash.notes else "no end record"
+why_unfinished = completeness.why_unfinished
 
 
 def lone_crashes(unfinished: List[Event], crashes: List[Record]) -> List[Record]:
@@ -315,17 +322,8 @@ def lone_crashes(unfinished: List[Event], crashes: List[Record]) -> List[Record]
 
 
 def stopped(finding: Finding) -> List[str]:
-    """How the run stopped short, said before anything else: each launch or
-    call that never finished, and each crash trailer no launch or call claims."""
-    if not finding.stopped_short:
-        return []
-    lines = ["the run crashed:" if finding.crashes else "the run did not finish:"]
-    many = len(finding.processes) > 1       # a job's logs: say whose
-    lines += [f"  {_named(e)}{f' ({_process(e, finding.processes)})' if many else ''} never finished "
-              f"({why_unfinished(e)}); its outputs are unknown" for e in finding.unfinished]
-    lines += [f"  crash trailer {r.id} {r.name} (pid {r.pid}): {'; '.join(r.notes) or '-'}"
-              for r in lone_crashes(finding.unfinished, finding.crashes)]
-    return lines
+    """How the run stopped short and what it lost, said before anything else."""
+    return finding.gaps.lines()
 
 
 def text(finding: Finding) -> List[str]:

@@ -90,6 +90,10 @@ def folders(root: str) -> List[str]:
     except OSError as exc:
         raise ReplayInputError(f"{root}: cannot be read ({exc.strerror or exc})") from None
     found = [os.path.join(root, d) for d in names if os.path.lexists(os.path.join(root, d, MANIFEST))]
+    linked = [f for f in found if os.path.islink(f)]
+    if linked:      # a folder reached through a link may be anywhere: refused, never followed
+        raise ReplayInputError(f"{linked[0]}: is a symbolic link to a folder, which is not followed "
+                               "(a dump directory's run folders are read only where they are)")
     if not found:
         deeper = nested(root)
         raise ReplayInputError(f"{root}: no dump folder (no {MANIFEST} in it or its subfolders)"

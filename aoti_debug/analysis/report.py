@@ -13,7 +13,7 @@ import urllib.parse
 from typing import Dict, List, Optional
 
 from . import diff as diff_mod
-from . import nan_origin
+from . import completeness, nan_origin
 from .records import STAT_KEYS, Event, Log, Origin, moment
 
 _CSS = """
@@ -47,6 +47,7 @@ details { margin: .3em 0; } summary { cursor: pointer; }
 class Page:
     html: str
     summary: str                            # one line for the terminal
+    gaps: completeness.Gaps = dataclasses.field(default_factory=completeness.Gaps)   # what the run is missing
 
 
 def esc(value: object) -> str:
@@ -84,9 +85,10 @@ def duration_us(event: Event) -> Optional[float]:
 def render(log: Log, against: Optional[Log] = None,
            divergence: Optional[diff_mod.Result] = None, rerun_ops: bool = False) -> Page:
     events = log.events
-    unfinished = [e for e in events if not e.finished]
     level = log.level_hint()
     finding = nan_origin.find(log, rerun_ops) if level >= 5 else None
+    gaps = finding.gaps if finding is not None else completeness.of_log(log)
+    unfinished = [e for e in events if not e.finished] if level >= 3 else []
     marks: Dict[int, List[str]] = {id(e): [] for e in events}
     if finding is not None:
         if finding.origin is not None:
@@ -114,7 +116,7 @@ def render(log: Log, against: Optional[Log] = None,
         f"<h1>aoti-debug report: <code>{esc(name)}</code></h1>",
         _overview(log, level, against),
         '<section id="findings"><h2>Findings</h2>',
-        _crash_section(log, unfinished, number),
+        _crash_section(log, unfinished, number, gaps),
         _nan_section(finding, number, log),
         _divergence_section(divergence, first_div, number, log, against),
         "</section>",
@@ -126,8 +128,8 @@ def render(log: Log, against: Optional[Log] = None,
         "</body></html>",
     ]
     summary = f"{len(events)} launches/calls"
-    if log.crashes or unfinished:
-        summary = ("the run crashed; " if log.crashes else "the run did not finish; ") + summary
+    if gaps:
+        summary = f"{gaps.summary()}; {summary}"
     if finding is not None and finding.origin is not None:
         summary += f"; NaN/Inf origin: {finding.origin.event.title}"
     if first_div is not None and first_div.a is not None:
@@ -137,7 +139,7 @@ def render(log: Log, against: Optional[Log] = None,
     unreadable = log.unreadable()
     if unreadable:
         summary += f"; {len(unreadable)} file(s) or record(s) cannot be read (first: {unreadable[0]})"
-    return Page("\n".join(p for p in parts if p) + "\n", summary)
+    return Page("\n".join(p for p in parts if p) + "\n", summary, gaps)
 
 
 def _overview(log: Log, level: int, against: Optional[Log]) -> str:
@@ -198,16 +200,17 @@ def _divergence_section(result, first, number, log: Log, against) -> str:
             f"<pre>{esc(text)}</pre></div>")
 
 
-def _crash_section(log: Log, unfinished: List[Event], number: Dict[int, int]) -> str:
-    """First of the findings: the run crashed or did not finish; each launch or
-    call that never finished links to its record (its arguments)."""
-    if not log.crashes and not unfinished:
+def _crash_section(log: Log, unfinished: List[Event], number: Dict[int, int], gaps: completeness.Gaps) -> str:
+    """First of the findings: the run crashed, did not finish or lost records; each launch
+    or call that never finished links to its record (its arguments)."""
+    if not gaps:
         return ""
     items = [f"<li>{_anchor(e, number)} never finished ({esc(nan_origin.why_unfinished(e))}); "
              "its outputs are unknown</li>" for e in unfinished]
-    items += [f"<li>crash trailer <code>{esc(r.id)} {esc(r.name)}</code> pid {esc(r.pid)}: "
-              f"{esc('; '.join(r.notes))}</li>" for r in nan_origin.lone_crashes(unfinished, log.crashes)]
-    head = "The run crashed" if log.crashes else "The run did not finish"
+    said = {id(e.first) for e in unfinished}
+    items += [f"<li>{esc(g.text)}</li>" for g in gaps.items if g.record is None or id(g.record) not in said]
+    head = ("The run never finished" + (" (it crashed)" if log.crashes else "") if gaps.unfinished
+            else "The run is incomplete: records or tensors were lost")
     return f'<div class="finding crashed" id="crashes"><p>{head}</p><ul>{"".join(items)}</ul></div>'
 
 

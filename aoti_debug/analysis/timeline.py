@@ -28,6 +28,7 @@ import datetime
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
+from . import completeness
 from .nan_origin import FINITE, NONFINITE, evidence, overall
 from .records import STAT_KEYS, Call, Item, Launch, Log, Process, Record, Tensor
 from .untrusted import printable
@@ -117,6 +118,8 @@ class Timeline:
     # dumped files and records that could not be read (why, one line each): what the trace
     # shows of them is unknown, so the trace is not the whole run
     unreadable: List[str] = dataclasses.field(default_factory=list)
+    # what the run is missing (never finished, records lost): said, and the exit status
+    gaps: completeness.Gaps = dataclasses.field(default_factory=completeness.Gaps)
 
     def slices(self, kind: str) -> List[Slice]:
         return [s for p in self.processes for t in p.tracks for s in t.slices if s.kind == kind]
@@ -524,8 +527,8 @@ def _assemble(log: Log, slices: Dict[Key, List[Slice]], instants: Dict[Key, List
                              f"cross others of the thread; they are on {len(lanes) - 1} further track(s)")
         own = sorted(process_instants.get(process.pid, []), key=lambda i: i.ts)
         out.append(ProcessTrack(_process_name(process), pid, process, tracks, own))
-    return Timeline(out, not_placed, [text(n) for n in notes] + [text(n) for n in log.left_out + log.lost()],
-                    [text(n) for n in log.unreadable()])
+    return Timeline(out, not_placed, [text(n) for n in notes] + [text(n) for n in log.left_out],
+                    unreadable=[text(n) for n in log.unreadable()], gaps=completeness.of_log(log))
 
 
 def _lanes(slices: List[Slice]) -> List[List[Slice]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from . import add_dump_dir, allow_modules, dump_dir
-from ..cli import FOUND, OK, UsageError, echo
+from ..cli import UsageError, echo, verdict
 
 
 def add_arguments(parser) -> None:
@@ -23,8 +23,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from ..analysis import check
-    from ..analysis.replay import nested
+    from ..analysis import check, completeness
+    from ..analysis.replay import folders, nested
     from ..analysis.untrusted import InputError
     root = dump_dir(args, "check")
     for flag, value in (("--atol", args.atol), ("--rtol", args.rtol)):
@@ -33,10 +33,12 @@ def run(args) -> int:
     allow_modules(args.allow_module, load=True)
     try:
         found = check.check(root, atol=args.atol, rtol=args.rtol)
+        gaps = completeness.of_dump_folders(folders(root))
     except InputError as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:
         raise UsageError(f"{root}: {exc}") from None
+    echo(gaps.lines())
     echo(launch.line_text() for launch in found)
     echo([f"note: {d}: a dump directory inside {root}, not checked (check it on its own)"
           for d in nested(root)], file=sys.stderr)
@@ -55,4 +57,4 @@ def run(args) -> int:
               f"  source: {first.source or '-'}"])
     echo([f"{len(found)} launch(es): {checked - len(failed)} within tolerance, {len(failed)} beyond, "
           f"{len(found) - checked} not checkable"])
-    return FOUND if failed else OK
+    return verdict(bool(failed), gaps)       # a launch beyond tolerance is one whatever is missing

@@ -3,7 +3,7 @@ first diverging launch."""
 
 from __future__ import annotations
 
-from ..cli import FOUND, OK, UsageError, check_tolerances, echo, undecided
+from ..cli import UsageError, check_tolerances, echo, undecided, verdict
 
 
 def add_arguments(parser) -> None:
@@ -27,7 +27,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from ..analysis import diff, load
+    from ..analysis import completeness, diff, load
     from ..analysis.untrusted import InputError
     check_tolerances(args.atol, args.rtol)
     if args.ranks:
@@ -42,25 +42,35 @@ def run(args) -> int:
                            exact=args.exact)
     except InputError as exc:
         raise UsageError(str(exc)) from None
-    echo([f"A: {log_a_path}", f"B: {log_b_path}", *diff.table(result), *diff.summary(result)])
-    if result.first_divergence is not None:
-        return FOUND
-    if result.unreadable:       # nothing differs where it could be read: no verdict
+    gaps_a, gaps_b = completeness.of_log(log_a), completeness.of_log(log_b)
+    gaps = completeness.Gaps(gaps_a.items + gaps_b.items)
+    said = [f"{side}: {line}" for side, g in (("A", gaps_a), ("B", gaps_b)) for line in g.lines()]
+    echo([f"A: {log_a_path}", f"B: {log_b_path}", *said, *diff.table(result), *diff.summary(result)])
+    row = result.first_divergence
+    if row is None and result.unreadable and not gaps:   # nothing differs where it could be read
         raise undecided(result.unreadable, "whether A and B agree")
-    return OK
+    return verdict(row is not None, gaps, row is not None and gaps_a.before(log_a, _written(row.a))
+                   and gaps_b.before(log_b, _written(row.b)))
+
+
+def _written(event):
+    """The record that shows an event's outputs (None for a side without the event)."""
+    return None if event is None else event.end or event.first
 
 
 def _ranks(args) -> int:
-    from ..analysis import diff, load
+    from ..analysis import completeness, diff, load
     from ..analysis.untrusted import InputError
     try:
-        replicas = diff.diff_replicas(load.read_many(args.paths), args.atol, args.rtol, args.run,
-                                      args.exact)
+        log = load.read_many(args.paths)
+        replicas = diff.diff_replicas(log, args.atol, args.rtol, args.run, args.exact)
     except InputError as exc:
         raise UsageError(str(exc)) from None
-    echo(diff.replicas_text(replicas))
-    if replicas.first is not None:
-        return FOUND
-    if replicas.unreadable:
+    gaps = completeness.of_log(log)
+    echo(gaps.lines() + diff.replicas_text(replicas))
+    first = replicas.first
+    if first is None and replicas.unreadable and not gaps:
         raise undecided(replicas.unreadable, "whether the ranks agree")
-    return OK
+    rows = first.divergence[1] if first is not None else None
+    return verdict(first is not None, gaps, rows is not None and gaps.before(log, _written(rows.a))
+                   and gaps.before(log, _written(rows.b)))

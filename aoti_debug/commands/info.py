@@ -28,6 +28,13 @@ def run(args) -> int:
             print(f"  {var.name:<30} {shown}\n  {'':<30} {'':<20} from {resolved.sources[var.field]}")
         else:
             print(f"  {var.name:<30} {shown:<20} from {resolved.sources[var.field]}")
+    unknown = settings_mod.unknown_variables()
+    if unknown:     # a misspelt name leaves its setting "from default": say which name it was
+        print()
+        print("unknown variables (not read by aoti-debug)")
+        for text in unknown:
+            print(f"  {text}")
+        problems = list(problems) + settings_mod.only_unknown()[-1:]
     from ..runtime import sink
     unusable = sink.try_destination(resolved.logdest, os.getpid())
     if unusable:     # tried as a run opens it: records would go to stderr instead

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..cli import CRASHED, FOUND, OK, UsageError, echo, undecided
+from ..cli import UsageError, echo, undecided, verdict
 
 
 def add_arguments(parser) -> None:
@@ -36,6 +36,7 @@ def run(args) -> int:
     if not finding.found and finding.unreadable and not finding.stopped_short:
         raise undecided(finding.unreadable, "whether NaN/Inf appear")
     echo(lines)
-    if finding.stopped_short:        # a crash outranks what was found before it
-        return CRASHED
-    return FOUND if finding.found else OK
+    first = ranked.first if len(log.processes()) > 1 else finding
+    # an origin found before the first gap stands; one after it may have an earlier cause
+    return verdict(finding.found, finding.gaps,
+                   first is not None and finding.gaps.before(log, first.record))

@@ -6,7 +6,7 @@ import os
 import sys
 
 from . import add_dump_dir, allow_modules, dump_dir
-from ..cli import FOUND, OK, UsageError, check_tolerances, echo, undecided
+from ..cli import UsageError, check_tolerances, echo, undecided, verdict
 
 
 def add_arguments(parser) -> None:
@@ -29,7 +29,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from ..analysis import replay
+    from ..analysis import completeness, replay
     from ..analysis.untrusted import InputError
     args.dir = dump_dir(args, "replay")
     check_tolerances(args.atol, args.rtol)
@@ -43,10 +43,12 @@ def run(args) -> int:
         items, notes = replay.replay(args.dir, atol=args.atol, rtol=args.rtol, package=args.package,
                                      allow=args.allow_module, libraries=args.library,
                                      trust_dump_code=args.trust_dump_code)
+        gaps = completeness.of_dump_folders(replay.folders(args.dir))
     except InputError as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:
         raise UsageError(f"{args.dir}: {exc}") from None
+    echo(gaps.lines())
     echo(item.line() for item in items)
     echo(notes, file=sys.stderr)
     failed = sum(i.failed for i in items)
@@ -55,8 +57,6 @@ def run(args) -> int:
     passed = len(items) - failed - len(unknown) - skipped
     echo([f"{passed} passed, {failed} failed" + (f", {len(unknown)} unknown" if unknown else "")
           + (f", {skipped} skipped" if skipped else "")])
-    if failed:
-        return FOUND
-    if unknown:                 # nothing failed where the recorded files could be read
+    if unknown and not failed and not gaps:   # nothing failed where the recorded files could be read
         raise undecided(unknown, "whether the replay matches the recording")
-    return OK
+    return verdict(bool(failed), gaps)        # a failure is one whatever is missing

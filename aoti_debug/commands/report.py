@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ..cli import OK, UsageError, echo
+from ..cli import UsageError, echo, verdict
 
 
 def add_arguments(parser) -> None:
@@ -39,4 +39,4 @@ def run(args) -> int:
     except OSError as exc:
         raise UsageError(f"{args.output}: cannot be written ({exc.strerror})") from None
     echo([f"wrote {os.path.abspath(args.output)}: {page.summary}"])
-    return OK
+    return verdict(False, page.gaps)         # a page of a run with a gap says so, and so does the exit

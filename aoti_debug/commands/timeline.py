@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ..cli import OK, UsageError, echo
+from ..cli import INCOMPLETE, OK, UsageError, echo, verdict
 
 FORMATS = ("json", "perfetto")
 
@@ -41,8 +41,10 @@ def run(args) -> int:
     except OSError as exc:
         raise UsageError(f"{args.output}: cannot be written ({exc.strerror or exc}); "
                          "expected a path to a file in a writable directory") from None
-    echo([f"wrote {os.path.abspath(args.output)}: {model.summary()}"])
+    echo([f"wrote {os.path.abspath(args.output)}: {model.summary()}"] + model.gaps.lines())
     echo(capped([f"note: {note}" for note in model.notes]))
     # what could not be read is not passed over: on stderr, so that it is seen with stdout redirected
     echo(capped([f"aoti-debug timeline: unknown in the trace: {why}" for why in model.unreadable]), file=sys.stderr)
-    return OK
+    status = verdict(False, model.gaps)      # a trace of a run with a gap is written, and not clean
+    # values that could not be read leave the trace short of the run: not clean either
+    return INCOMPLETE if status == OK and model.unreadable else status

@@ -39,9 +39,10 @@ def settings() -> settings_mod.Settings:
             if _settings is None:
                 resolved, problems = settings_mod.read_with_problems()
                 _settings = resolved   # set first: the notes below emit through it
-                if problems:
-                    tell(resolved.level, "settings",
-                         *map(settings_mod.with_fallback, problems), once=True)
+                # as the C++ runtime says them (detail::read_settings): bad values, then unknown names
+                told = [settings_mod.with_fallback(p) for p in problems] + settings_mod.unknown_variables()
+                if told:
+                    tell(resolved.level, "settings", *told, once=True)
             current = _settings
     return current
 

@@ -12,6 +12,7 @@
 // globs (`*`, `?`, `[seq]`, `[!seq]`).
 #pragma once
 
+#include <algorithm>
 #include <clocale>
 #include <cstdint>
 #include <cstdio>
@@ -23,8 +24,12 @@
 #include "../config.h"
 #include "number.h"
 
+extern char** environ;  // the process's variables (POSIX), for the names that are not ours
+
 AOTI_DEBUG_NAMESPACE_BEGIN
 namespace detail {
+
+constexpr size_t kSuggestMax = 100;  // a longer name gets no "did you mean" (settings.py:SUGGEST_MAX)
 
 enum NanAction : int { kNanOff = 0, kNanWarn = 1, kNanRaise = 2 };
 
@@ -519,6 +524,105 @@ inline bool expand_rank(std::string* dest, int64_t rank, std::string* err) {
   return true;
 }
 
+// ---- unknown names (aoti_debug/settings.py:unknown_variables, same rule and words) ----
+
+// Python's difflib.SequenceMatcher(None, a, b): the characters of the matching
+// blocks in a[alo:ahi] and b[blo:bhi].  Each block is the longest match, the
+// earliest in a, then in b; the names compared are too short (< 200) for
+// difflib's junk heuristic.
+inline size_t difflib_matches(const std::string& a, size_t alo, size_t ahi, const std::string& b,
+                              size_t blo, size_t bhi) {
+  if (alo >= ahi || blo >= bhi) return 0;
+  size_t besti = alo, bestj = blo, best = 0;
+  std::vector<size_t> prev(bhi - blo + 1, 0), cur(bhi - blo + 1, 0);
+  for (size_t i = alo; i < ahi; ++i) {
+    for (size_t j = blo; j < bhi; ++j) {
+      const size_t k = a[i] == b[j] ? prev[j - blo] + 1 : 0;
+      cur[j - blo + 1] = k;
+      if (k > best) besti = i + 1 - k, bestj = j + 1 - k, best = k;
+    }
+    prev.swap(cur);
+  }
+  if (best == 0) return 0;
+  return best + difflib_matches(a, alo, besti, b, blo, bestj) +
+         difflib_matches(a, besti + best, ahi, b, bestj + best, bhi);
+}
+
+// difflib.get_close_matches(word, possibilities, n=1, cutoff): the best ratio
+// at least `cutoff`, ties to the greater name; "" when none.
+inline std::string close_match(const std::string& word, const std::vector<std::string>& possibilities,
+                               double cutoff) {
+  std::string found;
+  double found_score = -1.0;
+  for (const std::string& x : possibilities) {
+    const size_t length = x.size() + word.size();
+    const double score = length ? 2.0 * difflib_matches(x, 0, x.size(), word, 0, word.size()) / length : 1.0;
+    if (score >= cutoff && (score > found_score || (score == found_score && x > found)))
+      found = x, found_score = score;
+  }
+  return found;
+}
+
+inline const std::vector<std::string>& setting_names() {
+  static const std::vector<std::string> names = {
+      "AOTI_DEBUG_LOGLEVEL", "AOTI_DEBUG_COMPILE", "AOTI_DEBUG_LOGDEST", "AOTI_DEBUG_KERNELS",
+      "AOTI_DEBUG_CHECK_INPUTS", "AOTI_DEBUG_NAN_CHECK", "AOTI_DEBUG_MEMCHECK", "AOTI_DEBUG_BLACKBOX",
+      "AOTI_DEBUG_BLACKBOX_MAX_MB", "AOTI_DEBUG_SYNC", "AOTI_DEBUG_DUMP_DIR", "AOTI_DEBUG_DUMP_MAX_SIZE_GB",
+      "AOTI_DEBUG_DUMP_MAX_COUNT",
+      // not settings, but names the project uses (settings.py:OTHER_NAMES)
+      "AOTI_DEBUG_CACHE_DIR", "AOTI_DEBUG_RUNTIME_REGISTRY", "AOTI_DEBUG_VENV", "AOTI_DEBUG_CACHE",
+      "AOTI_DEBUG_FUZZ_EXAMPLES", "AOTI_DEBUG_PREFIX"};
+  return names;
+}
+
+inline const std::vector<std::string>& upstream_aliases() {
+  static const std::vector<std::string> names = {
+      "AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER", "AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT",
+      "AOTI_RUNTIME_CHECK_INPUTS", "TORCHINDUCTOR_NAN_ASSERTS"};
+  return names;
+}
+
+// One message per set variable that looks like ours and is not, in name order:
+// an unknown AOTI_DEBUG_* name (compared without the prefix) or a near miss
+// (ratio >= 0.9) of an upstream alias, with the closest known name.
+inline std::vector<std::string> unknown_variables(const Env& env) {
+  static const std::string prefix = "AOTI_DEBUG_";
+  std::vector<std::string> names;
+  for (const char* const* e = env.block ? env.block : environ; e && *e; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    std::string name(*e, eq ? size_t(eq - *e) : std::strlen(*e));
+    bool plain = !name.empty();
+    for (char c : name)
+      plain = plain && ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_');
+    if (plain) names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  std::vector<std::string> ours, suffixes;
+  for (const std::string& n : setting_names()) ours.push_back(n), suffixes.push_back(n.substr(prefix.size()));
+  const std::vector<std::string>& aliases = upstream_aliases();
+  std::vector<std::string> out;
+  for (const std::string& name : names) {
+    if (std::find(ours.begin(), ours.end(), name) != ours.end() ||
+        std::find(aliases.begin(), aliases.end(), name) != aliases.end())
+      continue;
+    std::string close;
+    if (name.compare(0, prefix.size(), prefix) == 0) {
+      close = name.size() <= kSuggestMax ? close_match(name.substr(prefix.size()), suffixes, 0.6) : "";
+      if (!close.empty()) close = prefix + close;
+    } else if (name.compare(0, 13, "AOT_INDUCTOR_") == 0 || name.compare(0, 13, "AOTI_RUNTIME_") == 0 ||
+               name.compare(0, 14, "TORCHINDUCTOR_") == 0) {
+      close = name.size() <= kSuggestMax ? close_match(name, aliases, 0.9) : "";
+      if (close.empty()) continue;  // one of upstream's own variables
+    } else {
+      continue;
+    }
+    out.push_back(name + " is not a variable aoti-debug reads" +
+                  (close.empty() ? std::string() : " (did you mean " + close + "?)") + "; ignoring it");
+  }
+  return out;
+}
+
 // Reads every variable.  `fallback` holds what a bad or absent value leaves
 // in place (compiled-in values for an artifact); each bad value appends
 // "<problem>; keeping <fallback>" to *problems.
@@ -645,6 +749,7 @@ inline Settings read_settings(const Env& env, const Settings& fallback,
       bad("AOTI_DEBUG_DUMP_MAX_COUNT", keep);
     }
   }
+  for (std::string& m : unknown_variables(env)) problems->push_back(m);  // after the bad values, as in Python
   return s;
 }
 
