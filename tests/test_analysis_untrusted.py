@@ -606,6 +606,19 @@ def test_a_link_in_a_dump_folder_is_refused_never_followed(made, tmp_path, capsy
         assert cli(capsys, *argv) == (2, "", f"aoti-debug {argv[0]}: {folder}/manifest.jsonl: {LINK}\n")
 
 
+def test_a_run_folder_reached_through_a_link_is_refused(made, tmp_path, capsys):
+    elsewhere = with_ops(copy(made["nan"][2], tmp_path))
+    root = tmp_path / "dumps"
+    root.mkdir()
+    os.symlink(elsewhere, root / "123-model-run1")
+    why = f"{root}/123-model-run1: is a symbolic link to a folder, which is not followed"
+    for argv in (["check", str(root)], ["replay", str(root)], ["extract", "1.2", "--dir", str(root), "-o",
+                                                                str(tmp_path / "x")]):
+        code, out, err = cli(capsys, *argv)
+        assert (code, out) == (2, ""), (argv, out, err)
+        assert err.startswith(f"aoti-debug {argv[0]}: {why} ("), (argv, err)
+
+
 def test_extract_never_writes_through_a_link_or_into_a_fifo(made, tmp_path, capsys):
     folder = with_ops(copy(made["nan"][2], tmp_path))
     out, target = tmp_path / "out", tmp_path / "target.py"
