@@ -65,12 +65,16 @@ def mullog_dump(packages, tmp_path_factory):
 
 
 @pytest.mark.torch_matrix     # the ops come from Inductor's graph: every release
+@pytest.mark.isa_sensitive   # compiled kernels against eager
 def test_check_names_the_custom_op_that_is_slightly_wrong(scaled_dump):
     code, out, err = check("--dir", scaled_dump, "--allow-module", "models")
     folder = only_folder(scaled_dump)
     lines = out.splitlines()
     assert code == 1, out + err
-    assert re.fullmatch(r"1\.1 cpp_fused_add\w*_tanh_0  ok  max_abs=0 max_rel=0 max_ulp=[\d.]+", lines[0])
+    # Inductor's tanh is not ATen's on every vector ISA (AVX-512, or none: max_abs=1.19e-07, the
+    # last bit): within tolerance, and a few float32 ULPs of eager at most (values in (0, 2))
+    m = re.fullmatch(r"1\.1 cpp_fused_add\w*_tanh_0  ok  max_abs=(\S+) max_rel=(\S+) max_ulp=[\d.]+", lines[0])
+    assert m and float(m.group(1)) <= 1e-06 and float(m.group(2)) <= 1e-06, lines[0]
     # the op is as far from float64 as its planted bug: 2**-10 relative, 2**13 float32 ULPs and more
     m = re.fullmatch(r"1\.2 aotid_test\.fast_scale\.default  BEYOND  max_abs=0 max_rel=0 "
                      r"max_ulp=([\d.e+]+) \((buf\d+): 32 of 32 beyond\)", lines[1])
@@ -103,6 +107,7 @@ def test_an_unregistered_custom_op_is_not_checkable_and_not_a_failure(scaled_dum
 
 
 @pytest.mark.torch_matrix     # the ops come from Inductor's graph: every release
+@pytest.mark.isa_sensitive   # compiled kernels against eager
 def test_a_clean_model_is_within_tolerance_at_every_launch(mlp_dump):
     code, out, err = check(mlp_dump)
     assert code == 0, out + err
@@ -114,6 +119,7 @@ def test_a_clean_model_is_within_tolerance_at_every_launch(mlp_dump):
     assert lines[-1] == "6 launch(es): 6 within tolerance, 0 beyond, 0 not checkable"
 
 
+@pytest.mark.isa_sensitive   # compiled kernels against eager
 def test_one_recorded_element_off_by_a_thousandth_is_found(mlp_dump, tmp_path):
     folder = tmp_path / "run"
     shutil.copytree(only_folder(mlp_dump), folder)
@@ -138,6 +144,7 @@ def test_one_recorded_element_off_by_a_thousandth_is_found(mlp_dump, tmp_path):
 
 
 @pytest.mark.torch_matrix     # the ops come from Inductor's graph: every release
+@pytest.mark.isa_sensitive   # compiled kernels against eager
 def test_nan_origin_narrows_a_fused_kernel_to_the_op_on_its_second_line(mullog_dump):
     code, out, err = command("nan-origin", "--rerun-ops", mullog_dump)
     assert code == 1, out + err
@@ -151,6 +158,7 @@ def test_nan_origin_narrows_a_fused_kernel_to_the_op_on_its_second_line(mullog_d
     assert (code, out.splitlines()[-1]) == (0, "4 launch(es): 4 within tolerance, 0 beyond, 0 not checkable"), out
 
 
+@pytest.mark.isa_sensitive   # compiled kernels against eager
 def test_an_extracted_launch_reproduces_the_nan_in_a_fresh_process_without_aoti_debug(
         mullog_dump, packages, tmp_path):
     out_dir = tmp_path / "repro"

@@ -11,7 +11,8 @@ from aoti_debug import runner
 from aoti_debug.analysis.mask import mask
 from conftest import PLANTED, clean_env, raised, records, run_package, saved_inputs, without_torch_logs
 
-pytestmark = pytest.mark.torch_matrix
+# the same package from both runtimes on every vector ISA (.ci/run's second pass)
+pytestmark = [pytest.mark.torch_matrix, pytest.mark.isa_sensitive]
 
 
 @pytest.fixture(scope="module")

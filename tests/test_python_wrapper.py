@@ -10,6 +10,7 @@ import pytest
 
 from aoti_debug.analysis.mask import mask
 from conftest import TESTS, clean_env, records, run_package, run_python
+from textmatch import matches
 
 pytestmark = pytest.mark.torch_matrix
 
@@ -152,6 +153,7 @@ def expected_records(level):
     ]
 
 
+@pytest.mark.isa_sensitive   # records of compiled kernels against eager tensors
 @pytest.mark.parametrize("level", [3, 5])
 def test_records_exact(compiled, level):
     out, _ = compiled
@@ -162,6 +164,11 @@ def test_records_exact(compiled, level):
         hashes = [re.findall(r"^ +hash=.*$", r, re.M) for r in (got[0], want[0])]
         assert hashes[0] == hashes[1] and len(hashes[0]) == 7
         got, want = ([re.sub(r"^ +hash=.*\n", "", r, flags=re.M) for r in side] for side in (got, want))
+        # their statistics agree with eager's to about six digits (textmatch), the rest exactly
+        assert got[0] == want[0] and len(got) == len(want)
+        for g, w in zip(got, want):
+            assert matches(w.splitlines(), g.splitlines()), (w, g)
+        return
     assert got == want
 
 

@@ -59,6 +59,9 @@ from aoti_debug.analysis.mask import mask_line
 from conftest import REPO, clean_env, without_torch_logs
 from textmatch import matches
 
+# output recorded on another CPU, compared on this one (.ci/run: on a second vector ISA too)
+pytestmark = pytest.mark.isa_sensitive
+
 TUTORIAL = os.path.join(REPO, "docs", "tutorial.md")
 EXAMPLES = os.path.join(REPO, "examples", "tutorial")
 SHOWN_ROOT = "~/aoti-debug"          # how the tutorial writes the reader's checkout
