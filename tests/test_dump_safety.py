@@ -183,16 +183,23 @@ def test_the_so_a_manifest_names_is_never_loaded(made, tmp_path, evil_so):
     assert not marker.exists()
 
 
-def test_a_changed_artifact_copy_is_not_loaded(made, tmp_path, evil_so):
-    so, marker = evil_so
+def with_artifact_copy(made, tmp_path, so, recorded_sha256):
+    """A clean run folder whose dump directory holds `so` as the recorder's copy of the
+    artifact, with `recorded_sha256` as its recorded hash: (folder, the copy's path)."""
     folder = copy(made["clean"][2], tmp_path)
     copied = os.path.join(os.path.dirname(folder), "4242-model-artifact.so")
     with open(so, "rb") as src, open(copied, "wb") as dst:
         dst.write(src.read())
-    recorded = hashlib.sha256(b"the library the recorder copied").hexdigest()
     entries = lines_of(folder)
-    entries[0].update(so="/gone/model.so", so_copy="../4242-model-artifact.so", so_sha256=recorded)
+    entries[0].update(so="/gone/model.so", so_copy="../4242-model-artifact.so", so_sha256=recorded_sha256)
     rewrite(folder, entries)
+    return folder, copied
+
+
+def test_a_changed_artifact_copy_is_not_loaded(made, tmp_path, evil_so):
+    so, marker = evil_so
+    recorded = hashlib.sha256(b"the library the recorder copied").hexdigest()
+    folder, copied = with_artifact_copy(made, tmp_path, so, recorded)
     proc = replay_in_fresh_process("--dir", os.path.dirname(folder), "--trust-dump-code")
     assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", (
         f"aoti-debug replay: {copied}: its sha256 is {sha256(so)}, not the {recorded} recorded in "
@@ -204,13 +211,7 @@ def test_a_changed_artifact_copy_is_not_loaded(made, tmp_path, evil_so):
 def test_the_artifact_copy_runs_only_when_the_user_trusts_the_dump(made, tmp_path, evil_so):
     """The copy's hash is in the same manifest: it proves the copy unchanged, not who made it."""
     so, marker = evil_so
-    folder = copy(made["clean"][2], tmp_path)
-    copied = os.path.join(os.path.dirname(folder), "4242-model-artifact.so")
-    with open(so, "rb") as src, open(copied, "wb") as dst:
-        dst.write(src.read())
-    entries = lines_of(folder)
-    entries[0].update(so="/gone/model.so", so_copy="../4242-model-artifact.so", so_sha256=sha256(copied))
-    rewrite(folder, entries)
+    folder, copied = with_artifact_copy(made, tmp_path, so, sha256(so))
     proc = replay_in_fresh_process("--dir", folder)
     assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", (
         f"aoti-debug replay: {copied}: replaying {folder}/manifest.jsonl:1 would run this library, code the "
