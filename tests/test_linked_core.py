@@ -51,7 +51,7 @@ def test_aoti_wrapper_declares_the_core_and_the_artifact_contains_it(tmp_path, l
     so.write_bytes(member(linked, ".wrapper.so"))
     symbols = subprocess.run(["nm", "-C", str(so)], capture_output=True, text=True, check=True).stdout
     defined = [line for line in symbols.splitlines()
-               if "aoti_debug::v5::before_launch(" in line and "[clone" not in line]
+               if "aoti_debug::v6::before_launch(" in line and "[clone" not in line]
     assert len(defined) == 1 and defined[0].split()[1] in ("t", "T"), defined  # defined here, hidden
     assert cpp_emit.CORE_MARKER not in member(header_only, ".wrapper.cpp").decode()
 

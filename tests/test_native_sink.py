@@ -201,7 +201,7 @@ def test_registry_is_published_and_forked_child_starts_its_own(tmp_path):
         _native.sink_write({str(path)!r}, "[2026-01-01 00:00:00.000000] [pid 1] note - parent2\\n", "v")
     """)
     value, pid = proc.stdout.split()
-    assert re.fullmatch(rf"{pid}:0x[0-9a-f]+:5", value)   # config.h AOTI_DEBUG_REGISTRY_ABI
+    assert re.fullmatch(rf"{pid}:0x[0-9a-f]+:6", value)   # config.h AOTI_DEBUG_REGISTRY_ABI
     r = "[TIMESTAMP] [pid PID] note - {}\n"
     assert mask(path.read_text()) == (banner("v") + r.format("parent") + banner("v")
                                       + r.format("child") + r.format("parent2"))
