@@ -34,8 +34,16 @@ COMMANDS = {
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if sys.stderr is None:   # closed: errors have nowhere to go, the exit status still says
+        sys.stderr = open(os.devnull, "w")
+    if sys.stdout is None:   # closed (`>&-`): what the command finds would be dropped unseen
+        command = next((a for a in argv if not a.startswith("-")), None)
+        say_error(command, "standard output is closed, so nothing could be printed "
+                           "(give it a file or a pipe, e.g. > out.txt or > /dev/null)")
+        return USAGE
     try:
-        status = _main(sys.argv[1:] if argv is None else list(argv))
+        status = _main(argv)
         sys.stdout.flush()   # a buffered stdout meets the closed pipe here, not at exit
         return status
     except BrokenPipeError:
@@ -78,8 +86,23 @@ def _main(argv: List[str]) -> int:
     try:
         return modules[args.command].run(args)
     except UsageError as exc:
-        print(f"aoti-debug {args.command}: {printable(str(exc))}", file=sys.stderr)
+        say_error(args.command, printable(str(exc)))
         return USAGE
+    except BrokenPipeError:
+        raise
+    except OSError as exc:   # a file the command reads or writes that the system refuses
+        what = f"{exc.filename}: " if exc.filename is not None else ""
+        say_error(args.command, printable(f"{what}{exc.strerror or exc}"))
+        return USAGE
+
+
+def say_error(command: Optional[str], message: str) -> None:
+    """The one stderr line of a failed command; nothing when stderr cannot be written."""
+    try:
+        print(f"aoti-debug {command}: {message}" if command else f"aoti-debug: {message}",
+              file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 class UsageError(Exception):

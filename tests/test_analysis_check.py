@@ -139,7 +139,7 @@ def test_one_recorded_element_off_by_a_thousandth_is_found(mlp_dump, tmp_path):
 
 @pytest.mark.torch_matrix     # the ops come from Inductor's graph: every release
 def test_nan_origin_narrows_a_fused_kernel_to_the_op_on_its_second_line(mullog_dump):
-    code, out, err = command("nan-origin", mullog_dump)
+    code, out, err = command("nan-origin", "--rerun-ops", mullog_dump)
     assert code == 1, out + err
     lines = out.splitlines()
     assert re.fullmatch(r"NaN/Inf origin: launch 1\.4 cpp_fused_\w+ \(pid \d+, \d+-mullog-run1/manifest\.jsonl:\d+\)",

@@ -79,7 +79,7 @@ def test_nan_origin_on_dumps_names_the_planted_kernel(planted_dumps, capsys):
     launches = [e for e in manifest(folder) if e["event"] == "after"]
     sqrt, cumsum = launches[0]["kernel"], launches[1]["kernel"]
     assert re.fullmatch(r"cpp_fused_\w*sqrt\w*", sqrt) and cumsum == "aoti_torch_cpu_cumsum"
-    code, out, err = cli(capsys, "nan-origin", dump_dir)
+    code, out, err = cli(capsys, "nan-origin", "--rerun-ops", dump_dir)
     assert (code, err) == (1, "")
     lines = out.splitlines()
     assert lines[:2] == [
@@ -105,7 +105,7 @@ def test_nan_origin_on_dumps_names_the_planted_kernel(planted_dumps, capsys):
 
 def test_nan_origin_on_dumps_skips_clean_launches(planted_dumps, capsys):
     dump_dir, log = planted_dumps["log"]
-    code, out, _ = cli(capsys, "nan-origin", only_folder(dump_dir))    # one run folder will do too
+    code, out, _ = cli(capsys, "nan-origin", "--rerun-ops", only_folder(dump_dir))   # one run folder will do too
     lines = out.splitlines()
     assert code == 1
     # the launch's number is Inductor's fusion (1.3 on 2.13; 2.15 fuses it into 1.1)
@@ -309,7 +309,7 @@ def test_a_run_also_in_a_black_box_dump_is_read_once(mlp_dumps, tmp_path, capsys
     box_note = f"{box}: a dump directory inside {dump_dir}, not {{}} ({{}} it on its own)"
     code, out, err = cli(capsys, "check", str(dump_dir))
     assert (code, err) == (0, "note: " + box_note.format("checked", "check") + "\n"), out + err
-    code, out, err = cli(capsys, "replay", str(dump_dir))
+    code, out, err = cli(capsys, "replay", str(dump_dir), "--trust-dump-code")
     assert (code, out.splitlines()[-1]) == (0, "6 passed, 0 failed"), out + err
     assert err == box_note.format("replayed", "replay") + "\n"
     only = tmp_path / "only"

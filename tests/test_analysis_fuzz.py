@@ -14,6 +14,12 @@ lines, tensor files.  The property is the contract of docs/analysis.md:
   notes); no exception escapes; nothing blocks (an alarm fails a run that takes
   more than 60 s); and no control character reaches the terminal.
 
+Crafted ops (docs/dumps.md, "What re-running ops runs"): the ops of a NaN origin
+launch replaced with operators that act outside the computation (a file mapped
+and filled, saved, printed, the seed set, ...) as they act and with mixed
+arguments; `check`, and `nan-origin` and `report` with `--rerun-ops`, keep the
+contract, and no file, terminal or process state changes.
+
 Examples: AOTI_DEBUG_FUZZ_EXAMPLES per fuzzing test (default 200: three tests, well
 under a minute in all); e.g. AOTI_DEBUG_FUZZ_EXAMPLES=5000 for a long hunt.  The examples are
 derandomized (the same ones every run), so CI is deterministic; a failure
@@ -33,7 +39,7 @@ import tempfile
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+from hypothesis import HealthCheck, example, given, settings, strategies as st  # noqa: E402
 
 from aoti_debug.analysis import records, untrusted  # noqa: E402
 from aoti_debug.cli import main  # noqa: E402
@@ -223,6 +229,7 @@ def command(*argv):
     assert code in ((0, 1, 2, 3) if argv[0] == "nan-origin" else (0, 1, 2)), (argv, code)
     for text in (out, err):
         assert not untrusted.has_control(text.replace("\n", "")), (argv, text)
+        text.encode("utf-8")            # a lone surrogate would stop a real terminal's print
     if code == 2:
         lines = err.splitlines()
         assert lines and lines[-1].startswith(f"aoti-debug {argv[0]}: "), (argv, err)
@@ -310,3 +317,138 @@ def test_unreadable_tensor_files_are_unknown_not_findings(real, which, tensors):
         assert command("diff", pristine, folder) in (0, 2)      # a divergence would be made up
         if which.startswith("clean"):
             assert command("nan-origin", folder) in (0, 2)
+
+
+# -- crafted hostile folders: every analysis command, no traceback --------------------------
+
+def _hostile(folder, tmp, how):
+    """Make `folder` hostile in one way the review found (issue 40)."""
+    import torch
+    manifest = os.path.join(folder, "manifest.jsonl")
+    tensors = sorted(n for n in os.listdir(folder) if n.endswith(".pt"))
+    if how == "linked-tensor":
+        torch.save(torch.full((2, 3), 7.0), os.path.join(tmp, "secret.pt"))
+        os.unlink(os.path.join(folder, tensors[-1]))
+        os.symlink(os.path.join(tmp, "secret.pt"), os.path.join(folder, tensors[-1]))
+    elif how == "linked-manifest":
+        os.unlink(manifest)
+        os.symlink("/etc/passwd", manifest)
+    elif how == "surrogates":
+        entries = [json.loads(line) for line in open(manifest)]
+        for e in entries:
+            for key in ("kernel", "name", "source", "model", "error"):
+                if key in e:
+                    e[key] = e[key] + "\ud800" if isinstance(e[key], str) else e[key]
+        with open(manifest, "w") as f:
+            f.write("".join(json.dumps(e) + "\n" for e in entries))
+    elif how == "meta":
+        for name in tensors:
+            torch.save(torch.empty(2, 3, device="meta"), os.path.join(folder, name))
+
+
+@pytest.mark.parametrize("how", ["linked-tensor", "linked-manifest", "surrogates", "meta"])
+@pytest.mark.parametrize("which", ["nan-calls", "nan-run"])
+def test_hostile_folders_give_every_command_an_answer_or_exit_2(real, which, how):
+    pristine = real["folders"][which]
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = os.path.join(tmp, os.path.basename(pristine))
+        shutil.copytree(pristine, folder)
+        _hostile(folder, tmp, how)
+        codes = [command("nan-origin", folder), command("diff", pristine, folder),
+                 command("report", folder, "-o", os.path.join(tmp, "r.html")),
+                 command("timeline", folder, "-o", os.path.join(tmp, "t.json")),
+                 command("check", folder), command("extract", "1.2", "--dir", folder, "-o", os.path.join(tmp, "x")),
+                 command("replay", "--dir", folder, "--allow-module", CALLS_MODULE)]
+        if how.startswith("linked"):        # never read through the link: refused, or the file unknown
+            assert codes[0] in (1, 2) and codes[1] == 2, codes
+        assert not os.path.exists(os.path.join(tmp, "x", "inputs.pt")) or how == "surrogates"
+
+
+# -- crafted ops: what re-running a launch's ops may do (docs/dumps.md, "What re-running ops runs")
+
+# operators that act outside the computation, beside ones that compute (some in place), each
+# with the arguments that make it act (a file, the terminal, memory outside a tensor), and a
+# pool of arguments to mix in
+CRAFTED_OPS = {
+    "aten.from_file.default": (["VICTIM", True, 16], {"dtype": {"dtype": "uint8"}}),
+    "aten.save.default": ([{"input": "buf0"}, "VICTIM"], {}),
+    "aten._print.default": (["\x1b[2J\x1b]0;title\x07"], {}),
+    "aten.warn.default": (["\x1b[2J"], {}),
+    "aten.manual_seed.default": ([1234], {}),
+    "aten.set_grad_enabled.default": ([False], {}),
+    "aten._reshape_alias.default": ([{"input": "buf0"}, [2, 3], [10**8, 1]], {}),
+    "profiler._record_function_enter.default": (["\x1b[2J"], {}),
+    "debugprims.load_tensor.default": (["VICTIM", [2, 3], [3, 1]], {"dtype": {"dtype": "float32"},
+                                                                     "device": {"device": "cpu"}}),
+    "aten.fill_.Scalar": (["NODE", 88], {}),
+    "aten.copy_.default": (["NODE", {"input": "buf0"}], {}),
+    "aten.add.out": ([{"input": "buf0"}, 1.5], {"out": "NODE"}),
+    "aten.log.default": ([{"input": "buf0"}], {}),
+    "aten.clone.default": (["NODE"], {}),
+}
+CRAFTED_ARGS = ["VICTIM", True, 16, 88, 1.5, "\x1b[2J", [2, 3], [10**8, 1], {"dtype": "uint8"},
+                {"input": "buf0"}, "NODE"]
+CRAFTED = settings(FUZZ, max_examples=max(EXAMPLES // 4, 10))
+
+
+@st.composite
+def crafted_ops(draw):
+    ops = []
+    for i in range(draw(st.integers(1, 4))):
+        name = draw(st.sampled_from(sorted(CRAFTED_OPS)))
+        args, kwargs = CRAFTED_OPS[name]
+        if draw(st.booleans()):             # not as it acts: mixed arguments
+            args = draw(st.lists(st.sampled_from(CRAFTED_ARGS), max_size=4))
+            kwargs = draw(st.dictionaries(st.sampled_from(["dtype", "out", "shared"]),
+                                          st.sampled_from(CRAFTED_ARGS), max_size=2))
+        node = {"node": f"n{draw(st.integers(0, i - 1))}"} if i else {"input": "buf0"}
+        ops.append({"node": f"n{i}", "op": name, "args": [node if a == "NODE" else a for a in args],
+                    "kwargs": {k: node if v == "NODE" else v for k, v in kwargs.items()}, "own": True})
+    ops[-1]["holds"] = ["buf1"]
+    return ops
+
+
+def crafted(*names):
+    """The ops of a crafted manifest: each named op as it acts, reading the one before."""
+    return [{"node": f"n{i}", "op": name, "own": True,
+             "args": [{"node": f"n{i - 1}"} if a == "NODE" else a for a in CRAFTED_OPS[name][0]],
+             "kwargs": CRAFTED_OPS[name][1], **({"holds": ["buf1"]} if i == len(names) - 1 else {})}
+            for i, name in enumerate(names)]
+
+
+@CRAFTED
+@given(ops=crafted_ops())
+@example(ops=crafted("aten.from_file.default", "aten.fill_.Scalar"))     # writes the file it maps
+@example(ops=crafted("aten.save.default"))
+@example(ops=crafted("aten._print.default"))
+@example(ops=crafted("aten.manual_seed.default"))
+@example(ops=crafted("aten.set_grad_enabled.default"))
+def test_crafted_ops_never_act_outside_the_computation(real, capfd, ops):
+    """check, and nan-origin and report with --rerun-ops, on the NaN origin launch given crafted
+    ops: the contract holds, no file changes or appears, nothing reaches the terminal raw, and
+    the process's random and autograd state stay as they were."""
+    import torch
+    with tempfile.TemporaryDirectory() as tmp:
+        victim = os.path.join(tmp, "victim.txt")
+        with open(victim, "w") as f:
+            f.write("a file of the user's")
+        folder = os.path.join(tmp, "run")
+        shutil.copytree(real["folders"]["nan-run"], folder)
+        path = os.path.join(folder, "manifest.jsonl")
+        with open(path) as f:
+            entries = [json.loads(line) for line in f]
+        ops = json.loads(json.dumps(ops).replace('"VICTIM"', json.dumps(victim)))
+        next(e for e in entries if e["event"] == "before" and e["id"] == "1.2")["ops"] = ops
+        with open(path, "w") as f:
+            f.write("".join(json.dumps(e) + "\n" for e in entries))
+        seed, grad = torch.initial_seed(), torch.is_grad_enabled()
+        capfd.readouterr()
+        command("check", folder)
+        command("nan-origin", "--rerun-ops", folder)
+        command("report", "--rerun-ops", folder, "-o", os.path.join(tmp, "r.html"))
+        out, err = capfd.readouterr()       # what C++ wrote to the file descriptors themselves
+        assert not untrusted.has_control((out + err).replace("\n", "")), (ops, out + err)
+        with open(victim) as f:
+            assert f.read() == "a file of the user's", ops
+        assert sorted(os.listdir(tmp)) == ["r.html", "run", "victim.txt"], ops
+        assert (torch.initial_seed(), torch.is_grad_enabled()) == (seed, grad), ops

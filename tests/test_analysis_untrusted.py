@@ -143,7 +143,8 @@ def test_long_container_lengths_and_counts_are_damage_not_numbers():
                                   "      dtype=torch.float32", f"      nan_count={'1' * 5000}", "    )"])
     call, ret = parse_records(w.text())
     assert call.damage == "x.log:2: 'arg[0] xs' has no value that can be read"
-    assert ret.damage == f"x.log:10: line 'nan_count={'1' * 50}... (5010 characters)' cannot be read"
+    assert ret.damage == (f"x.log:10: 'nan_count={'1' * 50}... (5010 characters)' is not a count "
+                          "(expected a whole number of at most 20 digits)")
     assert records.parse_number("1" * 5000) is None and records.parse_number("1_000") is None
     assert records.parse_number("18446744073709551615") == 2**64 - 1
 
@@ -241,11 +242,11 @@ def test_a_fifo_named_like_a_log_is_refused_without_blocking(tmp_path):
 
 def test_devices_are_refused_before_they_are_read(tmp_path):
     os.symlink("/dev/zero", tmp_path / "zero.log")
-    for path, what in (("/dev/zero", "/dev/zero: is a character device"),
-                       (str(tmp_path), f"{tmp_path}/zero.log: is a character device")):
+    for path, what in (("/dev/zero", "/dev/zero: is a character device, not a regular file (only regular "
+                                      "files are read)"),
+                       (str(tmp_path), f"{tmp_path}/zero.log: {LINK}")):
         proc = in_fresh_process("nan-origin", path)
-        assert (proc.returncode, proc.stdout, proc.stderr) == (
-            2, "", f"aoti-debug nan-origin: {what}, not a regular file (only regular files are read)\n")
+        assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", f"aoti-debug nan-origin: {what}\n")
 
 
 def test_a_fifo_manifest_or_tensor_file_is_refused_without_blocking(made, tmp_path):
@@ -561,3 +562,170 @@ def test_a_source_line_that_cannot_be_read_damages_its_record():
     (launch,) = parse_records(w.text())
     assert launch.damage == "x.log:3: line 'source-line: /srv/app/model.py:13' cannot be read"
     assert launch.unparsed == ["  source-line: /srv/app/model.py:13", "  output-source: buf1"]
+
+
+# -- issue 40: links, surrogates, meta tensors, ZIP bombs, counts, CRLF, rings, timeline ----------
+
+LINK = "is a symbolic link, which is not followed (only regular files are read: a file outside the " \
+       "folder must not be reached through a link)"
+LOG_OPS = [{"node": "log", "op": "aten.log.default", "args": [{"input": "buf0"}], "holds": ["buf1"]}]
+
+
+def with_ops(folder):
+    """The run folder with launch 1.2's ops (log of buf0), so that extract and check re-run it."""
+    entries = lines_of(folder)
+    next(e for e in entries if e.get("id") == "1.2" and e["event"] == "before")["ops"] = LOG_OPS
+    rewrite(folder, entries)
+    return folder
+
+
+def test_a_link_in_a_dump_folder_is_refused_never_followed(made, tmp_path, capsys):
+    folder = with_ops(copy(made["nan"][2], tmp_path))
+    secret = tmp_path / "secret.pt"
+    torch.save(torch.full((2, 3), 7.0), secret)
+    link = os.path.join(folder, "launch000002_in_buf0.pt")
+    os.unlink(link)
+    os.symlink(secret, link)
+    out = tmp_path / "out"
+    assert cli(capsys, "extract", "1.2", "--dir", folder, "-o", str(out)) == (
+        2, "", f"aoti-debug extract: {link}: {LINK}\n")
+    assert not out.exists()
+    code, out_text, _ = cli(capsys, "nan-origin", folder)
+    assert code == 1 and out_text.splitlines()[-1] == f"note: {link}: {LINK}; its tensors are unknown"
+    os.unlink(os.path.join(folder, "manifest.jsonl"))
+    os.symlink("/etc/passwd", os.path.join(folder, "manifest.jsonl"))
+    for argv in (["nan-origin", folder], ["timeline", folder, "-o", str(tmp_path / "t.json")]):
+        assert cli(capsys, *argv) == (2, "", f"aoti-debug {argv[0]}: {folder}/manifest.jsonl: {LINK}\n")
+
+
+def test_extract_never_writes_through_a_link_or_into_a_fifo(made, tmp_path, capsys):
+    folder = with_ops(copy(made["nan"][2], tmp_path))
+    out, target = tmp_path / "out", tmp_path / "target.py"
+    out.mkdir()
+    target.write_text("print('mine')\n")
+    os.symlink(target, out / "repro.py")
+    assert cli(capsys, "extract", "1.2", "--dir", folder, "-o", str(out)) == (2, "", (
+        f"aoti-debug extract: {out}/repro.py: is a symbolic link, which is not followed (only regular "
+        "files are written: a file outside the folder must not be reached through a link)\n"))
+    assert target.read_text() == "print('mine')\n"
+    os.unlink(out / "repro.py")
+    os.mkfifo(out / "repro.py")          # no reader: opening it for writing would block
+    assert cli(capsys, "extract", "1.2", "--dir", folder, "-o", str(out)) == (2, "", (
+        f"aoti-debug extract: {out}/repro.py: is a FIFO, not a regular file (only regular files are "
+        "written)\n"))
+    os.unlink(out / "repro.py")
+    code, text, _ = cli(capsys, "extract", "1.2", "--dir", folder, "-o", str(out))
+    assert (code, text.splitlines()[-1]) == (0, f"run it: python {out}/repro.py")
+
+
+def test_a_lone_surrogate_in_a_manifest_is_shown_escaped(made, tmp_path, capsys):
+    folder = with_ops(copy(made["nan"][2], tmp_path))
+    entries = lines_of(folder)
+    for e in entries:
+        if e.get("id") == "1.2":
+            e["kernel"] = "log_\ud800"          # json.dumps writes it as \ud800
+    rewrite(folder, entries)
+    code, out, err = cli(capsys, "nan-origin", folder)
+    assert (code, err) == (1, "") and out.splitlines()[0].startswith(
+        "NaN/Inf origin: launch 1.2 log_\\ud800 (pid ")
+    assert cli(capsys, "diff", made["nan"][2], folder)[0] == 0
+    code, out, err = cli(capsys, "extract", "1.2", "--dir", folder, "-o", str(tmp_path / "x"))
+    assert code == 0 and "Launch 1.2 log_\\\\ud800," in (tmp_path / "x" / "repro.py").read_text()
+    # a real recording: a log_api function raised with a path from os.fsdecode
+    calls = copy(made["nan"][1], tmp_path)
+    entries = lines_of(calls)
+    entries[-1].update(status="raised", error="FileNotFoundError: " + os.fsdecode(b"/data/\xff.bin"))
+    entries[-1]["files"] = []
+    rewrite(calls, entries)
+    for argv in (["nan-origin", calls], ["report", calls, "-o", str(tmp_path / "r.html")],
+                 ["timeline", calls, "-o", str(tmp_path / "t.json")]):
+        code, out, err = cli(capsys, *argv)
+        assert code in (0, 1) and err == "" and "\ud800" not in out, argv
+    from aoti_debug.analysis import load
+    raised = [r for r in load.read(calls).records if r.kind == "raise"]
+    assert [r.notes for r in raised] == [["exception: FileNotFoundError: /data/\\udcff.bin"]]
+
+
+def test_a_meta_tensor_file_is_unknown_not_a_crash(made, tmp_path, capsys):
+    folder = with_ops(copy(made["nan"][2], tmp_path))
+    path = os.path.join(folder, "launch000002_out_buf1.pt")
+    torch.save(torch.empty(2, 3, device="meta"), path)
+    why = f"{path}: holds a tensor on device meta, which has no values to read (a dump holds tensors " \
+          "with their values)"
+    code, out, err = cli(capsys, "diff", made["nan"][2], folder)
+    assert code == 2 and err == f"aoti-debug diff: {why}; without it, whether A and B agree cannot be told\n"
+    code, out, err = cli(capsys, "check", folder)
+    assert code == 2 and err.endswith(f"{why}\n"), err
+
+
+def rezip(src, dst, compression, change=lambda name, data: data):
+    import zipfile
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", compression) as zout:
+        for info in zin.infolist():
+            zout.writestr(info.filename, change(info.filename, zin.read(info)))
+
+
+def test_a_zip_bomb_is_refused_before_it_is_inflated(made, tmp_path, capsys):
+    import zipfile
+    folder = copy(made["clean"][2], tmp_path)
+    path = os.path.join(folder, "launch000002_out_buf1.pt")
+    plain = str(tmp_path / "plain.pt")
+    torch.save(torch.zeros(2**20), plain)                   # 4 MiB of zeros, stored
+    rezip(plain, path, zipfile.ZIP_DEFLATED)                # a few KB, inflating to 4 MiB
+    size = os.path.getsize(path)
+    assert size < 10000
+    assert cli(capsys, "nan-origin", folder)[2] == (
+        f"aoti-debug nan-origin: {path}: its record 'plain/data/0' declares 4194304 bytes, more than the "
+        f"file's {size} (refused before inflating: a file torch.save or aoti-debug writes stores its "
+        "records uncompressed); without it, whether NaN/Inf appear cannot be told\n")
+    # stored, but the record is not what the tensor's metadata says it holds
+    rezip(plain, path, zipfile.ZIP_STORED, lambda n, d: d + bytes(64) if n.endswith("data/0") else d)
+    assert cli(capsys, "nan-origin", folder)[2] == (
+        f"aoti-debug nan-origin: {path}: its record 'plain/data/0' holds 4194368 bytes, but the tensor "
+        "metadata says 4194304 (refused before inflating); without it, whether NaN/Inf appear cannot be told\n")
+
+
+@pytest.mark.parametrize("count", ["nan", "-1", "1.5", "inf"])
+def test_a_nan_count_that_is_not_a_count_is_damage_never_no_nan(tmp_path, capsys, count):
+    text = nan_model_log().text()
+    lines = text.splitlines()
+    end = next(i for i, l in enumerate(lines) if "launch-end 1.2" in l)
+    n = lines.index("      nan_count=2", end)
+    lines[n] = f"      nan_count={count}"
+    log = write_log(tmp_path, "x.log", "\n".join(lines) + "\n")
+    code, out, _ = cli(capsys, "nan-origin", log)
+    assert (code, out.splitlines()[0]) == (1, HIDDEN_ORIGIN)
+    assert out.splitlines()[-1] == (f"note: {log}:{n + 1}: 'nan_count={count}' is not a count (expected a "
+                                    "whole number of at most 20 digits); its tensors are unknown")
+
+
+def test_a_crlf_copy_of_a_log_reads_as_the_log(tmp_path, capsys):
+    text = nan_model_log().text()
+    lf = write_log(tmp_path, "lf.log", text)
+    crlf = write_log(tmp_path, "crlf.log", text.replace("\n", "\r\n"))
+    expected = cli(capsys, "nan-origin", lf)
+    assert expected[0] == 1
+    assert cli(capsys, "nan-origin", crlf) == (expected[0], expected[1].replace("lf.log", "crlf.log"), "")
+    assert cli(capsys, "diff", lf, crlf)[0] == 0
+
+
+def test_a_ring_that_is_a_link_or_a_fifo_is_named_and_refused(tmp_path, capsys):
+    (tmp_path / "elsewhere").write_bytes(b"x" * 64)
+    os.symlink(tmp_path / "elsewhere", tmp_path / "101-blackbox.ring")
+    os.mkfifo(tmp_path / "102-blackbox.ring")
+    link, fifo = str(tmp_path / "101-blackbox.ring"), str(tmp_path / "102-blackbox.ring")
+    fifo_says = f"{fifo}: is a FIFO, not a regular file (only regular files are read)"
+    assert cli(capsys, "blackbox", "recover", link) == (2, "", f"aoti-debug blackbox: {link}: {LINK}\n")
+    assert cli(capsys, "blackbox", "recover", fifo) == (2, "", f"aoti-debug blackbox: {fifo_says}\n")
+    assert cli(capsys, "blackbox", "recover", str(tmp_path)) == (
+        2, "", f"aoti-debug blackbox: {link}: {LINK}\naoti-debug blackbox: {fifo_says}\n")
+
+
+def test_timeline_names_the_files_it_could_not_read_on_stderr(made, tmp_path, capsys):
+    folder = copy(made["nan"][2], tmp_path)
+    paths = [garble(folder, n) for n in sorted(os.listdir(folder)) if n.startswith("launch")]
+    out = tmp_path / "t.json"
+    code, text, err = cli(capsys, "timeline", folder, "-o", str(out))
+    assert code == 0 and text.endswith(
+        "; 6 dumped file(s) or record(s) cannot be read (their values are unknown in the trace)\n")
+    assert err.splitlines() == [f"aoti-debug timeline: unknown in the trace: {p}: {GARBAGE}" for p in paths]

@@ -28,7 +28,8 @@ def test_version():
 def test_a_wrong_option_is_named_with_the_commands_own_usage(tmp_path):
     proc = aoti_debug("nan-origin", str(tmp_path / "x.log"), "--bogus")
     assert (proc.returncode, proc.stdout) == (2, "")
-    assert proc.stderr == ("usage: aoti-debug nan-origin [-h] LOG_OR_DUMP_DIR [LOG_OR_DUMP_DIR ...]\n"
+    assert proc.stderr == ("usage: aoti-debug nan-origin [-h] [--rerun-ops]\n"
+                           "                             LOG_OR_DUMP_DIR [LOG_OR_DUMP_DIR ...]\n"
                            "aoti-debug nan-origin: error: unrecognized arguments: --bogus\n")
 
 
@@ -63,3 +64,28 @@ def test_a_closed_pipe_ends_quietly_with_status_141(buffered):
     os.close(read)             # before the interpreter has even started
     _, stderr = proc.communicate(timeout=120)
     assert (proc.returncode, stderr) == (141, "")
+
+
+CLOSED_STDOUT = ("standard output is closed, so nothing could be printed "
+                 "(give it a file or a pipe, e.g. > out.txt or > /dev/null)\n")
+
+
+@pytest.mark.parametrize("argv", [["info"], ["nan-origin", "run.log"]], ids=["info", "nan-origin"])
+def test_a_closed_stdout_is_exit_2_with_one_line(argv, tmp_path):
+    """`aoti-debug info >&-`: said in one line on stderr; with stderr closed too, the
+    exit status alone says it."""
+    (tmp_path / "run.log").write_text("")
+    command = " ".join([sys.executable, "-m", "aoti_debug", *argv])
+    proc = subprocess.run(f"exec {command} >&-", shell=True, cwd=tmp_path, env=clean_env(),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", f"aoti-debug {argv[0]}: " + CLOSED_STDOUT)
+    proc = subprocess.run(f"exec {command} >&- 2>&-", shell=True, cwd=tmp_path, env=clean_env(),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", "")
+
+
+def test_a_log_that_opens_but_cannot_be_read_is_exit_2_with_one_line():
+    """/proc/self/mem is a regular file whose read fails (EIO)."""
+    proc = aoti_debug("nan-origin", "/proc/self/mem")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (
+        2, "", "aoti-debug nan-origin: /proc/self/mem: cannot be read (Input/output error)\n")

@@ -1,13 +1,15 @@
 """The same package run from Python and from the C++ runner: the same records,
 the same errors.  A C++ server gets exactly what a Python user gets."""
 
+import os
 import re
+import subprocess
 
 import pytest
 
 from aoti_debug import runner
 from aoti_debug.analysis.mask import mask
-from conftest import PLANTED, clean_env, raised, records, run_package, saved_inputs
+from conftest import PLANTED, clean_env, raised, records, run_package, saved_inputs, without_torch_logs
 
 pytestmark = pytest.mark.torch_matrix
 
@@ -127,3 +129,36 @@ def test_nan_raise_reaches_cpp_with_pythons_text(tmp_path, exe, packages):
     assert cpp.returncode == 1
     assert cpp.stderr.endswith(f"aoti-debug-run: model run failed: {text}\n")
     assert py_log == cpp_log
+
+
+@pytest.mark.parametrize("dest", ["stdout", "stderr"])
+def test_a_log_on_a_closed_pipe_does_not_stop_the_run(tmp_path, exe, mlp10, dest):
+    """`AOTI_DEBUG_LOGLEVEL=5 aoti-debug-run ... | head -1` once head has exited: the log's
+    writes fail, the run goes on and its outputs are written (the log on stdout: one line
+    on stderr says the records are lost; on stderr: nothing can be said)."""
+    import torch
+    inputs = saved_inputs(tmp_path, "models.example('mlp')[1]")
+    quiet = runner.run_package(mlp10, inputs, outputs=tmp_path / "quiet.pt",
+                               env=clean_env(AOTI_DEBUG_LOGLEVEL="0"))
+    assert quiet.returncode == 0, quiet.stderr
+    read, write = os.pipe()
+    os.close(read)
+    closed = {"stdout": write} if dest == "stdout" else {"stderr": write}
+    try:
+        proc = subprocess.run([exe, mlp10, "--inputs", inputs, "--outputs", str(tmp_path / "o.pt")],
+                              **{"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **closed},
+                              env=clean_env(AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_LOGDEST=dest),
+                              text=True, timeout=300)
+    finally:
+        os.close(write)
+    assert proc.returncode == 0
+    got, expected = runner.load_outputs(tmp_path / "o.pt"), runner.load_outputs(tmp_path / "quiet.pt")
+    assert len(got) == len(expected) > 0 and all(torch.equal(g, e) for g, e in zip(got, expected))
+    if dest == "stdout":
+        assert without_torch_logs(proc.stderr) == ("aoti-debug: cannot write the log to stdout (Broken pipe); "
+                                                   "records are lost until a write succeeds\n")
+    else:   # the runner's own lines are all there
+        lines, quiet_lines = proc.stdout.splitlines(), quiet.stdout.splitlines()
+        assert lines[:len(got)] == quiet_lines[:len(got)] and lines[0].startswith("output 0: shape=")
+        assert re.fullmatch(r"ran 1 time, [\d.]+ ms per run", lines[len(got)])
+        assert lines[len(got) + 1:] == [f"outputs written to {tmp_path / 'o.pt'}"]

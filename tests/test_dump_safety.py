@@ -3,12 +3,16 @@ and "A shared dump directory"):
 
 1. replay calls only torch.ops operators and functions of modules named with
    --allow-module; anything else is refused (exit 2) before it is imported;
-2. replay loads the recorder's copy of an artifact (checked against its sha256)
-   or --package, never a .so path a manifest names;
+2. replay loads --package, or the recorder's copy of an artifact (checked
+   against its sha256) when the user trusts the dump's code, never a .so path
+   a manifest names; a replay process that fails is an error, never a result;
 3. the recorders create their folders and files exclusively: a link planted at
    a name they will use is never followed, and a note says which name they used;
 7. the dump limits hold for every process writing into one directory, C++ and
-   Python alike (one ledger).
+   Python alike (one ledger);
+8. re-running a launch's recorded ops (check, nan-origin and report with
+   --rerun-ops) runs only operators that compute: nothing that reads or writes
+   files, prints, or changes the process's state (ops.refusal).
 
 Everything runs in fresh processes where it matters; the AOTI tests reuse the
 session's level-10 mlp package.
@@ -17,6 +21,7 @@ session's level-10 mlp package.
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -26,7 +31,7 @@ import pytest
 from aoti_debug.analysis.untrusted import shorten   # long values are cut: the temp folder varies
 from aoti_debug.cli import main
 from conftest import TESTS, clean_env, run_python
-from test_analysis_untrusted import RUN_DRIVER, copy, lines_of, made, rewrite  # noqa: F401  (fixture)
+from test_analysis_untrusted import RUN_DRIVER, copy, in_fresh_process, lines_of, made, rewrite  # noqa: F401  (fixture)
 from test_flight_recorder import NOTE_TAIL, dir_size, manifest, mlp10, notes  # noqa: F401  (fixture)
 
 torch = pytest.importorskip("torch")
@@ -188,12 +193,59 @@ def test_a_changed_artifact_copy_is_not_loaded(made, tmp_path, evil_so):
     entries = lines_of(folder)
     entries[0].update(so="/gone/model.so", so_copy="../4242-model-artifact.so", so_sha256=recorded)
     rewrite(folder, entries)
-    proc = replay_in_fresh_process("--dir", os.path.dirname(folder))
+    proc = replay_in_fresh_process("--dir", os.path.dirname(folder), "--trust-dump-code")
     assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", (
         f"aoti-debug replay: {copied}: its sha256 is {sha256(so)}, not the {recorded} recorded in "
         f"{folder}/manifest.jsonl:1 (the file changed after it was recorded), so it is not loaded; "
         "pass --package P.pt2 to replay with an artifact you trust\n"))
     assert not marker.exists()
+
+
+def test_the_artifact_copy_runs_only_when_the_user_trusts_the_dump(made, tmp_path, evil_so):
+    """The copy's hash is in the same manifest: it proves the copy unchanged, not who made it."""
+    so, marker = evil_so
+    folder = copy(made["clean"][2], tmp_path)
+    copied = os.path.join(os.path.dirname(folder), "4242-model-artifact.so")
+    with open(so, "rb") as src, open(copied, "wb") as dst:
+        dst.write(src.read())
+    entries = lines_of(folder)
+    entries[0].update(so="/gone/model.so", so_copy="../4242-model-artifact.so", so_sha256=sha256(copied))
+    rewrite(folder, entries)
+    proc = replay_in_fresh_process("--dir", folder)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", (
+        f"aoti-debug replay: {copied}: replaying {folder}/manifest.jsonl:1 would run this library, code the "
+        "dump directory holds; pass --package P.pt2 with an artifact you trust, or --trust-dump-code to run it\n"))
+    assert not marker.exists()
+    # trusted, it runs; it is no AOTI model, so the replay process fails: an error, not a result
+    proc = replay_in_fresh_process("--dir", folder, "--trust-dump-code")
+    assert (proc.returncode, proc.stdout) == (2, "") and marker.exists()
+    assert re.fullmatch(rf"aoti-debug replay: {re.escape(folder)}: the replay process failed \(exit status 1\): "
+                        r"RuntimeError: .*; nothing was compared\n", proc.stderr), proc.stderr
+
+
+def test_a_replay_process_that_fails_is_an_error_naming_why(made, tmp_path, capsys):
+    folder = copy(made["clean"][2], tmp_path)
+    garbage = tmp_path / "garbage.so"
+    garbage.write_bytes(b"not a shared library\n" * 64)
+    assert cli(capsys, "replay", "--dir", folder, "--package", str(garbage)) == (2, "", (
+        f"aoti-debug replay: {folder}: the replay process failed (exit status 1): RuntimeError: Error in "
+        f"dlopen: {garbage}: invalid ELF header; nothing was compared\n"))
+
+
+def test_a_replay_refusing_the_inputs_names_their_shape(mlp10, tmp_path, capsys):
+    """The error the artifact raised, not the C++ backtrace under it."""
+    dump_dir = tmp_path / "dumps"
+    run_python(f"""
+        import sys; sys.path.insert(0, {TESTS!r})
+        import torch, models
+        torch._inductor.aoti_load_package({mlp10!r})(*models.example("mlp")[1])
+    """, env=clean_env(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=dump_dir,
+                       AOTI_DEBUG_LOGDEST=tmp_path / "log.txt"))
+    (folder,) = [dump_dir / d for d in os.listdir(dump_dir) if d.endswith("-mlp-run1")]
+    torch.save([torch.ones(5, 3)], folder / "inputs.pt")          # mlp takes (4, 8)
+    assert cli(capsys, "replay", "--dir", str(folder), "--package", mlp10) == (2, "", (
+        f"aoti-debug replay: {folder}: the replay process failed (exit status 1): RuntimeError: mat1 and mat2 "
+        "shapes cannot be multiplied (5x3 and 8x16); nothing was compared\n"))
 
 
 # ---------------------------------------------------------------- 3. links planted at the recorders' names
@@ -279,7 +331,7 @@ def test_the_cpp_recorder_never_follows_a_planted_link(mlp10, tmp_path, capsys):
     assert run["so_sha256"] == sha256(dump_dir / f"{pid}-mlp-artifact.2.so")
     assert note_lines(log) == [taken_note(dump_dir, pid, "mlp-run1", "mlp-run1.2"),
                                taken_note(dump_dir, pid, "mlp-artifact.so", "mlp-artifact.2.so")]
-    code, out, _ = cli(capsys, "replay", "--dir", str(dump_dir))
+    code, out, _ = cli(capsys, "replay", "--dir", str(dump_dir), "--trust-dump-code")
     assert code == 0 and out.splitlines()[-1] == "6 passed, 0 failed"
 
 
@@ -373,3 +425,163 @@ def test_cpp_and_python_recorders_share_one_budget(mlp10, tmp_path):
     assert len({n.split("-")[0] for n in names if n.endswith("-mlp-run1")}) == 2
     assert any(n.endswith("-calls") for n in names)
     assert f"AOTI_DEBUG_DUMP_MAX_SIZE_GB={limit_gb:g} would be exceeded" + NOTE_TAIL in log
+
+
+# ---------------------------------------------------------------- 8. what re-running a launch's ops may do
+
+CANDIDATES = "  candidate ops: log (can make NaN/Inf) (--rerun-ops re-runs them on the dumped inputs to name the op)"
+
+
+def planted_ops(made, tmp_path, ops):
+    """The NaN run folder with `ops` as the ops of its origin launch, 1.2 (cpp_fused_log_1: buf0 in, buf1 out)."""
+    folder = copy(made["nan"][2], tmp_path)
+    entries = lines_of(folder)
+    next(e for e in entries if e["event"] == "before" and e["id"] == "1.2")["ops"] = ops
+    rewrite(folder, entries)
+    return folder
+
+
+def op(node, name, *args, holds=(), **kwargs):
+    return {"node": node, "op": name, "args": list(args), "kwargs": kwargs, "own": True, "holds": list(holds)}
+
+
+def mapped_and_filled(victim):
+    """A file mapped as a tensor (shared: writing the tensor writes the file), then filled."""
+    return [op("mapped", "aten.from_file.default", str(victim), True, 16, dtype={"dtype": "uint8"}),
+            op("fill", "aten.fill_.Scalar", {"node": "mapped"}, 88, holds=["buf1"])]
+
+
+FROM_FILE = ("aten.from_file is not re-run: it maps a file (shared, what is written to the tensor is "
+             "written to the file)")
+
+
+def check_line(out):
+    return next(line for line in out.splitlines() if line.startswith("1.2 "))
+
+
+def test_check_nan_origin_and_report_never_write_a_file_a_dump_maps(made, tmp_path, capsys):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("a file of the user's")
+    folder = planted_ops(made, tmp_path, mapped_and_filled(victim))
+    code, out, err = cli(capsys, "check", folder)
+    assert check_line(out) == f"1.2 cpp_fused_log_1  not checkable: buf1: {FROM_FILE}"
+    assert (code, err) == (0, "")
+    # nan-origin and report run nothing from a dump unless asked
+    code, out, err = cli(capsys, "nan-origin", folder)
+    assert (code, out.splitlines()[3], err) == (1, CANDIDATES, "")
+    assert cli(capsys, "report", folder, "-o", str(tmp_path / "r.html"))[0] == 0
+    # asked, they run only what computes
+    code, out, err = cli(capsys, "nan-origin", "--rerun-ops", folder)
+    assert (code, out.splitlines()[3], err) == (1, f"  op:     not narrowed: {FROM_FILE}", "")
+    assert cli(capsys, "report", "--rerun-ops", folder, "-o", str(tmp_path / "r.html"))[0] == 0
+    assert f"op:     not narrowed: {FROM_FILE}" in (tmp_path / "r.html").read_text()
+    assert victim.read_text() == "a file of the user's"
+
+
+def test_nan_origin_reruns_the_ops_when_asked(made, tmp_path, capsys):
+    folder = planted_ops(made, tmp_path, [
+        op("log", "aten.log.default", {"input": "buf0", "shape": ["2", "3"]}, holds=["buf1"])])
+    code, out, _ = cli(capsys, "nan-origin", "--rerun-ops", folder)
+    assert (code, out.splitlines()[3]) == (1, "  op:     aten.log")
+    # in-place and out= forms write only what the re-run made: they run
+    folder = planted_ops(made, tmp_path / "out", [
+        op("empty", "aten.empty_like.default", {"input": "buf0", "shape": ["2", "3"]}),
+        op("log", "aten.log.out", {"input": "buf0", "shape": ["2", "3"]}, out={"node": "empty"}),
+        op("twice", "aten.mul_.Scalar", {"node": "log"}, 1.0, holds=["buf1"])])
+    code, out, _ = cli(capsys, "check", folder)
+    assert code == 0     # max_ulp: eager's float32 log against float64
+    assert check_line(out).startswith("1.2 cpp_fused_log_1  ok  max_abs=0 max_rel=0 max_ulp="), out
+
+
+@pytest.mark.parametrize("ops, why", [
+    ([op("said", "aten._print.default", "\x1b[2J\x1b]0;pwned\x07", holds=["buf1"])],
+     "aten._print is not re-run: it prints"),
+    ([op("seeded", "aten.manual_seed.default", 1234, holds=["buf1"])],
+     "aten.manual_seed is not re-run: it seeds the random generator of the process"),
+    ([op("saved", "aten.save.default", {"input": "buf0"}, "SAVED", holds=["buf1"])],
+     "aten.save is not re-run: it writes a file"),
+    ([op("grad", "aten.set_grad_enabled.default", True, holds=["buf1"])],
+     "aten.set_grad_enabled is not re-run: it changes the autograd state of the process"),
+    ([op("timed", "profiler._record_function_enter.default", "x", holds=["buf1"])],
+     "profiler._record_function_enter is not re-run: it records into the profiler of the process"),
+], ids=["print", "manual_seed", "save", "set_grad_enabled", "profiler"])
+def test_ops_that_act_outside_the_computation_are_refused(made, tmp_path, capfd, ops, why):
+    saved = tmp_path / "saved.pt"
+    ops = json.loads(json.dumps(ops).replace("SAVED", str(saved)))
+    folder = planted_ops(made, tmp_path, ops)
+    seed = torch.initial_seed()
+    code = main(["check", folder])
+    out, err = capfd.readouterr()
+    assert (code, check_line(out), err) == (0, f"1.2 cpp_fused_log_1  not checkable: buf1: {why}", "")
+    code = main(["nan-origin", "--rerun-ops", folder])
+    out, err = capfd.readouterr()
+    assert (code, out.splitlines()[3], err) == (1, f"  op:     not narrowed: {why}", "")
+    assert torch.initial_seed() == seed and not saved.exists() and torch.is_grad_enabled()
+
+
+def test_a_view_reaching_outside_its_storage_is_never_read(made, tmp_path):
+    """_reshape_alias places a view without a bounds check; the op that would read it never runs
+    (in a fresh process: reading it could crash this one)."""
+    folder = planted_ops(made, tmp_path, [
+        op("alias", "aten._reshape_alias.default", {"input": "buf0", "shape": ["2", "3"]}, [2, 3], [10**8, 1]),
+        op("read", "aten.clone.default", {"node": "alias"}, holds=["buf1"])])
+    proc = in_fresh_process("check", folder)
+    assert (proc.returncode, check_line(proc.stdout), proc.stderr) == (
+        0, "1.2 cpp_fused_log_1  not checkable: buf1: aten._reshape_alias is not re-run: it returned a view "
+           "reaching outside its storage", "")
+
+
+def test_replay_calls_only_torch_ops_that_compute(tmp_path, capsys):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("a file of the user's")
+    folder = calls_folder(tmp_path / "dumps", "torch._ops.aten", "aten::from_file", [str(victim), True, 16],
+                          torch.zeros(16, dtype=torch.uint8))
+    assert cli(capsys, "replay", "--dir", str(folder)) == (2, "", (
+        f"aoti-debug replay: {folder}/manifest.jsonl:2: call 1 names torch._ops.aten.aten::from_file, which is "
+        f"not replayed: it {FROM_FILE.split(': it ', 1)[1]} (replay runs operators that compute, nothing that "
+        "acts outside the computation)\n"))
+    assert victim.read_text() == "a file of the user's"
+
+
+# ---------------------------------------------------------------- 9. a black box ring names its process
+
+RING_DRIVER = """
+    import os, torch
+    from aoti_debug.runtime.launches import Model, Site
+    model = Model("model", 0, blackbox=4)
+    x = torch.tensor([1.0, 2.0])
+    site = Site("cpp_fused_add_0", "add", "/srv/app/model.py:11", "", (("arg0_1", "in"), ("buf0", "out")))
+    run = model.begin_run(("arg0_1",), (x,))
+    buf0 = torch.empty_like(x)
+    run.launch += 1
+    run.before(site, (x, buf0))
+    buf0.copy_(x + 1)
+    run.after(site, (x, buf0))
+    os._exit(0)        # as a killed process does: the ring stays
+"""
+RING_PID_AT = 28       # RingHeader (detail/blackbox.h): magic[8], version, header_bytes, file_bytes, launches, pid
+
+
+@pytest.fixture(scope="module")
+def ring(tmp_path_factory):
+    dump_dir = tmp_path_factory.mktemp("box") / "dumps"
+    run_python(RING_DRIVER, env=clean_env(AOTI_DEBUG_DUMP_DIR=dump_dir, AOTI_DEBUG_BLACKBOX_MAX_MB="1",
+                                          AOTI_DEBUG_LOGDEST=dump_dir.parent / "log.txt"))
+    (name,) = [n for n in os.listdir(dump_dir) if n.endswith("-blackbox.ring")]
+    return (dump_dir / name).read_bytes()
+
+
+@pytest.mark.parametrize("pid", [0, -1, 2**31 - 1])
+def test_a_ring_naming_no_valid_process_is_refused_without_kill_advice(ring, tmp_path, capsys, pid):
+    """kill -USR2 0 signals the process group, -1 every process: a ring is data."""
+    import struct
+    path = tmp_path / "4242-blackbox.ring"
+    path.write_bytes(ring[:RING_PID_AT] + struct.pack("<i", pid) + ring[RING_PID_AT + 4:])
+    assert cli(capsys, "blackbox", "recover", str(tmp_path)) == (2, "", (
+        f"aoti-debug blackbox: {str(path)!r}: its process id {pid} is not valid (a process id is 1 to 4194304): "
+        "the ring is damaged or not a black box's, and is not recovered\n"))
+    assert os.listdir(tmp_path) == [path.name]
+    # the ring as written is recovered
+    path.write_bytes(ring)
+    code, out, _ = cli(capsys, "blackbox", "recover", str(tmp_path))
+    assert (code, out.splitlines()[0].split(" into ")[0]) == (0, f"recovered {path}")

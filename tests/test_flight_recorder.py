@@ -356,7 +356,7 @@ def test_replay_python_calls_pass(tmp_path, capsys, monkeypatch):
 
 
 def test_replay_aoti_runs_pass(recorded, capsys):
-    code, lines = replay(capsys, "--dir", str(recorded[0]))
+    code, lines = replay(capsys, "--dir", str(recorded[0]), "--trust-dump-code")   # we recorded it
     assert code == cli.OK, lines
     assert len(lines) == 13 and lines[-1] == "12 passed, 0 failed"
     assert all(re.fullmatch(r"PASS launch [12]\.[1-6] \w+ max_abs=0 max_rel=0", line) for line in lines[:-1])
@@ -373,7 +373,7 @@ def test_replay_names_the_corrupted_launch(recorded, tmp_path, capsys):
     path = dump_dir / folder / after["files"][0]["file"]
     t = torch.load(path, weights_only=True)
     torch.save(t + 0.25, path)
-    code, lines = replay(capsys, "--dir", str(dump_dir), "--allow-module", "replaymod")
+    code, lines = replay(capsys, "--dir", str(dump_dir), "--allow-module", "replaymod", "--trust-dump-code")
     assert code == cli.FOUND
     failed = [line for line in lines if line.startswith("FAIL")]
     assert failed == [f"FAIL launch 1.3 {after['kernel']} max_abs=0.25 max_rel={failed[0].split('max_rel=')[1]}"]

@@ -2,11 +2,15 @@
 custom ops with real memory bugs (examples/custom_op/memory_bugs.cpp) that
 run silently without it, named at their launch, buffer and line with it, from
 Python and from the C++ runner; the NaN they leave is told apart from a
-numerics bug."""
+numerics bug.  A correct model with a convolution (oneDNN allocates through
+torch's raw_allocate, which requires a buffer's data pointer to be its
+context) runs under it exactly as without it."""
 
+import hashlib
 import re
 
 import pytest
+import torch
 
 from aoti_debug import runner
 from aoti_debug.analysis.mask import mask
@@ -28,6 +32,11 @@ def overrun(packages, membugs_so):
 @pytest.fixture(scope="module")
 def membugs(packages, membugs_so):
     return packages.get("membugs", MEMBUGS_SO=membugs_so, **CHECKED)
+
+
+@pytest.fixture(scope="module")
+def conv(packages):
+    return packages.get("conv", **CHECKED)
 
 
 def launch_of(log_text, kernel):
@@ -154,3 +163,55 @@ def test_torch_compile_reports_what_the_artifact_reports(membugs, membugs_so, tm
     unnamed = lambda text: sorted(re.sub(r"\bbuf\d+\b", "BUF", n) for n in notes(text, "memcheck"))
     assert len(notes(aoti_log.read_text(), "memcheck")) == 3
     assert unnamed(compiled_log.read_text()) == unnamed(aoti_log.read_text())
+
+
+def output_line(t):
+    """run_package's line for one output (its sum and the hash of its bytes)."""
+    digest = hashlib.sha256(t.detach().contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
+    return f"OUTPUT {tuple(t.shape)} {t.double().sum().item()!r} {digest[:16]}"
+
+
+def test_a_conv_net_runs_under_it_as_without_it(conv, tmp_path):
+    """oneDNN's convolution asserts that a buffer's DataPtr has its data pointer
+    as context: the guarded buffers keep that, from Python and from the C++ runner."""
+    runs = {}
+    for action in ("off", "warn", "raise"):
+        log = tmp_path / f"{action}.log"
+        proc = run_package(conv, "conv", AOTI_DEBUG_LOGDEST=log, AOTI_DEBUG_MEMCHECK=action)
+        runs[action] = [line for line in proc.stdout.splitlines() if line.startswith("OUTPUT")], log.read_text()
+    outputs, text = runs["off"]
+    assert len(outputs) == 1 and outputs[0].startswith("OUTPUT (2, 2) "), outputs
+    assert launch_of(text, "aoti_torch_cpu_convolution")[0] == "1.2"
+    for action in ("warn", "raise"):
+        assert runs[action][0] == outputs, action
+        assert notes(runs[action][1], "memcheck") == [], action
+        assert records(mask(runs[action][1])) == records(mask(text)), action
+    inputs = saved_inputs(tmp_path, "models.example('conv')[1]")
+    for action in ("warn", "raise"):
+        log, out = tmp_path / f"cpp-{action}.log", tmp_path / f"cpp-{action}.pt"
+        proc = runner.run_package(conv, inputs, outputs=out,
+                                  env=clean_env(AOTI_DEBUG_LOGDEST=log, AOTI_DEBUG_MEMCHECK=action))
+        assert proc.returncode == 0, proc.stderr
+        assert [output_line(t) for t in runner.load_outputs(out)] == outputs, action
+        assert notes(log.read_text(), "memcheck") == [], action
+
+
+def test_torch_compile_runs_a_conv_net_under_it(tmp_path):
+    """The Python runtime's wrapper on the same allocator: the convolution runs,
+    nothing is reported, and the result is eager's."""
+    log = tmp_path / "log.txt"
+    proc = run_python(f"""
+        import sys; sys.path.insert(0, {TESTS!r})
+        import torch, models, aoti_debug
+        model, args, _ = models.example("conv")
+        model.requires_grad_(False)
+        want = model(*args)
+        with aoti_debug.instrument(level=1, memcheck="raise"):
+            got = torch.compile(model)(*args)
+        print("CLOSE", tuple(got.shape), torch.allclose(got, want, rtol=1e-4, atol=1e-5))
+    """, env=clean_env(AOTI_DEBUG_LOGDEST=log))
+    assert proc.stdout.splitlines()[-1] == "CLOSE (2, 2) True", proc.stdout + proc.stderr
+    text = log.read_text()
+    heads = [r.split("\n", 1)[0] for r in records(mask(text))]
+    assert "[TIMESTAMP] [pid PID] launch 1.2 aoti_torch_cpu_convolution" in heads, text
+    assert notes(text, "memcheck") == []

@@ -109,9 +109,9 @@ def package(_started):
     return _started["package"]
 
 
-def run_exe(built, *args, env=None):
+def run_exe(built, *args, env=None, cwd=None):
     return subprocess.run([str(built["exe"]), *map(str, args)], capture_output=True, text=True,
-                          env=clean_env(**(env or {})), timeout=300)
+                          env=clean_env(**(env or {})), cwd=cwd, timeout=300)
 
 
 # ---- building -----------------------------------------------------------------
@@ -230,6 +230,41 @@ def test_model_exception_text_reaches_stderr(built, package):
     assert proc.stdout == ""
 
 
+@slow
+def test_an_error_inside_the_model_is_said_without_its_backtrace(built, package, tmp_path):
+    """A wrong dtype fails in an ATen op called through the C shim: the message reaches
+    the runner with the op's C++ backtrace in it, which is not part of the message."""
+    inputs = tmp_path / "double.pt"
+    runner.save_inputs(inputs, (torch.randn(16, 64, dtype=torch.float64), torch.randn(16, 32),
+                                torch.arange(6).reshape(2, 3)))
+    proc = run_exe(built, package / "model.pt2", "--inputs", inputs)
+    assert (proc.returncode, proc.stdout) == (1, "")
+    lines = proc.stderr.splitlines()
+    assert lines[-1] == ("aoti-debug-run: model run failed: "
+                         "mat1 and mat2 must have the same dtype, but got Double and Float")
+    # the line before is AOTI's own ("Error: ... API call failed at ..."); no frame anywhere
+    assert not [line for line in lines if line.startswith(("Exception raised from", "frame #"))]
+
+
+@slow
+def test_a_library_named_without_a_slash_is_the_file_in_the_current_directory(built, package, tmp_path):
+    """dlopen("libok.so") would search the system's library path, not the current directory."""
+    (tmp_path / "ok.c").write_text('#include <unistd.h>\n'
+                                   '__attribute__((constructor)) static void loaded(void) {\n'
+                                   '  (void)write(2, "libok loaded\\n", 13);\n}\n')
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", "libok.so", "ok.c"], cwd=tmp_path, check=True)
+    args = (package / "model.pt2", "--inputs", package / "inputs.pt")
+    proc = run_exe(built, *args, "--library", "libok.so", cwd=tmp_path)
+    assert (proc.returncode, proc.stderr) == (0, "libok loaded\n")
+    # a name that is no file here is still searched for as dlopen does
+    proc = run_exe(built, *args, "--library", "libm.so.6", cwd=tmp_path)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    proc = run_exe(built, *args, "--library", "libaoti_debug_no_such.so", cwd=tmp_path)
+    assert (proc.returncode, proc.stderr) == (
+        2, "aoti-debug-run: cannot load library: libaoti_debug_no_such.so: "
+           "cannot open shared object file: No such file or directory\n")
+
+
 # (arguments, exit status, the whole of stderr); {pkg} {inputs} {tmp} are filled in
 ERRORS = [
     ([], 2, f"bad arguments: missing PACKAGE.pt2 ({USAGE_LINE})"),
@@ -291,10 +326,26 @@ def test_unreadable_inputs_and_unloadable_packages(built, package, tmp_path):
                                   "Failed to find a generated cpp file or so file for model 'other'")
 
 
+HELP = USAGE_LINE + """
+
+Runs an AOT Inductor package (a .pt2 file or the directory it was unpacked into) the way
+a C++ server does, on inputs written by aoti_debug.runner.save_inputs.
+  --inputs FILE      the inputs (torch.save of a list or tuple of tensors)
+  --outputs FILE     write the outputs there (a tuple of tensors, for torch.load)
+  --model-name NAME  the model in the package (default: model)
+  --repeat N         run N times (default: 1) and print the time per run
+  --library LIB.so   load a library first, e.g. one that registers custom ops
+                     (repeatable); a name without '/' that is a file in the current
+                     directory is loaded as that file, other names without '/' are
+                     searched for on the system's library path, as dlopen does
+exit status: 0 ran, 1 the package or the run failed, 2 bad arguments or input files
+"""
+
+
 @slow
 def test_help_exits_zero_when_built(built):
     proc = run_exe(built, "--help")
-    assert (proc.returncode, proc.stdout, proc.stderr) == (0, USAGE_LINE + "\n", "")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, HELP, "")
 
 
 # ---- file format helpers ----------------------------------------------------------

@@ -3,6 +3,9 @@ the next write that succeeds says how many records were lost (issue: nothing
 is dropped silently).  Both writers run the same cases: the registry's
 write_record in the compiled core and the Python writer used without it."""
 
+import os
+import signal
+
 import pytest
 
 from conftest import banners, clean_env, run_package, run_python, without_torch_logs
@@ -99,3 +102,105 @@ def test_a_record_with_a_lone_surrogate_is_written_escaped(tmp_path, writer):
     text = mask(log.read_text())
     assert '\n[TIMESTAMP] [pid PID] call 1 __main__.size thread=TID\n  arg[0] path: "\\udcff.txt"\n' in text
     assert text.endswith("[TIMESTAMP] [pid PID] return 1 __main__.size\n  output: 5\n")
+
+
+# A log whose reader went away, in a process that set SIGPIPE back to its default
+# action (a C++ server that never ignored it; Python itself ignores it).  `dest`:
+# stdout or stderr on a pipe whose read end is closed (`| head -1` that has
+# exited), or a FIFO path whose reader closes it after the first record.
+PIPE_SCRIPT = """
+import os, signal, sys, threading
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+from aoti_debug.runtime import format as fmt, sink
+if {writer!r} == "python":
+    sink.native = lambda: None
+elif sink.native() is None:
+    sys.exit("the compiled core is not available")
+def rec(i):
+    return fmt.record(fmt.header("note", "-", "r%d" % i, os.getpid()), ["  body of record %d" % i])
+report = open({report!r}, "w")
+def state(when):
+    pending = sorted(int(s) for s in signal.sigpending())
+    blocked = sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+    report.write("%s: pending %s, blocked %s\\n" % (when, pending, blocked))
+dest = {dest!r}
+if dest in ("stdout", "stderr"):
+    read, write = os.pipe()
+    os.dup2(write, 1 if dest == "stdout" else 2)
+else:
+    os.mkfifo(dest)
+    read = os.open(dest, os.O_RDONLY | os.O_NONBLOCK)
+    sink.write(dest, rec(0))
+    report.write("read %r\\n" % os.read(read, 1 << 16).decode()[-31:])
+os.close(read)
+sink.write(dest, rec(1))
+sink.write(dest, rec(2))
+state("after")
+signal.pthread_sigmask(signal.SIG_BLOCK, {{signal.SIGPIPE}})   # a thread that blocks it itself
+sink.write(dest, rec(3))
+state("blocked")
+signal.pthread_kill(threading.get_ident(), signal.SIGPIPE)     # ... and has one pending
+sink.write(dest, rec(4))
+state("pending")
+signal.sigtimedwait({{signal.SIGPIPE}}, 0)
+report.write("alive\\n")
+"""
+
+
+@pytest.mark.parametrize("dest", ["stdout", "stderr", "fifo"])
+@pytest.mark.parametrize("writer", ["native", "python"])
+def test_a_closed_pipe_fails_the_write_and_never_kills_the_process(tmp_path, writer, dest):
+    report, fifo = tmp_path / "report.txt", str(tmp_path / "log.fifo")
+    proc = run_python(PIPE_SCRIPT.format(writer=writer, dest=fifo if dest == "fifo" else dest,
+                                         report=str(report)), check=False)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr)
+    pipe = int(signal.SIGPIPE)
+    # none of ours is left pending, the thread's mask and its own pending SIGPIPE are kept
+    assert report.read_text() == ("read '] note - r0\\n  body of record 0\\n'\n" if dest == "fifo" else "") + (
+        f"after: pending [], blocked []\nblocked: pending [], blocked [{pipe}]\n"
+        f"pending: pending [{pipe}], blocked [{pipe}]\nalive\n")
+    # the lost line goes to stderr, unless stderr is the closed pipe itself
+    said = {"stdout": LOST_LINE.format("stdout", "Broken pipe"), "stderr": "",
+            "fifo": LOST_LINE.format(fifo, "Broken pipe")}[dest]
+    assert proc.stderr == said
+
+
+@pytest.mark.parametrize("writer", ["native", "python"])
+def test_a_fifo_without_a_reader_falls_back_to_stderr(tmp_path, writer):
+    """Opening a FIFO that no one reads would block the model until a reader comes."""
+    fifo = tmp_path / "log.fifo"
+    os.mkfifo(fifo)
+    proc = run_python(f"""
+        import os, sys
+        from aoti_debug.runtime import format as fmt, sink
+        if {writer!r} == "python":
+            sink.native = lambda: None
+        elif sink.native() is None:
+            sys.exit("the compiled core is not available")
+        for i in (1, 2):
+            sink.write({str(fifo)!r}, fmt.record(fmt.header("note", "-", "r%d" % i, os.getpid()), []))
+    """, timeout=60)
+    text = mask(proc.stderr)
+    assert text == (banners(text)[0]
+                    + "[TIMESTAMP] [pid PID] note - settings\n"
+                    + f"  AOTI_DEBUG_LOGDEST={str(fifo)!r} is not valid: cannot open {fifo} "
+                      "(No such device or address); keeping stderr\n"
+                    + "[TIMESTAMP] [pid PID] note - r1\n[TIMESTAMP] [pid PID] note - r2\n")
+
+
+def test_info_tries_a_fifo_destination_without_opening_it(tmp_path):
+    """`aoti-debug info` tries the destination as a run would open it: a FIFO without a
+    reader would block it, and opened and closed with one it would end the reader's input."""
+    import threading
+    from aoti_debug.runtime import sink
+    fifo = tmp_path / "log.fifo"
+    os.mkfifo(fifo)
+    result = []
+    tried = threading.Thread(target=lambda: result.append(sink.try_destination(str(fifo), 1)), daemon=True)
+    tried.start()
+    tried.join(10)
+    hung = tried.is_alive()
+    if hung:         # a reader lets the blocked open return
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+        tried.join()
+    assert (hung, result) == (False, [None])

@@ -14,14 +14,21 @@ The manifest is checked line by line (manifest.py) and tensor files are read
 with torch.load(weights_only=True) from regular files only (untrusted.py); a
 loaded value may nest containers at most MAX_DEPTH deep and a tensor may have
 at most MAX_ELEMENTS elements (an expanded tensor counts its repeats), so a
-crafted file cannot make the statistics run for hours.  torch is imported
-only when a tensor file is read.
+crafted file cannot make the statistics run for hours.  Before anything is
+inflated, the sizes the ZIP's central directory declares are checked
+(`_check_sizes`): no record may be larger than the file (both writers store
+records uncompressed, so only a ZIP bomb is), and each tensor's record must
+hold the bytes its metadata says.  A tensor must have its values (on the
+CPU after map_location; a `meta` tensor has none).  torch is imported only
+when a tensor file is read.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import warnings
+import zipfile
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from . import manifest, records
@@ -52,7 +59,11 @@ def load(path: str) -> Any:
     with open_regular(path) as f, warnings.catch_warnings():
         warnings.simplefilter("ignore")     # torch's advice on a damaged file: the error says it
         try:
+            _check_sizes(path, f, torch)
+            f.seek(0)
             value = torch.load(f, weights_only=True, map_location="cpu")
+        except InputError:
+            raise
         except Exception as exc:        # torch.load raises whatever its parts raise on bad bytes
             why = reason(exc, after="WeightsUnpickler error:")   # past the advice on weights_only
             raise InputError(f"{path}: cannot be read as a torch.save file ({why})") from None
@@ -67,6 +78,9 @@ def _check_value(path: str, value: Any, torch) -> None:
         if isinstance(v, torch.Tensor):
             if v.layout != torch.strided:
                 raise InputError(f"{path}: holds a {v.layout} tensor (only strided tensors are dumped)")
+            if v.device.type != "cpu":      # map_location moved every real device's tensors here
+                raise InputError(f"{path}: holds a tensor on device {printable(str(v.device))}, which has "
+                                 "no values to read (a dump holds tensors with their values)")
             if v.numel() > MAX_ELEMENTS:
                 raise InputError(f"{path}: holds a tensor of {v.numel()} elements "
                                  f"(at most {MAX_ELEMENTS} are read)")
@@ -74,6 +88,56 @@ def _check_value(path: str, value: Any, torch) -> None:
             if depth >= MAX_DEPTH:
                 raise InputError(f"{path}: nests containers more than {MAX_DEPTH} deep")
             pending += [(x, depth + 1) for x in (v.values() if isinstance(v, dict) else v)]
+
+
+def _check_sizes(path: str, f, torch) -> None:
+    """Refuse a torch.save ZIP whose records would inflate past the file's own size, or whose
+    tensor records do not hold what its tensor metadata says they hold: checked on the central
+    directory and data.pkl (itself within the file's size) before torch.load inflates anything."""
+    size = os.fstat(f.fileno()).st_size
+    try:
+        archive = zipfile.ZipFile(f)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        return                          # not a ZIP (or a broken one): torch.load says what it is
+    records = {info.filename: info for info in archive.infolist()}
+    for info in records.values():
+        if info.file_size > size:
+            raise InputError(f"{path}: its record {printable(info.filename)!r} declares {info.file_size} "
+                             f"bytes, more than the file's {size} (refused before inflating: a file "
+                             "torch.save or aoti-debug writes stores its records uncompressed)")
+    pickles = [n for n in records if n.count("/") == 1 and n.endswith("/data.pkl")]
+    if len(pickles) != 1:
+        return                          # not a torch.save ZIP: torch.load says so
+    prefix = pickles[0][:-len("data.pkl")]
+    for key, nbytes in _storages(archive.read(pickles[0]), torch).items():
+        info = records.get(f"{prefix}data/{key}")
+        if info is None or info.file_size != nbytes:
+            held = "is missing" if info is None else f"holds {info.file_size} bytes"
+            raise InputError(f"{path}: its record {printable(prefix + 'data/' + key)!r} {held}, but the "
+                             f"tensor metadata says {nbytes} (refused before inflating)")
+
+
+def _storages(pickled: bytes, torch) -> Dict[str, int]:
+    """Storage key -> bytes, of every storage data.pkl names: read by torch's weights-only
+    unpickler, with storages on the meta device, so nothing is allocated."""
+    from torch import _weights_only_unpickler
+    from torch._utils import _element_size
+    sizes: Dict[str, int] = {}
+
+    def storage(saved_id):
+        if not isinstance(saved_id, tuple) or len(saved_id) != 5 or saved_id[0] not in ("storage", b"storage"):
+            raise InputError("a persistent id that is not a storage")
+        _, kind, key, _, numel = saved_id
+        dtype = torch.uint8 if kind is torch.UntypedStorage else kind.dtype
+        key = key.decode("ascii") if isinstance(key, bytes) else str(key)
+        sizes[key] = numel * _element_size(dtype)
+        return torch.storage.TypedStorage(wrap_storage=torch.UntypedStorage(sizes[key], device="meta"),
+                                          dtype=dtype, _internal=True)
+
+    unpickler = _weights_only_unpickler.Unpickler(io.BytesIO(pickled), encoding="utf-8")
+    unpickler.persistent_load = storage
+    unpickler.load()
+    return sizes
 
 
 def load_ref(ref: Ref) -> Any:

@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional
 
 from . import ops as opsmod
 from .check import held_outputs, known_sizes, launches, tensors
-from .untrusted import InputError, printable
+from .untrusted import InputError, create, printable
 
 FORMATS = ("contiguous_format", "channels_last", "channels_last_3d", "preserve_format")
 
@@ -176,21 +176,21 @@ def extract(root: str, ident: str, out_dir: str, package: Optional[str] = None) 
     written = []
 
     def save(name, value):
+        # never through a link or into a FIFO already in the folder (untrusted.create)
         path = os.path.join(out_dir, name)
-        torch.save(value, path)
+        with create(path) as f:
+            if isinstance(value, str):
+                f.write(value.encode("utf-8", "backslashreplace"))
+            else:
+                torch.save(value, f)
         written.append(path)
 
     save("inputs.pt", {name: inputs[name] for name in used})
     save("recorded.pt", {name: recorded[name] for name in wanted if name in recorded})
     if source is not None:
-        with open(os.path.join(out_dir, "kernel.cpp"), "w") as f:
-            f.write(source)
-        written.append(os.path.join(out_dir, "kernel.cpp"))
-    script = os.path.join(out_dir, "repro.py")
-    with open(script, "w") as f:
-        f.write(_script(before, folder, lines, used, wanted, program, namespaces,
-                        "kernel.cpp" if source is not None else None))
-    written.append(script)
+        save("kernel.cpp", source)
+    save("repro.py", _script(before, folder, lines, used, wanted, program, namespaces,
+                             "kernel.cpp" if source is not None else None))
     return written
 
 

@@ -137,11 +137,36 @@ def read(folder: str) -> List[Tuple[int, Entry]]:
             if not ended:
                 break                       # the torn last line of a process that died
             raise InputError(f"{path}:{number}: not a JSON line ({reason(exc)})") from None
+        if b"\\u" in raw:
+            entry = _without_surrogates(entry)
         check(entry, path, number)
         if out:
             _same_folder(out[0], (number, entry), path)
         out.append((number, entry))
     return out
+
+
+def _without_surrogates(entry: Any) -> Any:
+    """`entry` with each lone surrogate (JSON's `\\ud800`: the Python runtime writes a path
+    from os.fsdecode that way) as the text `\\ud800`, as the log writers write it: a lone
+    surrogate cannot be printed or written as UTF-8."""
+    def plain(v: Any) -> Any:
+        return v.encode("utf-8", "backslashreplace").decode("utf-8") if isinstance(v, str) else v
+
+    top = [plain(entry)]
+    pending = [top]
+    while pending:                  # no recursion: the JSON may nest as deep as json.loads allows
+        v = pending.pop()
+        if isinstance(v, list):
+            for i, x in enumerate(v):
+                v[i] = plain(x)
+            pending += [x for x in v if isinstance(x, (list, dict))]
+        elif isinstance(v, dict):
+            items = [(plain(k), plain(x)) for k, x in v.items()]
+            v.clear()
+            v.update(items)
+            pending += [x for _, x in items if isinstance(x, (list, dict))]
+    return top[0]
 
 
 def check(entry: Any, path: str, number: int) -> None:

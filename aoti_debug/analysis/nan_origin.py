@@ -128,7 +128,8 @@ def checks(log: Log) -> List[Check]:
     return out
 
 
-def find(log: Log) -> Finding:
+def find(log: Log, rerun_ops: bool = False) -> Finding:
+    """`rerun_ops`: re-run the dumped origin launch's ops to name the op (op_origin.py)."""
     all_checks = checks(log)
     finding = Finding(all_events=[c.event for c in all_checks], unreadable=log.unreadable(),
                       left_out=log.left_out + log.lost(), crashes=list(log.crashes),
@@ -152,7 +153,7 @@ def find(log: Log) -> Finding:
         finding.notes = checker_notes(log, origin.event)
         finding.memory = checker_notes(log, origin.event, "memcheck")
         if not _is_call(origin.event) and not finding.memory:
-            finding.op = op_origin.describe(origin.event)
+            finding.op = op_origin.describe(origin.event, rerun_ops)
     first_bad_input = next((c for c in sorted(all_checks, key=lambda c: c.start)
                             if c.inputs_state == NONFINITE), None)
     if first_bad_input is not None and (finding.origin is None
@@ -175,11 +176,11 @@ class Ranked:
     whole: Finding                          # the merged log: how the job stopped short, what is unreadable
 
 
-def by_process(log: Log) -> Ranked:
+def by_process(log: Log, rerun_ops: bool = False) -> Ranked:
     """nan-origin for a job: one finding per process (rank), each from its own records, ordered
     by when NaN/Inf first showed in it.  Timestamps are compared as written: the clocks of one
     machine."""
-    per = [(p, find(log.of_process(p.pid))) for p in log.processes()]
+    per = [(p, find(log.of_process(p.pid), rerun_ops)) for p in log.processes()]
     bad = sorted((x for x in per if x[1].found), key=lambda x: x[1].when)
     clean = sorted((x for x in per if not x[1].found), key=lambda x: x[0].order)
     return Ranked(bad[0][1] if bad else None, bad + clean, find(log))

@@ -1,10 +1,12 @@
 """nan-origin down to the op: which op of the origin launch first made NaN/Inf.
 
-From a level-10 dump the launch's ops (the `ops` field of its manifest line) are
-re-run one at a time in eager, in the recorded dtype, on its recorded inputs; the
-answer is the first op whose output holds NaN/Inf while what it read did not.
-From a log alone, the launch's FX nodes are listed, those whose op can make
-NaN/Inf from finite values (a domain error, an overflow, 0/0) first.
+From a level-10 dump, when the user asks for it (`--rerun-ops`: reading a dump
+runs nothing unless asked), the launch's ops (the `ops` field of its manifest
+line) are re-run one at a time in eager, in the recorded dtype, on its recorded
+inputs; the answer is the first op whose output holds NaN/Inf while what it read
+did not.  Otherwise, and from a log, the launch's FX nodes are listed, those
+whose op can make NaN/Inf from finite values (a domain error, an overflow, 0/0)
+first.
 """
 
 from __future__ import annotations
@@ -91,14 +93,21 @@ def _input_args(v) -> List[dict]:
     return []
 
 
-def describe(event) -> Optional[str]:
-    """The `op:` line of nan-origin's origin block, or None for a call."""
+RERUN_HINT = "--rerun-ops re-runs them on the dumped inputs to name the op"
+
+
+def describe(event, rerun: bool = False) -> Optional[str]:
+    """The `op:` line of nan-origin's origin block, or None for a call.  The ops of
+    a dumped launch are re-run only when `rerun` (the user asked: --rerun-ops)."""
     first = event.first
     origin = getattr(event, "origin", None)
-    if first.file and os.path.basename(first.file) == "manifest.jsonl":
+    dumped = bool(first.file) and os.path.basename(first.file) == "manifest.jsonl"
+    if dumped and rerun:
         try:
             return f"  op:     {first_op(first.file, first.line)}"
         except InputError as exc:
             return f"  op:     not narrowed: {exc}"
     nodes = list(origin.nodes) if origin is not None and origin.nodes else []
-    return f"  candidate ops: {candidates(nodes)}" if nodes else None
+    if not nodes:
+        return f"  op:     not narrowed: {RERUN_HINT}" if dumped else None
+    return f"  candidate ops: {candidates(nodes)}" + (f" ({RERUN_HINT})" if dumped else "")

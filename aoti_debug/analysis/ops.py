@@ -3,10 +3,13 @@ checked and re-run in eager on the launch's recorded inputs.
 
 A dump folder is data: an op runs only when it names a `torch.ops` operator
 that is registered in this process (aten and prims always; a custom op once
-the user imported its library with `--allow-module`), looked up by name.
-Nothing is imported for an op.  Symbolic sizes are evaluated by a small
-arithmetic reader (integers, names, + - * // **, FloorDiv/Max/Min), never by
-Python's eval.
+the user imported its library with `--allow-module`), looked up by name, and
+only when it computes (`refusal`): nothing a dump names reads or writes files,
+prints, or changes the state of the process or a device.  Every tensor an op
+gets is one the re-run made (a copy of a dumped input, or an earlier op's
+result), so an in-place or `out=` op writes only those.  Nothing is imported
+for an op.  Symbolic sizes are evaluated by a small arithmetic reader
+(integers, names, + - * // **, FloorDiv/Max/Min), never by Python's eval.
 """
 
 from __future__ import annotations
@@ -156,9 +159,98 @@ def operator(name: str) -> Callable:
                            "defines it with --allow-module)") from None
     if not isinstance(fn, torch._ops.OpOverload):
         raise NotCheckable(f"{printable(name)} is not an operator")
-    if torch.Tag.nondeterministic_seeded in fn.tags:
-        raise NotCheckable(f"{ns}.{op} draws random numbers")
+    why = refusal(fn)
+    if why:
+        raise NotCheckable(f"{ns}.{op} is not re-run: it {why}")
     return fn
+
+
+# What an operator's schema cannot tell: it acts outside the computation (files, the
+# terminal, the process's or a device's state) without writing a tensor argument.
+_REFUSED = {
+    "aten::from_file": "maps a file (shared, what is written to the tensor is written to the file)",
+    "aten::save": "writes a file",
+    "debugprims::load_tensor": "reads a file",
+    "aten::_print": "prints",
+    "aten::warn": "prints a warning",
+    "aten::manual_seed": "seeds the random generator of the process",
+    "aten::seed": "seeds a random generator",
+    "aten::initial_seed": "reads a random generator",
+    "aten::set_num_threads": "changes the thread pool of the process",
+    "aten::set_num_interop_threads": "changes the thread pool of the process",
+    "aten::set_grad_enabled": "changes the autograd state of the process",
+    "aten::record_stream": "changes a device's state",
+    "aten::_cufft_set_plan_cache_max_size": "changes a device's state",
+    "aten::_cufft_clear_plan_cache": "changes a device's state",
+    "aten::pin_memory": "pins host memory for a device",
+    "aten::_pin_memory": "pins host memory for a device",
+    # views and copies placed without a bounds check: they reach memory outside every tensor
+    "aten::_reshape_alias_copy": "reads memory its strides place without a bounds check",
+    "inductor::_alloc_from_pool": "places a tensor in memory without a bounds check",
+}
+_REFUSED_NAMESPACES = {
+    "profiler": "records into the profiler of the process",
+    "c10d": "talks to other processes", "_c10d_functional": "talks to other processes",
+    "_c10d_functional_autograd": "talks to other processes", "_dtensor": "talks to other processes",
+    "symm_mem": "talks to other processes (symmetric memory)",
+    "prim": "is a TorchScript instruction (print, rpc, ...), not a computation",
+    "debugprims": "reads files", "debug_mode_ops": "records into a debug mode",
+}
+# operators that return nothing and check their arguments: they raise, nothing else
+_CHECKS = frozenset({"aten::_assert_async", "aten::_assert_scalar", "aten::_assert_tensor_metadata",
+                     "aten::_linalg_check_errors", "aten::sym_constrain_range",
+                     "aten::sym_constrain_range_for_size"})
+_PATH_ARGS = frozenset({"filename", "file", "path", "filepath", "file_path", "dirname", "directory"})
+_TENSORS = frozenset({"Tensor", "Optional[Tensor]"})
+
+
+def refusal(fn) -> str:
+    """Why the operator overload `fn` may not run on a dump's values ("" when it may).
+    Only what computes runs: a functional operator, or one that writes tensor arguments
+    only values it is given (in-place, `out=`: the callers hand it tensors and lists
+    they made).  Refused by name (what the schema cannot tell, above), for random
+    numbers, a file path argument, a written argument that is process state (a
+    generator), and for returning nothing while writing nothing (all it can do is act
+    elsewhere)."""
+    import torch
+    schema = fn._schema
+    name = schema.name
+    if name in _REFUSED:
+        return _REFUSED[name]
+    if name.split("::", 1)[0] in _REFUSED_NAMESPACES:
+        return _REFUSED_NAMESPACES[name.split("::", 1)[0]]
+    if torch.Tag.nondeterministic_seeded in fn.tags:
+        return "draws random numbers"
+    writes = False
+    for arg in schema.arguments:
+        kind = str(arg.type)
+        if arg.name in _PATH_ARGS and "str" in kind:
+            return f"takes a file path (argument {arg.name})"
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            if kind not in _TENSORS and not kind.startswith(("List[", "Dict[")):
+                return f"writes its argument {arg.name}, a {kind} (state of the process, not a value it was given)"
+            writes = True
+    if not schema.returns and not writes and name not in _CHECKS and not name.startswith("aten::_validate_"):
+        return "returns nothing and writes none of its arguments (all it can do is act outside the computation)"
+    return ""
+
+
+def _foreign(value) -> str:
+    """Why an op's result is not memory the re-run may use ("" when it is): a tensor
+    backed by a file, or a view reaching outside its storage (the first op to read or
+    write it would touch memory no tensor owns)."""
+    import torch
+    if isinstance(value, (list, tuple)):
+        return next((why for why in map(_foreign, value) if why), "")
+    if not isinstance(value, torch.Tensor) or value.numel() == 0 or value.layout != torch.strided:
+        return ""
+    storage = value.untyped_storage()
+    if storage.filename:
+        return "a tensor backed by a file"
+    end = value.storage_offset() + sum((n - 1) * s for n, s in zip(value.shape, value.stride())) + 1
+    if min(value.stride(), default=0) < 0 or end * value.element_size() > storage.nbytes():
+        return "a view reaching outside its storage"
+    return ""
 
 
 def is_upstream(name: str) -> bool:
@@ -276,10 +368,14 @@ class Runner:
         kwargs = {k: self._arg(v) for k, v in op.kwargs.items()}
         try:
             with torch.no_grad():
-                return fn(*args, **kwargs)
+                value = fn(*args, **kwargs)
         except Exception as exc:       # an op refusing these inputs: say so, never crash the report
             raise NotCheckable(f"{op.short} raised {type(exc).__name__}: "
                                f"{shorten(printable(str(exc).splitlines()[0] if str(exc) else ''))}") from None
+        foreign = _foreign(value)
+        if foreign:                    # no later op reads or writes it
+            raise NotCheckable(f"{op.short} is not re-run: it returned {foreign}")
+        return value
 
     def _leaf_tensor(self, t):
         import torch

@@ -501,7 +501,8 @@ class Log:
 # -- parsing ------------------------------------------------------------------
 
 def parse(text: str, path: Optional[str] = None) -> Log:
-    lines = text.split("\n")
+    # a copy made on Windows or sent through a tool that writes CRLF: the same records
+    lines = text.replace("\r\n", "\n").split("\n")
     ends_cleanly = lines[-1] == ""
     if ends_cleanly:
         lines.pop()
@@ -729,6 +730,10 @@ def _block(b: _Body, j: int, depth: int) -> Tuple[Optional[Value], int, bool]:
             key, sep, value = body[j].strip(" ").partition("=")
             if sep and key == "stats" and value.startswith("skipped (") and value.endswith(")"):
                 skipped = value[len("skipped ("):-1]
+            elif sep and key in COUNT_KEYS and decimal(value) is None:
+                # `nan_count=nan` or `-1` is no count: read as a number it would say "no NaN"
+                b.lost(j, f"'{shorten(key + '=' + value)}' is not a count (expected a whole number "
+                          "of at most 20 digits)")
             elif sep and key in TENSOR_KEYS and (key not in STAT_KEYS or parse_number(value) is not None) \
                     and (key != "hash" or _HASH.match(value)):
                 fields[key] = value

@@ -14,8 +14,10 @@ Two kinds of dump folders:
 
 What may run is decided by runnable.py before anything runs: a dump folder is
 data, and the functions and artifact it names run only when the user allowed
-them (``--allow-module``, ``--package``) or, for the artifact copy, when it is
-the file the recorder wrote (its sha256).
+them (``--allow-module``, ``--package``) or, for the artifact copy, when the
+user trusts the dump's code (``--trust-dump-code``) and it is the file the
+recorder wrote (its sha256).  A replay process that fails is an error
+(ReplayInputError), never a pass or a finding: nothing was compared.
 
 Files are read with ``torch.load(..., weights_only=True)`` only, from regular
 files only, and the manifest is checked line by line (manifest.py).  A
@@ -28,6 +30,8 @@ from __future__ import annotations
 
 import math
 import os
+import re
+import signal
 import stat
 import subprocess
 import sys
@@ -38,7 +42,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from .. import settings
 from . import blackbox, closeness, runnable
 from .dumps import MANIFEST, call_arguments, load, manifest_lines, read_manifest
-from .untrusted import InputError
+from .untrusted import InputError, shorten
 
 
 class ReplayInputError(InputError):
@@ -259,8 +263,10 @@ class RunPlan:
     here: str = ""
 
 
-def check_run(folder: str, lines: List[Tuple[int, Dict[str, Any]]], package: Optional[str]) -> RunPlan:
-    """How the run of `folder` will be replayed, checked before anything runs."""
+def check_run(folder: str, lines: List[Tuple[int, Dict[str, Any]]], package: Optional[str],
+              trust: bool = False) -> RunPlan:
+    """How the run of `folder` will be replayed, checked before anything runs; the
+    dump's own artifact copy only when the user trusts its code (`trust`)."""
     number, run = next(((n, e) for n, e in lines if e["event"] == "run"), (0, None))
     if run is None:
         raise ReplayInputError(f"{folder}: the manifest has no run line")
@@ -270,7 +276,7 @@ def check_run(folder: str, lines: List[Tuple[int, Dict[str, Any]]], package: Opt
     if not run.get("so"):
         raise ReplayInputError(f"{folder}: this run was recorded from torch.compile, which leaves no artifact "
                                "to run again; compare it with another run's dumps with `aoti-debug diff`")
-    return RunPlan(inputs, copy=runnable.recorded_artifact(folder, run, number), sha256=run["so_sha256"],
+    return RunPlan(inputs, copy=runnable.recorded_artifact(folder, run, number, trust), sha256=run["so_sha256"],
                    here=f"{os.path.join(folder, MANIFEST)}:{number}")
 
 
@@ -335,6 +341,34 @@ def _nothing_kept(*lines: Optional[Dict[str, Any]]) -> str:
     return "; ".join(f"{', '.join(names)}: {error}" for error, names in why.items())
 
 
+# a failed replay's stderr: the exception Python raised, else what the artifact printed
+# (`Error: ...`); not the generic "API call failed at <file>" of an AOTI wrapper, nor
+# the traceback or c10's backtrace frames around them
+_RAISED = re.compile(r"[A-Za-z_][\w.]*(?:Error|Exception): \S")
+_PRINTED = re.compile(r"Error: \S")
+_NOISE = re.compile(r"\s|Traceback |Exception raised from |frame #\d+|<omitting")
+
+
+def process_error(stderr: str) -> str:
+    """The line of a failed replay process's stderr that says what went wrong, e.g.
+    `RuntimeError: mat1 and mat2 shapes cannot be multiplied (5x3 and 8x16)`."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip() and not _NOISE.match(line)]
+    useful = [line for line in lines if "API call failed at" not in line]
+    found = (next((line for line in reversed(useful) if _RAISED.match(line)), None)
+             or next((line for line in useful if _PRINTED.match(line)), None)
+             or next(reversed(useful or lines), "no error message"))
+    return shorten(found, 300)
+
+
+def _ended(status: int) -> str:
+    if status > 0:
+        return f"exit status {status}"
+    try:
+        return f"killed by {signal.Signals(-status).name}"
+    except ValueError:
+        return f"killed by signal {-status}"
+
+
 def replay_run(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: float,
                plan: RunPlan, libraries: Sequence[str] = ()) -> Tuple[List[Item], str]:
     """Items of one recorded run, and a note about the replay process ("" if it ran cleanly).
@@ -342,8 +376,8 @@ def replay_run(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: fl
     inputs only, on those (they are what the launches before it computed)."""
     recorded = _compared(entries)
     with tempfile.TemporaryDirectory(prefix="aoti-debug-replay-") as tmp:
-        package, so = plan.package or "", ""
-        if package.endswith(".so"):
+        package, so = os.path.abspath(plan.package) if plan.package else "", ""
+        if package.endswith(".so"):     # absolute: dlopen looks a bare name up on the library path
             package, so = "", package
         elif not package:   # the file loaded is the file whose hash was checked
             so = runnable.private_copy(plan.copy, plan.sha256, plan.here,
@@ -359,10 +393,10 @@ def replay_run(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: fl
         proc = subprocess.run([sys.executable, "-c", _RUNNER, so, package, plan.inputs,
                                *(os.path.abspath(p) for p in libraries)],
                               env=env, capture_output=True, text=True)
+        if proc.returncode != 0:     # nothing was compared: neither a pass nor a finding
+            raise ReplayInputError(f"{folder}: the replay process failed ({_ended(proc.returncode)}): "
+                                   f"{process_error(proc.stderr)}; nothing was compared")
         note = ""
-        if proc.returncode != 0:
-            tail = (proc.stderr.strip().splitlines() or [""])[-1]
-            note = f"replay process exited with status {proc.returncode}: {tail}"
         new_lines = _replayed_launches(os.path.join(tmp, "dumps"))
         items = []
         for e, nothing_kept in recorded:
@@ -410,7 +444,8 @@ def replay_run(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: fl
 
 
 def replay(root: str, atol: float = 1e-6, rtol: float = 1e-5, package: Optional[str] = None,
-           allow: Sequence[str] = (), libraries: Sequence[str] = ()) -> Tuple[List[Item], List[str]]:
+           allow: Sequence[str] = (), libraries: Sequence[str] = (), trust_dump_code: bool = False
+           ) -> Tuple[List[Item], List[str]]:
     """Every item of every dump folder under `root`, and notes for stderr.  Every folder is
     checked first (runnable.py): a folder that names what may not run stops the replay
     before anything runs."""
@@ -425,7 +460,7 @@ def replay(root: str, atol: float = 1e-6, rtol: float = 1e-5, package: Optional[
                     runnable.check_call(e, allow, f"{os.path.join(folder, MANIFEST)}:{number}")
             checked.append((folder, lines, None))
         else:
-            checked.append((folder, lines, check_run(folder, lines, package)))
+            checked.append((folder, lines, check_run(folder, lines, package, trust_dump_code)))
     items: List[Item] = []
     notes: List[str] = [f"{d}: a dump directory inside {root}, not replayed (replay it on its own)"
                         for d in nested(root)]

@@ -82,11 +82,11 @@ def duration_us(event: Event) -> Optional[float]:
 
 
 def render(log: Log, against: Optional[Log] = None,
-           divergence: Optional[diff_mod.Result] = None) -> Page:
+           divergence: Optional[diff_mod.Result] = None, rerun_ops: bool = False) -> Page:
     events = log.events
     unfinished = [e for e in events if not e.finished]
     level = log.level_hint()
-    finding = nan_origin.find(log) if level >= 5 else None
+    finding = nan_origin.find(log, rerun_ops) if level >= 5 else None
     marks: Dict[int, List[str]] = {id(e): [] for e in events}
     if finding is not None:
         if finding.origin is not None:

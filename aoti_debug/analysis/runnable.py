@@ -4,16 +4,20 @@ replay never executes code it names unless the user allowed it (docs/dumps.md,
 
 - A recorded Python call runs only when it names a `torch.ops` operator
   (module `torch._ops.<ns>`, qualname `<ns>::<op>[.<overload>]`, as the
-  recorder writes them) or a function of a module the user named with
-  `--allow-module` (or of one of its submodules).  Anything else is refused
-  before anything is imported.  An allowed module is imported; the function is
-  looked up attribute by attribute, never through another module or a dunder,
-  and must be defined in the module the manifest names.
-- A recorded AOTI run is replayed with what the user gave (`--package`), or
-  with the recorder's copy of the artifact in the dump directory (`so_copy`, a
-  file beside the run folder), once its sha256 is the `so_sha256` the recorder
-  wrote.  The copy is loaded from a private copy made while hashing, so it
-  cannot change between the check and the load.  The `.so` path a manifest
+  recorder writes them) that computes (ops.refusal: nothing that reads or
+  writes files, prints, or changes the process's state), or a function of a
+  module the user named with `--allow-module` (or of one of its submodules).
+  Anything else is refused before anything is imported.  An allowed module is
+  imported; the function is looked up attribute by attribute, never through
+  another module or a dunder, and must be defined in the module the manifest
+  names.
+- A recorded AOTI run is replayed with what the user gave (`--package`), or,
+  when the user trusts the dump's code (`--trust-dump-code`), with the
+  recorder's copy of the artifact in the dump directory (`so_copy`, a file
+  beside the run folder), once its sha256 is the `so_sha256` the recorder
+  wrote (the hash is in the same manifest: it proves the copy unchanged, not
+  who made it).  The copy is loaded from a private copy made while hashing, so
+  it cannot change between the check and the load.  The `.so` path a manifest
   names (`so`) is never loaded.
 
 Every refusal is a `RefusedInput` (an InputError: exit status 2) naming the file
@@ -59,7 +63,12 @@ def check_call(entry: Dict[str, Any], allow: Sequence[str], here: str) -> None:
     if not module or not qualname or "<" in qualname:
         return          # cannot be re-imported at all: FAIL "cannot re-import", nothing runs
     named = shorten(f"{module}.{qualname}", 120)
-    if _torch_op_parts(module, qualname) is not None:
+    op = _torch_op_parts(module, qualname)
+    if op is not None:
+        why = _op_refusal(*op)
+        if why:
+            raise RefusedInput(f"{here}: call {entry['index']} names {named}, which is not replayed: it {why} "
+                               "(replay runs operators that compute, nothing that acts outside the computation)")
         return
     if module_name(module) and allowed(module, allow):
         bad = next((p for p in qualname.split(".") if not _WORD.match(p) or p.startswith("__")), None)
@@ -114,6 +123,19 @@ def _torch_op_parts(module: str, qualname: str):
     return ns, parts[0], parts[1] if len(parts) == 2 else None
 
 
+def _op_refusal(ns: str, op: str, overload: Optional[str]) -> str:
+    """Why the operator may not be replayed (ops.refusal; a packet: any of its overloads,
+    since the arguments choose one at the call), "" when it may or is not registered
+    (then replay says it cannot re-import it)."""
+    from .ops import refusal
+    try:
+        found = _torch_op(ns, op, overload)
+    except (AttributeError, RuntimeError, LookupError):
+        return ""
+    overloads = [found] if overload is not None else [getattr(found, o) for o in found.overloads()]
+    return next((why for why in map(refusal, overloads) if why), "")
+
+
 def _torch_op(ns: str, op: str, overload: Optional[str]):
     import torch
     space = getattr(torch.ops, ns)
@@ -129,8 +151,12 @@ def _torch_op(ns: str, op: str, overload: Optional[str]):
 
 # ---------------------------------------------------------------- AOTI artifacts
 
-def recorded_artifact(folder: str, run: Dict[str, Any], number: int) -> str:
-    """The recorder's copy of a run's artifact, once its sha256 is the recorded one."""
+TRUST_FLAG = "--trust-dump-code"
+
+
+def recorded_artifact(folder: str, run: Dict[str, Any], number: int, trust: bool = False) -> str:
+    """The recorder's copy of a run's artifact, once the user trusts the dump's code
+    (`trust`) and its sha256 is the recorded one."""
     here = f"{os.path.join(folder, MANIFEST)}:{number}"
     copy, sha = run.get("so_copy"), run.get("so_sha256")
     if not copy:
@@ -142,6 +168,10 @@ def recorded_artifact(folder: str, run: Dict[str, Any], number: int) -> str:
     path = os.path.normpath(os.path.join(folder, copy))     # ../<file>: manifest.py checked the form
     if not os.path.lexists(path):
         raise RefusedInput(f"{path}: the run's artifact copy is missing; pass --package P.pt2")
+    if not trust:
+        raise RefusedInput(f"{path}: replaying {here} would run this library, code the dump directory "
+                           f"holds; pass --package P.pt2 with an artifact you trust, or {TRUST_FLAG} "
+                           "to run it")
     _check_hash(path, _hash(path), sha, here)
     return path
 

@@ -116,6 +116,9 @@ class Timeline:
     processes: List[ProcessTrack]
     not_placed: Dict[str, int]              # `launch` -> how many had no readable time
     notes: List[str]                        # what a reader should know: one line each
+    # dumped files and records that could not be read (why, one line each): what the trace
+    # shows of them is unknown, so the trace is not the whole run
+    unreadable: List[str] = dataclasses.field(default_factory=list)
 
     def slices(self, kind: str) -> List[Slice]:
         return [s for p in self.processes for t in p.tracks for s in t.slices if s.kind == kind]
@@ -132,6 +135,9 @@ class Timeline:
         if self.not_placed:
             what = ", ".join(f"{n} {_PLURAL[kind]}" for kind, n in self.not_placed.items())
             line += f"; not placed, without a readable timestamp: {what}"
+        if self.unreadable:
+            line += (f"; {len(self.unreadable)} dumped file(s) or record(s) cannot be read "
+                     "(their values are unknown in the trace)")
         return line
 
 
@@ -526,7 +532,8 @@ def _assemble(log: Log, slices: Dict[Key, List[Slice]], instants: Dict[Key, List
                              f"cross others of the thread; they are on {len(lanes) - 1} further track(s)")
         own = sorted(process_instants.get(process.pid, []), key=lambda i: i.ts)
         out.append(ProcessTrack(_process_name(process), pid, process, tracks, own))
-    return Timeline(out, not_placed, [text(n) for n in notes] + [text(n) for n in log.left_out + log.lost()])
+    return Timeline(out, not_placed, [text(n) for n in notes] + [text(n) for n in log.left_out + log.lost()],
+                    [text(n) for n in log.unreadable()])
 
 
 def _lanes(slices: List[Slice]) -> List[List[Slice]]:

@@ -3,10 +3,15 @@ damaged, cut short or crafted.  This module is the one place that opens such
 files and the one error type for input that cannot be used.
 
 - Only regular files are read: a FIFO, device or socket is refused before it is
-  opened for reading (opening one could block; reading `/dev/zero` never ends).
+  opened for reading (opening one could block; reading `/dev/zero` never ends),
+  and so is a symbolic link (a dump folder naming `/etc/passwd` or another
+  user's file must not make the commands read it).  Files are written the same
+  way (`create`): never through a link.
 - A line of a log or manifest may hold at most `LINE_LIMIT` bytes.
 - Text taken from an input is printed with its control characters escaped
-  (`printable`), so a kernel name cannot drive the terminal.
+  (`printable`), so a kernel name cannot drive the terminal; so is a lone
+  surrogate (from JSON's `\ud800`, or a file name that is not UTF-8), which
+  no terminal encoding can write.
 
 Every refusal is an `InputError` whose text is one line: the file (and line)
 and what is wrong with it.  The commands print it and exit with status 2.
@@ -14,6 +19,8 @@ and what is wrong with it.  The commands print it and exit with status 2.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import re
 import stat
@@ -38,7 +45,8 @@ def where(path: Optional[str], line: Optional[int] = None) -> str:
 
 # C0 and C1 controls, DEL, line/paragraph separators and the bidirectional overrides:
 # all of them can move the cursor, recolour or reorder what a terminal shows
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# (and lone surrogates, which cannot be encoded at all)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def _escape(match: "re.Match[str]") -> str:
@@ -84,18 +92,30 @@ def _kind(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
+def refused(path: str, mode: int, verb: str = "read") -> InputError:
+    if stat.S_ISLNK(mode):
+        return InputError(f"{path}: is a symbolic link, which is not followed (only regular files are "
+                          f"{verb}: a file outside the folder must not be reached through a link)")
+    return InputError(f"{path}: is {_kind(mode)}, not a regular file (only regular files are {verb})")
+
+
 def open_regular(path: str) -> BinaryIO:
-    """`path` opened for reading, if it is a regular file (symbolic links followed).
+    """`path` opened for reading, if it is a regular file and not a symbolic link.
 
     The file is checked before it is opened (opening some devices has effects) and
     again after, on the descriptor, so that it cannot be swapped in between; the
-    descriptor is opened non-blocking, so even a FIFO put there in the meantime
-    does not block.
+    descriptor is opened non-blocking and without following a link, so neither a
+    FIFO nor a link put there in the meantime is read.
     """
     try:
-        mode = os.stat(path).st_mode
+        mode = os.lstat(path).st_mode
         if stat.S_ISREG(mode):
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC | os.O_NOFOLLOW)
+            except OSError as exc:
+                if exc.errno != errno.ELOOP:
+                    raise
+                raise refused(path, stat.S_IFLNK) from None
             try:
                 mode = os.fstat(fd).st_mode
             except OSError:
@@ -106,12 +126,49 @@ def open_regular(path: str) -> BinaryIO:
             os.close(fd)
     except OSError as exc:
         raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    raise InputError(f"{path}: is {_kind(mode)}, not a regular file (only regular files are read)")
+    raise refused(path, mode)
+
+
+def create(path: str) -> BinaryIO:
+    """`path` opened for writing, emptied: created, or a regular file that is there replaced;
+    a symbolic link, FIFO or device there is refused (InputError naming it), never written
+    through."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+                     | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise refused(path, stat.S_IFLNK, "written") from None
+        if exc.errno == errno.ENXIO:          # a FIFO without a reader
+            raise refused(path, stat.S_IFIFO, "written") from None
+        raise InputError(f"{path}: cannot be written ({exc.strerror or exc})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise refused(path, mode, "written")
+        os.ftruncate(fd, 0)
+        os.set_blocking(fd, True)
+    except BaseException as exc:
+        os.close(fd)
+        if isinstance(exc, OSError):
+            raise InputError(f"{path}: cannot be written ({exc.strerror or exc})") from None
+        raise
+    return os.fdopen(fd, "wb")
+
+
+@contextlib.contextmanager
+def _reading(path: str) -> Iterator[None]:
+    """A read that fails after the open (EIO from /proc/self/mem, a file on a lost
+    network mount) is refused in one line, as a failed open is."""
+    try:
+        yield
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
 
 
 def lines(path: str) -> Iterator[Tuple[int, bytes, bool]]:
     """(line number, bytes without the newline, whether a newline ended it) of every line."""
-    with open_regular(path) as f:
+    with open_regular(path) as f, _reading(path):
         number = 0
         while True:
             line = f.readline(LINE_LIMIT + 1)
@@ -129,7 +186,7 @@ def lines(path: str) -> Iterator[Tuple[int, bytes, bool]]:
 def read_text(path: str) -> str:
     """The whole file as text (bad UTF-8 replaced), once every line is known to be within the limit."""
     chunks = []
-    with open_regular(path) as f:
+    with open_regular(path) as f, _reading(path):
         number, current = 1, 0              # line number, bytes of it read so far
         while True:
             block = f.read(_BLOCK)

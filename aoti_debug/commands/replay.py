@@ -16,6 +16,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--package", metavar="P.pt2", default=None,
                         help="replay AOTI runs with this package (or artifact .so) instead of the "
                              "artifact copy kept in the dump directory")
+    parser.add_argument("--trust-dump-code", action="store_true",
+                        help="without --package, run the artifact copy kept in the dump directory (code "
+                             "the dump holds: only for a dump you recorded yourself); without it such a "
+                             "replay is refused")
     parser.add_argument("--library", metavar="PATH", action="append", default=[],
                         help="load this custom-op library (torch.ops.load_library) in the process that "
                              "replays AOTI runs, as `aoti-debug-run --library` does (repeatable)")
@@ -37,7 +41,8 @@ def run(args) -> int:
             raise UsageError(f"--library {library}: no such file")
     try:
         items, notes = replay.replay(args.dir, atol=args.atol, rtol=args.rtol, package=args.package,
-                                     allow=args.allow_module, libraries=args.library)
+                                     allow=args.allow_module, libraries=args.library,
+                                     trust_dump_code=args.trust_dump_code)
     except InputError as exc:
         raise UsageError(str(exc)) from None
     except OSError as exc:

@@ -17,6 +17,10 @@ def add_arguments(parser) -> None:
                         help="a level-5 log of the same model: highlight the first divergence from it")
     parser.add_argument("--run", type=int, default=1, metavar="R",
                         help="with --against: which run to compare (default: 1)")
+    parser.add_argument("--rerun-ops", action="store_true",
+                        help="from a level-10 dump, re-run the NaN/Inf origin launch's recorded ops in eager "
+                             "to name the op, as nan-origin --rerun-ops does; without it nothing from the "
+                             "dump is run")
 
 
 def run(args) -> int:
@@ -28,7 +32,7 @@ def run(args) -> int:
         divergence = diff.diff(log, other, run=args.run) if other is not None else None
     except InputError as exc:
         raise UsageError(str(exc)) from None
-    page = report.render(log, against=other, divergence=divergence)
+    page = report.render(log, against=other, divergence=divergence, rerun_ops=args.rerun_ops)
     try:
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(page.html)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 from ..cli import OK, UsageError, echo
 
@@ -42,4 +43,6 @@ def run(args) -> int:
                          "expected a path to a file in a writable directory") from None
     echo([f"wrote {os.path.abspath(args.output)}: {model.summary()}"])
     echo(capped([f"note: {note}" for note in model.notes]))
+    # what could not be read is not passed over: on stderr, so that it is seen with stdout redirected
+    echo(capped([f"aoti-debug timeline: unknown in the trace: {why}" for why in model.unreadable]), file=sys.stderr)
     return OK

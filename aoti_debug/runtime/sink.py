@@ -12,9 +12,11 @@ import errno
 import itertools
 import os
 import platform as _platform
+import signal
+import stat
 import sys
 import threading
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from . import format as fmt
 from .._version import __version__
@@ -66,9 +68,42 @@ def write(dest: str, text: str) -> None:
 def write_stderr(text: str) -> None:
     """Lines for the user on stderr, in one write; never raises."""
     try:
-        os.write(2, text.encode("utf-8", "backslashreplace"))
-    except OSError:
+        write_full(2, text.encode("utf-8", "backslashreplace"), guard=True)
+    except Exception:
         pass
+
+
+_PIPE = {signal.SIGPIPE}
+
+
+def write_full(fd: int, data: bytes, guard: bool) -> Tuple[int, Optional[OSError]]:
+    """Write all of `data` unless a write fails: (bytes written, the error or None).
+
+    `guard`: the fd may be a pipe or socket whose reader went away.  The write
+    must then fail with EPIPE, not kill a process that set SIGPIPE back to its
+    default action: SIGPIPE is blocked in this thread around the write and the
+    one the write raised is taken back, as the C++ write_no_sigpipe does
+    (detail/registry.h); the disposition and a SIGPIPE already pending are
+    left as they were."""
+    if guard:
+        was_blocked = signal.SIGPIPE in signal.pthread_sigmask(signal.SIG_BLOCK, _PIPE)
+        was_pending = was_blocked and signal.SIGPIPE in signal.sigpending()
+    done, error = 0, None
+    try:
+        while done < len(data):
+            n = os.write(fd, data[done:])
+            if n == 0:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            done += n
+    except OSError as exc:
+        error = exc
+    finally:
+        if guard:
+            if error is not None and error.errno == errno.EPIPE and not was_pending:
+                signal.sigtimedwait(_PIPE, 0)   # directed at this thread: dequeued first
+            if not was_blocked:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, _PIPE)
+    return done, error
 
 
 _local_calls = itertools.count(1)   # next() on a count is atomic under the GIL
@@ -107,11 +142,22 @@ def resolve(dest: str, pid: int) -> str:
 
 
 class _Dest:
-    __slots__ = ("fd", "path", "bannered", "lost", "torn", "error")
+    __slots__ = ("fd", "path", "bannered", "lost", "torn", "error", "pipe")
 
     def __init__(self, fd: int, path: str) -> None:
         self.fd, self.path, self.bannered = fd, path, False
         self.lost, self.torn, self.error = 0, False, ""
+        self.pipe = fd <= 2 or _may_raise_sigpipe(fd)
+
+
+def _may_raise_sigpipe(fd: int) -> bool:
+    """Whether writing an opened path can raise SIGPIPE (a FIFO or socket); stdout and
+    stderr always can, as the process may point them at a pipe at any time."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return True
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 class _PythonWriter:
@@ -130,48 +176,42 @@ class _PythonWriter:
                 pid = os.getpid()
                 if pid != self._pid:      # forked: banners and fds are per process
                     self._dests, self._said, self._pid = {}, set(), pid
-                d = self._dests.get(dest)
+                d, note = self._dests.get(dest), ""
                 if d is None:
-                    d = self._dests[dest] = self._open(dest, pid) or self._stderr()
-                self._write(d, text, pid)
+                    d, note = self._open(dest, pid)
+                    self._dests[dest] = d
+                self._write(d, text, pid, note)
         except Exception:
             pass
 
-    def _write(self, d: _Dest, text: str, pid: int) -> None:
+    def _write(self, d: _Dest, text: str, pid: int, note: str = "") -> None:
         head = "" if d.bannered else fmt.banner(pid, __version__, torch_version(), platform_name(),
                                                  None, *process_rank(os.environ))
+        head += note
         if d.lost:
             head = ("\n" if d.torn else "") + head + fmt.record(
                 fmt.header("note", "-", "log", pid), ["  " + lost_note(d.lost, d.path, d.error)])
         data = fmt.restamp(head + text, fmt.timestamp()).encode("utf-8", "backslashreplace")
-        done = 0
-        try:
-            while done < len(data):
-                n = os.write(d.fd, data[done:])
-                if n == 0:
-                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-                done += n
-        except OSError as exc:
+        done, exc = write_full(d.fd, data, d.pipe)
+        if exc is not None:
             d.bannered = d.bannered or done > 0
             d.torn, d.lost, d.error = d.torn or done > 0, d.lost + 1, exc.strerror or str(exc)
             if d.path not in self._said:
                 self._said.add(d.path)
-                try:
-                    os.write(2, lost_line(d.path, d.error).encode())
-                except OSError:
-                    pass
+                write_full(2, lost_line(d.path, d.error).encode(), guard=True)
             return
         d.bannered, d.lost, d.torn, d.error = True, 0, False, ""
 
     def _stderr(self) -> _Dest:
         return self._dests.setdefault("stderr", _Dest(2, "stderr"))
 
-    def _open(self, dest: str, pid: int) -> Optional[_Dest]:
-        """The destination opened, or None: a path that cannot be opened writes to stderr."""
+    def _open(self, dest: str, pid: int) -> Tuple[_Dest, str]:
+        """The destination opened, and the note its first record is written after (a path
+        that cannot be opened writes to stderr, after a note saying why)."""
         if dest == "stdout":
-            return _Dest(1, dest)
+            return _Dest(1, dest), ""
         if dest == "stderr":
-            return self._stderr()
+            return self._stderr(), ""
         path = resolve(dest, pid)
         parent = os.path.dirname(path)
         try:
@@ -180,13 +220,19 @@ class _PythonWriter:
         except OSError:
             pass  # the open below reports the reason
         try:
-            return _Dest(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644), path)
+            # O_NONBLOCK: a FIFO without a reader fails with ENXIO instead of blocking
+            # the model until one comes; writes block again as for a file
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
         except OSError as exc:
-            note = fmt.record(fmt.header("note", "-", "settings", pid),
-                              [f"  AOTI_DEBUG_LOGDEST={dest!r} is not valid: cannot open {path} "
-                               f"({exc.strerror}); keeping stderr"])
-            os.write(2, note.encode())
-            return None
+            return self._stderr(), fmt.record(
+                fmt.header("note", "-", "settings", pid),
+                [f"  AOTI_DEBUG_LOGDEST={dest!r} is not valid: cannot open {path} "
+                 f"({exc.strerror}); keeping stderr"])
+        try:
+            os.set_blocking(fd, True)
+        except OSError:
+            pass
+        return _Dest(fd, path), ""
 
 
 def try_destination(dest: str, pid: int) -> Optional[str]:
@@ -207,7 +253,14 @@ def try_destination(dest: str, pid: int) -> Optional[str]:
             os.mkdir(folder)
             made.append(folder)
         if os.path.lexists(path):
-            os.close(os.open(path, os.O_WRONLY | os.O_APPEND))
+            if stat.S_ISFIFO(os.stat(path).st_mode):
+                # opened and closed, a FIFO would end its reader's input; whether a reader is
+                # there at run time cannot be known now (without one, a run writes to stderr)
+                if not os.access(path, os.W_OK):
+                    raise OSError(errno.EACCES, os.strerror(errno.EACCES))
+                return None
+            # O_NONBLOCK: a device that would wait to be opened does not hang the try
+            os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK))
         else:
             os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644))
             made.append(path)

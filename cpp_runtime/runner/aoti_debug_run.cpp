@@ -8,7 +8,9 @@
 // --library loads a shared library (repeatable) before the package: the
 // custom ops the model calls through the proxy executor register themselves
 // in the dispatcher when their library is loaded, as in a server that links
-// or dlopens them.
+// or dlopens them.  A name without a '/' that is a file in the current
+// directory is that file (dlopen alone would search the system's library
+// path for it); other names without a '/' are searched for as dlopen does.
 //
 // Files (docs/cpp.md): inputs are torch.save(list_of_tensors) — what
 // aoti_debug.runner.save_inputs writes; outputs are a tuple of tensors in the
@@ -18,6 +20,8 @@
 // or the outputs could not be written; 2 bad arguments or unreadable input
 // files.  Every failure is one line on stderr:
 //   aoti-debug-run: <what failed>: <message>
+// A reader of stdout that goes away (`| head -1`) does not stop the run: the
+// outputs are still written and the status is that of the run.
 
 #include <aoti_debug/config.h>
 
@@ -26,7 +30,10 @@
 #include <torch/torch.h>
 
 #include <dlfcn.h>
+#include <signal.h>
+#include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
@@ -50,6 +57,19 @@ constexpr int kUsage = 2;
 const char* const kUsageLine =
     "usage: aoti-debug-run PACKAGE.pt2 --inputs FILE [--outputs FILE] "
     "[--model-name NAME] [--repeat N] [--library LIB.so ...]";
+
+const char* const kHelp =
+    "Runs an AOT Inductor package (a .pt2 file or the directory it was unpacked into) the way\n"
+    "a C++ server does, on inputs written by aoti_debug.runner.save_inputs.\n"
+    "  --inputs FILE      the inputs (torch.save of a list or tuple of tensors)\n"
+    "  --outputs FILE     write the outputs there (a tuple of tensors, for torch.load)\n"
+    "  --model-name NAME  the model in the package (default: model)\n"
+    "  --repeat N         run N times (default: 1) and print the time per run\n"
+    "  --library LIB.so   load a library first, e.g. one that registers custom ops\n"
+    "                     (repeatable); a name without '/' that is a file in the current\n"
+    "                     directory is loaded as that file, other names without '/' are\n"
+    "                     searched for on the system's library path, as dlopen does\n"
+    "exit status: 0 ran, 1 the package or the run failed, 2 bad arguments or input files\n";
 
 // Carries the exit status with the one-line message.
 struct Failure {
@@ -78,7 +98,7 @@ Options parse_args(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "-h" || arg == "--help") {
-      std::cout << kUsageLine << "\n";
+      std::cout << kUsageLine << "\n\n" << kHelp;
       std::exit(kOk);
     }
     if (arg.rfind("--", 0) != 0 || arg == "--") {
@@ -132,14 +152,35 @@ Options parse_args(int argc, char** argv) {
 }
 
 // The message of an exception as its thrower wrote it: c10::Error's what()
-// may carry a C++ backtrace after the message, which is not part of it.
-// Trailing newlines (AOTI's own checks end their messages with one) are
-// dropped so that our line stays one line; the text itself is kept verbatim.
+// may carry a C++ backtrace after the message, which is not part of it.  An
+// error from inside the model (an ATen op called through the C shim) reaches
+// us as a message that already holds the op's what(), backtrace included:
+// that is cut at c10's "Exception raised from ... (most recent call first):"
+// line.  Trailing newlines (AOTI's own checks end their messages with one)
+// are dropped so that our line stays one line; the text itself is kept
+// verbatim.
 std::string message_of(const std::exception& e) {
   auto* c10_error = dynamic_cast<const c10::Error*>(&e);
   std::string text = c10_error ? c10_error->what_without_backtrace() : e.what();
+  const std::string head = "\nException raised from ", tail = " (most recent call first):";
+  for (size_t at = text.find(head); at != std::string::npos; at = text.find(head, at + 1)) {
+    const size_t eol = std::min(text.find('\n', at + 1), text.size());
+    if (eol - at > tail.size() && text.compare(eol - tail.size(), tail.size(), tail) == 0) {
+      text.resize(at);
+      break;
+    }
+  }
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
   return text;
+}
+
+// The name dlopen is given for --library `lib`: dlopen searches the system's
+// library path for a name without a '/', so a file of that name in the
+// current directory is named by its path instead.
+std::string library_path(const std::string& lib) {
+  struct stat st;
+  if (lib.find('/') == std::string::npos && stat(lib.c_str(), &st) == 0) return "./" + lib;
+  return lib;
 }
 
 // Names what is wrong with a path the user gave, or returns "" when it can be
@@ -255,7 +296,7 @@ int run(const Options& opt) {
   std::vector<at::Tensor> inputs = read_inputs(opt.inputs);
   for (const std::string& lib : opt.libraries) {
     // RTLD_GLOBAL: an op library may export symbols other libraries use.
-    if (dlopen(lib.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
+    if (dlopen(library_path(lib).c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
       const char* why = dlerror();
       throw Failure{kUsage, "cannot load library", why ? why : ("'" + lib + "'")};
     }
@@ -310,6 +351,9 @@ int run(const Options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A closed stdout (`| head -1`) fails our writes instead of killing the run
+  // before the outputs are written; the log's writes guard themselves.
+  signal(SIGPIPE, SIG_IGN);
   try {
     return run(parse_args(argc, argv));
   } catch (const Failure& f) {

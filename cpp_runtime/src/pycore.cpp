@@ -215,6 +215,8 @@ AOTID_EXPORT int64_t aotid_read_settings(const char* const* env, int32_t level, 
 // `aoti-debug blackbox recover`: the ring file `ring` of a process that has
 // ended, written as a dump folder <pid>-blackbox under `out_dir`.  Output:
 // "ok\n" + what the folder holds, or "live\n" / "error\n" + why not.
+constexpr int32_t kMaxPid = 4194304;  // PID_MAX_LIMIT of 64-bit Linux
+
 AOTID_EXPORT int64_t aotid_blackbox_recover(const char* ring, const char* out_dir, char* buf, int64_t cap) noexcept {
   try {
     namespace d = aoti_debug::detail;
@@ -241,6 +243,12 @@ AOTID_EXPORT int64_t aotid_blackbox_recover(const char* ring, const char* out_di
     d::ParsedRing parsed;
     std::string why;
     if (!d::box_parse(data.data(), data.size(), &parsed, &why)) return give("error\n" + d::py_repr(ring) + ": " + why, buf, cap);
+    // a ring is data: 0 and -1 would name a process group or every process to kill(2)
+    if (parsed.pid <= 0 || parsed.pid > kMaxPid)
+      return give("error\n" + d::py_repr(ring) + ": its process id " + std::to_string(parsed.pid) +
+                      " is not valid (a process id is 1 to " + std::to_string(kMaxPid) +
+                      "): the ring is damaged or not a black box's, and is not recovered",
+                  buf, cap);
     const uint64_t now = d::proc_start_ticks(parsed.pid);
     if (now != 0 ? now == parsed.start_ticks : ::kill(parsed.pid, 0) == 0 || errno == EPERM)
       return give("live\n" + d::py_repr(ring) + ": process " + std::to_string(parsed.pid) +

@@ -15,6 +15,12 @@
 // virtual functions run the installing copy's code; that shared object is
 // then kept loaded (RTLD_NODELETE), since the blocks it handed out carry its
 // deleter.  The bytes keep c10's 64-byte alignment.
+//
+// The guards must be invisible to ATen: a DataPtr it hands out has its data
+// pointer as context, as torch's own CPU allocator's do (raw_allocate, used
+// by oneDNN's convolutions, asserts it; copy-on-write clones need it), and
+// raw_deleter() frees such a pointer.  The guard bookkeeping is found by the
+// data pointer in a side table.
 #pragma once
 
 #include <c10/core/Allocator.h>
@@ -23,9 +29,11 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "../config.h"
@@ -69,7 +77,7 @@ class GuardApi {
   virtual int32_t concurrent() const = 0;
 };
 
-constexpr int32_t kGuardApiVersion = 1;
+constexpr int32_t kGuardApiVersion = 2;  // 2: data pointer == context
 
 #if !AOTI_DEBUG_CORE_BODIES
 AOTI_DEBUG_CORE_FN GuardApi* guard_api(std::string* why);
@@ -98,7 +106,7 @@ struct Pattern {
 
 class GuardAllocator final : public c10::Allocator, public GuardApi {
  public:
-  explicit GuardAllocator(c10::Allocator* inner) : inner_(inner) {}
+  explicit GuardAllocator(c10::Allocator* inner) : inner_(inner), inner_raw_(inner->raw_deleter()) {}
 
   c10::DataPtr allocate(size_t n) override {
     if (n == 0 || __atomic_load_n(&active_, __ATOMIC_ACQUIRE) == 0) return inner_->allocate(n);
@@ -107,7 +115,8 @@ class GuardAllocator final : public c10::Allocator, public GuardApi {
     uint8_t* base = static_cast<uint8_t*>(raw.get());
     if (base == nullptr) return raw;
     fill(base, total);
-    GuardBlock* b = new GuardBlock();
+    std::unique_ptr<GuardBlock> owned(new GuardBlock());  // freed with the bytes if the table cannot grow
+    GuardBlock* b = owned.get();
     b->inner = std::move(raw);
     b->base = base;
     b->nbytes = n;
@@ -115,10 +124,16 @@ class GuardAllocator final : public c10::Allocator, public GuardApi {
       std::lock_guard<std::mutex> g(mu_);
       b->run = mark_run_, b->launch = mark_launch_;
       std::memcpy(b->kernel, mark_kernel_, sizeof b->kernel);
+      blocks_.emplace(base + kGuardBytes, b);
+      owned.release();
       link(b);
     }
-    return c10::DataPtr(base + kGuardBytes, b, &GuardAllocator::free_block, c10::Device(c10::DeviceType::CPU));
+    return c10::DataPtr(base + kGuardBytes, base + kGuardBytes, &GuardAllocator::free_data,
+                        c10::Device(c10::DeviceType::CPU));
   }
+
+  // raw_allocate's pointers, guarded or passed through, come back here.
+  c10::DeleterFnPtr raw_deleter() const override { return &GuardAllocator::free_data; }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
@@ -225,17 +240,26 @@ class GuardAllocator final : public c10::Allocator, public GuardApi {
     b->live = false, b->prev = b->next = nullptr;
   }
 
-  static void free_block(void* ctx) {
-    GuardBlock* b = static_cast<GuardBlock*>(ctx);
+  // The deleter of every guarded block, and raw_deleter(): a pointer not in
+  // the table came from the inner allocator while no run was active.
+  static void free_data(void* data) {
     GuardAllocator* self = instance();
-    if (self != nullptr) {
+    if (self == nullptr) return;  // unreachable: only an installed allocator hands this out
+    GuardBlock* b = nullptr;
+    {
       std::lock_guard<std::mutex> g(self->mu_);
-      if (b->live) {
-        self->inspect(b, true);
-        self->unlink(b);
+      auto it = self->blocks_.find(data);
+      if (it != self->blocks_.end()) {
+        b = it->second;
+        self->blocks_.erase(it);
+        if (b->live) {
+          self->inspect(b, true);
+          self->unlink(b);
+        }
       }
     }
-    delete b;  // frees the allocation through the inner allocator's deleter
+    if (b != nullptr) delete b;  // frees the allocation through the inner allocator's deleter
+    else if (self->inner_raw_ != nullptr) self->inner_raw_(data);
   }
 
  public:
@@ -246,7 +270,9 @@ class GuardAllocator final : public c10::Allocator, public GuardApi {
 
  private:
   c10::Allocator* inner_;
+  c10::DeleterFnPtr inner_raw_;
   std::mutex mu_;
+  std::unordered_map<const void*, GuardBlock*> blocks_;  // every guarded block not yet freed, by data pointer
   int32_t active_ = 0;
   int32_t concurrent_ = 0;
   GuardBlock* head_ = nullptr;

@@ -156,7 +156,38 @@ inline size_t write_full(int fd, const char* p, size_t n) {
   return done;
 }
 
-inline void write_all(int fd, const char* p, size_t n) { (void)write_full(fd, p, n); }
+// write_full() for a log or stderr, which may be a pipe or socket whose
+// reader went away: the write fails with EPIPE (a failed sink) instead of the
+// SIGPIPE killing the process, whatever the process's disposition (a server
+// that never ignored it).  SIGPIPE is blocked in this thread alone around the
+// write and the one the write raised is taken back with sigtimedwait; the
+// disposition, other threads and a SIGPIPE that was already pending are left
+// as they were.  Async-signal-safe (the crash trailer uses it).
+inline size_t write_no_sigpipe(int fd, const char* p, size_t n) {
+  sigset_t pipe_only, old;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  if (pthread_sigmask(SIG_BLOCK, &pipe_only, &old) != 0) return write_full(fd, p, n);
+  const bool was_blocked = sigismember(&old, SIGPIPE) == 1;
+  bool was_pending = false;  // ours would merge into it: then it is not ours to take
+  if (was_blocked) {
+    sigset_t pending;
+    was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+  }
+  const size_t done = write_full(fd, p, n);
+  const int err = errno;
+  if (done < n && err == EPIPE && !was_pending) {
+    // the signal is directed at this thread, so it is the one dequeued first
+    const struct timespec zero = {0, 0};
+    while (sigtimedwait(&pipe_only, nullptr, &zero) < 0 && errno == EINTR) {
+    }
+  }
+  if (!was_blocked) pthread_sigmask(SIG_UNBLOCK, &pipe_only, nullptr);
+  errno = err;
+  return done;
+}
+
+inline void write_all(int fd, const char* p, size_t n) { (void)write_no_sigpipe(fd, p, n); }
 
 // "YYYY-MM-DD hh:mm:ss.micro" (UTC) of `secs`.`micro` into buf (>= 27 bytes);
 // returns 26.  Async-signal-safe.
@@ -449,6 +480,7 @@ inline std::string errno_text(int e) {
     case EIO: return "Input/output error";
     case EPIPE: return "Broken pipe";
     case EBADF: return "Bad file descriptor";
+    case ENXIO: return "No such device or address";
     case EDQUOT: return "Disk quota exceeded";
     default: {
       std::string s = "errno ";
@@ -475,6 +507,27 @@ inline std::string expand_dest(const std::string& dest) {
 inline void make_parent_dirs(const std::string& path) {
   for (size_t i = 1; i < path.size(); ++i)
     if (path[i] == '/') mkdir(path.substr(0, i).c_str(), 0755);  // errors show up at open()
+}
+
+// Whether a write to entry i can raise SIGPIPE (and so goes through
+// write_no_sigpipe): stdout and stderr always, as the process may point them
+// at a pipe at any time; an opened path when it is a FIFO or a socket, looked
+// at once per copy of the runtime (the entries are shared, this cache is not;
+// an entry's fd never changes).  Lock held.
+inline bool may_raise_sigpipe(const DestEntry& e, int i) {
+  if (e.fd <= 2) return true;
+  static unsigned gen = ~0u;
+  static int8_t kind[kMaxDests];  // -1: not looked at, 0: no, 1: yes
+  const unsigned g = __atomic_load_n(&fork_generation(), __ATOMIC_RELAXED);
+  if (gen != g) {  // a forked child numbers its entries again
+    std::memset(kind, -1, sizeof kind);
+    gen = g;
+  }
+  if (kind[i] < 0) {
+    struct stat st;
+    kind[i] = fstat(e.fd, &st) != 0 || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode);
+  }
+  return kind[i] == 1;
 }
 
 inline int find_dest(Registry* r, const std::string& key) {
@@ -510,9 +563,15 @@ inline int resolve_dest(Registry* r, const std::string& dest, std::string* note_
   int fd = -1;
   int err = 0;
   if (r->ndest < kMaxDests - 2) {  // keep room for stdout/stderr
-    do fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    // O_NONBLOCK: a FIFO without a reader fails with ENXIO instead of
+    // blocking the model until one comes; writes block again as for a file.
+    do fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
     while (fd < 0 && errno == EINTR);
     err = errno;
+    if (fd >= 0) {
+      const int flags = fcntl(fd, F_GETFL);
+      if (flags != -1) (void)fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    }
   } else {
     err = EMFILE;
   }
@@ -629,7 +688,8 @@ inline void write_record(const std::string& dest, std::string text, const char* 
   }
   char ts[32];
   restamp(*out, ts, static_cast<size_t>(format_timestamp_fast(ts)));
-  const size_t done = write_full(e.fd, out->data(), out->size());
+  const size_t done = may_raise_sigpipe(e, i) ? write_no_sigpipe(e.fd, out->data(), out->size())
+                                               : write_full(e.fd, out->data(), out->size());
   if (done == out->size()) {
     e.banner_done = 1;
     e.lost = 0, e.torn = 0, e.lost_errno = 0;
