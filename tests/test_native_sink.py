@@ -279,11 +279,12 @@ BEFORE = "[TIMESTAMP] [pid PID] note - before\n"
 
 def test_crash_trailer_segfault_names_launch_and_dies_with_sigsegv(native, tmp_path):
     proc, (text,) = crash_child(tmp_path, """
-        _native.set_inflight(1, 3, "cpp_fused_relu_1")
+        _native.set_inflight(1, 3, "cpp_fused_relu_1", "ranker#2")
         ctypes.string_at(0)
     """)
     assert proc.returncode == -signal.SIGSEGV, proc.stderr
-    assert text == banner("v") + BEFORE + "[TIMESTAMP] [pid PID] crash 1.3 cpp_fused_relu_1\n  signal: SIGSEGV\n"
+    assert text == (banner("v") + BEFORE
+                    + "[TIMESTAMP] [pid PID] crash ranker#2:1.3 cpp_fused_relu_1\n  signal: SIGSEGV\n")
 
 
 def test_crash_trailer_abort_without_launch_in_flight(native, tmp_path):
