@@ -311,10 +311,15 @@ def _names(var: str, names: Sequence[str]) -> str:
     return f"static const char* const {var}[] = {{{', '.join(c_string(n) for n in names)}}};"
 
 
-def run_begin(settings, model: str, inputs: Sequence[str], labels: Sequence[str]) -> List[str]:
+def model_decl(settings, model: str) -> str:
+    """The model, at file scope: made when the artifact is loaded, so instance
+    numbers (`ranker#2`) follow the order of loading, not of first runs."""
+    return f"static aoti_debug::Model aotid_model({model_config(settings, model)});"
+
+
+def run_begin(settings, inputs: Sequence[str], labels: Sequence[str]) -> List[str]:
     values = [_value(Arg(n, n, IN)) for n in inputs]
-    lines = [f"static aoti_debug::Model aotid_model({model_config(settings, model)});",
-             _names("aotid_inputs", labels),
+    lines = [_names("aotid_inputs", labels),
              _call("AOTI_DEBUG_BEGIN_RUN", "aotid_run", "aotid_model", "aotid_inputs", *values)]
     if settings.memcheck != "off":
         lines.append("aoti_debug::MemChecks aotid_mem(aotid_model, aotid_run);")

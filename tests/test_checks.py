@@ -26,7 +26,7 @@ def planted(packages):
 
 
 def culprit(text):
-    m = re.fullmatch(r"aoti-debug NaN check: launch 1\.(\d+) (\w+) \(source (\S+)\) wrote (\d+) NaN "
+    m = re.fullmatch(r"aoti-debug NaN check: launch planted:1\.(\d+) (\w+) \(source (\S+)\) wrote (\d+) NaN "
                      r"and (\d+) Inf into (buf\d+) \(first at flat index (\d+)\); its inputs were finite, "
                      r"so this launch is where they first appear", text)
     assert m, text
@@ -48,7 +48,7 @@ def test_raise_names_the_launch_that_made_the_first_nan(tmp_path, planted, bug, 
     text = mask((tmp_path / "log.txt").read_text())
     notes = [r for r in records(text) if " note - nan-check" in r]
     assert notes == [f"[TIMESTAMP] [pid PID] note - nan-check\n  {raised(proc)[len('aoti-debug NaN check: '):]}\n"]
-    assert f"launch 1.{launch} {kernel}\n" in text
+    assert f"launch planted:1.{launch} {kernel}\n" in text
 
 
 def test_clean_inputs_pass_and_nan_mode_ignores_inf(tmp_path, planted):
@@ -69,7 +69,7 @@ def test_warn_logs_every_failure_and_a_summary_and_continues(tmp_path, planted):
     assert len(notes) == 3, notes
     assert "its inputs were finite" in notes[0] and line_of("planted.sqrt") in notes[0]
     # the cumsum after it only propagates: named as a victim
-    assert re.search(r"launch 1\.\d+ aoti_torch_cpu_cumsum .* its input buf\d+ already held NaN/Inf "
+    assert re.search(r"launch planted:1\.\d+ aoti_torch_cpu_cumsum .* its input buf\d+ already held NaN/Inf "
                      r"\(look earlier\)", notes[1]), notes[1]
     assert re.fullmatch(r"\[TIMESTAMP\] \[pid PID\] note - nan-check\n  run 1: NaN/Inf in 2 launches: "
                         r"cpp_fused_\w+ x1, aoti_torch_cpu_cumsum x1\n", notes[2]), notes[2]
@@ -178,7 +178,7 @@ def test_a_reused_buffer_keeps_what_its_writer_found(tmp_path, ranked):
     assert proc.stdout.startswith("OUTPUT (4, 6)")
     notes = [r.split("\n", 1)[1].strip() for r in records(mask(log.read_text())) if "note - nan-check" in r]
     origins = [n for n in notes if "its inputs were finite" in n]
-    assert len(origins) == 1 and re.match(r"launch 1\.\d+ cpp_fused_\w*log\w* \(source " + re.escape(line_of("ranked.log")),
+    assert len(origins) == 1 and re.match(r"launch ranked:1\.\d+ cpp_fused_\w*log\w* \(source " + re.escape(line_of("ranked.log")),
                                           origins[0]), notes
     # an extern kernel is named by its own op's line, not by the line of the op that fed it
     [cumsum] = [n for n in notes if "aoti_torch_cpu_cumsum (source" in n]
@@ -193,7 +193,7 @@ def test_nan_only_names_the_launch_that_turns_inf_into_nan(ranked):
     proc = run_package(ranked, "ranked", inputs="models.ranked_inputs(True)",
                        AOTI_DEBUG_NAN_CHECK="raise:nan", AOTI_DEBUG_LOGLEVEL="0")
     text = raised(proc)
-    assert re.fullmatch(r"aoti-debug NaN check: launch 1\.\d+ \w+ \(source " + re.escape(line_of("ranked.sub"))
+    assert re.fullmatch(r"aoti-debug NaN check: launch ranked:1\.\d+ \w+ \(source " + re.escape(line_of("ranked.sub"))
                         + r"\) wrote 3 NaN into buf\d+ \(first at flat index \d+\); its inputs held no NaN, "
                         r"so this launch is where NaN first appears", text), text
 

@@ -37,7 +37,7 @@ def test_level_1_one_line_per_launch_between_run_and_run_end(tmp_path, mlp10):
     launches = heads[1:]
     assert launches, text
     for k, line in enumerate(launches, 1):
-        assert re.fullmatch(rf"\[TIMESTAMP\] \[pid PID\] launch 1\.{k} \w+", line), line
+        assert re.fullmatch(rf"\[TIMESTAMP\] \[pid PID\] launch mlp:1\.{k} \w+", line), line
     kernels = [line.split()[-1] for line in launches]
     # three Linear layers: three extern addmm calls, the rest Inductor's C++ kernels
     assert kernels.count("aoti_torch_cpu_addmm_out") == 3
@@ -114,7 +114,7 @@ def test_run_end_with_views_comes_before_the_nan_check_raises(tmp_path, viewed):
     log = tmp_path / "log.txt"
     proc = run_package(viewed, "viewed", inputs="[models.example('viewed')[1][0].index_fill(1, torch.tensor([3]), "
                        "float('nan'))]", AOTI_DEBUG_LOGDEST=str(log))
-    assert re.fullmatch(r"aoti-debug NaN check: launch 1\.2 aoti_torch_cpu_addmm_out \(source \S+\) wrote 24 NaN "
+    assert re.fullmatch(r"aoti-debug NaN check: launch viewed:1\.2 aoti_torch_cpu_addmm_out \(source \S+\) wrote 24 NaN "
                         r"into buf1 \(first at flat index 0\); its input x already held NaN \(look earlier\)",
                         raised(proc)), raised(proc)
     recs = records(mask(log.read_text()))

@@ -56,16 +56,17 @@ def server_log(packages, tmp_path_factory):
 def test_one_banner_and_every_record_whole(server_log):
     assert len(BANNER.findall(server_log)) == 1 and server_log.startswith("=" * 80)
     log = parsed.parse(server_log)
-    heads = Counter(re.sub(r" \d+(\.\d+)? ", " N ", r.split("] ", 2)[2].splitlines()[0].split(" thread=")[0])
+    heads = Counter(re.sub(r"(?<=[ :])\d+(\.\d+)? ", "N ", r.split("] ", 2)[2].splitlines()[0].split(" thread=")[0])
                     for r in re.findall(r"^\[[^\n]*\] \[pid \d+\] [^\n]*(?:\n  [^\n]*)*", server_log, re.M)
                     if "System Information" not in r)
     # per mlp run: run, 6 launches, 6 launch-ends, run-end; per planted run the same with 3
-    # each model under its package's name
+    # each model under its package's name, its launches under that instance (`mlp:R.K`)
     assert heads["run N mlp"] == heads["run-end N mlp"] == 800
     assert heads["run N planted"] == heads["run-end N planted"] == 800
     assert heads["call N app::postprocess"] == 800 and heads["return N app::postprocess"] == 800
-    assert sum(n for h, n in heads.items() if h.startswith("launch N ")) == 800 * 6 + 800 * 3
-    assert sum(n for h, n in heads.items() if h.startswith("launch-end N ")) == 800 * 6 + 800 * 3
+    for kind in ("launch", "launch-end"):
+        assert sum(n for h, n in heads.items() if h.startswith(f"{kind} mlp:N ")) == 800 * 6
+        assert sum(n for h, n in heads.items() if h.startswith(f"{kind} planted:N ")) == 800 * 3
     assert len(log.launches) == 800 * 9 and all(l.finished for l in log.launches)
     assert len(log.calls) == 800 and all(c.finished for c in log.calls)
     # each run and call names its thread: the eight workers
@@ -74,9 +75,10 @@ def test_one_banner_and_every_record_whole(server_log):
 
 def test_each_model_counts_its_own_runs_and_each_call_number_once(server_log):
     log = parsed.parse(server_log)
-    # both models number their runs 1..800 (launches 1..6 and 1..3): every R.K
-    # is there once per model that has launch K
-    ids = Counter((launch.run, launch.index) for launch in log.launches)
-    assert ids == Counter({(r, k): 2 if k <= 3 else 1 for r in range(1, 801) for k in range(1, 7)})
+    # both models number their runs 1..800 (launches 1..6 and 1..3): every
+    # model:R.K is there once
+    ids = Counter((launch.model, launch.run, launch.index) for launch in log.launches)
+    assert ids == Counter([("mlp", r, k) for r in range(1, 801) for k in range(1, 7)]
+                          + [("planted", r, k) for r in range(1, 801) for k in range(1, 4)])
     # one call counter for the process
     assert sorted(int(c.first.id) for c in log.calls) == list(range(1, 801))

@@ -126,7 +126,7 @@ def test_nan_raise_reaches_cpp_with_pythons_text(tmp_path, exe, packages):
     py, cpp, py_log, cpp_log = both(tmp_path, planted, "planted", "models.planted_inputs('sqrt')",
                                     AOTI_DEBUG_LOGLEVEL="5")
     text = raised(py)
-    assert text.startswith("aoti-debug NaN check: launch 1.")
+    assert text.startswith("aoti-debug NaN check: launch planted:1.")
     assert cpp.returncode == 1
     assert cpp.stderr.endswith(f"aoti-debug-run: model run failed: {text}\n")
     assert py_log == cpp_log

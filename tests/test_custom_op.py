@@ -83,9 +83,9 @@ def test_op_inside_a_package_logs_within_its_proxy_launch(gather, mylib_so):
     assert proc.stdout.startswith("OUTPUT (3,)"), proc.stdout + proc.stderr
     recs = records(mask(open(log).read()))
     names = [r.splitlines()[0].split("] ", 2)[2] for r in recs]
-    k = names.index("launch 1.4 mylib.gather_rows.default")
-    assert names[k:k + 4] == ["launch 1.4 mylib.gather_rows.default", "call 1 mylib::gather_rows thread=TID",
-                              "return 1 mylib::gather_rows", "launch-end 1.4 mylib.gather_rows.default"]
+    k = names.index("launch gather:1.4 mylib.gather_rows.default")
+    assert names[k:k + 4] == ["launch gather:1.4 mylib.gather_rows.default", "call 1 mylib::gather_rows thread=TID",
+                              "return 1 mylib::gather_rows", "launch-end gather:1.4 mylib.gather_rows.default"]
     assert recs[k].splitlines()[1] == f"  origin: nodes=gather_rows source={models.line_of('gather.op')}"
     # what the launch passed in is what the op received, what it returned is the launch's output
     launch_in = recs[k].split("  in ")[1:]
@@ -127,7 +127,7 @@ def test_crash_in_the_op_ends_the_log_with_its_inputs_and_the_trailer(tmp_path, 
     call = recs[-2].splitlines()
     assert call[0] == "[TIMESTAMP] [pid PID] call 1 mylib::gather_rows thread=TID"
     assert call[1] == "  arg[0] x:" and "  arg[1] idx:" in call
-    assert recs[-3].splitlines()[0] == "[TIMESTAMP] [pid PID] launch 1.4 mylib.gather_rows.default"
+    assert recs[-3].splitlines()[0] == "[TIMESTAMP] [pid PID] launch gather:1.4 mylib.gather_rows.default"
 
 
 def test_runner_names_a_library_it_cannot_load(tmp_path, gather, mylib_so):
@@ -143,12 +143,13 @@ def test_runner_names_a_library_it_cannot_load(tmp_path, gather, mylib_so):
                            "Could not find schema for mylib::gather_rows.\n")
 
 
-def op_records(text):
-    """The op's launch and its own records, with buffer names and launch ids
-    (which depend on how many kernels came before) normalised."""
+def op_records(text, model):
+    """The op's launch and its own records, with buffer names and the launch ids
+    of `model` (which depend on how many kernels came before, and name the model:
+    `model` for torch.compile, the package's stem for AOTI) normalised."""
     recs = records(mask(text))
-    k = next(i for i, r in enumerate(recs) if " launch 1." in r and "mylib.gather_rows.default" in r)
-    return [re.sub(r"\bbuf\d+\b", "bufN", re.sub(r"(launch(?:-end)?) 1\.\d+ ", r"\1 1.K ", r))
+    k = next(i for i, r in enumerate(recs) if f" launch {model}:1." in r and "mylib.gather_rows.default" in r)
+    return [re.sub(r"\bbuf\d+\b", "bufN", re.sub(rf"(launch(?:-end)?) {re.escape(model)}:1\.\d+ ", r"\1 M:1.K ", r))
             for r in recs[k:k + 4]]
 
 
@@ -164,10 +165,10 @@ def test_torch_compile_logs_the_op_as_the_aoti_package_does(tmp_path, gather, my
     """, env=clean_env(MYLIB_SO=mylib_so, AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_LOGDEST=py_log,
                        TORCHINDUCTOR_FX_GRAPH_CACHE="0"))   # a cached graph keeps another checkout's paths
     run_package(gather, "gather", MYLIB_SO=mylib_so, AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_LOGDEST=aoti_log)
-    compiled, aoti = op_records(py_log.read_text()), op_records(aoti_log.read_text())
+    compiled, aoti = op_records(py_log.read_text(), "model"), op_records(aoti_log.read_text(), "gather")
     assert [r.splitlines()[0] for r in compiled] == [
-        "[TIMESTAMP] [pid PID] launch 1.K mylib.gather_rows.default", "[TIMESTAMP] [pid PID] call 1 mylib::gather_rows thread=TID",
-        "[TIMESTAMP] [pid PID] return 1 mylib::gather_rows", "[TIMESTAMP] [pid PID] launch-end 1.K mylib.gather_rows.default"]
+        "[TIMESTAMP] [pid PID] launch M:1.K mylib.gather_rows.default", "[TIMESTAMP] [pid PID] call 1 mylib::gather_rows thread=TID",
+        "[TIMESTAMP] [pid PID] return 1 mylib::gather_rows", "[TIMESTAMP] [pid PID] launch-end M:1.K mylib.gather_rows.default"]
     assert "      nan_count=0\n" in compiled[1]
     assert compiled == aoti
     # the kernel before the op computes relu, the op's input, not the op (the

@@ -101,7 +101,7 @@ def test_valid_spellings_compile_an_instrumented_artifact(tmp_path, aoti_cache):
                        AOTI_DEBUG_DUMP_MAX_COUNT="03", AOTI_DEBUG_DUMP_MAX_SIZE_GB=".5",
                        TORCHINDUCTOR_CACHE_DIR=aoti_cache), cwd=tmp_path)
     assert proc.stdout.startswith("exported\ncompiled\n")
-    assert " launch 1.1 cpp_fused_relu_0\n" in proc.stdout
+    assert " launch m:1.1 cpp_fused_relu_0\n" in proc.stdout
 
 
 @pytest.fixture(scope="module")

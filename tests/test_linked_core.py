@@ -51,7 +51,7 @@ def test_aoti_wrapper_declares_the_core_and_the_artifact_contains_it(tmp_path, l
     so.write_bytes(member(linked, ".wrapper.so"))
     symbols = subprocess.run(["nm", "-C", str(so)], capture_output=True, text=True, check=True).stdout
     defined = [line for line in symbols.splitlines()
-               if "aoti_debug::v5::before_launch(" in line and "[clone" not in line]
+               if "aoti_debug::v6::before_launch(" in line and "[clone" not in line]
     assert len(defined) == 1 and defined[0].split()[1] in ("t", "T"), defined  # defined here, hidden
     assert cpp_emit.CORE_MARKER not in member(header_only, ".wrapper.cpp").decode()
 
@@ -66,7 +66,7 @@ def test_linked_and_header_only_artifacts_write_the_same_records(tmp_path, linke
         assert proc.stdout.startswith("OUTPUT"), proc.stderr
         logs.append((proc.stdout, mask(log.read_text())))
     assert logs[0] == logs[1]
-    assert logs[0][1].count("] launch 1.") == 6
+    assert logs[0][1].count("] launch mlp:1.") == 6
 
 
 def test_an_unbuildable_core_falls_back_to_header_only(tmp_path, aoti_cache):
@@ -85,7 +85,7 @@ def test_an_unbuildable_core_falls_back_to_header_only(tmp_path, aoti_cache):
     log = tmp_path / "log.txt"
     proc = run_package(out, "mlp", AOTI_DEBUG_LOGDEST=str(log), AOTI_DEBUG_CACHE_DIR=blocker)
     assert proc.stdout.startswith("OUTPUT"), proc.stderr
-    assert mask(log.read_text()).count("] launch 1.") == 6
+    assert mask(log.read_text()).count("] launch mlp:1.") == 6
 
 
 def test_a_core_object_gone_before_the_link_is_built_again(tmp_path, aoti_cache):

@@ -200,20 +200,20 @@ def expected(level, runs=1, only=None):
     for r in range(1, runs + 1):
         recs = [head("run", r, "toy") + (item("in arg0_1", X, level) if level >= 3 else "")]
         launches = [
-            (head("launch", f"{r}.1", "cpp_fused_relu_0")
+            (head("launch", f"toy:{r}.1", "cpp_fused_relu_0")
              + ("  origin: nodes=relu source=model.py:11\n" + item("in in_ptr0", X, level)
                 if level >= 3 else ""),
-             head("launch-end", f"{r}.1", "cpp_fused_relu_0") + item("out out_ptr0", BUF0, level)),
-            (head("launch", f"{r}.2", "cpp_fused_add_mul_1")
+             head("launch-end", f"toy:{r}.1", "cpp_fused_relu_0") + item("out out_ptr0", BUF0, level)),
+            (head("launch", f"toy:{r}.2", "cpp_fused_add_mul_1")
              + ("  origin: nodes=add,mul source=model.py:12\n" + item("in in_ptr0", BUF0, level)
                 + item("inout in_out_ptr0", BUF1_BEFORE, level) + "  in ks0: 4\n"
                 + "  in alpha: 0.500000\n" if level >= 3 else ""),
-             head("launch-end", f"{r}.2", "cpp_fused_add_mul_1")
+             head("launch-end", f"toy:{r}.2", "cpp_fused_add_mul_1")
              + item("inout in_out_ptr0", BUF1_AFTER, level)),
-            (head("launch", f"{r}.3", "triton_poi_fused_2")
+            (head("launch", f"toy:{r}.3", "triton_poi_fused_2")
              + ("  origin: nodes=- source=-\n" + '  in mode: "fast\\tpath"\n'
                 + "  in shape: [2, 3]\n  in flag: True\n  in none: None\n" if level >= 3 else ""),
-             head("launch-end", f"{r}.3", "triton_poi_fused_2") + item("out out_ptr0", XT, level)),
+             head("launch-end", f"toy:{r}.3", "triton_poi_fused_2") + item("out out_ptr0", XT, level)),
         ]
         for k, (before, after) in enumerate(launches):
             if only is not None and k not in only:
@@ -305,19 +305,19 @@ def test_crash_in_a_launch_names_it(harness, tmp_path):
     log = tmp_path / "log.txt"
     proc = run(harness, ["crash", "1", "", "1"], log, check=False)
     assert proc.returncode == -signal.SIGSEGV
-    assert masked(log) == (head("run", 1, "toy") + head("launch", "1.1", "cpp_fused_relu_0")
-                           + head("launch", "1.2", "cpp_fused_add_mul_1")
-                           + head("crash", "1.2", "cpp_fused_add_mul_1") + "  signal: SIGSEGV\n")
+    assert masked(log) == (head("run", 1, "toy") + head("launch", "toy:1.1", "cpp_fused_relu_0")
+                           + head("launch", "toy:1.2", "cpp_fused_add_mul_1")
+                           + head("crash", "toy:1.2", "cpp_fused_add_mul_1") + "  signal: SIGSEGV\n")
 
 
 def test_crash_after_a_scope_inside_a_launch_names_the_launch_again(harness, tmp_path):
     log = tmp_path / "log.txt"
     proc = run(harness, ["crash-after-scope", "1", "", "1"], log, check=False, AOTI_DEBUG_LOGLEVEL="1")
     assert proc.returncode == -signal.SIGSEGV
-    assert masked(log) == (head("run", 1, "toy") + head("launch", "1.1", "cpp_fused_relu_0")
-                           + head("launch", "1.2", "cpp_fused_add_mul_1")
+    assert masked(log) == (head("run", 1, "toy") + head("launch", "toy:1.1", "cpp_fused_relu_0")
+                           + head("launch", "toy:1.2", "cpp_fused_add_mul_1")
                            + head("call", 1, "mylib::op")
-                           + head("crash", "1.2", "cpp_fused_add_mul_1") + "  signal: SIGSEGV\n")
+                           + head("crash", "toy:1.2", "cpp_fused_add_mul_1") + "  signal: SIGSEGV\n")
 
 
 def test_scope_records(harness, tmp_path):

@@ -201,7 +201,7 @@ def test_registry_is_published_and_forked_child_starts_its_own(tmp_path):
         _native.sink_write({str(path)!r}, "[2026-01-01 00:00:00.000000] [pid 1] note - parent2\\n", "v")
     """)
     value, pid = proc.stdout.split()
-    assert re.fullmatch(rf"{pid}:0x[0-9a-f]+:5", value)   # config.h AOTI_DEBUG_REGISTRY_ABI
+    assert re.fullmatch(rf"{pid}:0x[0-9a-f]+:6", value)   # config.h AOTI_DEBUG_REGISTRY_ABI
     r = "[TIMESTAMP] [pid PID] note - {}\n"
     assert mask(path.read_text()) == (banner("v") + r.format("parent") + banner("v")
                                       + r.format("child") + r.format("parent2"))
@@ -279,11 +279,12 @@ BEFORE = "[TIMESTAMP] [pid PID] note - before\n"
 
 def test_crash_trailer_segfault_names_launch_and_dies_with_sigsegv(native, tmp_path):
     proc, (text,) = crash_child(tmp_path, """
-        _native.set_inflight(1, 3, "cpp_fused_relu_1")
+        _native.set_inflight(1, 3, "cpp_fused_relu_1", "ranker#2")
         ctypes.string_at(0)
     """)
     assert proc.returncode == -signal.SIGSEGV, proc.stderr
-    assert text == banner("v") + BEFORE + "[TIMESTAMP] [pid PID] crash 1.3 cpp_fused_relu_1\n  signal: SIGSEGV\n"
+    assert text == (banner("v") + BEFORE
+                    + "[TIMESTAMP] [pid PID] crash ranker#2:1.3 cpp_fused_relu_1\n  signal: SIGSEGV\n")
 
 
 def test_crash_trailer_abort_without_launch_in_flight(native, tmp_path):

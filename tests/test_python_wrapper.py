@@ -97,7 +97,7 @@ def test_level_1_headers_only(compiled):
     out, _ = compiled
     text = log(out, 1)
     assert headers(text) == [H + "run 1 model thread=TID"] + [
-        H + f"launch 1.{k} {name}" for k, name in enumerate(KERNELS, 1)]
+        H + f"launch {NAMES[1]}:1.{k} {name}" for k, name in enumerate(KERNELS, 1)]
     assert all(r.count("\n") == 1 for r in records(text))
 
 
@@ -127,6 +127,7 @@ def expected_records(level):
                 f"  holds: {origin[2]}"] if origin else []
         body = [] if level < 3 else head + [line for label, value in items for line in fmt.item(label, value, level)]
         facts = " thread=TID" if kind == "run" else ""
+        ident = f"{NAMES[level]}:{ident}" if kind.startswith("launch") else ident   # `model#2:1.1`
         return H + f"{kind} {ident} {name}{facts}\n" + "".join(l + "\n" for l in body)
 
     inputs = [("in fc1_weight", w1), ("in fc1_bias", b1), ("in x", x), ("in fc2_weight", w2),
@@ -209,12 +210,15 @@ def test_records_match_the_aoti_path(compiled, packages, tmp_path):
     pt2 = packages.get("mlp", AOTI_DEBUG_LOGLEVEL="10")
     aoti_log = tmp_path / "aoti.log"
     run_package(pt2, "mlp", AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_LOGDEST=str(aoti_log))
-    aoti = {r.split()[3] + " " + r.split()[4]: r for r in records(mask(aoti_log.read_text()))}
-    py = {r.split()[3] + " " + r.split()[4]: r for r in records(log(out, 5))}
+    # launch ids name the instance: the package's stem `mlp` here, `model#3` under torch.compile
+    def instance(text):
+        return re.sub(r"^(\[TIMESTAMP\] \[pid PID\] launch(?:-end)?) (?:mlp|model#3):", r"\1 M:", text, flags=re.M)
+    aoti = {r.split()[3] + " " + r.split()[4]: r for r in records(instance(mask(aoti_log.read_text())))}
+    py = {r.split()[3] + " " + r.split()[4]: r for r in records(instance(log(out, 5)))}
     assert list(aoti) == list(py)            # the same records, in the same order
     # the first three launches are the same kernels on the same buffers
-    for key in ["launch 1.1", "launch-end 1.1", "launch 1.2", "launch-end 1.2",
-                "launch 1.3", "launch-end 1.3"]:
+    for key in ["launch M:1.1", "launch-end M:1.1", "launch M:1.2", "launch-end M:1.2",
+                "launch M:1.3", "launch-end M:1.3"]:
         assert py[key] == aoti[key], key
     # torch.compile passes the weights as inputs, AOTI keeps them as constants:
     # its run record holds x alone, the same item as ours
@@ -223,15 +227,15 @@ def test_records_match_the_aoti_path(compiled, packages, tmp_path):
     assert x_item in py["run 1"] and py["run 1"].count("Tensor(") == 7
     # AOTI copies fc3's bias into a buffer in the second relu kernel (which is
     # therefore a kernel of its own) and the last addmm reads that copy
-    bias_copy = re.search(r"  out buf4:\n(?:    .*\n)+", aoti["launch-end 1.4"]).group(0)
-    assert _norm(aoti["launch-end 1.4"].replace(bias_copy, "")) == _norm(py["launch-end 1.4"])
-    assert aoti["launch 1.4"].replace("nodes=relu_1,fc3_bias", "nodes=relu_1").replace(" buf4=fc3_bias", "") \
-        .replace("cpp_fused_relu_1", "cpp_fused_relu_0") == py["launch 1.4"]
-    assert _norm(aoti["launch 1.5"].replace("  in buf4:\n", "  in fc3_bias:\n")) == _norm(py["launch 1.5"])
+    bias_copy = re.search(r"  out buf4:\n(?:    .*\n)+", aoti["launch-end M:1.4"]).group(0)
+    assert _norm(aoti["launch-end M:1.4"].replace(bias_copy, "")) == _norm(py["launch-end M:1.4"])
+    assert aoti["launch M:1.4"].replace("nodes=relu_1,fc3_bias", "nodes=relu_1").replace(" buf4=fc3_bias", "") \
+        .replace("cpp_fused_relu_1", "cpp_fused_relu_0") == py["launch M:1.4"]
+    assert _norm(aoti["launch M:1.5"].replace("  in buf4:\n", "  in fc3_bias:\n")) == _norm(py["launch M:1.5"])
     aoti["run-end 1"] = aoti["run-end 1"].replace("run-end 1 mlp\n", f"run-end 1 {NAMES[5]}\n")
-    for key in ["launch-end 1.5", "launch 1.6", "launch-end 1.6", "run-end 1"]:
+    for key in ["launch-end M:1.5", "launch M:1.6", "launch-end M:1.6", "run-end 1"]:
         assert _norm(aoti[key]) == _norm(py[key]), key
-    assert py["launch 1.6"] == aoti["launch 1.6"].replace("cpp_fused__softmax_2", "cpp_fused__softmax_1") \
+    assert py["launch M:1.6"] == aoti["launch M:1.6"].replace("cpp_fused__softmax_2", "cpp_fused__softmax_1") \
         .replace("buf5", "buf4").replace("holds: buf6=exp buf7=div", "holds: buf5=exp buf6=div")
 
 
@@ -296,8 +300,8 @@ def test_run_time_level_and_filter(tmp_path, fx_cache_dir):
                        "AOTI_DEBUG_LOGLEVEL=10 (or AOTI_DEBUG_COMPILE=all) to get it.\n")
     heads = headers(text)[1:]
     assert [h for h in heads if " launch " in h] == [
-        H + "launch 1.1 aoti_torch_cpu_addmm_out", H + "launch 1.3 aoti_torch_cpu_addmm_out",
-        H + "launch 1.5 aoti_torch_cpu_addmm_out"]
+        H + "launch model:1.1 aoti_torch_cpu_addmm_out", H + "launch model:1.3 aoti_torch_cpu_addmm_out",
+        H + "launch model:1.5 aoti_torch_cpu_addmm_out"]
     assert "stats" not in text and "nan_count" not in text
 
 
@@ -330,7 +334,7 @@ def ranked(tmp_path, ctx="contextlib.nullcontext()", **env):
 def test_nan_checks_name_the_origin_as_the_aoti_artifact_does(tmp_path):
     from models import line_of
     out, notes = ranked(tmp_path, AOTI_DEBUG_NAN_CHECK="raise:naninf")
-    assert re.fullmatch(r"RAISED: aoti-debug NaN check: launch 1\.1 cpp_fused_log_sigmoid_0 \(source "
+    assert re.fullmatch(r"RAISED: aoti-debug NaN check: launch model:1\.1 cpp_fused_log_sigmoid_0 \(source "
                         + re.escape(line_of("ranked.log")) + r"\) wrote 0 NaN and 1 Inf into buf0 \(first at "
                         r"flat index 15\); its inputs were finite, so this launch is where they first appear",
                         out), out
@@ -340,7 +344,7 @@ def test_nan_checks_name_the_origin_as_the_aoti_artifact_does(tmp_path):
     # NaN only: -inf passes; the launch that computes -inf - -inf is the origin
     # (Inductor numbers the buffers differently from one release to the next)
     out, _ = ranked(tmp_path, AOTI_DEBUG_NAN_CHECK="raise:nan")
-    assert re.match(r"RAISED: aoti-debug NaN check: launch 1\.4 cpp_fused_mean_sub_1 \(source "
+    assert re.match(r"RAISED: aoti-debug NaN check: launch model:1\.4 cpp_fused_mean_sub_1 \(source "
                     + re.escape(line_of('ranked.sub')) + r"\) wrote 3 NaN into buf\d+ \(first at flat index 21\); "
                     r"its inputs held no NaN, so this launch is where NaN first appears", out), out
 
@@ -359,7 +363,7 @@ def test_nan_warn_notes_every_launch_and_the_run_goes_on(tmp_path):
     assert (out, notes) == ("NaN 3", [])
     # compiled in, run-time variable unset: the compiled check runs
     out, _ = ranked(tmp_path / "on", ctx='aoti_debug.instrument(nan_check="raise:naninf")')
-    assert out.startswith("RAISED: aoti-debug NaN check: launch 1.1 cpp_fused_log_sigmoid_0 ")
+    assert out.startswith("RAISED: aoti-debug NaN check: launch model:1.1 cpp_fused_log_sigmoid_0 ")
 
 
 # torch.compile of models.py's MLP at level 10 into a dump directory
@@ -459,7 +463,7 @@ def test_run_end_holds_every_output_views_included(viewed, level):
 
 def test_run_end_with_views_comes_before_the_nan_check_raises(viewed):
     out, stdout = viewed
-    assert re.fullmatch(r"RAISED: aoti-debug NaN check: launch 2\.1 aoti_torch_cpu_addmm_out \(source \S+\) "
+    assert re.fullmatch(r"RAISED: aoti-debug NaN check: launch model#2:2\.1 aoti_torch_cpu_addmm_out \(source \S+\) "
                         r"wrote 24 NaN into buf0 \(first at flat index 0\); its input x already held NaN "
                         r"\(look earlier\)\n", stdout), stdout
     run_end, summary = records(log(out, 5))[-2:]

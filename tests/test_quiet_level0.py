@@ -39,7 +39,7 @@ def test_aoti_level_0_warns_on_stderr_only(planted_all):
     assert ours[0] == (f"aoti-debug settings: AOTI_DEBUG_LOGLEVEL='7' is not valid: {LEVEL}; "
                        "keeping 0")
     kernel = re.fullmatch(
-        r"aoti-debug nan-check: launch 1\.\d+ (cpp_fused_\w+) \(source (\S+)\) wrote 1 NaN into "
+        r"aoti-debug nan-check: launch planted:1\.\d+ (cpp_fused_\w+) \(source (\S+)\) wrote 1 NaN into "
         r"buf\d+ \(first at flat index 0\); its inputs held no NaN, so this launch is where NaN "
         r"first appears", ours[1])
     assert kernel and kernel.group(2) == line_of("planted.log")
@@ -49,7 +49,7 @@ def test_aoti_level_0_warns_on_stderr_only(planted_all):
 def test_aoti_level_0_raise_says_it_once_in_the_exception(planted_all):
     proc = run_package(planted_all, "planted", inputs="models.planted_inputs('log')",
                        AOTI_DEBUG_NAN_CHECK="raise")
-    assert re.match(r"RAISED: aoti-debug NaN check: launch 1\.\d+ cpp_fused_\w+ \(source "
+    assert re.match(r"RAISED: aoti-debug NaN check: launch planted:1\.\d+ cpp_fused_\w+ \(source "
                     + re.escape(line_of("planted.log")), proc.stdout), proc.stdout
     assert "aoti-debug nan-check:" not in proc.stderr and "=" * 80 not in proc.stderr
 
@@ -73,7 +73,7 @@ def test_torch_compile_level_0_warns_on_stderr_only(tmp_path):
     ours = [line for line in proc.stderr.splitlines() if line.startswith("aoti-debug")]
     # (source -: the function comes from `python -c`, which has no file)
     assert ours == [
-        "aoti-debug nan-check: launch 1.1 cpp_fused_log_mul_0 (source -) wrote 1 NaN into buf0 "
+        "aoti-debug nan-check: launch model:1.1 cpp_fused_log_mul_0 (source -) wrote 1 NaN into buf0 "
         "(first at flat index 1); its inputs held no NaN, so this launch is where NaN first appears",
         "aoti-debug nan-check: run 1: NaN/Inf in 1 launch: cpp_fused_log_mul_0 x1"]
 

@@ -397,17 +397,22 @@ def test_matches_exactly_except_where_abridged():
     assert matches(["..."], [])
     assert not matches(["a", "...", "d"], ["a", "b", "c"])
     assert not matches([], ["unexpected"])
+    # launch ids are exact, whatever K: not numbers that agree to six digits
+    assert matches(["launch ranker#2:100.1000 k"], ["launch ranker#2:100.1000 k"])
+    assert not matches(["launch ranker#2:100.1000 k"], ["launch ranker#2:100.1001 k"])
+    assert not matches(["(victims): ranker:500.1000 k"], ["(victims): ranker:500.1001 k"])
+    assert not matches(["launch ranker:1.3 k"], ["launch 1.3 k"])
 
 
 def test_normalize_masks_run_specific_details():
-    printed = ("[2026-11-21 05:30:45.123456] [pid 4242] launch 1.3 cpp_fused_log_1\n"
-               "NaN/Inf origin: launch 1.3 k (pid 99, worker_99.log:12)\n"
+    printed = ("[2026-11-21 05:30:45.123456] [pid 4242] launch ranker:1.3 cpp_fused_log_1\n"
+               "NaN/Inf origin: launch ranker:1.3 k (pid 99, worker_99.log:12)\n"
                "  source: /tmp/x/aoti-debug/examples/tutorial/ranker.py:33   \n"
                "ran 1 time, 1.465 ms per run\n"
                "/tmp/h/command-3.sh: line 1:  4242 Segmentation fault      (core dumped) python run.py\n\n\n")
     assert normalize(printed, "/tmp/x/aoti-debug") == [
-        "[TIMESTAMP] [pid PID] launch 1.3 cpp_fused_log_1",
-        "NaN/Inf origin: launch 1.3 k (pid PID, worker_PID.log:12)",
+        "[TIMESTAMP] [pid PID] launch ranker:1.3 cpp_fused_log_1",
+        "NaN/Inf origin: launch ranker:1.3 k (pid PID, worker_PID.log:12)",
         "  source: ~/aoti-debug/examples/tutorial/ranker.py:33",
         "ran 1 time, TIME ms per run",
         "Segmentation fault"]

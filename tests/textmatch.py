@@ -15,8 +15,9 @@ such numbers went into is compared with a stated tolerance:
   ``|a - b| <= max(RTOL * max(|a|, |b|), ATOL)``: agreement to about six
   significant digits, and to the last printed place of a ``%.6f`` statistic
   near zero.
-* Launch indices ``R.K`` are exact: they have fewer fraction digits, and
-  one after the word ``launch`` is never taken for a number whatever K is.
+* Launch ids ``M:R.K`` (``ranker#2:1.3``) and ``R.K`` are exact: they have
+  fewer fraction digits, and one after an instance's ``name:`` or after the
+  word ``launch`` is never taken for a number whatever K is.
 * A content hash (``hash=`` and 16 hex digits) matches any content hash:
   it names the bits, which differ wherever the numbers differ in their last
   digits.
@@ -37,8 +38,9 @@ from typing import Sequence
 RTOL = 1e-5
 ATOL = 1e-6
 
-# a number not glued to a name, a dotted version or another number, nor a launch index
-_NUMBER = re.compile(r"(?<![\w.])(?<!launch )[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.])")
+# a number not glued to a name, a dotted version or another number, nor a launch id
+# (`ranker#2:1.3`: after a name and a colon, as a `file.py:33` line number, compared as text)
+_NUMBER = re.compile(r"(?<![\w.])(?<![\w#]:)(?<!launch )[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.])")
 
 
 def _is_float(token: str) -> bool:

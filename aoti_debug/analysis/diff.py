@@ -27,7 +27,7 @@ import dataclasses
 import difflib
 import math
 import re
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..runtime.format import number
 
@@ -47,13 +47,17 @@ class DiffInputError(InputError):
 
 # -- choosing what to compare ----------------------------------------------------
 
-def select(log: Log, run: int, side: str) -> Tuple[List[Event], List[str]]:
-    """The launches of run `run` (first process that has it), or the calls if there are no launches."""
+Instance = Tuple[Optional[str], List[Event]]     # a model instance (None: unnamed) and its events
+
+
+def select(log: Log, run: int, side: str) -> Tuple[List[Instance], List[str]]:
+    """The launches of run `run` of each model instance that has one (first process that has
+    it), in the order they were first written; or the calls if there are no launches."""
     notes: List[str] = []
     if not log.launches:
         if not log.calls:
             raise DiffInputError(f"{log.path}: has no launch or call records to compare")
-        return list(log.calls), notes
+        return [(None, list(log.calls))], notes
     in_run = [l for l in log.launches if l.run == run]
     if not in_run:
         runs = sorted({l.run for l in log.launches if l.run is not None})
@@ -63,15 +67,48 @@ def select(log: Log, run: int, side: str) -> Tuple[List[Event], List[str]]:
     if len(pids) > 1:
         notes.append(f"{side}: run {run} appears in {len(pids)} processes "
                      f"(pids {', '.join(map(str, pids))}); using pid {pids[0]}")
-    chosen: List[Event] = []
+    instances: Dict[Optional[str], List[Event]] = {}
     for launch in (l for l in in_run if l.pid == pids[0]):
-        if chosen and launch.index is not None and chosen[-1].index is not None \
-                and launch.index <= chosen[-1].index:
-            notes.append(f"{side}: launch numbers of run {run} restart at {launch.title} "
-                         "(another model in the same process); using the first sequence")
-            break
-        chosen.append(launch)
-    return chosen, notes
+        instances.setdefault(launch.model, []).append(launch)
+    chosen = instances.get(None)
+    if chosen:      # a log whose launch ids do not name their model: numbers restart at another model
+        for n, launch in enumerate(chosen[1:], 1):
+            if launch.index is not None and chosen[n - 1].index is not None \
+                    and launch.index <= chosen[n - 1].index:
+                notes.append(f"{side}: launch numbers of run {run} restart at {launch.title} "
+                             "(another model in the same process); using the first sequence")
+                del chosen[n:]
+                break
+    return list(instances.items()), notes
+
+
+def pair_instances(a: List[Instance], b: List[Instance]) -> Tuple[List[Tuple[Instance, Instance]], List[str]]:
+    """Which model instance of A is compared with which of B, and a note for each left out.
+    One on each side: those two, whatever their names (torch.compile's `model` and the
+    artifact's `ranker`).  Several: instance with instance of the same name (`ranker#2` with
+    `ranker#2`), never one instance's launches with another's."""
+    if len(a) == 1 and len(b) == 1:
+        return [(a[0], b[0])], []
+    names_b = {name: inst for name, inst in b}
+    pairs = [((name, events), (name, names_b[name])) for name, events in a if name in names_b]
+    if not pairs:
+        raise DiffInputError(
+            "the model instances differ and none has a namesake on the other side (A: "
+            + ", ".join(_instance(n) for n, _ in a) + "; B: " + ", ".join(_instance(n) for n, _ in b)
+            + "); diff compares instance with instance of the same name when a log holds several")
+    paired = {name for (name, _), _ in pairs}
+    notes = [f"{side}: model instance {_instance(name)} ({len(events)} launch(es)) has no instance of that "
+             f"name in {other}: not compared"
+             for side, other, insts in (("A", "B", a), ("B", "A", b))
+             for name, events in insts if name not in paired]
+    if len(pairs) > 1 or notes:
+        notes.insert(0, "compared instance by instance: " + ", ".join(
+            f"A {_instance(x)} with B {_instance(y)}" for (x, _), (y, _) in pairs))
+    return pairs, notes
+
+
+def _instance(name: Optional[str]) -> str:
+    return printable(name) if name is not None else "(unnamed)"
 
 
 # -- alignment ----------------------------------------------------------------
@@ -549,27 +586,29 @@ def diff(log_a: Log, log_b: Log, run: int = 1, atol: float = 1e-5, rtol: float =
             raise DiffInputError(f"{log.path}: has no tensor statistics (it looks like a "
                                  f"level-{log.level_hint()} log); diff needs logs written at "
                                  "level 5 (AOTI_DEBUG_LOGLEVEL=5)")
-    events_a, notes_a = select(log_a, run, "A")
-    events_b, notes_b = select(log_b, run, "B")
+    instances_a, notes_a = select(log_a, run, "A")
+    instances_b, notes_b = select(log_b, run, "B")
     notes_a += [f"A: {what}" for what in log_a.left_out]     # lost records: completeness.py
     notes_b += [f"B: {what}" for what in log_b.left_out]
-    rows = []
-    for a, b in align(events_a, events_b):
-        if a is None:
-            rows.append(Row(None, b, ONLY_B))
-        elif b is None:
-            rows.append(Row(a, None, ONLY_A))
-        else:
-            rows.append(compare(a, b, atol, rtol, exact))
-    ends = [model_outputs(log, events) for log, events in ((log_a, events_a), (log_b, events_b))]
-    if all(ends):
-        rows.append(compare(ends[0], ends[1], atol, rtol, exact))
-    elif any(ends):
-        (has, lacks), other = (("A", "B"), (log_b, events_b)) if ends[0] else (("B", "A"), (log_a, events_a))
-        why = ("its run-end record holds none: a dump does not keep them" if _run_end(*other)
-               else "it has no run-end record for the run: the run was cut short")
-        notes_b = notes_b + [f"the model's outputs are only in {has} ({lacks}: {why}): not compared"]
-    return Result(rows, notes_a + notes_b, atol, rtol, exact)
+    pairs, notes_pairs = pair_instances(instances_a, instances_b)
+    rows: List[Row] = []
+    for (_, events_a), (_, events_b) in pairs:
+        for a, b in align(events_a, events_b):
+            if a is None:
+                rows.append(Row(None, b, ONLY_B))
+            elif b is None:
+                rows.append(Row(a, None, ONLY_A))
+            else:
+                rows.append(compare(a, b, atol, rtol, exact))
+        ends = [model_outputs(log, events) for log, events in ((log_a, events_a), (log_b, events_b))]
+        if all(ends):
+            rows.append(compare(ends[0], ends[1], atol, rtol, exact))
+        elif any(ends):
+            (has, lacks), other = (("A", "B"), (log_b, events_b)) if ends[0] else (("B", "A"), (log_a, events_a))
+            why = ("its run-end record holds none: a dump does not keep them" if _run_end(*other)
+                   else "it has no run-end record for the run: the run was cut short")
+            notes_b = notes_b + [f"the model's outputs are only in {has} ({lacks}: {why}): not compared"]
+    return Result(rows, notes_pairs + notes_a + notes_b, atol, rtol, exact)
 
 
 # -- replicas of one job (--ranks) -------------------------------------------------
@@ -705,8 +744,9 @@ def _run_end(log: Log, events: Sequence[Event]) -> Optional[Record]:
     launches = [e for e in events if isinstance(e, Launch)]
     if not launches or launches[0].run is None:
         return None
-    run, pid = launches[0].run, launches[0].pid
-    return next((r for r in log.records if r.kind == "run-end" and r.id == str(run) and r.pid == pid), None)
+    run, pid, model = launches[0].run, launches[0].pid, launches[0].model
+    return next((r for r in log.records if r.kind == "run-end" and r.id == str(run) and r.pid == pid
+                 and model in (None, r.name)), None)
 
 
 def model_outputs(log: Log, events: Sequence[Event]) -> Optional[ModelOutputs]:

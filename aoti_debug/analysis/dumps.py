@@ -173,6 +173,7 @@ class _Writer:
 
     def __init__(self, folder: str, pid: int) -> None:
         self.folder, self.pid = folder, pid
+        self.model: Optional[str] = None             # the run's model instance, as launch ids name it
         self.parts: List[str] = []
         self.lines: List[int] = []                   # manifest line of each record
         self.sources: List[List[Source]] = []        # each record's tensors, in item order
@@ -276,6 +277,7 @@ def _run(w: _Writer, line: int, e: Dict[str, Any]) -> None:
             body, sources = body + lines, sources + s
         facts = fmt.header_facts(e["thread"], e.get("rank"), e.get("world")) if "thread" in e else ""
         w.record(line, e, "run", run, e["model"], body, sources, facts)
+        w.model = e["model"] if records.INSTANCE.fullmatch(str(e["model"])) else None
     elif event in ("before", "after"):
         body = []
         if event == "before":
@@ -286,7 +288,7 @@ def _run(w: _Writer, line: int, e: Dict[str, Any]) -> None:
             lines, s = w.item(f"{f['role']} {f['name']}", f["file"], error=f.get("error", ""))
             body, sources = body + lines, sources + s
         kind = "launch" if event == "before" else "launch-end"
-        w.record(line, e, kind, e["id"], e["kernel"], body, sources)
+        w.record(line, e, kind, f"{w.model}:{e['id']}" if w.model else e["id"], e["kernel"], body, sources)
     else:
         w.record(line, e, "run-end", run, e["model"], [], [])
 

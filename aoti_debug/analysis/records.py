@@ -56,6 +56,8 @@ TENSOR_KEYS = ("shape", "stride", "dtype", "device", "requires_grad", "is_contig
 _HASH = re.compile(r"^[0-9a-f]{16}$")
 COUNT_KEYS = ("nan_count", "inf_count", "true_count", "false_count")
 ITEM_KINDS = {"call", "return", "run", "run-end", "launch", "launch-end"}
+LAUNCH_KINDS = ("launch", "launch-end", "crash")     # their id is `model:R.K`
+INSTANCE = re.compile(r"[A-Za-z0-9_.+-]{1,200}(?:#[0-9]{1,20})?", re.A)   # a model instance (`ranker#2`)
 
 
 class LogInputError(InputError):
@@ -271,6 +273,17 @@ class Record:
     world: Optional[int] = None             # run records: the world size, where known
 
     @property
+    def model(self) -> Optional[str]:
+        """The model instance (`ranker#2`) the record belongs to: a run's or run-end's name, the
+        `model:` of a launch id (section 1); None for a launch of a log older than that field."""
+        if self.kind in ("run", "run-end"):
+            return self.name
+        if self.kind in LAUNCH_KINDS:
+            model, sep, _ = self.id.rpartition(":")
+            return model if sep else None
+        return None
+
+    @property
     def where(self) -> str:
         if not self.file:
             return f"line {self.line}"
@@ -315,7 +328,8 @@ class Process:
 
 
 def _split_id(ident: str) -> Tuple[Optional[int], Optional[int]]:
-    run, _, launch = ident.partition(".")
+    """(R, K) of a launch id `model:R.K` (or `R.K`, written before ids named the model)."""
+    run, _, launch = ident.rpartition(":")[2].partition(".")
     r, k = decimal(run), decimal(launch)
     return (r, k) if r is not None and k is not None else (None, None)
 
@@ -363,6 +377,16 @@ class Launch(_Span):
     @property
     def run(self) -> Optional[int]:
         return _split_id(self.ident)[0]
+
+    @property
+    def model(self) -> Optional[str]:
+        """The model instance that launched it (`ranker#2`); None in a log older than that."""
+        return self.first.model
+
+    @property
+    def instance(self) -> Tuple[int, Optional[str]]:
+        """(pid, model instance): whose run numbers R and launch numbers K these are."""
+        return self.pid, self.model
 
     @property
     def index(self) -> Optional[int]:

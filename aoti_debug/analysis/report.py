@@ -143,12 +143,12 @@ def render(log: Log, against: Optional[Log] = None,
 
 
 def _overview(log: Log, level: int, against: Optional[Log]) -> str:
-    runs = sorted({l.run for l in log.launches if l.run is not None})
+    runs = _runs(log)
     rows = [("log", f"<code>{esc(os.path.abspath(log.path)) if log.path else '-'}</code>"),
             ("records", esc(len(log.records))),
             ("launches", esc(len(log.launches))),
             ("calls", esc(len(log.calls))),
-            ("runs", esc(", ".join(map(str, runs)) or "-")),
+            ("runs", esc(runs or "-")),
             ("level (as seen in the log)", esc(level) + ("" if level >= 5 else
                                                          ' <span class="muted">(statistics need level 5)</span>'))]
     for banner in log.banners[:4]:
@@ -158,6 +158,21 @@ def _overview(log: Log, level: int, against: Optional[Log]) -> str:
         rows.append(("compared against", f"<code>{esc(os.path.abspath(against.path or '-'))}</code>"))
     body = "".join(f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in rows)
     return f'<section id="overview"><table>{body}</table></section>'
+
+
+def _runs(log: Log) -> str:
+    """`1, 2`, or each model instance's runs (`ranker: 1, 2; ranker#2: 1`) when the log holds
+    several: their run numbers count apart."""
+    by_model: Dict[Optional[str], List[int]] = {}
+    for launch in log.launches:
+        if launch.run is not None:
+            by_model.setdefault(launch.model, [])
+            if launch.run not in by_model[launch.model]:
+                by_model[launch.model].append(launch.run)
+    if len(by_model) == 1:
+        return ", ".join(map(str, sorted(next(iter(by_model.values())))))
+    return "; ".join(f"{model if model is not None else '(unnamed)'}: {', '.join(map(str, sorted(runs)))}"
+                     for model, runs in by_model.items())
 
 
 def _anchor(event: Event, number: Dict[int, int]) -> str:

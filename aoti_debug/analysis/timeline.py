@@ -7,8 +7,10 @@ trace_perfetto.py) only render:
 - a process per pid, named by its rank where the log says it, sorted by rank;
 - a track per thread (the `thread=` of run and call records); a launch is on
   the thread of the run of its number that is open in its process when the
-  launch record is written, and on `thread unknown` when there is none or
-  several (two models at the same run number at once): it is not guessed;
+  launch record is written (of its model instance, `ranker#2:1.3`), and on
+  `thread unknown` when there is none or several (a log whose launch ids do
+  not name their model, two models at the same run number at once): it is
+  not guessed;
 - slices for runs, launches and `log_api` calls, instants for NaN/Inf in a
   launch's or call's outputs, check failures, raises and crash trailers.
 
@@ -175,11 +177,13 @@ class _Builder:
         self.unknown: Dict[Tuple[int, str], int] = collections.Counter()   # (pid, why) -> launches
         self.placed: Dict[int, Tuple[Key, Slice]] = {}      # id(launch or call) -> where it went
         self.runs, self.owners = self._runs()
-        # per process, the records that follow a kernel at level 1: the next launch or run-end
-        self.marks: Dict[int, List[Tuple[int, Record]]] = collections.defaultdict(list)
+        # per process and per model instance, the records that follow a kernel at level 1: the
+        # next launch or run-end (another instance's launches run beside it, on another thread)
+        self.marks: Dict[Tuple[int, Optional[str]], List[Tuple[int, Record]]] = collections.defaultdict(list)
         for n, r in enumerate(log.records):
             if r.kind in ("launch", "run-end"):
-                self.marks[r.pid].append((n, r))
+                self.marks[(r.pid, None)].append((n, r))
+                self.marks[(r.pid, r.model)].append((n, r))
 
     def timeline(self) -> Timeline:
         for launch in self.log.launches:
@@ -218,8 +222,11 @@ class _Builder:
                     run.marks.append((n, rec))
                     open_runs[rec.pid].remove(run)
             elif rec.kind in ("launch", "launch-end", "crash") and "." in rec.id:
-                number = rec.id.partition(".")[0]
-                owners[id(rec)] = found = [r for r in open_runs[rec.pid] if r.record.id == number]
+                # `model:R.K`: the run R of that model instance; `R.K` (an older log): any run R
+                model = rec.model
+                number = rec.id.rpartition(":")[2].partition(".")[0]
+                owners[id(rec)] = found = [r for r in open_runs[rec.pid] if r.record.id == number
+                                           and model in (None, r.record.name)]
                 if rec.kind == "launch" and len(found) == 1:
                     found[0].marks.append((n, rec))
         return runs, owners
@@ -229,9 +236,10 @@ class _Builder:
         found = self.owners.get(id(launch.first), [])
         if len(found) == 1:
             return found[0], ""
-        number = text(launch.ident.partition(".")[0])
+        number = text(launch.ident.rpartition(":")[2].partition(".")[0])
+        whose = f" of {text(launch.model)}" if launch.model is not None else ""
         if not found:
-            return None, f"no run {number} was open in the process"
+            return None, f"no run {number}{whose} was open in the process"
         models = ", ".join(text(r.record.name) for r in found)
         return None, f"{len(found)} runs numbered {number} were open at once ({models})"
 
@@ -281,13 +289,13 @@ class _Builder:
         if launch.crash is not None:
             return _after(start, launch.crash, "its crash trailer")
         # level 1 writes no launch-end: the kernel ran until the run went on
-        marks = run.marks if run is not None else self.marks[launch.pid]
+        marks = run.marks if run is not None else self.marks[launch.instance]
         n = self.position[id(launch.start)]
         i = bisect.bisect_right(marks, n, key=lambda mark: mark[0])
         if i < len(marks):
             nxt = marks[i][1]
-            return _after(start, nxt, f"no launch-end record: the next {nxt.kind} record of its "
-                                      f"{'run' if run is not None else 'process'}")
+            whose = "run" if run is not None else "process" if launch.model is None else "model instance"
+            return _after(start, nxt, f"no launch-end record: the next {nxt.kind} record of its {whose}")
         return start, "unknown: no launch-end record and no later record of its run"
 
     def _run(self, run: _Run) -> None:

@@ -119,7 +119,7 @@ _SIGNATURES = {
     "aotid_write_note": (_i32, [_str, _str, _str, _i32, _i32, _str]),
     "aotid_next_call_number": (_i64, []),
     "aotid_instance_name": (_i64, [_str, _buf, _i64]),
-    "aotid_set_inflight": (None, [_i64, _i64, _str]),
+    "aotid_set_inflight": (None, [_i64, _i64, _str, _str]),
     "aotid_clear_inflight": (None, []),
     "aotid_install_crash_handler": (None, []),
     "aotid_registry_attach": (_i32, []),
@@ -307,10 +307,10 @@ def instance_name(name: str) -> str:
     return buf.value.decode("utf-8") if n >= 0 else name
 
 
-def set_inflight(run: int, launch: int, name: str) -> None:
+def set_inflight(run: int, launch: int, name: str, model: str = "") -> None:
     """Marks launch ``run.launch`` of ``name`` as running on this thread (crash trailer);
     ``run < 0`` marks call number ``launch``."""
-    _need().aotid_set_inflight(run, launch, name.encode("utf-8"))
+    _need().aotid_set_inflight(run, launch, name.encode("utf-8"), model.encode("utf-8"))
 
 
 def clear_inflight() -> None:

@@ -174,7 +174,7 @@ class Model:
             if run.mem is not None:
                 run.mem.fired = run.box.fired
         if self.nan_check.enabled:
-            run.nan = nan_checks.NanChecks(self.nan_check, run.run, run.level)
+            run.nan = nan_checks.NanChecks(self.nan_check, run.run, run.level, self.name)
             if run.box is not None:
                 run.nan.fired = run.box.fired
             _safely(run.nan.inputs, inputs)
@@ -213,7 +213,7 @@ class Run:
         self.box: Optional[blackbox.BlackBox] = None       # set while the black box is on
 
     def _id(self) -> str:
-        return f"{self.run}.{self.launch}"
+        return f"{self.model.name}:{self.run}.{self.launch}"
 
     def _write_begin(self, names, values) -> None:
         body = []
@@ -227,12 +227,12 @@ class Run:
             self.dumps.begin(names, values)
 
     def before(self, site: Site, values: Sequence[Any]) -> None:
-        """`launch R.K kernel` (written before the kernel runs)."""
+        """`launch model:R.K kernel` (written before the kernel runs)."""
         if self.model.selected(site):
             _safely(self._write_launch, site, values)
             if self.dumps is not None:   # the inputs, before the kernel runs
                 _safely(self.dumps.launch, self.launch, site, values, False)
-        _inflight(self.run, self.launch, site.kernel)
+        _inflight(self.run, self.launch, site.kernel, self.model.name)
 
     def _write_launch(self, site: Site, values) -> None:
         body = []
@@ -241,7 +241,7 @@ class Run:
         state.emit(fmt.record(fmt.header("launch", self._id(), site.kernel, state.pid()), body))
 
     def after(self, site: Site, values: Sequence[Any]) -> None:
-        """`launch-end R.K kernel` with the outputs (level >= 3)."""
+        """`launch-end model:R.K kernel` with the outputs (level >= 3)."""
         _inflight(None)
         if self.level < 3 or not self.model.selected(site):
             return
@@ -432,7 +432,7 @@ def _crash_handler() -> None:
             pass
 
 
-def _inflight(run: Optional[int], launch: int = 0, kernel: str = "") -> None:
+def _inflight(run: Optional[int], launch: int = 0, kernel: str = "", model: str = "") -> None:
     native = sink.native()
     if native is None:
         return
@@ -440,6 +440,6 @@ def _inflight(run: Optional[int], launch: int = 0, kernel: str = "") -> None:
         if run is None:
             native.clear_inflight()
         else:
-            native.set_inflight(run, launch, kernel)
+            native.set_inflight(run, launch, kernel, model)
     except Exception:
         pass

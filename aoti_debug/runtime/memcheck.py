@@ -38,8 +38,8 @@ def tensor_words(name: str, role: Optional[str], t: Any) -> str:
     return f"{name} ({role + ', ' if role else ''}{dtype}{tuple(t.shape)})"
 
 
-def launch_words(run: int, launch: int, site) -> str:
-    return f"launch {run}.{launch} {site.kernel} (nodes={site.nodes or '-'} source={site.source or '-'})"
+def launch_words(model: str, run: int, launch: int, site) -> str:
+    return f"launch {model}:{run}.{launch} {site.kernel} (nodes={site.nodes or '-'} source={site.source or '-'})"
 
 
 class MemChecks:
@@ -96,7 +96,7 @@ class MemChecks:
                 what += ", allocated by the wrapper"
             if d.freed:
                 what += ", freed since"
-            msg = launch_words(self.run, launch, site) if site is not None else \
+            msg = launch_words(self.model, self.run, launch, site) if site is not None else \
                 f"run {self.run} of model {self.model!r}"
             where = "right" if d.offset == 0 else f"{d.offset} byte{'' if d.offset == 1 else 's'}"
             msg += (f" wrote {'past the end of ' if d.after else 'before the start of '}{what}: "
@@ -125,7 +125,7 @@ class MemChecks:
             if v.data_ptr() in self.poisoned:
                 continue
             self.poisoned.append(v.data_ptr())
-            msg = launch_words(self.run, launch, site)
+            msg = launch_words(self.model, self.run, launch, site)
             words = tensor_words(name, role, v)
             if count == v.numel() and role == "out":
                 msg += (f" never wrote its output {words}: all {v.numel()} elements hold memcheck "

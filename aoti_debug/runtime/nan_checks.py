@@ -44,10 +44,11 @@ def _tensor(value: Any) -> bool:
 class NanChecks:
     """One per run; `Run.nan` is None when the check is off."""
 
-    def __init__(self, check: NanCheck, run: int, level: int = 1) -> None:
+    def __init__(self, check: NanCheck, run: int, level: int = 1, model: str = "model") -> None:
         self.raise_ = check.action == "raise"
         self.count_inf = check.count_inf
         self.run = run
+        self.model = model   # the instance its messages name (`ranker#2:1.3`)
         self.level = level   # 0: warnings go to stderr, not into a log
         # Buffers known to hold NaN/Inf, by data pointer (not name: a reused
         # buffer keeps what its writer found): model inputs found bad, outputs
@@ -126,7 +127,7 @@ class NanChecks:
 
     def _report(self, launch: int, site, buffer: str, source: str, s, tainted: List[str],
                 poisoned: bool = False, values: Sequence[Any] = ()) -> None:
-        msg = (f"launch {self.run}.{launch} {site.kernel} (source {source or '-'}) wrote "
+        msg = (f"launch {self.model}:{self.run}.{launch} {site.kernel} (source {source or '-'}) wrote "
                f"{self._counts(s)} into {buffer} (first at flat index {self._first_bad(s)}); ")
         if not tainted:
             msg += ("its inputs were finite, so this launch is where they first appear" if self.count_inf

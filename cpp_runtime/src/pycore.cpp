@@ -140,8 +140,8 @@ AOTID_EXPORT int64_t aotid_instance_name(const char* name, char* buf, int64_t ca
   }
 }
 
-AOTID_EXPORT void aotid_set_inflight(int64_t run, int64_t launch, const char* name) noexcept {
-  aoti_debug::detail::set_inflight(run, launch, name);
+AOTID_EXPORT void aotid_set_inflight(int64_t run, int64_t launch, const char* name, const char* model) noexcept {
+  aoti_debug::detail::set_inflight(run, launch, name, model);
 }
 
 AOTID_EXPORT void aotid_clear_inflight() noexcept { aoti_debug::detail::clear_inflight(); }

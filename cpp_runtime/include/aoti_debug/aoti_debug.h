@@ -163,7 +163,7 @@ class Scope {
   // A crash after the scope, still inside the launch that ran the op, names
   // that launch again.
   void restore_inflight() {
-    if (outer_.active) detail::set_inflight(outer_.run, outer_.launch, outer_.name.c_str());
+    if (outer_.active) detail::set_inflight(outer_.run, outer_.launch, outer_.name.c_str(), outer_.model.c_str());
     else detail::clear_inflight();
   }
 

@@ -12,11 +12,11 @@
 // Layout version of the process registry (detail/registry.h).  Copies of the
 // runtime attach to a published registry only when this number matches; bump
 // it whenever the Registry struct changes.
-#define AOTI_DEBUG_REGISTRY_ABI 5
+#define AOTI_DEBUG_REGISTRY_ABI 6
 
 // Inline namespace tied to the ABI, so copies of different versions compiled
 // into one binary never merge their inline functions.
-#define AOTI_DEBUG_ABI_NS v5
+#define AOTI_DEBUG_ABI_NS v6
 
 // Tensors with at least this many elements have their statistics computed on
 // several threads (results are bit-identical either way).

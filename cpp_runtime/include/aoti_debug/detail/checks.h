@@ -164,7 +164,7 @@ class NanChecks {
 #if AOTI_DEBUG_ENABLE_STATS
   void report(const Site& site, const char* buffer, const char* source, const Stats& s,
               const std::vector<std::string>& tainted, bool poison, std::initializer_list<Value> args) {
-    std::string msg = "launch " + detail::run_launch_id(run_.run, run_.launch) + " " + site.kernel +
+    std::string msg = "launch " + detail::launch_id(model_.name(), run_.run, run_.launch) + " " + site.kernel +
                       " (source " + detail::or_dash(source) + ") wrote " +
                       InputGuard::counts(s, count_inf_) + " into " + buffer + " (first at flat index " +
                       std::to_string(InputGuard::first_bad(s, count_inf_)) + "); ";

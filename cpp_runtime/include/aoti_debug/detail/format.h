@@ -108,6 +108,19 @@ inline std::string run_launch_id(int64_t run, int64_t launch) {
   return id;
 }
 
+// The id of a launch record, `model:R.K`: two loaded models (or two instances
+// of one, `ranker#2`) count R and K each on their own.
+inline std::string launch_id(const std::string& model, int64_t run, int64_t launch) {
+  std::string id;
+  id.reserve(model.size() + 24);
+  id += model;
+  id += ':';
+  append_i64(id, run);
+  id += '.';
+  append_i64(id, launch);
+  return id;
+}
+
 inline void append_indent(std::string& out, int n) { out.append(static_cast<size_t>(n), ' '); }
 
 // Python-tuple form: (), (5,), (2, 3)

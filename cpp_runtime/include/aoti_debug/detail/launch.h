@@ -57,10 +57,10 @@
 //   min(compiled level, AOTI_DEBUG_LOGLEVEL if set); asking for more than was
 //   compiled in gives one note per process naming what to recompile with.
 // - every launch counts K (from 1 per run), filtered out or not.
-// - LAUNCH writes `launch R.K kernel` (level 1: header only; >= 3: origin line
+// - LAUNCH writes `launch model:R.K kernel` (level 1: header only; >= 3: origin line
 //   and in/inout arguments; >= 5: statistics) and marks the launch in flight
 //   for the crash trailer; LAUNCH_END clears it and, at level >= 3, writes
-//   `launch-end R.K kernel` with the out/inout arguments.
+//   `launch-end model:R.K kernel` with the out/inout arguments.
 // - END_RUN writes `run-end R model` with the outputs at level >= 3.
 // - level 10 adds the flight recorder (detail/dump.h, docs/dumps.md): the
 //   run's inputs at BEGIN_RUN, in/inout tensors before each selected launch,
@@ -533,13 +533,13 @@ AOTI_DEBUG_CORE_FN void run_begin(Run& run, const char* const* input_names,
   if (run.level >= 10) detail::dump_run(run, input_names, inputs);
 }
 
-// `launch R.K kernel`, before the launch.
+// `launch model:R.K kernel`, before the launch.
 AOTI_DEBUG_CORE_FN void before_launch(Run& run, const Site& site,
                                               std::initializer_list<Value> args) {
   const Model& m = *run.model;
   if (m.selected(site)) {
     std::string rec =
-        detail::header_line("launch", detail::run_launch_id(run.run, run.launch), site.kernel);
+        detail::header_line("launch", detail::launch_id(m.name(), run.run, run.launch), site.kernel);
     if (run.level >= 3) {
       rec += "  origin: nodes=";
       rec += detail::or_dash(site.nodes);
@@ -552,17 +552,17 @@ AOTI_DEBUG_CORE_FN void before_launch(Run& run, const Site& site,
     m.write(std::move(rec));  // flushed (one write(2)) before the kernel runs
     if (run.level >= 10) detail::dump_launch(run, site, args, false);  // before the launch too
   }
-  detail::set_inflight(run.run, run.launch, site.kernel);
+  detail::set_inflight(run.run, run.launch, site.kernel, m.name().c_str());
 }
 
-// `launch-end R.K kernel` (level >= 3), after the launch.
+// `launch-end model:R.K kernel` (level >= 3), after the launch.
 AOTI_DEBUG_CORE_FN void after_launch(Run& run, const Site& site,
                                              std::initializer_list<Value> args) {
   detail::clear_inflight();
   const Model& m = *run.model;
   if (run.level < 3 || !m.selected(site)) return;
   std::string rec =
-      detail::header_line("launch-end", detail::run_launch_id(run.run, run.launch), site.kernel);
+      detail::header_line("launch-end", detail::launch_id(m.name(), run.run, run.launch), site.kernel);
 #if AOTI_DEBUG_ENABLE_STATS
   detail::StatsMemo& memo = detail::stats_memo();  // for the NaN/Inf check right after
   memo.run = &run, memo.launch = run.launch, memo.n = 0, memo.recording = run.level >= 5;

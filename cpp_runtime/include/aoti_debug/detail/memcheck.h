@@ -380,7 +380,7 @@ AOTI_DEBUG_CORE_FN void MemChecks::report(const std::string& msg, const Site* si
 
 namespace detail {
 inline std::string launch_words(const Run& run, const Site& site) {
-  return "launch " + run_launch_id(run.run, run.launch) + " " + site.kernel + " (nodes=" +
+  return "launch " + launch_id(run.model->name(), run.run, run.launch) + " " + site.kernel + " (nodes=" +
          or_dash(site.nodes) + " source=" + or_dash(site.source) + ")";
 }
 

@@ -67,6 +67,7 @@ struct InflightSlot {
   int64_t launch;
   uint64_t seq;       // newest active slot wins when the crashing thread has none
   char name[200];
+  char model[128];    // the launch's model instance (`ranker#2`), "" for a call
 };
 
 // The level-10 recorder's process-wide ledger (detail/dump.h).
@@ -788,9 +789,10 @@ inline InflightSlot* own_slot(Registry* r, bool claim) {
   return nullptr;
 }
 
-// Marks launch R.K (or call K when run < 0) of kernel `name` as running on
-// this thread: a crash until clear_inflight() names it in the trailer.
-inline void set_inflight(int64_t run, int64_t launch, const char* name) {
+// Marks launch R.K of model instance `model` (or call K when run < 0) of kernel
+// `name` as running on this thread: a crash until clear_inflight() names it in
+// the trailer.
+inline void set_inflight(int64_t run, int64_t launch, const char* name, const char* model = nullptr) {
   Registry* r = registry();
   if (r == nullptr) return;
   InflightSlot* s = own_slot(r, true);
@@ -802,6 +804,10 @@ inline void set_inflight(int64_t run, int64_t launch, const char* name) {
   if (n >= sizeof s->name) n = sizeof s->name - 1;
   std::memcpy(s->name, name ? name : "", n);
   s->name[n] = '\0';
+  n = model ? std::strlen(model) : 0;
+  if (n >= sizeof s->model) n = sizeof s->model - 1;
+  std::memcpy(s->model, model ? model : "", n);
+  s->model[n] = '\0';
   s->seq = __atomic_add_fetch(&r->inflight_seq, 1, __ATOMIC_RELAXED);
   __atomic_store_n(&s->active, 1, __ATOMIC_RELEASE);
 }
@@ -813,6 +819,7 @@ struct InflightMark {
   int64_t run = 0;
   int64_t launch = 0;
   std::string name;
+  std::string model;
 };
 
 inline InflightMark current_inflight() {
@@ -820,7 +827,7 @@ inline InflightMark current_inflight() {
   Registry* r = registry();
   InflightSlot* s = r ? own_slot(r, false) : nullptr;
   if (s != nullptr && __atomic_load_n(&s->active, __ATOMIC_ACQUIRE)) {
-    m.active = true, m.run = s->run, m.launch = s->launch, m.name = s->name;
+    m.active = true, m.run = s->run, m.launch = s->launch, m.name = s->name, m.model = s->model;
   }
   return m;
 }
@@ -876,6 +883,10 @@ inline int build_trailer(Registry* r, int sig, char* buf, int cap) {
   puts_("] crash ");
   if (pick != nullptr) {
     if (pick->run >= 0) {
+      if (pick->model[0]) {  // `ranker#2:1.3`, as the launch record
+        puts_(pick->model);
+        puts_(":");
+      }
       put(num, static_cast<size_t>(format_i64(pick->run, num)));
       puts_(".");
     }
