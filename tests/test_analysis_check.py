@@ -195,16 +195,28 @@ def test_an_extracted_launch_reproduces_the_nan_in_a_fresh_process_without_aoti_
 
 @pytest.mark.parametrize("argv, says", [
     (["1.9", "--dir", "{D}"], "{D}: no dumped launch 1.9"),
-    (["x; rm", "--dir", "{D}"], "launch 'x; rm': expected a launch id R.K as the log and manifest write it (e.g. 1.4)"),
+    (["x; rm", "--dir", "{D}"], "launch 'x; rm': expected a launch id M:R.K or R.K as the log, nan-origin and "
+                                "the manifest write it (e.g. ranker:1.4 or 1.4)"),
+    (["other:1.3", "--dir", "{D}"], "{D}: no dumped launch other:1.3"),
     (["1.3", "--dir", "{D}", "--package", "{D}/manifest.jsonl"],
      "--package {D}/manifest.jsonl: cannot be read as a .pt2 package (File is not a zip file)"),
-], ids=["no-launch", "bad-id", "bad-package"])
+], ids=["no-launch", "bad-id", "other-instance", "bad-package"])
 def test_extract_refuses_bad_arguments(mlp_dump, tmp_path, capsys, argv, says):
     from aoti_debug.cli import main
     folder = only_folder(mlp_dump)
     assert main(["extract", *[a.format(D=folder) for a in argv], "-o", str(tmp_path / "o")]) == 2
     assert capsys.readouterr() == ("", f"aoti-debug extract: {says.format(D=folder)}\n")
     assert not (tmp_path / "o").exists()
+
+
+def test_extract_finds_a_launch_by_the_id_the_log_gives_it(mlp_dump):
+    """nan-origin and the log name a launch M:R.K; the run folder's manifest writes R.K."""
+    from aoti_debug.analysis import extract
+    folder = only_folder(mlp_dump)
+    model = next(json.loads(line)["model"] for line in open(os.path.join(folder, "manifest.jsonl"))
+                 if json.loads(line).get("event") == "run")
+    assert extract.find(folder, f"{model}:1.3") == extract.find(folder, "1.3")
+    assert extract.find(folder, "1.3")[1]["id"] == "1.3"
 
 
 def doctored(mlp_dump, tmp_path, change):

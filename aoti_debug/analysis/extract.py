@@ -30,21 +30,30 @@ class NotExtractable(Exception):
 
 
 def find(root: str, ident: str):
-    """(folder, before line, after line) of launch `ident` (R.K) under `root`."""
+    """(folder, before line, after line) of launch `ident` under `root`: `M:R.K` as the log and
+    nan-origin name it (M the model instance), or `R.K` as a run folder's manifest writes it."""
+    from . import manifest
     from .replay import folders, nested
-    if not re.fullmatch(r"\d+\.\d+", ident):
-        raise InputError(f"launch {printable(ident)!r}: expected a launch id R.K as the log and "
-                         "manifest write it (e.g. 1.4)")
-    found = [(folder, before, after) for folder in folders(root)
-             for before, after, _ in launches(folder) if before["id"] == ident]
+    m = re.fullmatch(r"(?:([^:]+):)?(\d+\.\d+)", ident)
+    if m is None:
+        raise InputError(f"launch {printable(ident)!r}: expected a launch id M:R.K or R.K as the log, "
+                         "nan-origin and the manifest write it (e.g. ranker:1.4 or 1.4)")
+    model, number = m.groups()
+
+    def of_model(folder: str) -> bool:
+        return model is None or any(e.get("model") == model for _, e in manifest.read(folder)
+                                    if e.get("event") == "run")
+    found = [(folder, before, after) for folder in folders(root) if of_model(folder)
+             for before, after, _ in launches(folder) if before["id"] == number]
     if not found:
         deeper = nested(root)
-        raise InputError(f"{root}: no dumped launch {ident}"
+        raise InputError(f"{root}: no dumped launch {printable(ident)}"
                          + (f" (not searched: the dump directories in it, {', '.join(deeper)}; give one of "
                             "them)" if deeper else ""))
     if len(found) > 1:
-        raise InputError(f"{root}: launch {ident} is in {len(found)} run folders "
-                         f"({', '.join(os.path.basename(f) for f, _, _ in found)}); give one of them")
+        raise InputError(f"{root}: launch {printable(ident)} is in {len(found)} run folders "
+                         f"({', '.join(os.path.basename(f) for f, _, _ in found)}); give one of them"
+                         + ("" if model else ", or name the model instance (M:R.K)"))
     return found[0]
 
 

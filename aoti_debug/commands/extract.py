@@ -8,7 +8,7 @@ from ..cli import OK, UsageError, echo
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("launch", metavar="LAUNCH", help="the launch id R.K, as the log and nan-origin name it (e.g. 1.4)")
+    parser.add_argument("launch", metavar="LAUNCH", help="the launch id M:R.K, as the log and nan-origin name it (e.g. ranker:1.4), or R.K as a run folder's manifest writes it")
     parser.add_argument("--dir", metavar="D", required=True,
                         help="the dump directory (AOTI_DEBUG_DUMP_DIR) or one run folder in it")
     parser.add_argument("-o", "--out", metavar="DIR", required=True, help="the folder to write")
