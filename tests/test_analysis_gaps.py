@@ -162,8 +162,9 @@ def test_a_whole_dump_is_clean(tmp_path, capsys):
 def test_a_dump_cut_between_launches_never_finished(tmp_path, capsys):
     d = str(tmp_path / "d")
     folder = run_folder(d, run_end=False)
+    # nan-origin reads a dump's launches under its instance (model:1.1); check keeps the manifest's 1.1
     cut = (f"  run 1 model (pid 4242) never finished (no run-end record, 4242-model-run1/manifest.jsonl:1); "
-           "what came after launch 1.1 cpp_fused_exp_0 is missing")
+           "what came after launch model:1.1 cpp_fused_exp_0 is missing")
     assert cli(capsys, "nan-origin", d) == (3, f"{NEVER}\n{cut}\nno NaN/Inf in the 1 launch of the log\n", "")
     assert cli(capsys, "check", d)[:2] == (3, (
         f"{NEVER}\n  run 1 model (pid 4242) never finished (no run-end line, {folder}/manifest.jsonl:1); what "
@@ -183,7 +184,7 @@ def test_a_dump_whose_recorder_stopped_is_incomplete(tmp_path, capsys):
     stopped = f"  the recorder of pid 4242 stopped: {STOP_NOTE}"
     code, out, _ = cli(capsys, "nan-origin", str(d))
     assert (code, out.splitlines()[:4]) == (4, [
-        INCOMPLETE, stopped, "  run 1 model (pid 4242): nothing was dumped after launch 1.1 cpp_fused_exp_0 "
+        INCOMPLETE, stopped, "  run 1 model (pid 4242): nothing was dumped after launch model:1.1 cpp_fused_exp_0 "
         "(no run-end record, 4242-model-run1/manifest.jsonl:1)", "no NaN/Inf in the 1 launch of the log"])
     code, out, _ = cli(capsys, "check", str(d))
     assert (code, out.splitlines()[:3]) == (4, [

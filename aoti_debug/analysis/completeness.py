@@ -153,7 +153,8 @@ def why_unfinished(event: Event) -> str:
 def unended_runs(records: Sequence[Record]) -> List[Tuple[Record, str]]:
     """(run record, the last launch it reached) of each run without its run-end."""
     open_runs: Dict[Tuple[int, str, str], Record] = {}
-    last: Dict[Tuple[int, str], str] = {}
+    # a launch id names its instance (M:R.K) in logs that have the field; older ones only R.K
+    last: Dict[Tuple[int, Optional[str], str], str] = {}
     for r in records:
         key = (r.pid, r.id, r.name)
         if r.kind == "run":
@@ -161,8 +162,10 @@ def unended_runs(records: Sequence[Record]) -> List[Tuple[Record, str]]:
         elif r.kind == "run-end":
             open_runs.pop(key, None)
         elif r.kind in ("launch", "launch-end"):
-            last[(r.pid, r.id.split(".", 1)[0])] = f"launch {r.id} {r.name}"
-    return [(r, last.get((r.pid, r.id), "")) for r in open_runs.values()]
+            number = r.id.rpartition(":")[2].split(".", 1)[0]
+            last[(r.pid, r.model, number)] = f"launch {r.id} {r.name}"
+    return [(r, last.get((r.pid, r.name, r.id), last.get((r.pid, None, r.id), "")))
+            for r in open_runs.values()]
 
 
 def _lost_notes(log: Log) -> List[Tuple[Record, str]]:
