@@ -149,7 +149,7 @@ def test_nan_origin_narrows_a_fused_kernel_to_the_op_on_its_second_line(mullog_d
     code, out, err = command("nan-origin", "--rerun-ops", mullog_dump)
     assert code == 1, out + err
     lines = out.splitlines()
-    assert re.fullmatch(r"NaN/Inf origin: launch 1\.4 cpp_fused_\w+ \(pid \d+, \d+-mullog-run1/manifest\.jsonl:\d+\)",
+    assert re.fullmatch(r"NaN/Inf origin: launch mullog:1\.4 cpp_fused_\w+ \(pid \d+, \d+-mullog-run1/manifest\.jsonl:\d+\)",
                         lines[0]), lines[0]
     line = models.line_of("mullog.log")
     assert lines[1:4] == [f"  source: {line}", "  nodes:  mul, sub, log", f"  op:     aten.log ({line})"]

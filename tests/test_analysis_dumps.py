@@ -83,7 +83,7 @@ def test_nan_origin_on_dumps_names_the_planted_kernel(planted_dumps, capsys):
     assert (code, err) == (1, "")
     lines = out.splitlines()
     assert lines[:2] == [
-        f"NaN/Inf origin: launch 1.1 {sqrt} (pid {pid}, {pid}-planted-run1/manifest.jsonl:2)",
+        f"NaN/Inf origin: launch planted:1.1 {sqrt} (pid {pid}, {pid}-planted-run1/manifest.jsonl:2)",
         f"  source: {models.line_of('planted.sqrt')}"]
     # what holds on every release; the kernel's other nodes and outputs are Inductor's
     # choice (2.15 fuses the model's other branch into this kernel)
@@ -96,7 +96,7 @@ def test_nan_origin_on_dumps_names_the_planted_kernel(planted_dumps, capsys):
     assert [l for l in lines if re.fullmatch(
         r"    out buf\d+: shape=\(5,\) dtype=torch\.float32 min=2\.000000 max=2\.000000 "
         r"mean=2\.000000 nan_count=1 inf_count=0", l)] != []
-    assert lines[-1] == f"1 later launch shows NaN/Inf too (victims): 1.2 {cumsum}"
+    assert lines[-1] == f"1 later launch shows NaN/Inf too (victims): planted:1.2 {cumsum}"
     # a dump reads as the log the same run wrote; the log alone lists the candidate ops
     from_log = cli(capsys, "nan-origin", log)[1]
     assert re.fullmatch(r"  candidate ops: (\w+, )*sqrt(, \w+)* \(can make NaN/Inf\).*", from_log.splitlines()[3])
@@ -109,7 +109,7 @@ def test_nan_origin_on_dumps_skips_clean_launches(planted_dumps, capsys):
     lines = out.splitlines()
     assert code == 1
     # the launch's number is Inductor's fusion (1.3 on 2.13; 2.15 fuses it into 1.1)
-    assert re.fullmatch(r"NaN/Inf origin: launch 1\.\d+ cpp_fused_\w*log\w* \(pid \d+, "
+    assert re.fullmatch(r"NaN/Inf origin: launch planted:1\.\d+ cpp_fused_\w*log\w* \(pid \d+, "
                         r"\d+-planted-run1/manifest\.jsonl:\d+\)", lines[0])
     assert lines[1] == f"  source: {models.line_of('planted.log')}"
     assert lines[3] == f"  op:     aten.log ({models.line_of('planted.log')})"
@@ -124,11 +124,11 @@ def test_logs_with_statistics_are_preferred_to_dumps(planted_dumps, tmp_path, ca
     shutil.copytree(dump_dir, both)
     shutil.copy(log, both / "debug.log")
     code, out, _ = cli(capsys, "nan-origin", str(both))
-    assert code == 1 and re.match(r"NaN/Inf origin: launch 1\.1 \S+ \(pid \d+, debug\.log:\d+\)\n", out)
+    assert code == 1 and re.match(r"NaN/Inf origin: launch planted:1\.1 \S+ \(pid \d+, debug\.log:\d+\)\n", out)
     # a log without statistics is not: the dumps have them
     write_log(both, "debug.log", model_log(level=3))
     code, out, _ = cli(capsys, "nan-origin", str(both))
-    assert code == 1 and re.match(r"NaN/Inf origin: launch 1\.1 \S+ \(pid \d+, \d+-planted-run1/manifest", out)
+    assert code == 1 and re.match(r"NaN/Inf origin: launch planted:1\.1 \S+ \(pid \d+, \d+-planted-run1/manifest", out)
 
 
 def test_diff_of_two_dumps_of_the_same_run_is_identical_bit_for_bit(mlp_dumps, capsys):
@@ -137,8 +137,8 @@ def test_diff_of_two_dumps_of_the_same_run_is_identical_bit_for_bit(mlp_dumps, c
     assert cli(capsys, "diff", a, b) == (0, (
         f"A: {a}\n"
         f"B: {b}\n"
-        "A    B    kernel                    status     max abs  max rel  largest delta\n"
-        + "".join(f"1.{k}  1.{k}  {name:<24}  identical  0        0        0 (bit for bit)\n"
+        "A        B        kernel                    status     max abs  max rel  largest delta\n"
+        + "".join(f"mlp:1.{k}  mlp:1.{k}  {name:<24}  identical  0        0        0 (bit for bit)\n"
                   for k, name in enumerate(MLP_KERNELS, 1))
         + "A and B are identical bit for bit: the outputs of 6 aligned launch(es) have equal "
         "content hashes\n"), "")
@@ -168,17 +168,17 @@ def test_diff_names_the_perturbed_launch_with_its_measured_error(mlp_dumps, tmp_
     # the launches whose dumped outputs are untouched are identical (content hashes);
     # the perturbed one is compared element by element
     assert lines[2:] == [
-        "A    B    kernel                    status     max abs  max rel  largest delta",
-        "1.1  1.1  aoti_torch_cpu_addmm_out  identical  0        0        0 (bit for bit)",
-        "1.2  1.2  cpp_fused_relu_0          identical  0        0        0 (bit for bit)",
-        f"1.3  1.3  aoti_torch_cpu_addmm_out  DIFFERS    {err:<7.6g}  {err / abs(vb):<7.6g}  "
+        "A        B        kernel                    status     max abs  max rel  largest delta",
+        "mlp:1.1  mlp:1.1  aoti_torch_cpu_addmm_out  identical  0        0        0 (bit for bit)",
+        "mlp:1.2  mlp:1.2  cpp_fused_relu_0          identical  0        0        0 (bit for bit)",
+        f"mlp:1.3  mlp:1.3  aoti_torch_cpu_addmm_out  DIFFERS    {err:<7.6g}  {err / abs(vb):<7.6g}  "
         f"out buf2 [1, 5] {number(va)} vs {number(vb)} (delta {err:.3g})",
-        "1.4  1.4  cpp_fused_relu_1          identical  0        0        0 (bit for bit)",
-        "1.5  1.5  aoti_torch_cpu_addmm_out  identical  0        0        0 (bit for bit)",
-        "1.6  1.6  cpp_fused__softmax_2      identical  0        0        0 (bit for bit)",
-        "first bitwise difference: A 1.3 aoti_torch_cpu_addmm_out / B 1.3 aoti_torch_cpu_addmm_out "
+        "mlp:1.4  mlp:1.4  cpp_fused_relu_1          identical  0        0        0 (bit for bit)",
+        "mlp:1.5  mlp:1.5  aoti_torch_cpu_addmm_out  identical  0        0        0 (bit for bit)",
+        "mlp:1.6  mlp:1.6  cpp_fused__softmax_2      identical  0        0        0 (bit for bit)",
+        "first bitwise difference: A mlp:1.3 aoti_torch_cpu_addmm_out / B mlp:1.3 aoti_torch_cpu_addmm_out "
         "(out buf2); 2 of the 2 aligned pair(s) before it identical",
-        "first divergence: A 1.3 aoti_torch_cpu_addmm_out / B 1.3 aoti_torch_cpu_addmm_out",
+        "first divergence: A mlp:1.3 aoti_torch_cpu_addmm_out / B mlp:1.3 aoti_torch_cpu_addmm_out",
         f"  source: {models.line_of('mlp.fc2')}",
         "  nodes:  addmm_1",
         f"  out buf2 [1, 5] {number(va)} vs {number(vb)} (delta {err:.3g}), allowed {allowed:.3g}; "
@@ -225,8 +225,8 @@ def test_a_log_against_a_dump_compares_statistics(mlp_dumps, capsys):
     code, out, _ = cli(capsys, "diff", log_a, b)
     assert code == 0
     assert out.splitlines()[2:] == [
-        "A    B    kernel                    status     largest delta",
-        *[f"1.{k}  1.{k}  {name:<24}  identical  0 (bit for bit)" for k, name in enumerate(MLP_KERNELS, 1)],
+        "A        B        kernel                    status     largest delta",
+        *[f"mlp:1.{k}  mlp:1.{k}  {name:<24}  identical  0 (bit for bit)" for k, name in enumerate(MLP_KERNELS, 1)],
         "the model's outputs are only in A (B: its run-end record holds none: a dump does not keep them): "
         "not compared",
         "A and B are identical bit for bit: the outputs of 6 aligned launch(es) have equal content hashes",
@@ -272,7 +272,7 @@ def test_python_calls_dump(tmp_path, capsys):
 def test_report_of_a_dump_directory(planted_dumps, tmp_path, capsys):
     page = tmp_path / "r.html"
     code, out, _ = cli(capsys, "report", planted_dumps["sqrt"][0], "-o", str(page))
-    assert code == 0 and "NaN/Inf origin: 1.1" in out
+    assert code == 0 and "NaN/Inf origin: planted:1.1" in out
     path, line = models.line_of("planted.sqrt").rsplit(":", 1)
     assert f'href="file://{path}#L{line}">{path}:{line}</a>' in page.read_text()
 

@@ -36,7 +36,7 @@ def test_nan_origin_names_the_sqrt_kernel_and_its_line(planted_logs, capsys):
     code, out, err = cli(capsys, "nan-origin", planted_logs["sqrt"])
     lines = out.splitlines()
     assert (code, err) == (1, "")
-    assert re.fullmatch(r"NaN/Inf origin: launch 1\.\d+ cpp_fused_\w*sqrt\w* \(pid \d+, sqrt\.log:\d+\)", lines[0])
+    assert re.fullmatch(r"NaN/Inf origin: launch planted:1\.\d+ cpp_fused_\w*sqrt\w* \(pid \d+, sqrt\.log:\d+\)", lines[0])
     assert lines[1] == f"  source: {models.line_of('planted.sqrt')}"
     assert "in b: shape=(5,) dtype=torch.float32 min=-4.000000 max=1.000000 mean=0.000000 " \
            "nan_count=0 inf_count=0" in out
@@ -51,7 +51,7 @@ def test_diff_of_two_clean_runs_agrees_and_the_sqrt_run_diverges_at_its_line(pla
         "outputs have equal content hashes")
     code, out, _ = cli(capsys, "diff", planted_logs["clean"], planted_logs["sqrt"])
     assert code == 1
-    assert re.search(r"^first divergence: A 1\.\d+ cpp_fused_\w*sqrt\w* / B ", out, re.M)
+    assert re.search(r"^first divergence: A planted:1\.\d+ cpp_fused_\w*sqrt\w* / B ", out, re.M)
     assert f"  source: {models.line_of('planted.sqrt')}\n" in out
 
 
@@ -59,7 +59,7 @@ def test_report_of_a_real_log(planted_logs, tmp_path, capsys):
     page = tmp_path / "r.html"
     code, out, _ = cli(capsys, "report", planted_logs["sqrt"], "--against", planted_logs["clean"],
                        "-o", str(page))
-    assert code == 0 and "NaN/Inf origin: 1." in out and "first divergence: 1." in out
+    assert code == 0 and "NaN/Inf origin: planted:1." in out and "first divergence: planted:1." in out
     path, line = models.line_of("planted.sqrt").rsplit(":", 1)
     assert f'href="file://{path}#L{line}">{path}:{line}</a>' in page.read_text()
 
@@ -121,16 +121,16 @@ def test_diff_names_the_first_non_deterministic_launch_and_nothing_before(noisy_
     # within the tolerances the runs agree; their bits part at the noisy op, not before
     assert (code, err) == (0, "")
     lines = out.splitlines()[2:]
-    assert re.fullmatch(r"1\.1  1\.1  cpp_fused_\w+_0 +identical  0 \(bit for bit\)", lines[1])
-    assert re.fullmatch(rf"1\.2  1\.2  {op} +ok +(0 \(bits differ\)|out buf\d+ \w+ delta \S+)", lines[2])
-    assert re.fullmatch(rf"first bitwise difference: A 1\.2 {op} / B 1\.2 {op} \(out buf\d+\); "
+    assert re.fullmatch(r"noisy:1\.1  noisy:1\.1  cpp_fused_\w+_0 +identical  0 \(bit for bit\)", lines[1])
+    assert re.fullmatch(rf"noisy:1\.2  noisy:1\.2  {op} +ok +(0 \(bits differ\)|out buf\d+ \w+ delta \S+)", lines[2])
+    assert re.fullmatch(rf"first bitwise difference: A noisy:1\.2 {op} / B noisy:1\.2 {op} \(out buf\d+\); "
                         r"1 of the 1 aligned pair\(s\) before it identical", lines[-2])      # buffer numbers vary by release
     assert lines[-1] == "the logs agree: 3 aligned launch(es) compared (atol=1e-05, rtol=0.001; counts exact)"
     # asked for equal bits, the op's launch is the first divergence
     code, out, _ = cli(capsys, "diff", "--exact", a, b)
     lines = out.splitlines()
-    assert code == 1 and f"first divergence: A 1.2 {op} / B 1.2 {op}" in lines
-    assert lines[lines.index(f"first divergence: A 1.2 {op} / B 1.2 {op}") + 1] == \
+    assert code == 1 and f"first divergence: A noisy:1.2 {op} / B noisy:1.2 {op}" in lines
+    assert lines[lines.index(f"first divergence: A noisy:1.2 {op} / B noisy:1.2 {op}") + 1] == \
         f"  source: {models.line_of('noisy.op')}"
     assert re.fullmatch(r"  out buf\d+ hash [0-9a-f]{16} vs [0-9a-f]{16}", lines[lines.index("  nodes:  noisy_add") + 1])
     # a log against itself is identical bit for bit, the model's outputs included

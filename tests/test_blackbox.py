@@ -239,7 +239,7 @@ def test_a_nan_at_call_500_dumps_the_last_64_launches_up_to_its_origin(nan_at_50
     folder = os.path.join(dumps, f"{pid}-blackbox")
     # level 0: the checks speak on stderr; the dump is made once, at the first launch that fires
     first, second = without_torch_logs(proc.stderr).splitlines()[:2]
-    assert_planted_nan_check(first, "500.1")
+    assert_planted_nan_check(first, "planted:500.1")
     assert second == f"aoti-debug blackbox: nan-check: the black box is in {folder!r}: the last 64 launches of 22 runs"
     lines = launches(folder)
     # three launches a run: the last 64 end with the one whose check fired
@@ -255,7 +255,7 @@ def test_nan_origin_on_the_dump_names_the_planted_launch_and_line(nan_at_500, ca
     code, out, err = command("nan-origin", os.path.join(dumps, f"{pid}-blackbox"), capsys=capsys)
     assert code == 1, out + err
     lines = out.splitlines()
-    assert re.fullmatch(rf"NaN/Inf origin: launch 500\.1 cpp_fused_\w+ \(pid {pid}, {pid}-planted-run500/"
+    assert re.fullmatch(rf"NaN/Inf origin: launch planted:500\.1 cpp_fused_\w+ \(pid {pid}, {pid}-planted-run500/"
                         r"manifest\.jsonl:\d+\)", lines[0]), out
     assert lines[1] == f"  source: {models.line_of('planted.sqrt')}"
 
@@ -511,7 +511,7 @@ def test_torch_compile_dumps_at_a_nan_and_nan_origin_names_its_line(tmp_path, ca
     pid = int(os.path.basename(ring_of(str(dumps))).split("-")[0])
     folder = os.path.join(str(dumps), f"{pid}-blackbox")
     first, second = [l for l in proc.stderr.splitlines() if l.startswith("aoti-debug")][:2]
-    assert_planted_nan_check(first, "30.1")
+    assert_planted_nan_check(first, "model:30.1")
     assert second == f"aoti-debug blackbox: nan-check: the black box is in {folder!r}: the last 16 launches of 6 runs"
     lines = launches(folder)
     every = [f"{r}.{k}" for r in range(1, 30) for k in (1, 2, 3)] + ["30.1"]
@@ -519,7 +519,7 @@ def test_torch_compile_dumps_at_a_nan_and_nan_origin_names_its_line(tmp_path, ca
     assert lines[-2:] == [("30.1", "before", "running"), ("30.1", "after", "ok")]
     code, out, err = command("nan-origin", folder, capsys=capsys)
     assert code == 1, out + err
-    assert re.fullmatch(rf"NaN/Inf origin: launch 30\.1 cpp_fused_\w*sqrt\w* \(pid {pid}, {pid}-model-run30/"
+    assert re.fullmatch(rf"NaN/Inf origin: launch model:30\.1 cpp_fused_\w*sqrt\w* \(pid {pid}, {pid}-model-run30/"
                         r"manifest\.jsonl:\d+\)", out.splitlines()[0]), out
     assert out.splitlines()[1] == f"  source: {models.line_of('planted.sqrt')}"
 
@@ -536,7 +536,7 @@ def test_torch_compile_dumps_when_the_memory_check_fires(membugs_so, tmp_path):
     pid = os.path.basename(ring_of(str(dumps))).split("-")[0]
     folder = dumps / f"{pid}-blackbox"
     assert [l for l in proc.stderr.splitlines() if l.startswith("aoti-debug")] == [
-        f"aoti-debug memcheck: launch 1.2 membugs.overrun.default (nodes=overrun source={models.line_of('overrun.op')}) "
+        f"aoti-debug memcheck: launch model:1.2 membugs.overrun.default (nodes=overrun source={models.line_of('overrun.op')}) "
         "wrote past the end of buf1 (out, float32(5,)), allocated by this launch: 4 bytes damaged, starting right "
         "after its end",
         f"aoti-debug blackbox: memcheck: the black box is in {str(folder)!r}: the last 2 launches of 1 run"]

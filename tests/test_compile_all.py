@@ -74,7 +74,7 @@ def test_off_at_run_time_until_asked_for(packages, planted_all):
 def test_the_nan_check_and_guards_are_one_variable_away(planted_all):
     proc = run_package(planted_all, "planted", inputs="models.planted_inputs('log')",
                        AOTI_DEBUG_NAN_CHECK="raise")
-    assert re.fullmatch(r"aoti-debug NaN check: launch 1\.\d+ cpp_fused_\w+ \(source (\S+)\) wrote 1 "
+    assert re.fullmatch(r"aoti-debug NaN check: launch planted:1\.\d+ cpp_fused_\w+ \(source (\S+)\) wrote 1 "
                         r"NaN into buf\d+ \(first at flat index 0\); its inputs held no NaN, so "
                         r"this launch is where NaN first appears", raised(proc)).group(1) \
         == line_of("planted.log")
@@ -106,16 +106,16 @@ def test_compile_time_values_become_the_run_time_defaults(packages):
         return [r.split("\n", 1)[0] for r in records(mask(proc.stdout)) if r.startswith("[")]
 
     assert heads() == ["[TIMESTAMP] [pid PID] run 1 mlp thread=TID",
-                       "[TIMESTAMP] [pid PID] launch 1.2 cpp_fused_relu_0",
-                       "[TIMESTAMP] [pid PID] launch 1.4 cpp_fused_relu_1"]
+                       "[TIMESTAMP] [pid PID] launch mlp:1.2 cpp_fused_relu_0",
+                       "[TIMESTAMP] [pid PID] launch mlp:1.4 cpp_fused_relu_1"]
     # more than the defaults, up to what is compiled in
     assert heads(AOTI_DEBUG_KERNELS="*") == [
         "[TIMESTAMP] [pid PID] run 1 mlp thread=TID"] + [
-        f"[TIMESTAMP] [pid PID] launch 1.{k} {name}" for k, name in enumerate(
+        f"[TIMESTAMP] [pid PID] launch mlp:1.{k} {name}" for k, name in enumerate(
             ["aoti_torch_cpu_addmm_out", "cpp_fused_relu_0", "aoti_torch_cpu_addmm_out",
              "cpp_fused_relu_1", "aoti_torch_cpu_addmm_out", "cpp_fused__softmax_2"], 1)]
     assert heads(AOTI_DEBUG_LOGLEVEL="3")[-2:] == [
-        "[TIMESTAMP] [pid PID] launch-end 1.4 cpp_fused_relu_1",
+        "[TIMESTAMP] [pid PID] launch-end mlp:1.4 cpp_fused_relu_1",
         "[TIMESTAMP] [pid PID] run-end 1 mlp"]
     assert heads(AOTI_DEBUG_LOGLEVEL="0") == []
 
@@ -138,8 +138,8 @@ def test_torch_compile_with_instrument_compile_all(tmp_path):
 
     # one kernel serves both ReLUs here
     assert heads() == ["[TIMESTAMP] [pid PID] run 1 model thread=TID",
-                       "[TIMESTAMP] [pid PID] launch 1.2 cpp_fused_relu_0",
-                       "[TIMESTAMP] [pid PID] launch 1.4 cpp_fused_relu_0"]
+                       "[TIMESTAMP] [pid PID] launch model:1.2 cpp_fused_relu_0",
+                       "[TIMESTAMP] [pid PID] launch model:1.4 cpp_fused_relu_0"]
     level5 = heads(AOTI_DEBUG_LOGLEVEL="5")
-    assert level5[-2:] == ["[TIMESTAMP] [pid PID] launch-end 1.4 cpp_fused_relu_0",
+    assert level5[-2:] == ["[TIMESTAMP] [pid PID] launch-end model:1.4 cpp_fused_relu_0",
                            "[TIMESTAMP] [pid PID] run-end 1 model"]

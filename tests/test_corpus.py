@@ -133,7 +133,8 @@ def test_instrumented_package_logs_one_whole_run(model):
     assert len(launches) >= 20 and len(launches) % 2 == 0
     for k in range(len(launches) // 2):
         begin, end = launches[2 * k].split(" ", 2), launches[2 * k + 1].split(" ", 2)
-        assert begin[:2] == ["launch", f"1.{k + 1}"] and end == ["launch-end", f"1.{k + 1}", begin[2]]
+        launch = f"{model.name}:1.{k + 1}"
+        assert begin[:2] == ["launch", launch] and end == ["launch-end", launch, begin[2]]
     run = records(mask(text))[0]
     assert run.startswith(f"[TIMESTAMP] [pid PID] run 1 {model.name} thread=TID\n  in input_ids:\n")
     assert "\n  in attention_mask:\n" in run and run.count("Tensor(") == 2
@@ -197,7 +198,7 @@ def test_run_end_holds_every_model_output(model):
 
 def test_records_identical_from_run_to_run(model):
     (_, first), (_, second) = model.level5
-    assert "] launch 1.1 " in first
+    assert f"] launch {model.name}:1.1 " in first
     assert records(mask(first)) == records(mask(second)), first_difference(first, second)
 
 

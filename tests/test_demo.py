@@ -23,7 +23,7 @@ def test_demo_names_the_planted_kernel_and_line(tmp_path):
     out = proc.stdout
     assert "eager output has NaN: True" in out
     assert "the two logs are identical once timestamps and pids are masked: True" in out
-    assert re.search(r"^NaN/Inf origin: launch 1\.\d+ cpp_fused_\w*log\w*", out, re.M), out
+    assert re.search(r"^NaN/Inf origin: launch scorer:1\.\d+ cpp_fused_\w*log\w*", out, re.M), out
     assert f"  source: {demo.__file__}:{line}\n" in out
     assert re.search(r"later launches show NaN/Inf too \(victims\): ", out)
     # step 4 shows whole records: every tensor block that opens also closes

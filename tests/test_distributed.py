@@ -95,14 +95,14 @@ def test_nan_origin_names_rank_2_its_planted_launch_and_line(job, capsys):
     code, out, err = cli(capsys, "nan-origin", str(job / "debug_rank*.log"))
     assert (code, err) == (1, "")
     lines = out.splitlines()
-    head = re.fullmatch(r"NaN/Inf origin: launch 3\.(\d+) (\S+) \(rank 2, pid \d+, debug_rank2\.log:\d+\)",
+    head = re.fullmatch(r"NaN/Inf origin: launch planted:3\.(\d+) (\S+) \(rank 2, pid \d+, debug_rank2\.log:\d+\)",
                         lines[0])
     assert head, lines[0]
     assert lines[1] == f"  source: {line_of('planted.log')}"
     assert "log" in lines[2][len("  nodes:  "):].split(", ")
     order = lines[lines.index("4 processes, in the order NaN/Inf appeared "
                               "(timestamps as written: clocks of one machine):") + 1:]
-    assert re.fullmatch(rf"  rank 2 \(pid \d+\): origin launch 3\.{head[1]} {head[2]} at \[\S+ \S+\]", order[0])
+    assert re.fullmatch(rf"  rank 2 \(pid \d+\): origin launch planted:3\.{head[1]} {head[2]} at \[\S+ \S+\]", order[0])
     events = [len(re.findall(r"\] (?:launch|call) ", open(logs(job)[r]).read())) for r in (0, 1, 3)]
     assert [re.sub(r"pid \d+", "pid N", line) for line in order[1:]] == [
         f"  rank {r} (pid N): no NaN/Inf in {n} launches and calls" for r, n in zip((0, 1, 3), events)]
@@ -115,9 +115,9 @@ def test_diff_ranks_names_rank_2s_first_differing_launch(job, capsys):
     assert lines[:4] == ["reference: rank 0 (pid N)",
                          "rank 1 (pid N): agrees: 4 run(s), 12 aligned launch(es) compared",
                          lines[2], "rank 3 (pid N): agrees: 4 run(s), 12 aligned launch(es) compared"]
-    differs = re.fullmatch(r"rank 2 \(pid N\): differs from run 3: launch 3\.(\d+) (\S+)", lines[2])
+    differs = re.fullmatch(r"rank 2 \(pid N\): differs from run 3: launch planted:3\.(\d+) (\S+)", lines[2])
     assert differs, lines[2]
-    assert lines[4] == (f"first divergence: rank 2 (pid N), run 3, launch 3.{differs[1]} {differs[2]} "
+    assert lines[4] == (f"first divergence: rank 2 (pid N), run 3, launch planted:3.{differs[1]} {differs[2]} "
                         "(A: rank 0 (pid N), B: rank 2 (pid N))")
 
 
@@ -187,9 +187,9 @@ def test_dump_directories_named_by_rank_are_read_as_one_job(packages, tmp_path, 
     code, out, err = cli(capsys, "nan-origin", str(tmp_path / "dumps" / "rank*"))
     assert (code, err) == (1, "")
     lines = out.splitlines()
-    assert re.fullmatch(r"NaN/Inf origin: launch 1\.\d+ \S+ \(rank 1, pid \d+, \d+-planted-run1/manifest\.jsonl:\d+\)",
+    assert re.fullmatch(r"NaN/Inf origin: launch planted:1\.\d+ \S+ \(rank 1, pid \d+, \d+-planted-run1/manifest\.jsonl:\d+\)",
                         lines[0]), lines[0]
     order = lines[lines.index("2 processes, in the order NaN/Inf appeared "
                               "(timestamps as written: clocks of one machine):") + 1:]
-    assert re.fullmatch(r"  rank 1 \(pid \d+\): origin launch 1\.\d+ \S+ at .*", order[0]), order
+    assert re.fullmatch(r"  rank 1 \(pid \d+\): origin launch planted:1\.\d+ \S+ at .*", order[0]), order
     assert re.fullmatch(r"  rank 0 \(pid \d+\): no NaN/Inf in \d+ launches", order[1]), order

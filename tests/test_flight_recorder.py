@@ -133,7 +133,7 @@ def test_tensors_match_the_logged_statistics(recorded):
     recs = {}
     for r in records(text):
         head = r.splitlines()[0].split()
-        if len(head) >= 6 and head[4] in ("launch", "launch-end") and head[5].startswith("1."):
+        if len(head) >= 6 and head[4] in ("launch", "launch-end") and head[5].startswith("mlp:1."):
             recs[(head[4], int(head[5].split(".")[1]))] = _log_items(r)
     checked = 0
     for e in manifest(folder)[1:-1]:
@@ -433,7 +433,7 @@ def test_cpp_crash_keeps_the_launch_inputs_and_its_before_line(harness, tmp_path
     assert lines[-1]["kernel"] == "cpp_fused_add_mul_1" and lines[-1]["status"] == "running"
     inputs = _files(dump_dir / name, lines[-1])
     assert inputs["in_out_ptr0"].tolist() == [1, -5, 7, 0]
-    assert "crash 1.2 cpp_fused_add_mul_1\n  signal: SIGSEGV\n" in (tmp_path / "log.txt").read_text()
+    assert "crash toy:1.2 cpp_fused_add_mul_1\n  signal: SIGSEGV\n" in (tmp_path / "log.txt").read_text()
 
 
 def test_a_run_whose_inputs_cannot_be_saved_says_why(tmp_path):

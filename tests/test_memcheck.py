@@ -42,7 +42,7 @@ def conv(packages):
 def launch_of(log_text, kernel):
     """(launch id, the `out` buffer's name) of the launch of `kernel` in a level-5 log."""
     for rec in records(mask(log_text)):
-        m = re.match(r"\[TIMESTAMP\] \[pid PID\] launch-end (\d+\.\d+) (\S+)\n", rec)
+        m = re.match(r"\[TIMESTAMP\] \[pid PID\] launch-end (\S+:\d+\.\d+) (\S+)\n", rec)
         if m and m.group(2) == kernel:
             return m.group(1), re.search(r"^  out (\w+):", rec, re.M).group(1)
     raise AssertionError(f"no launch-end of {kernel} in\n{log_text}")
@@ -67,12 +67,12 @@ def test_raise_names_the_launch_the_buffer_and_past_the_end(overrun, membugs_so,
     log = tmp_path / "log.txt"
     proc = run_package(overrun, "overrun", MEMBUGS_SO=membugs_so, AOTI_DEBUG_LOGDEST=log)
     launch, buf = launch_of(log.read_text(), "membugs.overrun.default")
-    assert launch == "1.2"
+    assert launch == "overrun:1.2"
     assert raised(proc) == "aoti-debug memcheck: " + past_the_end(launch, buf)
     assert notes(log.read_text(), "memcheck") == [past_the_end(launch, buf)]
     # the run stopped at that launch: nothing after it ran
     heads = [r.splitlines()[0] for r in records(mask(log.read_text()))]
-    assert heads[-2:] == ["[TIMESTAMP] [pid PID] launch-end 1.2 membugs.overrun.default",
+    assert heads[-2:] == ["[TIMESTAMP] [pid PID] launch-end overrun:1.2 membugs.overrun.default",
                           "[TIMESTAMP] [pid PID] note - memcheck"]
 
 
@@ -160,9 +160,13 @@ def test_torch_compile_reports_what_the_artifact_reports(membugs, membugs_so, tm
             outs = torch.compile(model)(*args)
         print([round(float(o.sum()), 3) for o in outs])
     """, env=clean_env(MEMBUGS_SO=membugs_so, AOTI_DEBUG_LOGDEST=compiled_log))
-    unnamed = lambda text: sorted(re.sub(r"\bbuf\d+\b", "BUF", n) for n in notes(text, "memcheck"))
+    # ... and each its model instance: the package's stem, torch.compile's `model`
+    def unnamed(text, instance):
+        found = notes(text, "memcheck")
+        assert all(n.startswith(f"launch {instance}:1.") for n in found), found
+        return sorted(re.sub(r"\bbuf\d+\b", "BUF", n.replace(f"launch {instance}:", "launch ", 1)) for n in found)
     assert len(notes(aoti_log.read_text(), "memcheck")) == 3
-    assert unnamed(compiled_log.read_text()) == unnamed(aoti_log.read_text())
+    assert unnamed(compiled_log.read_text(), "model") == unnamed(aoti_log.read_text(), "membugs")
 
 
 def output_line(t):
@@ -181,7 +185,7 @@ def test_a_conv_net_runs_under_it_as_without_it(conv, tmp_path):
         runs[action] = [line for line in proc.stdout.splitlines() if line.startswith("OUTPUT")], log.read_text()
     outputs, text = runs["off"]
     assert len(outputs) == 1 and outputs[0].startswith("OUTPUT (2, 2) "), outputs
-    assert launch_of(text, "aoti_torch_cpu_convolution")[0] == "1.2"
+    assert launch_of(text, "aoti_torch_cpu_convolution")[0] == "conv:1.2"
     for action in ("warn", "raise"):
         assert runs[action][0] == outputs, action
         assert notes(runs[action][1], "memcheck") == [], action
@@ -213,5 +217,5 @@ def test_torch_compile_runs_a_conv_net_under_it(tmp_path):
     assert proc.stdout.splitlines()[-1] == "CLOSE (2, 2) True", proc.stdout + proc.stderr
     text = log.read_text()
     heads = [r.split("\n", 1)[0] for r in records(mask(text))]
-    assert "[TIMESTAMP] [pid PID] launch 1.2 aoti_torch_cpu_convolution" in heads, text
+    assert "[TIMESTAMP] [pid PID] launch model:1.2 aoti_torch_cpu_convolution" in heads, text
     assert notes(text, "memcheck") == []

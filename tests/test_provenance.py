@@ -130,7 +130,7 @@ def test_raising_nan_check_and_nan_origin_name_the_log_line(tmp_path, mullog):
     from models import line_of
     proc = run_package(mullog, "mullog")
     message = raised(proc)
-    assert re.fullmatch(rf"aoti-debug NaN check: launch 1\.4 cpp_fused_\w+ \(source {re.escape(line_of('mullog.log'))}\) "
+    assert re.fullmatch(rf"aoti-debug NaN check: launch mullog:1\.4 cpp_fused_\w+ \(source {re.escape(line_of('mullog.log'))}\) "
                         r"wrote \d+ NaN and \d+ Inf into buf\d+ \(first at flat index \d+\); its inputs were finite, "
                         r"so this launch is where they first appear", message), message
     log = tmp_path / "nan.log"
@@ -139,7 +139,7 @@ def test_raising_nan_check_and_nan_origin_name_the_log_line(tmp_path, mullog):
                           capture_output=True, text=True, env=clean_env())
     assert proc.returncode == 1, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
-    assert re.fullmatch(r"NaN/Inf origin: launch 1\.4 cpp_fused_\w+ \(pid \d+, nan\.log:\d+\)", lines[0]), lines
+    assert re.fullmatch(r"NaN/Inf origin: launch mullog:1\.4 cpp_fused_\w+ \(pid \d+, nan\.log:\d+\)", lines[0]), lines
     assert lines[1:4] == [f"  source: {line_of('mullog.log')}", "  nodes:  mul, sub, log",
                           "  candidate ops: log (can make NaN/Inf); then mul, sub"]
 
@@ -251,7 +251,7 @@ def test_diff_names_a_perturbed_launch_as_the_first_divergence(tmp_path, block):
     aoti = tmp_path / "aoti.log"
     run_package(block, "block", AOTI_DEBUG_LOGDEST=str(aoti), AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_NAN_CHECK="off")
     text = aoti.read_text()
-    heads = [i for i, line in enumerate(text.splitlines()) if " launch-end 1.4 " in line]
+    heads = [i for i, line in enumerate(text.splitlines()) if " launch-end block:1.4 " in line]
     assert len(heads) == 1
     lines = text.splitlines()
     k = next(i for i in range(heads[0], len(lines)) if lines[i].strip().startswith("mean="))
@@ -260,4 +260,4 @@ def test_diff_names_a_perturbed_launch_as_the_first_divergence(tmp_path, block):
     bad.write_text("\n".join(lines) + "\n")
     proc = cli("diff", aoti, bad)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert re.search(r"^first divergence: A 1\.4 aoti_torch_cpu_addmm_out / B 1\.4 ", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^first divergence: A block:1\.4 aoti_torch_cpu_addmm_out / B block:1\.4 ", proc.stdout, re.M), proc.stdout
