@@ -148,7 +148,7 @@ def test_timeline_of_the_job_has_four_processes_a_slice_per_launch_and_rank_2s_n
     assert [sum(1 for e in slices if e["pid"] == pid_of[r]) for r in range(WORLD)] == launches
     nan = [(e["pid"], e["args"]["id"]) for e in events if e["ph"] == "i" and e["cat"] == "nan-inf"
            and not e["args"]["id"].startswith("call ")]
-    assert [p for p, _ in nan] == [pid_of[2]] * 2 and [i.split(".")[0] for _, i in nan] == ["3", "4"]
+    assert [p for p, _ in nan] == [pid_of[2]] * 2 and [i.split(".")[0] for _, i in nan] == ["planted:3", "planted:4"]
     # every instant (NaN/Inf, the NaN check's warnings) is rank 2's
     marks = [e for e in events if e["ph"] == "i"]
     assert len(marks) == int(instants[1]) and {e["pid"] for e in marks} == {pid_of[2]}
