@@ -118,6 +118,31 @@ def test_an_origin_found_before_the_first_gap_stands(tmp_path, capsys):
         4, INCOMPLETE, "NaN/Inf origin: launch 1.2 cpp_fused_log_1")
 
 
+def test_a_run_stopped_by_a_raising_check_is_not_cut_short(tmp_path, capsys):
+    """AOTI_DEBUG_NAN_CHECK=raise ends the run at the launch its note names, as asked: no run-end,
+    and not a gap.  The same run with a launch after the note was not stopped there."""
+    nan = [("out buf0", T(-2.0, 4.0, "nan", nan=1))]
+    note = ("  launch model:1.1 cpp_fused_log_0 (source model.py:11) wrote 1 NaN into buf0 (first at flat "
+            "index 0); its inputs held no NaN, so this launch is where NaN first appears")
+
+    def log(name, after_note=False):
+        w = LogWriter()
+        w.run(1).launch("model:1.1", "cpp_fused_log_0", "log", f"{SRC}:11",
+                        inputs=[("in arg0_1", T(-2.0, 3.0, 0.5))], outputs=nan)
+        w.record("note", "-", "nan-check", [note])
+        if after_note:
+            w.launch("model:1.2", "cpp_fused_exp_1", "exp", f"{SRC}:12", inputs=[("in buf0", T(0.0, 1.0, 0.5))],
+                     outputs=[("out buf1", T(1.0, 2.0, 1.5))])
+        return write_log(tmp_path, name, w)
+    code, out, _ = cli(capsys, "nan-origin", log("raised.log"))
+    assert (code, out.splitlines()[0]) == (1, "NaN/Inf origin: launch model:1.1 cpp_fused_log_0 (pid 4242, "
+                                              "raised.log:9)"), out
+    code, out, _ = cli(capsys, "nan-origin", log("went-on.log", after_note=True))
+    assert (code, out.splitlines()[:2]) == (1, [NEVER, "  run 1 model (pid 4242) never finished (no run-end "
+                                                "record, went-on.log:8); what came after launch model:1.2 "
+                                                "cpp_fused_exp_1 is missing"]), out
+
+
 # -- dump folders -----------------------------------------------------------------
 
 def run_folder(root, launches=1, run_end=True):

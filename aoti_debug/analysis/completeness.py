@@ -155,6 +155,7 @@ def unended_runs(records: Sequence[Record]) -> List[Tuple[Record, str]]:
     open_runs: Dict[Tuple[int, str, str], Record] = {}
     # a launch id names its instance (M:R.K) in logs that have the field; older ones only R.K
     last: Dict[Tuple[int, Optional[str], str], str] = {}
+    checked: set = set()        # runs a check's note named last: a raising check ends the run there
     for r in records:
         key = (r.pid, r.id, r.name)
         if r.kind == "run":
@@ -162,10 +163,24 @@ def unended_runs(records: Sequence[Record]) -> List[Tuple[Record, str]]:
         elif r.kind == "run-end":
             open_runs.pop(key, None)
         elif r.kind in ("launch", "launch-end"):
-            number = r.id.rpartition(":")[2].split(".", 1)[0]
-            last[(r.pid, r.model, number)] = f"launch {r.id} {r.name}"
+            model, _, ident = r.id.rpartition(":")
+            run = (r.pid, model or None, ident.split(".", 1)[0])
+            last[run] = f"launch {r.id} {r.name}"
+            checked.discard(run)
+        elif r.kind == "note" and r.name in CHECK_NOTES and r.notes:
+            named = _CHECKED_LAUNCH.match(r.notes[0])
+            if named:
+                checked.add((r.pid, named.group(1) or None, named.group(2)))
     return [(r, last.get((r.pid, r.name, r.id), last.get((r.pid, None, r.id), "")))
-            for r in open_runs.values()]
+            for r in open_runs.values()
+            if (r.pid, r.name, r.id) not in checked and (r.pid, None, r.id) not in checked]
+
+
+# The notes of the checks that may raise (AOTI_DEBUG_NAN_CHECK / AOTI_DEBUG_MEMCHECK=raise): a run
+# whose last word is such a note about its own launch was stopped by the check, as the user asked,
+# not cut short; its first line names the launch (`launch ranker:1.3 ...` or `launch 1.3 ...`).
+CHECK_NOTES = ("nan-check", "memcheck")
+_CHECKED_LAUNCH = re.compile(r"launch (?:(\S+):)?(\d+)\.\d+ ")
 
 
 def _lost_notes(log: Log) -> List[Tuple[Record, str]]:
