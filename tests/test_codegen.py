@@ -154,7 +154,7 @@ def test_filter_by_source_line_and_upstream_alias(tmp_path, mlp10):
     launches = [r for r in records(text) if " launch " in r.splitlines()[0]]
     # every launch that computes an op of that line: fc2's addmm and relu; fc3's
     # addmm only reads the relu's result, so it is not selected
-    assert [r.split()[4] for r in launches] == ["1.3", "1.4"]
+    assert [r.split()[4] for r in launches] == ["mlp:1.3", "mlp:1.4"]
     assert [re.search(r"source=(\S+)", r).group(1) for r in launches] == [fc2, fc2]
     assert launches[1].splitlines()[1].startswith("  origin: nodes=relu_1,")   # AOTI also copies fc3_bias there
 
