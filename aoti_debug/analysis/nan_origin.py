@@ -251,9 +251,7 @@ def _is_call(event: Event) -> bool:
     return event.ident.startswith("call ")
 
 
-def _named(event: Event) -> str:
-    """`launch 1.3 cpp_fused_log_2` or `call 3 __main__.f` (a call's title says `call`)."""
-    return event.title if _is_call(event) else f"launch {event.title}"
+_named = completeness.named       # `launch ranker:1.3 cpp_fused_log_2` or `call 3 __main__.f`
 
 
 def _list(checks_: List[Check], limit: int = 10) -> str:
@@ -310,15 +308,6 @@ def describe(check: Check, heading: str, processes: Optional[Dict[int, Process]]
     lines.append("  outputs (NaN/Inf):" if check.outputs_bad else "  outputs:")
     lines += [f"    {e.line()}" for e in check.outputs]
     return lines
-
-
-why_unfinished = completeness.why_unfinished
-
-
-def lone_crashes(unfinished: List[Event], crashes: List[Record]) -> List[Record]:
-    """The crash trailers no unfinished launch or call claims."""
-    claimed = {id(e.crash) for e in unfinished if e.crash is not None}
-    return [r for r in crashes if id(r) not in claimed]
 
 
 def stopped(finding: Finding) -> List[str]:

@@ -220,7 +220,7 @@ def _crash_section(log: Log, unfinished: List[Event], number: Dict[int, int], ga
     or call that never finished links to its record (its arguments)."""
     if not gaps:
         return ""
-    items = [f"<li>{_anchor(e, number)} never finished ({esc(nan_origin.why_unfinished(e))}); "
+    items = [f"<li>{_anchor(e, number)} never finished ({esc(completeness.why_unfinished(e))}); "
              "its outputs are unknown</li>" for e in unfinished]
     said = {id(e.first) for e in unfinished}
     items += [f"<li>{esc(g.text)}</li>" for g in gaps.items if g.record is None or id(g.record) not in said]
