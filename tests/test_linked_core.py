@@ -109,4 +109,4 @@ def test_a_core_object_gone_before_the_link_is_built_again(tmp_path, aoti_cache)
     log = tmp_path / "log.txt"
     proc = run_package(out, "mlp", AOTI_DEBUG_LOGDEST=str(log))
     assert proc.stdout.startswith("OUTPUT"), proc.stderr
-    assert mask(log.read_text()).count("] launch-end 1.") == 6
+    assert mask(log.read_text()).count("] launch-end mlp:1.") == 6

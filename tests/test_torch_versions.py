@@ -65,7 +65,7 @@ def test_a_newer_release_compiles_with_one_untested_note(tmp_path, aoti_cache):
     # (a CUDA build of torch on a machine without a GPU adds a warning of its own)
     assert [l for l in proc.stderr.splitlines(True) if "aoti-debug" in l] == [UNTESTED]
     assert proc.stdout.startswith("exported\ncompiled\n")
-    assert re.search(r"^\[[^\]]+\] \[pid \d+\] launch 1\.1 cpp_fused_relu_0$", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^\[[^\]]+\] \[pid \d+\] launch m:1\.1 cpp_fused_relu_0$", proc.stdout, re.M), proc.stdout
     assert proc.stdout.endswith("tensor([0., 2.])\n")
 
 
