@@ -11,6 +11,7 @@ import struct
 
 import pytest
 import torch
+from hypothesis import given, settings, strategies as st
 
 from aoti_debug.native import core as _native
 from aoti_debug.runtime.stats import compute_native
@@ -305,13 +306,31 @@ def number_corpus():
                for sign in (1, -1)]
     halves += [a / 128 for a in range(1, 2000, 2)] + [a / 2 ** 20 for a in range(105, 20000, 97)]
     floats32 = [struct.unpack("<f", struct.pack("<I", rng.getrandbits(32)))[0] for _ in range(2000)]
-    return edges + rand + halves + floats32
+    # exact ties of %.6e: 8 significant digits ending in 5, times 10^9 (a multiple of 2^9, so
+    # exactly a double up to 2^62), and one ulp either side of each
+    ties = [float((10 * a + 5) * 10 ** 9) for a in range(1000000, 10000000, 99991)]
+    ties += [math.nextafter(t, d) for t in ties for d in (0, math.inf)]
+    ties += [-t for t in ties]
+    # subnormals, the largest doubles, and just around the powers of ten where the exponent turns
+    extremes = [struct.unpack("<d", struct.pack("<Q", rng.getrandbits(52)))[0] for _ in range(500)]
+    extremes += [struct.unpack("<d", struct.pack("<Q", (0x7FE << 52) | rng.getrandbits(52)))[0] for _ in range(200)]
+    powers = [10.0 ** p for p in range(-323, 309)]
+    powers += [math.nextafter(v, d) for v in powers for d in (0, math.inf)]
+    powers += [v * (1 - 5e-8) for v in powers] + [v * (1 - 4.9e-8) for v in powers]
+    return edges + rand + halves + floats32 + ties + extremes + powers
 
 
 def test_number_format_matches_python_rule(native):
     bad = [(x, native.format_number(x), python_rule(x)) for x in number_corpus()
            if native.format_number(x) != python_rule(x)]
     assert bad == []
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.integers(min_value=0, max_value=(1 << 64) - 1))
+def test_number_format_matches_python_for_any_bit_pattern(bits):
+    x = struct.unpack("<d", struct.pack("<Q", bits))[0]
+    assert _native.format_number(x) == python_rule(x)
 
 
 def test_number_format_examples(native):

@@ -2,9 +2,11 @@
 //
 // Floats: nan / inf / -inf; '%.6f' when x == 0 or 1e-4 <= |x| < 1e16, else
 // '%.6e' -- exactly Python's `'%.6f' % x` / `'%.6e' % x` (both round the exact
-// binary value half-to-even).  '%.6f' is computed here exactly (format_fixed6);
-// '%.6e' is snprintf's.  Integers: full decimal.  The integer writers
-// are async-signal-safe (the crash trailer uses them); the float writer is not.
+// binary value half-to-even).  Both are computed here exactly (format_fixed6,
+// format_exp6), without printf: statistics lines hold three numbers per
+// tensor, and printf's cost dominated them.  Integers: full decimal.  The
+// integer writers are async-signal-safe (the crash trailer uses them); the
+// float writer is not.
 #pragma once
 
 #include <clocale>
@@ -74,6 +76,129 @@ inline int format_fixed6(double x, char* buf) {
 }
 #endif
 
+// A nonnegative integer of up to 40 32-bit limbs (1280 bits): enough for
+// m * 10^330 (the smallest subnormal scaled to 7 digits) and m * 2^971.
+struct Digits {
+  uint32_t limb[40];
+  int n;  // limbs in use, least significant first
+  explicit Digits(uint64_t v) : limb{}, n(0) {
+    for (; v != 0; v >>= 32) limb[n++] = static_cast<uint32_t>(v);
+  }
+  void mul_small(uint32_t f) {
+    uint64_t carry = 0;
+    for (int i = 0; i < n; ++i) {
+      const uint64_t p = static_cast<uint64_t>(limb[i]) * f + carry;
+      limb[i] = static_cast<uint32_t>(p);
+      carry = p >> 32;
+    }
+    if (carry != 0) limb[n++] = static_cast<uint32_t>(carry);
+  }
+  uint32_t div_small(uint32_t d) {  // returns the remainder
+    uint64_t rem = 0;
+    for (int i = n - 1; i >= 0; --i) {
+      const uint64_t cur = (rem << 32) | limb[i];
+      limb[i] = static_cast<uint32_t>(cur / d);
+      rem = cur % d;
+    }
+    while (n > 0 && limb[n - 1] == 0) --n;
+    return static_cast<uint32_t>(rem);
+  }
+  void mul_pow10(int k) {
+    for (; k >= 9; k -= 9) mul_small(1000000000u);
+    static const uint32_t p10[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+    if (k > 0) mul_small(p10[k]);
+  }
+  void shl(int s) {
+    const int words = s / 32, bits = s % 32;
+    uint32_t out[40] = {};
+    for (int i = 0; i < n; ++i) {
+      const uint64_t v = static_cast<uint64_t>(limb[i]) << bits;
+      out[i + words] |= static_cast<uint32_t>(v);
+      if (i + words + 1 < 40) out[i + words + 1] |= static_cast<uint32_t>(v >> 32);
+    }
+    n = n + words + 1 > 40 ? 40 : n + words + 1;
+    std::memcpy(limb, out, sizeof limb);
+    while (n > 0 && limb[n - 1] == 0) --n;
+  }
+  bool bit(int i) const { return i / 32 < n && ((limb[i / 32] >> (i % 32)) & 1u); }
+  bool any_below(int i) const {  // any bit below bit i set
+    for (int w = 0; w < i / 32 && w < n; ++w)
+      if (limb[w] != 0) return true;
+    return i / 32 < n && (limb[i / 32] & ((1u << (i % 32)) - 1u)) != 0;
+  }
+  // the value shifted right by s bits, rounded half-to-even; the result fits 64 bits here
+  uint64_t shr_round(int s) const {
+    uint64_t q = 0;
+    for (int b = 63; b >= 0; --b) q = (q << 1) | (bit(s + b) ? 1u : 0u);
+    if (s > 0 && bit(s - 1) && (any_below(s - 1) || (q & 1))) ++q;
+    return q;
+  }
+  uint64_t low64() const {
+    return (n > 0 ? limb[0] : 0) | (n > 1 ? static_cast<uint64_t>(limb[1]) << 32 : 0);
+  }
+};
+
+// round-half-even(|x| * 10^(6 - d)): the seven digits of |x| in '%.6e' at exponent d
+inline uint64_t scaled7(uint64_t m, int e, int d) {
+  Digits v(m);  // |x| = m * 2^e
+  const int k = 6 - d;
+  if (k >= 0) {
+    v.mul_pow10(k);
+    if (e >= 0) {
+      v.shl(e);
+      return v.low64();
+    }
+    return v.shr_round(-e);
+  }
+  if (e > 0) v.shl(e);  // |x| >= 1e16 > 2^53: an integer
+  // divide by 10^-k; the dropped digits decide the rounding: the first against 5, the rest sticky
+  int left = -k;
+  bool sticky = false;
+  uint32_t rem = 0, unit = 1;
+  while (left > 0) {
+    const int step = left > 9 ? 9 : left;
+    static const uint32_t p10[10] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000,
+                                     1000000000};
+    sticky = sticky || rem != 0;
+    rem = v.div_small(p10[step]);
+    unit = p10[step - 1];  // the place of the first dropped digit of this chunk
+    left -= step;
+  }
+  const uint32_t first = rem / unit;
+  sticky = sticky || rem % unit != 0;
+  uint64_t q = v.low64();
+  if (first > 5 || (first == 5 && (sticky || (q & 1)))) ++q;
+  return q;
+}
+
+// '%.6e' of a finite nonzero x; buf >= 16 bytes
+inline int format_exp6(double x, char* buf) {
+  int n = 0;
+  if (std::signbit(x)) buf[n++] = '-';
+  int e = 0;
+  const double frac = std::frexp(std::fabs(x), &e);
+  const uint64_t m = static_cast<uint64_t>(std::ldexp(frac, 53));
+  e -= 53;
+  int d = static_cast<int>(std::floor(std::log10(std::fabs(x))));  // may be one off near 10^d
+  uint64_t q = scaled7(m, e, d);
+  if (q < 1000000u) q = scaled7(m, e, --d);
+  else if (q > 10000000u) q = scaled7(m, e, ++d);
+  if (q == 10000000u) q = 1000000u, ++d;  // rounded up to the next power of ten
+  buf[n++] = static_cast<char>('0' + q / 1000000u);
+  buf[n++] = '.';
+  uint32_t rest = static_cast<uint32_t>(q % 1000000u);
+  for (int k = 5; k >= 0; --k, rest /= 10) buf[n + k] = static_cast<char>('0' + rest % 10);
+  n += 6;
+  buf[n++] = 'e';
+  buf[n++] = d < 0 ? '-' : '+';
+  const int a = d < 0 ? -d : d;
+  if (a >= 100) buf[n++] = static_cast<char>('0' + a / 100);
+  buf[n++] = static_cast<char>('0' + a / 10 % 10);
+  buf[n++] = static_cast<char>('0' + a % 10);
+  buf[n] = '\0';
+  return n;
+}
+
 // Writes the section-2 form of x into buf (>= 48 bytes); returns the length.
 inline int format_double(double x, char* buf) {
   if (std::isnan(x)) {
@@ -90,10 +215,11 @@ inline int format_double(double x, char* buf) {
   }
   const double a = std::fabs(x);
   const bool fixed = x == 0 || (a >= 1e-4 && a < 1e16);
+  if (!fixed) return format_exp6(x, buf);
 #if defined(__SIZEOF_INT128__)
-  if (fixed) return format_fixed6(x, buf);
-#endif
-  int n = std::snprintf(buf, 48, fixed ? "%.6f" : "%.6e", x);
+  return format_fixed6(x, buf);
+#else
+  int n = std::snprintf(buf, 48, "%.6f", x);
   if (n < 0) n = 0;
   if (n > 47) n = 47;
   // A host program may have switched LC_NUMERIC; the log always uses '.'.
@@ -110,6 +236,7 @@ inline int format_double(double x, char* buf) {
     }
   }
   return n;
+#endif
 }
 
 inline void append_u64(std::string& out, uint64_t v) {
