@@ -265,10 +265,13 @@ def is_tensor_input(name: str) -> bool:
     return value is not None and not isinstance(value, sympy.Expr)
 
 
-def tensor_names_in(values: Iterable) -> List[str]:
-    """Buffer names of the IR tensors among a fallback kernel's raw arguments."""
+def tensor_refs_in(values: Iterable) -> List[tuple]:
+    """(buffer name, reference) of the IR tensors among a fallback kernel's raw
+    arguments, as the generated call passes them: a buffer by its name, a view
+    (a transposed, sliced or reshaped intermediate) by the expression that makes
+    it (reinterpret_tensor_wrapper(buf22, ...)), named by the buffer it views."""
     from torch._inductor import ir
-    names: List[str] = []
+    refs: List[tuple] = []
 
     def visit(v):
         if isinstance(v, (list, tuple)):
@@ -276,11 +279,14 @@ def tensor_names_in(values: Iterable) -> List[str]:
                 visit(x)
         elif isinstance(v, ir.IRNode):
             try:
-                names.append(v.codegen_reference())
+                ref = v.codegen_reference()
+                name = ref if ref.isidentifier() else v.get_name() if isinstance(v, ir.ReinterpretView) else ""
             except Exception:
-                pass
+                return
+            if name and name.isidentifier() and is_tensor_name(name):
+                refs.append((name, ref))
     visit(values)
-    return [n for n in names if n.isidentifier() and is_tensor_name(n)]
+    return refs
 
 
 # graph -> (operation count, the FX nodes its extern launches compute)

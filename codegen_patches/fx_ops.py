@@ -105,18 +105,23 @@ def value_of(buffer: str) -> str:
 
 
 class _Builder:
-    def __init__(self, own: Sequence[str], args: Sequence[Arg], labels: Dict[str, str],
+    def __init__(self, own: Sequence[str], args: Sequence[Arg], names: Sequence[str],
                  holds: Dict[str, str]):
         self.nodes = _nodes_by_name()
         self.ops: List[dict] = []
         self.done: Dict[str, bool] = {}
         # what each tensor the launch reads holds: FX node name -> (record name, handed in as a view)
         self.held: Dict[str, tuple] = {}
-        for a in args:
+        views: Dict[str, set] = {}
+        for a, name in zip(args, names):
             if a.role not in (IN, INOUT):
                 continue
             for node_name in self._values_of(a.name, holds):
-                self.held.setdefault(node_name, (labels.get(a.name, a.name), a.expr != a.name))
+                self.held.setdefault(node_name, (name, a.expr != a.name))
+                if a.expr != a.name:
+                    views.setdefault(node_name, set()).add(name)
+        # a node handed as several views: which view op each one is cannot be told
+        self.ambiguous = {self.held[n][0] for n, v in views.items() if len(v) > 1}
         # a node whose value the launch reads whole is an input, even where Inductor counts it
         # among the launch's origins; a placeholder or constant is never an op
         self.own = [n for n in own if n in self.nodes and self.nodes[n].op == "call_function"
@@ -177,7 +182,8 @@ class _Builder:
             op["line"] = line
         if not own:
             # a view whose base the launch was handed as a view: that view may be this one
-            handed = [a["input"] for a in op["args"] if isinstance(a, dict) and a.get("view")]
+            handed = [a["input"] for a in op["args"] if isinstance(a, dict) and a.get("view")
+                      and a["input"] not in self.ambiguous]
             handed += [self._same_as[a["node"]] for a in op["args"]
                        if isinstance(a, dict) and a.get("node") in self._same_as]
             if handed:
@@ -235,17 +241,18 @@ class _Builder:
         return {"unsupported": type(v).__name__}
 
 
-def program(own_nodes: Sequence[str], args: Sequence[Arg], labels: Dict[str, str],
+def program(own_nodes: Sequence[str], args: Sequence[Arg], names: Sequence[str],
             before: Dict[str, str], after: Dict[str, str]) -> List[dict]:
     """The launch's ops (see the module docstring); [] when Inductor names none.
+    `names`: each argument's record name (hooks.record_names).
     `before`/`after`: the FX node whose value each buffer holds before and after the
     launch (an inout buffer holds one node's value before and another's after)."""
     if not own_nodes:
         return []
-    outputs = {labels.get(a.name, a.name): a.value or after.get(a.name, "") for a in args if a.role != IN}
-    said = [labels.get(a.name, a.name) for a in args if a.role != IN and a.value]
+    outputs = {name: a.value or after.get(a.name, "") for a, name in zip(args, names) if a.role != IN}
+    said = [name for a, name in zip(args, names) if a.role != IN and a.value]
     try:
-        return _Builder(own_nodes, args, labels, before).build({k: v for k, v in outputs.items() if v}, said)
+        return _Builder(own_nodes, args, names, before).build({k: v for k, v in outputs.items() if v}, said)
     except Exception as exc:       # never fail a compile over a description; say why instead
         return [{"error": f"the ops could not be described ({type(exc).__name__}: {exc})"}]
 

@@ -245,8 +245,8 @@ def around_proxy_call(wrapper, op_overload, raw_args, raw_outputs, emit_call) ->
         return
     prov, st.pending = st.last or Provenance(), None
     kernel = str(op_overload)
-    tensors = [Arg(n, n, IN) for n in adapter.tensor_names_in(raw_args)]
-    tensors += [Arg(n, n, OUT) for n in adapter.tensor_names_in(raw_outputs)]
+    tensors = [Arg(n, ref, IN) for n, ref in adapter.tensor_refs_in(raw_args)]
+    tensors += [Arg(n, n, OUT) for n, ref in adapter.tensor_refs_in(raw_outputs) if n == ref]
     launch(wrapper, st, kernel, prov, tensors, "proxy", emit_call)
 
 
@@ -256,6 +256,24 @@ _DYNAMO_SELF = re.compile(r"^L\['self'\]\.?")
 def _module_path(path: str) -> str:
     """Dynamo spells module paths from the local `self` (L['self'].fc1); AOTI as fc1."""
     return _DYNAMO_SELF.sub("", path) or path
+
+
+def record_names(args: List[Arg], labels: Dict[str, str]) -> List[str]:
+    """The name each argument is recorded under: the user's name of a model input,
+    else the buffer's.  A launch handed several different views of one buffer
+    (q, k and v sliced from one projection) records each under a name of its own
+    (buf5, buf5_view2, ...): each is written and dumped, and a re-run never takes
+    one view for another."""
+    names: List[str] = []
+    exprs: Dict[str, str] = {}
+    for a in args:
+        name = base = labels.get(a.name, a.name)
+        k = 1
+        while exprs.setdefault(name, a.expr) != a.expr:
+            k += 1
+            name = f"{base}_view{k}"
+        names.append(name)
+    return names
 
 
 def launch(wrapper, st: WrapperState, kernel: str, prov: Provenance, args: List[Arg],
@@ -269,15 +287,16 @@ def launch(wrapper, st: WrapperState, kernel: str, prov: Provenance, args: List[
     prov = dataclasses.replace(prov, modules=tuple(_module_path(m) for m in prov.modules))
     labels = st.input_names()
     args = by_data_flow(st, args)
+    names = record_names(args, labels)
     ops = []
     if _active.level >= 10 or _active.blackbox > 0:   # dump folders carry the ops (extract, check)
         held = held_before(st, args)
         after = {a.name: a.value or fx_ops.value_of(a.name) for a in args if a.role != IN}
-        ops = fx_ops.program(prov.nodes, args, labels, held, after)
+        ops = fx_ops.program(prov.nodes, args, names, held, after)
         st.holds.update((k, v) for k, v in after.items() if v)
     from torch._inductor.virtualized import V
-    args = [dataclasses.replace(a, name=labels.get(a.name, a.name), constant=a.name in V.graph.constants)
-            for a in args]
+    args = [dataclasses.replace(a, name=name, constant=a.name in V.graph.constants)
+            for a, name in zip(args, names)]
     site = new_site(st, kernel, prov, args, kind)
     site.ops = ops
     # the filter narrows logging only: every launch is checked

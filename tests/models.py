@@ -97,6 +97,21 @@ class Gather(torch.nn.Module):
         return (g * 2.0).sum(1)  # LINE:gather.sum
 
 
+class GatherView(torch.nn.Module):
+    """Custom ops handed views of an intermediate: the C++ op a transpose of a
+    linear's result, a Python one two slices of that same buffer."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x, idx):
+        h = self.fc(x)  # LINE:gather_view.fc
+        g = torch.ops.mylib.gather_rows(h.t(), idx)  # LINE:gather_view.op
+        d = torch.ops.aotid_test.pair_sub(h[:, :4], h[:, 4:])  # LINE:gather_view.pair
+        return g * 2.0, d
+
+
 class Overrun(torch.nn.Module):
     """A custom op that writes one float past the end of the tensor it returns."""
 
@@ -228,6 +243,16 @@ def _(x):
     return torch.empty_like(x)
 
 
+@torch.library.custom_op("aotid_test::pair_sub", mutates_args=())
+def pair_sub(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return a - b
+
+
+@pair_sub.register_fake
+def _(a, b):
+    return torch.empty_like(a)
+
+
 class Scaled(torch.nn.Module):
     def forward(self, x):
         a = torch.tanh(x) + 1
@@ -294,6 +319,8 @@ def example(name):
         return MulLog(), (torch.randn(4, 8, generator=g),), None
     if name == "gather":
         return Gather(), gather_inputs(), None
+    if name == "gather_view":
+        return GatherView(), gather_inputs(), None
     if name == "overrun":
         return Overrun(), (torch.arange(5, dtype=torch.float32),), None
     if name == "hang":

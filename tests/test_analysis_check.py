@@ -101,7 +101,8 @@ def test_an_unregistered_custom_op_is_not_checkable_and_not_a_failure(scaled_dum
     assert code == 0, out + err
     assert re.fullmatch(   # Inductor's numbering: buf2 on 2.13, buf1 on 2.15
         r"1\.2 aotid_test\.fast_scale\.default  not checkable: buf\d+: aotid_test\.fast_scale is not "
-        r"registered in this process \(import the library that defines it with --allow-module\)",
+        r"registered in this process \(load the C\+\+ library that defines it with --library LIB\.so, or "
+        r"import the Python module that defines it with --allow-module MODULE\)",
         out.splitlines()[1])
     assert out.splitlines()[-1] == "3 launch(es): 2 within tolerance, 0 beyond, 1 not checkable"
 

@@ -3,7 +3,7 @@ checked and re-run in eager on the launch's recorded inputs.
 
 A dump folder is data: an op runs only when it names a `torch.ops` operator
 that is registered in this process (aten and prims always; a custom op once
-the user imported its library with `--allow-module`), looked up by name, and
+the user loaded its library with `--library` or `--allow-module`), looked up by name, and
 only when it computes (`refusal`): nothing a dump names reads or writes files,
 prints, or changes the state of the process or a device.  Every tensor an op
 gets is one the re-run made (a copy of a dumped input, or an earlier op's
@@ -155,8 +155,9 @@ def operator(name: str) -> Callable:
         packet = getattr(getattr(torch.ops, ns), op)
         fn = getattr(packet, overload)
     except (AttributeError, RuntimeError):
-        raise NotCheckable(f"{ns}.{op} is not registered in this process (import the library that "
-                           "defines it with --allow-module)") from None
+        raise NotCheckable(f"{ns}.{op} is not registered in this process (load the C++ library that "
+                           "defines it with --library LIB.so, or import the Python module that defines it "
+                           "with --allow-module MODULE)") from None
     if not isinstance(fn, torch._ops.OpOverload):
         raise NotCheckable(f"{printable(name)} is not an operator")
     why = refusal(fn)

@@ -22,6 +22,37 @@ def allow_modules(modules: Sequence[str], load: bool) -> None:
                 raise UsageError(f"--allow-module {module}: importing it raised {type(exc).__name__}: {exc}") from None
 
 
+def add_library(parser) -> None:
+    parser.add_argument("--library", metavar="LIB.so", action="append", default=[],
+                        help="load this C++ op library first (torch.ops.load_library), so that the custom "
+                             "ops it registers can be re-run (repeatable); found as `aoti-debug-run "
+                             "--library` finds it: a name without '/' is a file of the current directory, "
+                             "else searched on the library path as dlopen does")
+
+
+def load_libraries(libraries: Sequence[str]) -> None:
+    """Load each `--library` as the C++ runner does (cpp_runtime/runner/aoti_debug_run.cpp,
+    library_path); a UsageError names the one that fails and dlopen's reason."""
+    import ctypes
+    import os
+
+    import torch
+
+    from ..cli import UsageError, printable
+    for lib in libraries:
+        try:
+            if "/" in lib or os.path.isfile(lib):
+                torch.ops.load_library(lib)
+            else:
+                # torch.ops.load_library would take a bare name for a file here;
+                # dlopen searches the library path for it, as the runner's does
+                ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+                torch.ops.loaded_libraries.add(lib)
+        except OSError as exc:
+            why = str(exc.__cause__ or exc)     # load_library's own error wraps dlopen's
+            raise UsageError(f"--library {printable(lib)}: cannot load it: {printable(why)}") from None
+
+
 def add_dump_dir(parser) -> None:
     """The dump directory, as `COMMAND DUMP_DIR` or `COMMAND --dir DUMP_DIR`."""
     parser.add_argument("path", nargs="?", metavar="DUMP_DIR",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from . import add_dump_dir, allow_modules, dump_dir
+from . import add_dump_dir, add_library, allow_modules, dump_dir, load_libraries
 from ..cli import UsageError, echo, verdict
 
 
@@ -18,8 +18,10 @@ def add_arguments(parser) -> None:
                         help="relative tolerance against float64 (default per dtype: float32 1e-5, "
                              "float16 4e-3, bfloat16 3e-2, float64 1e-10)")
     parser.add_argument("--allow-module", metavar="MODULE", action="append", default=[],
-                        help="import MODULE first, so that the custom ops it registers can be re-run "
-                             "(repeatable); without it only ops already registered (aten, prims) run")
+                        help="import the Python module MODULE first, so that the custom ops it registers "
+                             "can be re-run (repeatable); without it and --library only ops already "
+                             "registered (aten, prims) run")
+    add_library(parser)
 
 
 def run(args) -> int:
@@ -31,6 +33,7 @@ def run(args) -> int:
         if value is not None and not value >= 0:     # also refuses NaN, which would pass everything
             raise UsageError(f"{flag} {value:g}: a tolerance must be a number >= 0")
     allow_modules(args.allow_module, load=True)
+    load_libraries(args.library)
     try:
         found = check.check(root, atol=args.atol, rtol=args.rtol)
         gaps = completeness.of_dump_folders(folders(root))

@@ -3,7 +3,7 @@ folder for a bug report (analysis/extract.py)."""
 
 from __future__ import annotations
 
-from . import allow_modules
+from . import add_library, allow_modules, load_libraries
 from ..cli import OK, UsageError, echo
 
 
@@ -15,13 +15,16 @@ def add_arguments(parser) -> None:
     parser.add_argument("--package", metavar="P", help="the .pt2 package the dump was made with: its kernel's "
                         "source is copied into the folder")
     parser.add_argument("--allow-module", metavar="MODULE", action="append", default=[],
-                        help="import MODULE first, so that the custom ops it registers can be written (repeatable)")
+                        help="import the Python module MODULE first, so that the custom ops it registers can be "
+                             "written (repeatable)")
+    add_library(parser)
 
 
 def run(args) -> int:
     from ..analysis import extract
     from ..analysis.untrusted import InputError
     allow_modules(args.allow_module, load=True)
+    load_libraries(args.library)
     try:
         written = extract.extract(args.dir, args.launch, args.out, package=args.package)
     except extract.NotExtractable as exc:
