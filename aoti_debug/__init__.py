@@ -5,7 +5,7 @@ Importing the package is cheap: the public names are loaded on first use.
 
 from ._version import __version__
 
-__all__ = ["__version__", "log_api", "instrument", "cpp_include_dir", "read_settings", "blackbox"]
+__all__ = ["__version__", "log_api", "instrument", "cpp_include_dir", "read_settings", "blackbox", "eager_log"]
 
 
 def __getattr__(name):
@@ -21,6 +21,9 @@ def __getattr__(name):
     if name == "blackbox":
         import importlib
         return importlib.import_module(".blackbox", __name__)
+    if name == "eager_log":
+        from .runtime.eager import eager_log
+        return eager_log
     if name == "read_settings":
         from .settings import read
         return read

@@ -227,6 +227,47 @@ def _pair_by_similarity(a: Sequence[Event], b: Sequence[Event]) -> List[Pair]:
     return pairs + [(e, None) for e in a[i:]] + [(None, e) for e in b[j:]]
 
 
+# -- against an eager reference (runtime/eager.py) ---------------------------------
+
+@dataclasses.dataclass
+class Held(Launch):
+    """A launch seen through its outputs that hold one FX node's value (`holds:`)."""
+    node: str = ""
+
+    @property
+    def outputs(self) -> List[Item]:
+        holds = _holds(self) or {}
+        return [i for i in super().outputs if holds.get(i.name.split("[", 1)[0]) == self.node]
+
+
+def pair_with_reference(ref: Sequence[Event], other: Sequence[Event]) -> Tuple[List[Pair], int]:
+    """The eager reference's records (one per FX node, in execution order) against a
+    build's launches: each output a launch holds (`holds:`) with the record of that node,
+    in the reference's order, so the first pair that differs is the first node whose value
+    differs.  A launch holding no node of the reference stays unpaired, after the pairs of
+    the launch before it.  Also: how many reference nodes no launch output holds (fused
+    away inside a kernel, kept in a scratch buffer, or filtered out)."""
+    order = {}
+    for i, event in enumerate(ref):
+        for node in (_holds(event) or {}).values():
+            order.setdefault(node, (i, event))
+    keyed: List[Tuple[tuple, Pair]] = []
+    last = -1.0
+    paired = set()
+    for j, launch in enumerate(other):
+        nodes = [n for n in dict.fromkeys((_holds(launch) or {}).values()) if n in order]
+        if not nodes or not isinstance(launch, Launch):
+            keyed.append(((last, 1, j), (None, launch)))
+            continue
+        for node in nodes:
+            i, event = order[node]
+            paired.add(node)
+            keyed.append(((i, 0, j), (event, Held(launch.start, launch.end, launch.crash, node=node))))
+            last = max(last, i)
+    keyed.sort(key=lambda k: k[0])
+    return [pair for _, pair in keyed], len(order) - len(paired)
+
+
 # -- comparison ---------------------------------------------------------------
 
 @dataclasses.dataclass
@@ -593,7 +634,20 @@ def diff(log_a: Log, log_b: Log, run: int = 1, atol: float = 1e-5, rtol: float =
     pairs, notes_pairs = pair_instances(instances_a, instances_b)
     rows: List[Row] = []
     for (_, events_a), (_, events_b) in pairs:
-        for a, b in align(events_a, events_b):
+        eager = [is_reference(log, events) for log, events in ((log_a, events_a), (log_b, events_b))]
+        if eager[0] != eager[1]:        # a build against the eager reference: by held value
+            ref, other = (events_a, events_b) if eager[0] else (events_b, events_a)
+            matched, unheld = pair_with_reference(ref, other)
+            aligned = matched if eager[0] else [(b, a) for a, b in matched]
+            side = "A" if eager[0] else "B"
+            notes_b = notes_b + [f"{side} is an eager reference: each output is compared with the eager "
+                                 "value of the FX node it holds, in execution order; "
+                                 f"{unheld} of its {len(ref)} node(s) have no output of the other side "
+                                 "holding their value (fused away inside a kernel, kept in a scratch "
+                                 "buffer, or filtered out): not compared"]
+        else:
+            aligned = align(events_a, events_b)
+        for a, b in aligned:
             if a is None:
                 rows.append(Row(None, b, ONLY_B))
             elif b is None:
@@ -739,14 +793,20 @@ class ModelOutputs(Launch):
         return "end"
 
 
-def _run_end(log: Log, events: Sequence[Event]) -> Optional[Record]:
-    """The run-end record of the run `events` belong to, outputs or not."""
+def _run_end(log: Log, events: Sequence[Event], kind: str = "run-end") -> Optional[Record]:
+    """The run-end record (or the `kind` record) of the run `events` belong to, outputs or not."""
     launches = [e for e in events if isinstance(e, Launch)]
     if not launches or launches[0].run is None:
         return None
     run, pid, model = launches[0].run, launches[0].pid, launches[0].model
-    return next((r for r in log.records if r.kind == "run-end" and r.id == str(run) and r.pid == pid
+    return next((r for r in log.records if r.kind == kind and r.id == str(run) and r.pid == pid
                  and model in (None, r.name)), None)
+
+
+def is_reference(log: Log, events: Sequence[Event]) -> bool:
+    """Whether `events` are the launches of an eager reference's run (`reference=eager`)."""
+    run = _run_end(log, events, kind="run")
+    return run is not None and run.reference == "eager"
 
 
 def model_outputs(log: Log, events: Sequence[Event]) -> Optional[ModelOutputs]:
@@ -801,7 +861,9 @@ def summary(result: Result) -> List[str]:
                      f"(atol={result.atol:g}, rtol={result.rtol:g}; {how})")
         return lines
     assert row.a is not None and row.b is not None
-    lines.append(f"first divergence: A {row.a.title} / B {row.b.title}")
+    held = next((e.node for e in (row.a, row.b) if isinstance(e, Held)), None)   # against eager
+    node = f"node {held}: " if held else ""
+    lines.append(f"first divergence: {node}A {row.a.title} / B {row.b.title}")
     return lines + divergence_detail(result, row)
 
 

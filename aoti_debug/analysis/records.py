@@ -42,7 +42,8 @@ _ORIGIN = re.compile(r"^origin: nodes=(?P<nodes>\S+) source=(?P<source>.+)$")
 _SOURCE_LINE = re.compile(r"^source-line: (?P<source>.+) nodes=(?P<nodes>\S+)$")
 # what a run or call header says after its name (section 1): the thread, and the rank where known
 _HEADER_FACTS = re.compile(r"^(?P<name>.*) thread=(?P<thread>[0-9]{1,20}|TID)"
-                           r"(?: rank=(?P<rank>[0-9]{1,20})(?:/(?P<world>[0-9]{1,20}))?)?$", re.A)
+                           r"(?: rank=(?P<rank>[0-9]{1,20})(?:/(?P<world>[0-9]{1,20}))?)?"
+                           r"(?: reference=(?P<reference>eager))?$", re.A)
 _BANNER_RANK = re.compile(r"^(?P<rank>[0-9]{1,20})(?: of (?P<world>[0-9]{1,20}))?$", re.A)
 
 FLOATING = {"float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e4m3fnuz",
@@ -271,6 +272,7 @@ class Record:
     thread: Optional[int] = None            # run and call records: the thread that ran it (-1: masked)
     rank: Optional[int] = None              # run records: the process's rank, where known
     world: Optional[int] = None             # run records: the world size, where known
+    reference: Optional[str] = None         # run records: "eager" for an eager reference's run
 
     @property
     def model(self) -> Optional[str]:
@@ -577,7 +579,7 @@ def _header(line: str, path: Optional[str], number: int, strict: bool) -> Option
 
 
 def _header_facts(record: Record) -> None:
-    """Split `thread=T rank=R/W` off a run or call header's name."""
+    """Split `thread=T rank=R/W reference=eager` off a run or call header's name."""
     match = _HEADER_FACTS.match(record.name)
     if match is None:
         return
@@ -586,6 +588,7 @@ def _header_facts(record: Record) -> None:
     if match["rank"] is not None:
         record.rank = int(match["rank"])
         record.world = int(match["world"]) if match["world"] else None
+    record.reference = match["reference"]
 
 
 def _pid(match: "re.Match[str]") -> Optional[int]:

@@ -9,7 +9,8 @@ from ..cli import UsageError, check_tolerances, echo, undecided, verdict
 def add_arguments(parser) -> None:
     parser.add_argument("paths", nargs="+", metavar="LOG",
                         help="A B: level-5 logs or level-10 dump directories of the reference run (e.g. "
-                        "torch.compile) and of the run to check (e.g. the AOTI artifact); with --ranks, "
+                        "the eager reference aoti_debug.eager_log writes, or torch.compile) and of the run "
+                        "to check (e.g. the AOTI artifact); with --ranks, "
                         "the logs of one job (paths or globs)")
     parser.add_argument("--ranks", action="store_true",
                         help="compare the processes of one job, replicas that should agree (data "

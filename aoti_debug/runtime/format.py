@@ -63,13 +63,15 @@ def header(kind: str, ident: str, name: str, pid: int, now: Optional[float] = No
     return f"[{timestamp(now)}] [pid {pid}] {kind} {ident} {name}{facts}\n"
 
 
-def header_facts(thread: int, rank: Optional[int] = None, world: Optional[int] = None) -> str:
+def header_facts(thread: int, rank: Optional[int] = None, world: Optional[int] = None,
+                 reference: str = "") -> str:
     """What a run or call header says after its name: ` thread=T`, then ` rank=R/W`
-    (` rank=R` without a world size) when the process has a rank."""
+    (` rank=R` without a world size) when the process has a rank, then
+    ` reference=eager` for the run of an eager reference (runtime/eager.py)."""
     text = f" thread={thread}"
     if rank is not None:
         text += f" rank={rank}" + (f"/{world}" if world else "")
-    return text
+    return text + (f" reference={reference}" if reference else "")
 
 
 # -- inline values (section 1.4) --------------------------------------------

@@ -109,6 +109,7 @@ class Model:
         self._ready = False
         self._lock = threading.Lock()
         self._runs = itertools.count(1)   # next() on a count is atomic under the GIL
+        self.reference = ""               # "eager": the runs are an eager reference (runtime/eager.py)
 
     # -- settings ------------------------------------------------------------
 
@@ -220,7 +221,7 @@ class Run:
         if self.level >= 3:
             body = _named("in", names, values, self.level)
         s = state.settings()
-        facts = fmt.header_facts(threading.get_native_id(), s.rank, s.world)
+        facts = fmt.header_facts(threading.get_native_id(), s.rank, s.world, self.model.reference)
         state.emit(fmt.record(fmt.header("run", str(self.run), self.model.name, state.pid(), None, facts), body))
         if self.level >= 10:
             self.dumps = RunDumps(self.model.name, self.run)

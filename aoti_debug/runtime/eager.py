@@ -1,0 +1,187 @@
+"""The eager reference: the model run in eager mode, one launch record per FX node.
+
+`aoti-debug diff eager.log aoti.log` compares an AOTI artifact's launches with
+a log of the same model run in eager mode.  For the two to align, the eager
+run executes the very graph whose node names the artifact's records carry
+(`origin: nodes=`, `holds:`): the graph Inductor lowers, after export, AOT
+autograd's decompositions, the joint-graph passes and the post-grad passes.
+Inductor's own AOT front end makes it (its `inner_compile` is replaced by one
+that keeps the graph and stops before code generation), and torch.fx's
+Interpreter runs it node by node on the caller's inputs.
+
+Each node that yields a tensor is written as a launch (docs/log-format.md):
+kernel name the op (`aten.addmm.default`), origin and `holds:` that node, its
+source line and module path from the node's metadata (the rules of
+codegen_patches/plan.py, as the artifact's records), `in` the nodes it reads,
+`out` its value.  The run's header says `reference=eager`.  Level, kernel
+filter and destination are AOTI_DEBUG_LOGLEVEL (5 when unset: diff compares
+statistics), AOTI_DEBUG_KERNELS and AOTI_DEBUG_LOGDEST.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Sequence
+
+from . import format as fmt
+from . import launches, state
+from ..codegen_patches import plan
+
+REFERENCE = "eager"
+
+
+def eager_log(model: Any, args: Sequence[Any], kwargs: Optional[Dict[str, Any]] = None, *,
+              dynamic_shapes: Any = None, inductor_configs: Optional[Dict[str, Any]] = None,
+              name: str = "eager") -> Any:
+    """Run `model` on `args`/`kwargs` in eager mode, writing the eager reference log.
+
+    `model`: an nn.Module (exported here with `dynamic_shapes`) or the
+    ExportedProgram given to aoti_compile_and_package; `inductor_configs`: the
+    ones given to it (they change the graph, e.g. freezing).  Returns the
+    model's outputs."""
+    import torch
+    if isinstance(model, torch.export.ExportedProgram):
+        ep = model
+    else:
+        ep = torch.export.export(model, tuple(args), kwargs, dynamic_shapes=dynamic_shapes)
+    gm, flat, out_spec = lowered_graph(ep, tuple(args), kwargs or {}, inductor_configs)
+    labels = [s.arg.name for s in ep.graph_signature.input_specs
+              if s.kind == torch.export.graph_signature.InputKind.USER_INPUT]
+    with torch.no_grad():
+        outputs = Reference(gm, name, labels).run(flat)
+    if out_spec is None:
+        return outputs
+    return torch.utils._pytree.tree_unflatten(list(outputs), out_spec)
+
+
+class _Captured(Exception):
+    """Carries the graph out of Inductor's front end, before any code is generated."""
+
+    def __init__(self, gm) -> None:
+        super().__init__("graph captured")
+        self.gm = gm
+
+
+def lowered_graph(ep, args, kwargs, inductor_configs):
+    """(graph module, flat inputs, output spec): the graph AOTI would lower for `ep`, as
+    aoti_compile_and_package -> aot_compile -> compile_fx_aot make it (torch/_inductor/
+    __init__.py), with the steps of codegen_and_compile that precede GraphLowering."""
+    import torch
+    from torch._export.utils import _compiling_state_context
+    from torch._inductor.compile_fx import (_aoti_flatten_inputs, _recursive_post_grad_passes,
+                                            compile_fx_aot, fake_tensor_prop, view_to_reshape)
+    from torch._inductor.virtualized import V
+
+    def capture(gm, example_inputs, **kw):
+        view_to_reshape(gm)
+        with torch.no_grad():
+            fake_mode = fake_tensor_prop(gm, example_inputs)
+        with V.set_fake_mode(fake_mode):
+            _recursive_post_grad_passes(gm, is_inference=kw.get("is_inference", False))
+        raise _Captured(gm)
+
+    gm = ep.module(check_guards=False)
+    if hasattr(gm, "_guards_fn"):           # as aot_compile: the guards are not compiled
+        node = next(iter(gm.graph.find_nodes(op="call_module", target="_guards_fn")))
+        gm.graph.erase_node(node)
+        delattr(gm, "_guards_fn")
+        gm.recompile()
+    codegen = gm.graph._codegen
+    out_spec = getattr(getattr(codegen, "pytree_info", None), "out_spec", None)
+    options = dict(inductor_configs or {}, **{"aot_inductor.package": True})
+    flat, options = _aoti_flatten_inputs(gm, args, kwargs, options=options)
+    try:
+        with _compiling_state_context():
+            compile_fx_aot(gm, flat, inner_compile=capture, config_patches=options)
+    except _Captured as captured:
+        return captured.gm, flat, out_spec
+    raise RuntimeError("aoti_debug.eager_log: Inductor's front end finished without lowering a graph")
+
+
+def kernel_name(node) -> str:
+    """`aten.addmm.default`, `aotid_test.fast_scale.default`, `getitem`."""
+    import torch
+    if isinstance(node.target, (torch._ops.OpOverload, torch._ops.HigherOrderOperator)):
+        return str(node.target)
+    return getattr(node.target, "__name__", None) or str(node.target)
+
+
+class _Model(launches.Model):
+    """The eager run's settings: the level, filter and destination the variables ask for
+    (nothing is compiled in that they could ask more than); no checks."""
+
+    def _init(self) -> None:
+        with self._lock:
+            if self._ready:
+                return
+            s = state.settings()
+            self.level = self.default_level
+            if "=" in s.sources.get("kernels", "default") and not s.sources["kernels"].startswith("default"):
+                self._runtime_kernels = tuple(s.kernels)
+            self._ready = True
+
+
+def _level() -> int:
+    """AOTI_DEBUG_LOGLEVEL when set (0 writes nothing; 10 is 5: no dumps), else 5."""
+    s = state.settings()
+    source = s.sources.get("level", "default")
+    if "=" not in source or source.startswith("default"):
+        return 5
+    if s.level > 5:
+        state.tell(s.level, "eager", f"{source}: the eager reference writes no dumps; "
+                   "writing level 5 (statistics)", once=True)
+    return min(s.level, 5)
+
+
+class Reference:
+    """One eager run of a lowered graph, written as launch records."""
+
+    def __init__(self, gm, name: str = "eager", labels: Sequence[str] = ()) -> None:
+        self.gm = gm
+        self.model = _Model(name, _level())
+        self.model.reference = REFERENCE
+        placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+        # the model's inputs by the names the user gave them, as the artifact's records say them
+        self.names = {p: labels[i] if i < len(labels) else p for i, p in enumerate(placeholders)}
+        self.sites: Dict[str, launches.Site] = {}
+
+    def site(self, node) -> launches.Site:
+        site = self.sites.get(node.name)
+        if site is None:
+            prov = plan.provenance_of_fx_nodes([node])
+            args = [(self.names.get(p.name, p.name), launches.IN) for p in node.all_input_nodes] \
+                + [(node.name, launches.OUT)]
+            site = launches.Site(kernel_name(node), ",".join(prov.nodes), "" if prov.source == "-" else prov.source,
+                                 ",".join(prov.modules), args,
+                                 prov.source_lines() + f"  holds: {node.name}={node.name}\n")
+            self.sites[node.name] = site
+        return site
+
+    def run(self, flat: Sequence[Any]):
+        import torch.fx
+        run = self.model.begin_run(list(self.names.values()), list(flat))
+        reference = self
+
+        class Interpreter(torch.fx.Interpreter):
+            def run_node(self, node):
+                # a node of sizes (sym_size, arithmetic on them) holds no tensor: no launch
+                if node.op != "call_function" or not fmt.holds_tensor(node.meta.get("val")):
+                    return super().run_node(node)
+                site = reference.site(node)
+                values = [self.env.get(p) for p in node.all_input_nodes]
+                run.launch += 1
+                if run.level:
+                    run.before(site, values + [None])
+                result = super().run_node(node)
+                if run.level:
+                    run.after(site, values + [result])
+                return result
+
+        outputs = Interpreter(self.gm).run(*flat)
+        out_node = next(n for n in self.gm.graph.nodes if n.op == "output")
+        out_names = [getattr(a, "name", "-") for a in _flat(out_node.args[0])]
+        run.end(out_names, list(outputs))
+        return outputs
+
+
+def _flat(value):
+    return list(value) if isinstance(value, (tuple, list)) else [value]
