@@ -55,8 +55,8 @@ def activate() -> None:
 
 def _install(resolved) -> None:
     try:
-        from .settings import unknown_variables
-        for text in unknown_variables():    # said once, at the first compile
+        from .settings import unknown_variables, upstream_notes
+        for text in unknown_variables() + upstream_notes():    # said once, at the first compile
             sys.stderr.write(f"aoti-debug settings: {text}\n")
         from .codegen_patches import install
         install.activate_environment(resolved)

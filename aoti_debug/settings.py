@@ -443,6 +443,45 @@ def unknown_variables(environ: Optional[Mapping[str, str]] = None) -> List[str]:
 
 IGNORED = "; ignoring it"
 
+# what else taking over an upstream alias does (codegen_patches/install.py)
+UPSTREAM_ALSO = {"AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER": "; Inductor's own printer is off",
+                 "AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT": "; Inductor's own printer is off"}
+
+
+def upstream_notes(environ: Optional[Mapping[str, str]] = None) -> List[str]:
+    """One message per upstream alias set in the environment: which of our variables it
+    was read as, with the value it became, or that ours is set too and wins.  Said once,
+    at the first compile (_startup.py): upstream's names otherwise change what they do
+    without a word.  A bad value is left to the compile's own error."""
+    env = os.environ if environ is None else environ
+    resolved, _ = read_with_problems(env)
+    out = []
+    for var in VARIABLES:
+        if not var.alias or var.alias not in env:
+            continue
+        given = f"{var.alias}={_shown(env[var.alias])}"
+        if var.name in env:
+            out.append(f"{given} is not read: {var.name}={_shown(env[var.name])} is set and wins"
+                       + UPSTREAM_ALSO.get(var.alias, ""))
+        elif resolved.sources.get(var.field) == f"{var.alias}={env[var.alias]}":
+            out.append(f"{given} is read as {var.name}={value_text(getattr(resolved, var.field))}"
+                       + UPSTREAM_ALSO.get(var.alias, ""))
+    return out
+
+
+def _shown(text: str) -> str:
+    """A variable's value as typed, quoted when it holds anything but printable characters."""
+    return text if text.isprintable() and text.strip() == text and text else repr(text)
+
+
+def value_text(value: object) -> str:
+    """A setting's value as its variable would be set."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, tuple):
+        return ",".join(value) or "*"     # no filter: every kernel
+    return str(value)
+
 
 def only_unknown(environ: Optional[Mapping[str, str]] = None) -> List[str]:
     """The messages that fail a compile: the variables set for aoti-debug are all unknown ones
@@ -531,12 +570,7 @@ def _coerce_argument(var: Variable, value: object) -> object:
 
 def default_text(field: str) -> str:
     """How a field's default is spelled in messages (as its variable would be set)."""
-    value = getattr(Settings(), field)
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, tuple):
-        return ",".join(value) or "*"     # no filter: every kernel
-    return str(value)
+    return value_text(getattr(Settings(), field))
 
 
 def with_fallback(message: str) -> str:

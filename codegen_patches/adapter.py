@@ -677,6 +677,8 @@ def install_patches(hooks) -> None:
                 a = _bound(orig, *args, **kwargs)
                 ep._aoti_debug_dim_names = hooks.guards.dim_names_of(
                     a["mod"], a["args"], a["kwargs"], a["dynamic_shapes"])
+                ep._aoti_debug_declared = hooks.guards.declared_of(
+                    a["mod"], a["args"], a["kwargs"], a["dynamic_shapes"])
             except Exception:
                 pass
             return ep

@@ -30,6 +30,8 @@ class CompileContext:
     """What the export knew and Inductor forgets: the user's names."""
     labels: List[str]                       # per tensor among the flattened user inputs: x, batch["mask"]
     dim_names: Dict[tuple, str]             # (index in labels, dim) -> Dim name
+    # (index in labels, dim) -> (declared minimum, as declared: "min=1", "Dim.DYNAMIC")
+    declared: Dict[tuple, tuple] = dataclasses.field(default_factory=dict)
 
 
 _context: Optional[CompileContext] = None
@@ -124,10 +126,11 @@ def emit(names: Sequence[str], labels: Sequence[str], nan_check) -> List[str]:
             elif isinstance(size, sympy.Symbol) and size not in symbol_names:
                 symbol_names[size] = (ctx.dim_names.get((i, d)) if ctx else None) or f"{label}.shape[{d}]"
                 lo, hi = _range(ranges.get(size))
+                below = _below(lo, symbol_names[size], ctx.declared.get((i, d)) if ctx else None)
                 body.append(f"{_symbol_cpp(size)} = aotid_guard.size(aotid_g{i}, {d}); "
                             f"{_symbol_cpp(size)}_bound = true;")
                 body.append(f"aotid_guard.range({c_string(label)}, aotid_g{i}, {d}, {lo}, {hi}, "
-                            f"{c_string(symbol_names[size])});")
+                            f"{c_string(symbol_names[size])}" + (f", {c_string(below)}" if below else "") + ");")
             else:
                 deferred.append(f"  if (aotid_ok{i} && {bound(size)}) aotid_guard.equals({c_string(label)}, "
                                 f"aotid_g{i}, {d}, {cpp(size)}, {c_string(human(size))});")
@@ -159,6 +162,18 @@ def emit(names: Sequence[str], labels: Sequence[str], nan_check) -> List[str]:
     return lines
 
 
+def _below(lo, name: str, declared: Optional[tuple]) -> str:
+    """Why a size below the compiled lower bound was declared acceptable and is not: the
+    compile specialises sizes 0 and 1 (ShapeEnv's specialize_zero_one), so a dynamic
+    size declared from 0 or 1 is compiled for 2 and up.  "" when the bound is the
+    user's own (declared min=2 or more) or the declaration is unknown."""
+    if lo != 2 or declared is None or declared[0] >= 2:
+        return ""
+    return (f" ({name} was declared {declared[1]}, but torch.export and Inductor specialise sizes 0 "
+            "and 1, so a dynamic size is compiled for 2 and up; to accept smaller sizes, export and "
+            "compile under torch.fx.experimental._config.patch(backed_size_oblivious=True))")
+
+
 def _range(vr) -> tuple:
     if vr is None:
         return 0, "INT64_MAX"
@@ -179,11 +194,24 @@ def _relations(shape_env, symbols) -> list:
         expr = sympy.simplify(expr)
         if expr in (sympy.true, sympy.false) or not expr.free_symbols <= set(symbols):
             continue
-        if _is_range_only(expr):
+        if _is_range_only(expr) or _outside_range(expr, shape_env.var_to_range):
             continue
         if expr not in found:
             found.append(expr)
     return found
+
+
+def _outside_range(expr, ranges) -> bool:
+    """Ne(batch, 1) where 1 is outside batch's range: range() says it, with why (0/1
+    specialisation records both)."""
+    import sympy
+    if not (isinstance(expr, sympy.Ne) and len(expr.free_symbols) == 1):
+        return False
+    sym, value = (expr.args if expr.args[0].is_Symbol else expr.args[::-1])
+    if not (sym.is_Symbol and value.is_number and sym in ranges):
+        return False
+    lo, hi = _range(ranges[sym])
+    return int(value) < lo or (hi != "INT64_MAX" and int(value) > hi)
 
 
 def _is_range_only(expr) -> bool:
@@ -225,14 +253,15 @@ def context_from_exported_program(ep) -> Optional[CompileContext]:
         else:
             base, tail = "input", rest
         labels.append(base + pytree.keystr(tail).replace("'", '"'))
-    dims = getattr(ep, "_aoti_debug_dim_names", {})
-    dim_names = {(i, d): name for i, (path, _) in enumerate(leaves)
-                 for (p, d), name in dims.items() if p == pytree.keystr(path)}
-    return CompileContext(labels, dim_names)
+    def by_index(found):
+        return {(i, d): value for i, (path, _) in enumerate(leaves)
+                for (p, d), value in found.items() if p == pytree.keystr(path)}
+    return CompileContext(labels, by_index(getattr(ep, "_aoti_debug_dim_names", {})),
+                          by_index(getattr(ep, "_aoti_debug_declared", {})))
 
 
-def dim_names_of(mod, args, kwargs, dynamic_shapes) -> Dict[tuple, str]:
-    """(input path, dim) -> the user's Dim name, for every form of dynamic_shapes
+def _declared_dims(mod, args, kwargs, dynamic_shapes):
+    """(input path, dim, what dynamic_shapes gave it) for every form of dynamic_shapes
     torch.export accepts: paired with the inputs exactly as export pairs them
     (adapter.tensor_shape_specs); the path is the tensor's keystr in (args, kwargs)."""
     import torch.utils._pytree as pytree
@@ -240,7 +269,6 @@ def dim_names_of(mod, args, kwargs, dynamic_shapes) -> Dict[tuple, str]:
     where: Dict[int, str] = {}
     for path, tensor in reversed(_tensor_leaves(args, kwargs)):   # a tensor given twice: its first place
         where[id(tensor)] = pytree.keystr(path)
-    found: Dict[tuple, str] = {}
     for tensor, spec in adapter.tensor_shape_specs(mod, args, kwargs, dynamic_shapes):
         if isinstance(spec, dict):
             items = spec.items()
@@ -249,7 +277,31 @@ def dim_names_of(mod, args, kwargs, dynamic_shapes) -> Dict[tuple, str]:
         else:
             continue
         for d, dim in items:
-            name = getattr(dim, "__name__", None)   # Dim("seq"); not a derived 2*seq, not Dim.AUTO
-            if isinstance(name, str) and name.isidentifier() and id(tensor) in where:
-                found[(where[id(tensor)], d)] = name
+            if id(tensor) in where and dim is not None:
+                yield where[id(tensor)], d, dim
+
+
+def dim_names_of(mod, args, kwargs, dynamic_shapes) -> Dict[tuple, str]:
+    """(input path, dim) -> the user's Dim name."""
+    found: Dict[tuple, str] = {}
+    for path, d, dim in _declared_dims(mod, args, kwargs, dynamic_shapes):
+        name = getattr(dim, "__name__", None)   # Dim("seq"); not a derived 2*seq, not Dim.AUTO
+        if isinstance(name, str) and name.isidentifier():
+            found[(path, d)] = name
+    return found
+
+
+def declared_of(mod, args, kwargs, dynamic_shapes) -> Dict[tuple, tuple]:
+    """(input path, dim) -> (the declared minimum, as declared: "min=1", "Dim.DYNAMIC"), for
+    each dimension given a Dim of its own or a hint (a derived 2*seq follows its root)."""
+    from torch.export import dynamic_shapes as ds
+    found: Dict[tuple, tuple] = {}
+    for path, d, dim in _declared_dims(mod, args, kwargs, dynamic_shapes):
+        if isinstance(dim, ds._DerivedDim):
+            continue
+        if isinstance(dim, ds.Dim) and isinstance(dim.min, int):
+            found[(path, d)] = (dim.min, f"with min={dim.min}")
+        elif isinstance(dim, ds._DimHint) and dim.type.name in ("DYNAMIC", "AUTO"):
+            low = dim.min if isinstance(dim.min, int) else 0
+            found[(path, d)] = (low, f"Dim.{dim.type.name}" + (f" with min={dim.min}" if dim.min is not None else ""))
     return found

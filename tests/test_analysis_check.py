@@ -331,3 +331,98 @@ def test_an_output_without_a_float64_run_is_judged_against_eager_and_says_so():
     assert launch.line_text() == (
         "1.2 mylib.mul.default  BEYOND  max_abs=0.5 max_rel=0.167 max_ulp=2.1e+06 (buf1: 1 of 3 beyond); "
         "against eager, not float64: buf1 (the float64 run: mylib.mul raised TypeError: float64 is not supported)")
+
+
+# -- attention: random only through dropout -------------------------------------------
+
+SDPA = "aten._scaled_dot_product_flash_attention_for_cpu.default"
+
+
+def attention_dump(root, sdpa_args, perturb=0.0):
+    """A level-10 run folder of one attention launch as the codegen records it (the op
+    reads its query, key and value; dropout_p is left at its default unless `sdpa_args`
+    gives it), its recorded output eager's (without dropout) plus `perturb` at element 5."""
+    folder = os.path.join(root, "4242-model-run1")
+    os.makedirs(folder)
+    gen = torch.Generator().manual_seed(0)
+    qkv = {n: torch.randn(2, 2, 4, 8, generator=gen) for n in ("q", "k", "v")}
+    out = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(*qkv.values(), 0.0, *sdpa_args[1:2])[0].clone()
+    out.view(-1)[5] += perturb
+    files = [{"name": n, "role": "in", "file": f"launch000001_in_{n}.pt"} for n in qkv]
+    for f in files:
+        torch.save(qkv[f["name"]], os.path.join(folder, f["file"]))
+    torch.save(out, os.path.join(folder, "launch000001_out_buf2.pt"))
+    shape = ["2", "2", "4", "8"]
+    ops_ = [{"node": "sdpa", "op": SDPA, "own": True, "line": "m.py:8", "kwargs": {},
+             "args": [{"input": n, "shape": shape} for n in qkv] + sdpa_args},
+            {"node": "getitem_3", "op": "getitem", "args": [{"node": "sdpa"}, 0], "kwargs": {}, "own": False,
+             "shape": shape, "dtype": "float32", "line": "m.py:8"}]
+    base = {"kind": "launch", "run": 1, "index": 1, "id": "1.1", "source": "m.py:8", "bytes": 0,
+            "kernel": "aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu",
+            "nodes": "_scaled_dot_product_flash_attention_for_cpu"}
+    lines = [{"event": "run", "status": "ok", "kind": "run", "run": 1, "model": "model", "pid": 4242,
+              "inputs": [], "files": [], "bytes": 0, "time": 1000.0},
+             {**base, "event": "before", "status": "running", "time": 1001.0, "ops": ops_,
+              "lines": "  holds: buf2=getitem_3\n", "files": files},
+             {**base, "event": "after", "status": "ok", "time": 1001.5,
+              "files": [{"name": "buf2", "role": "out", "file": "launch000001_out_buf2.pt"}]},
+             {"event": "run-end", "status": "ok", "kind": "run-end", "run": 1, "model": "model",
+              "launches": 1, "files": [], "bytes": 0, "time": 1002.0}]
+    with open(os.path.join(folder, "manifest.jsonl"), "w") as f:
+        f.write("".join(json.dumps(line) + "\n" for line in lines))
+    return root
+
+
+KERNEL = "1.1 aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu"
+
+
+@pytest.mark.parametrize("sdpa_args", [[], [0.0], [0, True]], ids=["default", "zero", "zero-causal"])
+def test_attention_without_dropout_is_re_run_and_compared(tmp_path, capsys, sdpa_args):
+    """dropout_p left at its default (as Inductor records it) or 0: the launch is re-run, and
+    its recorded output judged against the recomputed one."""
+    code, out, err = in_process(capsys, "check", attention_dump(str(tmp_path / "ok"), sdpa_args))
+    assert code == 0, out + err
+    line, summary = out.splitlines()
+    assert re.fullmatch(rf"{KERNEL}  ok  max_abs=[\d.e-]+ max_rel=[\d.e-]+ max_ulp=[\d.]+", line), out
+    assert summary == "1 launch(es): 1 within tolerance, 0 beyond, 0 not checkable"
+    # one element off by a thousandth: found, so the output really was compared
+    code, out, err = in_process(capsys, "check", attention_dump(str(tmp_path / "off"), sdpa_args, 1e-3))
+    assert code == 1, out + err
+    assert re.fullmatch(rf"{KERNEL}  BEYOND  max_abs=0\.001 max_rel=[\d.e-]+ max_ulp=[\d.e+]+ "
+                        r"\(buf2: 1 of 128 beyond\)", out.splitlines()[0]), out
+    assert "worst at flat index 5: recorded " in out
+
+
+def test_attention_with_dropout_is_not_re_run_and_says_which_argument(tmp_path, capsys):
+    code, out, err = in_process(capsys, "check", attention_dump(str(tmp_path / "d"), [0.1]))
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [
+        f"{KERNEL}  not checkable: buf2: aten._scaled_dot_product_flash_attention_for_cpu is not re-run: "
+        "it draws random numbers (dropout_p=0.1; re-run only when dropout_p=0)",
+        "1 launch(es): 0 within tolerance, 0 beyond, 1 not checkable"]
+
+
+@pytest.mark.parametrize("op, args, kwargs, says", [
+    ("native_dropout.default", ["X", 0.0, True], {}, ""),
+    ("native_dropout.default", ["X", 0.5, False], {}, ""),
+    ("native_dropout.default", ["X", 0.5, None], {},
+     "draws random numbers (p=0.5, train=None; re-run only when p=0 or train=False)"),
+    ("dropout.default", ["X", 0.2], {"train": False}, ""),
+    ("dropout.default", ["X", 0.2, True], {},
+     "draws random numbers (p=0.2, train=True; re-run only when p=0 or train=False)"),
+    ("scaled_dot_product_attention.default", ["X", "X", "X"], {"dropout_p": 0.0}, ""),
+    ("scaled_dot_product_attention.default", ["X", "X", "X", None, {"sym": "s0"}], {},
+     "draws random numbers (dropout_p=<not a recorded constant>; re-run only when dropout_p=0)"),
+    ("_scaled_dot_product_efficient_attention.default", ["X", "X", "X", None, False], {"dropout_p": {"float": "nan"}},
+     "draws random numbers (dropout_p=nan; re-run only when dropout_p=0)"),
+    ("lstm.input", ["X", ["X"], ["X"], True, 2, 0.0, True, False, True], {}, ""),
+    ("bernoulli.p", ["X", 0.0], {}, "draws random numbers"),       # random by more than dropout
+    ("_fused_dropout.default", ["X", 0.0], {}, "draws random numbers"),   # its p keeps, not drops
+], ids=["native-p0", "native-eval", "native-train-none", "dropout-eval", "dropout-train", "sdpa-kw0",
+        "sdpa-sym", "efficient-nan", "lstm-p0", "bernoulli", "fused-dropout"])
+def test_dropout_is_judged_by_the_recorded_arguments(op, args, kwargs, says):
+    fn = getattr(getattr(torch.ops.aten, op.split(".")[0]), op.split(".")[1])
+    node = {"node": "x"}
+    args = [node if a == "X" else [node] if a == ["X"] else a for a in args]
+    assert ops.refusal(fn, (args, kwargs)) == says
+    assert ops.refusal(fn) == "draws random numbers"      # the arguments unknown (replay)

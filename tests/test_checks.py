@@ -133,6 +133,23 @@ def test_guard_reports_every_violation_in_the_users_terms(dynamic, inputs, probl
     assert guard_error(dynamic, inputs) == problems
 
 
+SPECIALISED = (" (batch was declared with min=1, but torch.export and Inductor specialise sizes 0 and 1, "
+               "so a dynamic size is compiled for 2 and up; to accept smaller sizes, export and compile under "
+               "torch.fx.experimental._config.patch(backed_size_oblivious=True))")
+
+
+def test_a_bound_the_compile_raised_from_the_declared_min_says_why_and_how_to_accept_it(dynamic, packages):
+    """models.Dynamic declares Dim("batch", min=1): compiled for 2 and up, and a batch of 1 is
+    told why; a batch above the maximum is not (the bound is the user's own)."""
+    assert guard_error(dynamic, "(torch.randn(1, 4), torch.randn(2, 4))") == [
+        "  x.shape[0] is 1, but this artifact was compiled for 2 <= batch <= 64" + SPECIALISED]
+    assert guard_error(dynamic, "(torch.randn(65, 4), torch.randn(130, 4))") == [
+        "  x.shape[0] is 65, but this artifact was compiled for 2 <= batch <= 64"]
+    # models.Named declares min=2 itself: its bound needs no word
+    assert guard_error(packages.get("named", AOTI_DEBUG_CHECK_INPUTS="1"), "models.named_inputs(1)", "named") == [
+        "  input_ids.shape[1] is 1, but this artifact was compiled for 2 <= seq <= 32"]
+
+
 def test_guard_nan_inputs_with_nan_check(dynamic):
     assert guard_error(dynamic, f"(torch.tensor([[1.0, float('nan'), 2, 3]] * 4), {Y})") == [
         "  x holds 4 NaN (first at flat index 1)"]
@@ -273,3 +290,22 @@ def test_dim_names_for_every_form_of_dynamic_shapes(form):
     ep._aoti_debug_dim_names = guards.dim_names_of(module, args, kwargs, dynamic_shapes)
     ctx = guards.context_from_exported_program(ep)
     assert (ctx.labels, ctx.dim_names) == (labels, dims)
+
+
+def test_the_declared_minimum_of_each_dimension_is_kept_for_the_guards():
+    """What the guard's word on a raised bound is built from: each dimension's declared
+    minimum (a Dim's min, a hint's 0) by input index, and only a bound of 2 over a
+    declared 0 or 1 gets it."""
+    from torch.export import Dim
+    from aoti_debug.codegen_patches import guards
+    ids, mask = torch.ones(4, 8), torch.ones(4, 8)
+    b = Dim("b", min=1, max=16)
+    shapes = ({0: b, 1: Dim.DYNAMIC}, {0: b, 1: Dim.AUTO})
+    ep = torch.export.export(_Pair(), (ids, mask), dynamic_shapes=shapes)
+    ep._aoti_debug_declared = guards.declared_of(_Pair(), (ids, mask), None, shapes)
+    assert guards.context_from_exported_program(ep).declared == {
+        (0, 0): (1, "with min=1"), (0, 1): (0, "Dim.DYNAMIC"), (1, 0): (1, "with min=1"), (1, 1): (0, "Dim.AUTO")}
+    assert guards._below(2, "x.shape[1]", (0, "Dim.DYNAMIC")).startswith(
+        " (x.shape[1] was declared Dim.DYNAMIC, but torch.export and Inductor specialise sizes 0 and 1")
+    assert [guards._below(lo, "b", declared) for lo, declared in
+            [(2, (2, "with min=2")), (3, (1, "with min=1")), (2, None)]] == ["", "", ""]

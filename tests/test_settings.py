@@ -215,3 +215,40 @@ def test_a_run_notes_an_unknown_name_once(tmp_path):
         """, env=clean_env(AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_LOGDEST=str(log), AOTI_DEBUG_NANCHECK="raise"))
     text = log.read_text()
     assert text.count(f"] note - settings\n  {NANCHECK}\n") == 1, text
+
+
+# -- upstream's variables: taken over, and said so ---------------------------------------
+
+def test_each_upstream_alias_says_which_variable_it_was_read_as():
+    env = {"AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER": "2", "TORCHINDUCTOR_NAN_ASSERTS": "1",
+           "AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT": "Addmm, cpp_*", "AOTI_RUNTIME_CHECK_INPUTS": "yes",
+           "TORCHINDUCTOR_SIZE_ASSERTS": "1"}        # upstream's own: not ours to mention
+    assert S.upstream_notes(env) == [
+        "AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER=2 is read as AOTI_DEBUG_LOGLEVEL=5; "
+        "Inductor's own printer is off",
+        "AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT=Addmm, cpp_* is read as AOTI_DEBUG_KERNELS=addmm,cpp_*; "
+        "Inductor's own printer is off",
+        "AOTI_RUNTIME_CHECK_INPUTS=yes is read as AOTI_DEBUG_CHECK_INPUTS=1",
+        "TORCHINDUCTOR_NAN_ASSERTS=1 is read as AOTI_DEBUG_NAN_CHECK=raise:naninf"]
+    # ours set too: the alias is not read, and that is said; a bad alias is the compile's own error
+    assert S.upstream_notes({"AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER": " 1\t", "AOTI_DEBUG_LOGLEVEL": "3",
+                             "TORCHINDUCTOR_NAN_ASSERTS": "7"}) == [
+        "AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER=' 1\\t' is not read: AOTI_DEBUG_LOGLEVEL=3 is set and "
+        "wins; Inductor's own printer is off"]
+    assert S.upstream_notes({"AOTI_DEBUG_LOGLEVEL": "5"}) == []
+
+
+def test_upstream_aliases_are_named_once_at_the_first_compile(tmp_path):
+    proc = run_python("""
+        import torch
+        for _ in range(2):
+            try:
+                torch._inductor.aoti_compile_and_package(None)     # refused by torch: nothing compiles
+            except ValueError:
+                pass
+        """, env=clean_env(AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER="2", TORCHINDUCTOR_NAN_ASSERTS="1"),
+        cwd=tmp_path)
+    assert proc.stderr == (
+        "aoti-debug settings: AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER=2 is read as AOTI_DEBUG_LOGLEVEL=5; "
+        "Inductor's own printer is off\n"
+        "aoti-debug settings: TORCHINDUCTOR_NAN_ASSERTS=1 is read as AOTI_DEBUG_NAN_CHECK=raise:naninf\n")

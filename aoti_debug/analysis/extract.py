@@ -117,7 +117,7 @@ def body(program: opsmod.Program, wanted: Dict[str, str], inputs: Dict[str, Any]
             lines.append(f"v_{op.node} = inputs[{op.same_as!r}]  # the view the launch was handed")
             continue
         try:
-            opsmod.operator(op.op)          # a registered operator, named by identifiers only
+            opsmod.operator(op.op, op.args, op.kwargs)  # a registered operator, named by identifiers only
         except opsmod.NotCheckable as exc:
             raise NotExtractable(str(exc)) from None
         args = [_expr(a, symbols, inputs, used) for a in op.args]

@@ -138,8 +138,10 @@ def _check_value(v: Any, here: str, seen, depth: int) -> None:
 
 # -- operators ----------------------------------------------------------------------
 
-def operator(name: str) -> Callable:
-    """The registered op `ns.op.overload` (or operator.getitem); NotCheckable otherwise."""
+def operator(name: str, args: Optional[list] = None, kwargs: Optional[dict] = None) -> Callable:
+    """The registered op `ns.op.overload` (or operator.getitem); NotCheckable otherwise.
+    `args`, `kwargs`: the op's recorded arguments (ops' encoding), when known: an op
+    whose only randomness is dropout then runs when they turn dropout off (`refusal`)."""
     import operator as pyop
 
     import torch
@@ -160,7 +162,7 @@ def operator(name: str) -> Callable:
                            "with --allow-module MODULE)") from None
     if not isinstance(fn, torch._ops.OpOverload):
         raise NotCheckable(f"{printable(name)} is not an operator")
-    why = refusal(fn)
+    why = refusal(fn, None if args is None else (args, kwargs or {}))
     if why:
         raise NotCheckable(f"{ns}.{op} is not re-run: it {why}")
     return fn
@@ -201,18 +203,27 @@ _REFUSED_NAMESPACES = {
 _CHECKS = frozenset({"aten::_assert_async", "aten::_assert_scalar", "aten::_assert_tensor_metadata",
                      "aten::_linalg_check_errors", "aten::sym_constrain_range",
                      "aten::sym_constrain_range_for_size"})
+# Ops whose only randomness is dropout, by schema argument: its probability
+# (`dropout_p` of the attention ops, `dropout` of the RNNs, `p` of the dropout ops
+# themselves) and `train`.  Probability 0 or train False: no random number reaches
+# the result, the op is re-run like any other.
+_DROPOUT_P = frozenset({"dropout_p", "dropout"})
+_DROPOUT_OPS = frozenset({"aten::dropout", "aten::dropout_", "aten::native_dropout", "aten::alpha_dropout",
+                          "aten::alpha_dropout_", "aten::feature_dropout", "aten::feature_dropout_",
+                          "aten::feature_alpha_dropout", "aten::feature_alpha_dropout_"})
 _PATH_ARGS = frozenset({"filename", "file", "path", "filepath", "file_path", "dirname", "directory"})
 _TENSORS = frozenset({"Tensor", "Optional[Tensor]"})
 
 
-def refusal(fn) -> str:
+def refusal(fn, call: Optional[tuple] = None) -> str:
     """Why the operator overload `fn` may not run on a dump's values ("" when it may).
     Only what computes runs: a functional operator, or one that writes tensor arguments
     only values it is given (in-place, `out=`: the callers hand it tensors and lists
     they made).  Refused by name (what the schema cannot tell, above), for random
     numbers, a file path argument, a written argument that is process state (a
     generator), and for returning nothing while writing nothing (all it can do is act
-    elsewhere)."""
+    elsewhere).  `call`: the recorded (args, kwargs); an op whose only randomness is
+    dropout is judged by them (without them it counts as random)."""
     import torch
     schema = fn._schema
     name = schema.name
@@ -221,7 +232,9 @@ def refusal(fn) -> str:
     if name.split("::", 1)[0] in _REFUSED_NAMESPACES:
         return _REFUSED_NAMESPACES[name.split("::", 1)[0]]
     if torch.Tag.nondeterministic_seeded in fn.tags:
-        return "draws random numbers"
+        random = _dropout(schema, call)
+        if random != "":
+            return random or "draws random numbers"
     writes = False
     for arg in schema.arguments:
         kind = str(arg.type)
@@ -234,6 +247,47 @@ def refusal(fn) -> str:
     if not schema.returns and not writes and name not in _CHECKS and not name.startswith("aten::_validate_"):
         return "returns nothing and writes none of its arguments (all it can do is act outside the computation)"
     return ""
+
+
+def _dropout(schema, call: Optional[tuple]) -> Optional[str]:
+    """For a random op whose only randomness is dropout, called with the recorded
+    `call`: "" when its arguments turn dropout off, else why it draws random numbers.
+    None for any other op, or when the arguments are not known."""
+    probability = _DROPOUT_P | ({"p"} if schema.name in _DROPOUT_OPS else set())
+    names = {a.name for a in schema.arguments}
+    if call is None or not names & probability:
+        return None
+    named = names & (probability | {"train"})
+    args, kwargs = call
+    values: Dict[str, Any] = {}
+    for i, arg in enumerate(schema.arguments):
+        if arg.name not in named:
+            continue
+        if i < len(args) and not arg.kwarg_only:
+            values[arg.name] = args[i]
+        elif arg.name in kwargs:
+            values[arg.name] = kwargs[arg.name]
+        else:
+            values[arg.name] = arg.default_value if arg.has_default_value() else _UNKNOWN
+    if values.get("train") is False:
+        return ""
+    if any(type(v) in (int, float) and v == 0 for n, v in values.items() if n != "train"):
+        return ""
+    said = ", ".join(f"{n}={_said(v)}" for n, v in values.items())
+    off = " or ".join([f"{n}=0" for n in values if n != "train"] + ["train=False"] * ("train" in values))
+    return f"draws random numbers ({said}; re-run only when {off})"
+
+
+_UNKNOWN = object()
+
+
+def _said(value) -> str:
+    """A recorded dropout argument, as the user reads it."""
+    if type(value) in (bool, int, float) or value is None:
+        return repr(value)
+    if isinstance(value, dict) and isinstance(value.get("float"), str):
+        return printable(shorten(value["float"]))
+    return "<not a recorded constant>"
 
 
 def _foreign(value) -> str:
@@ -364,7 +418,7 @@ class Runner:
                 shape = None
             if shape is not None and list(handed.shape) == shape:
                 return self._leaf_tensor(handed)
-        fn = operator(op.op)
+        fn = operator(op.op, op.args, op.kwargs)
         args = [self._arg(a) for a in op.args]
         kwargs = {k: self._arg(v) for k, v in op.kwargs.items()}
         try:

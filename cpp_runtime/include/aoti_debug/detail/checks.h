@@ -50,7 +50,9 @@ class InputGuard {
   void static_dim(const char* label, const Value& v, int d, int64_t expected);
 
   // A dynamic dimension bound to a symbol: its compiled range.
-  void range(const char* label, const Value& v, int d, int64_t lo, int64_t hi, const char* symbol);
+  // `below`: appended when the size is under `lo` (why the declared minimum was not compiled for)
+  void range(const char* label, const Value& v, int d, int64_t lo, int64_t hi, const char* symbol,
+             const char* below = "");
 
   // A dimension that must equal an expression of symbols bound earlier.
   void equals(const char* label, const Value& v, int d, int64_t expected, const char* expr);
@@ -244,12 +246,13 @@ AOTI_DEBUG_CORE_FN void InputGuard::static_dim(const char* label, const Value& v
          std::to_string(expected));
 }
 
-AOTI_DEBUG_CORE_FN void InputGuard::range(const char* label, const Value& v, int d, int64_t lo, int64_t hi, const char* symbol) {
+AOTI_DEBUG_CORE_FN void InputGuard::range(const char* label, const Value& v, int d, int64_t lo, int64_t hi, const char* symbol,
+                                          const char* below) {
   const int64_t got = v.t.sizes[d];
   if (got >= lo && got <= hi) return;
   fail(dim_text(label, d) + " is " + std::to_string(got) +
        ", but this artifact was compiled for " + std::to_string(lo) + " <= " + symbol +
-       " <= " + (hi == INT64_MAX ? std::string("inf") : std::to_string(hi)));
+       " <= " + (hi == INT64_MAX ? std::string("inf") : std::to_string(hi)) + (got < lo ? below : ""));
 }
 
 AOTI_DEBUG_CORE_FN void InputGuard::equals(const char* label, const Value& v, int d, int64_t expected, const char* expr) {
