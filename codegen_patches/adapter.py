@@ -62,6 +62,8 @@ HOOK_POINTS = (
     # phase 1: provenance and kernel signatures
     ("torch._inductor.codegen.cpp", "CppScheduling.codegen_comment", ("node_schedule", "kernel_name")),
     ("torch._inductor.codegen.simd", "SIMDScheduling.codegen_comment", ("node_schedule", "kernel_name")),
+    # Triton's scheduling overrides SIMDScheduling's comment (GPU kernels, either wrapper)
+    ("torch._inductor.codegen.triton", "TritonScheduling.codegen_comment", ("node_schedule", "kernel_name")),
     ("torch._inductor.ir", "ExternKernel.codegen_comment", ()),
     ("torch._inductor.codegen.wrapper", "PythonWrapperCodegen.define_kernel",
      ("kernel_name", "kernel_body", "cpp_definition")),
@@ -593,6 +595,7 @@ def install_patches(hooks) -> None:
     check_version()
     from torch._inductor import ir
     from torch._inductor.codegen import cpp, simd, wrapper
+    from torch._inductor.codegen import triton as triton_codegen
     from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
     from torch._inductor.codegen.cpp_wrapper_gpu import CppWrapperGpu
 
@@ -607,6 +610,8 @@ def install_patches(hooks) -> None:
         return codegen_comment
     patch(cpp.CppScheduling, "codegen_comment", comment)
     patch(simd.SIMDScheduling, "codegen_comment", comment)
+    # its own method, not SIMDScheduling's: without this Triton launches had no provenance
+    patch(triton_codegen.TritonScheduling, "codegen_comment", comment)
 
     def extern_comment(orig):
         def codegen_comment(self, *args, **kwargs):

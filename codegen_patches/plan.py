@@ -187,6 +187,10 @@ def own_fx_nodes(ir_node) -> List:
         return [origin]
     op = getattr(ir_node, "op_overload", None)
     origins = _sorted_origins(getattr(ir_node, "origins", ()) or ())
+    if getattr(ir_node, "kernel_idx", None) is not None:
+        # a user-defined Triton kernel: the wrapper op it lowers (the copy of an
+        # input made for it also lists that op, and is computed elsewhere)
+        return [n for n in origins if op_name(n).startswith("triton_kernel_wrapper")]
     return [n for n in origins if op is not None and getattr(n, "target", None) == op]
 
 
