@@ -65,27 +65,54 @@ def tmp_log(tmp_path):
 TESTS = os.path.dirname(os.path.abspath(__file__))
 
 
+def shared_dir(tmp_path_factory, name):
+    """A folder of this test run that every pytest-xdist worker of the run sees (each
+    worker's own base folder lies inside the run's): what is built there is built once."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    path = root / f"shared-{name}"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+def built_once(path, build):
+    """`build()` run by one worker only: the others wait on the lock, then find `path`
+    (a file `build` writes; it is written last, so it exists only when whole)."""
+    import fcntl
+    with open(f"{path}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(path):
+            build()
+    return str(path)
+
+
 @pytest.fixture(scope="session")
 def aoti_cache(tmp_path_factory):
-    """One Inductor cache for the session: kernels compiled once are reused."""
-    return str(tmp_path_factory.mktemp("inductor-cache"))
+    """One Inductor cache for the run: kernels compiled once are reused (Inductor writes
+    its cache entries atomically, so the workers share it)."""
+    return str(shared_dir(tmp_path_factory, "inductor-cache"))
 
 
 class Packages:
-    """AOTI packages compiled once per session, keyed by model and compile-time variables."""
+    """AOTI packages compiled once per test run, keyed by model and compile-time
+    variables, shared by the run's workers."""
 
     def __init__(self, root, cache, module="models"):
-        self.root, self.cache, self.module, self.built = root, cache, module, {}
+        self.root, self.cache, self.module = root, cache, module
 
     def get(self, model, **compile_env):
-        key = (model, tuple(sorted(compile_env.items())))
-        if key not in self.built:
-            # <n>/<model>.pt2: records name the model after the package's stem
-            out = os.path.join(self.root, str(len(self.built)), f"{model}.pt2")
-            os.makedirs(os.path.dirname(out), exist_ok=True)
-            compile_model(model, out, self.cache, module=self.module, **compile_env)
-            self.built[key] = out
-        return self.built[key]
+        import hashlib
+        key = repr((self.module, model, sorted(compile_env.items())))
+        # <key>/<model>.pt2: records name the model after the package's stem
+        out = os.path.join(self.root, hashlib.sha256(key.encode()).hexdigest()[:16], f"{model}.pt2")
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+
+        def build():   # whole or absent: a failed compile leaves nothing another worker would take
+            part = os.path.join(os.path.dirname(out), "part", os.path.basename(out))
+            os.makedirs(os.path.dirname(part), exist_ok=True)
+            compile_model(model, part, self.cache, module=self.module, **compile_env)
+            os.replace(part, out)
+        return built_once(out, build)
 
 
 def compile_model(model, out, cache, module="models", **compile_env):
@@ -101,7 +128,7 @@ def compile_model(model, out, cache, module="models", **compile_env):
 
 @pytest.fixture(scope="session")
 def packages(tmp_path_factory, aoti_cache):
-    return Packages(str(tmp_path_factory.mktemp("packages")), aoti_cache)
+    return Packages(str(shared_dir(tmp_path_factory, "packages")), aoti_cache)
 
 
 def run_package(pt2, model, inputs="models.example({model!r})[1]", check=True, **env):
@@ -161,13 +188,19 @@ def dynamic(packages, dynamic_trace):
 @pytest.fixture(scope="session")
 def mylib_so(tmp_path_factory):
     """examples/custom_op built once per session with torch.utils.cpp_extension."""
-    build = tmp_path_factory.mktemp("mylib")
-    proc = run_python(f"""
-        import sys; sys.path.insert(0, {os.path.join(REPO, 'examples', 'custom_op')!r})
-        import mylib
-        print(mylib.build({str(build)!r}))
-    """, timeout=600)
-    return proc.stdout.strip().splitlines()[-1]
+    build = shared_dir(tmp_path_factory, "mylib")
+
+    def make():
+        proc = run_python(f"""
+            import sys; sys.path.insert(0, {os.path.join(REPO, 'examples', 'custom_op')!r})
+            import mylib
+            print(mylib.build({str(build)!r}))
+        """, timeout=600)
+        with open(build / "built.txt.tmp", "w") as f:
+            f.write(proc.stdout.strip().splitlines()[-1])
+        os.replace(build / "built.txt.tmp", build / "built.txt")
+    with open(built_once(build / "built.txt", make)) as f:
+        return f.read()
 
 
 @pytest.fixture(scope="session")
@@ -175,12 +208,18 @@ def membugs_so(mylib_so):
     """examples/custom_op/memory_bugs.cpp (torch.ops.membugs.*), built once per session
     beside mylib (MYLIB_BUILD_DIR of the tutorial finds both)."""
     build = os.path.dirname(mylib_so)
-    proc = run_python(f"""
-        import sys; sys.path.insert(0, {os.path.join(REPO, 'examples', 'custom_op')!r})
-        import mylib
-        print(mylib.build_memory_bugs({str(build)!r}))
-    """, timeout=600)
-    return proc.stdout.strip().splitlines()[-1]
+
+    def make():
+        proc = run_python(f"""
+            import sys; sys.path.insert(0, {os.path.join(REPO, 'examples', 'custom_op')!r})
+            import mylib
+            print(mylib.build_memory_bugs({str(build)!r}))
+        """, timeout=600)
+        with open(os.path.join(build, "membugs.txt.tmp"), "w") as f:
+            f.write(proc.stdout.strip().splitlines()[-1])
+        os.replace(os.path.join(build, "membugs.txt.tmp"), os.path.join(build, "membugs.txt"))
+    with open(built_once(os.path.join(build, "membugs.txt"), make)) as f:
+        return f.read()
 
 
 def raised(proc):
@@ -193,4 +232,4 @@ def raised(proc):
 
 @pytest.fixture(scope="session")
 def corpus_packages(tmp_path_factory, aoti_cache):
-    return Packages(str(tmp_path_factory.mktemp("corpus-packages")), aoti_cache, module="corpus")
+    return Packages(str(shared_dir(tmp_path_factory, "corpus-packages")), aoti_cache, module="corpus")
