@@ -323,21 +323,22 @@ def extern_launch_nodes() -> frozenset:
     return known[1]
 
 
-def buffer_source(name: str, kernel_nodes=()) -> str:
-    """The user's line where the values of one output buffer can turn non-finite, or '-'.
+def buffer_source(name: str, kernel_nodes=()):
+    """The user's line where the values of one output buffer can turn non-finite,
+    and its module: a Provenance (source and module '-' when unknown).
 
     A fused kernel stores a buffer whose own origin may be only its last op
     (the `+ 1` after a sum of a log).  Walking back through the FX nodes fused
     into the same kernel finds the ops feeding it, and plan's rule names one
     line among them (the log's)."""
     from torch._inductor.virtualized import V
-    from .plan import provenance_of_fx_nodes, _sorted_origins
+    from .plan import Provenance, provenance_of_fx_nodes, _sorted_origins
     try:
         buf = V.graph.get_buffer(name)
     except Exception:
-        return "-"
+        return Provenance()
     if buf is None:
-        return "-"
+        return Provenance()
     inside = set(kernel_nodes)
     # the buffer's origins may name the op that made it (a custom op's input copy), not computed here
     seen, todo = {}, [n for n in getattr(buf, "origins", ()) or () if not inside or n.name in inside]
@@ -347,7 +348,7 @@ def buffer_source(name: str, kernel_nodes=()) -> str:
             continue
         seen[node.name] = node
         todo += [n for n in node.all_input_nodes if n.name in inside]
-    return provenance_of_fx_nodes(_sorted_origins(seen.values())).source
+    return provenance_of_fx_nodes(_sorted_origins(seen.values()))
 
 
 def storage_owner(name: str) -> str:

@@ -7,6 +7,8 @@ the run's level, cached when the run begins.
 
 from __future__ import annotations
 
+import dataclasses
+
 import functools
 import json
 import os
@@ -232,24 +234,35 @@ def nan_after(site: Site) -> List[str]:
     n = site.index
     values = ", ".join(_value(a) for a in site.args)
     outs = ", ".join(_values(site, True))  # the clean path describes the outputs only
-    sources = ", ".join(c_string(output_source(site, a) if a.role != IN else "") for a in site.args) or "nullptr"
+    sources = ", ".join(c_string(output_where(site, a) if a.role != IN else "") for a in site.args) or "nullptr"
     return [f"static const char* const aotid_sources_{n}[] = {{{sources}}};",
             f"if (AOTI_DEBUG_UNLIKELY(aotid_nan.on) && !aotid_nan.clean(aotid_site_{n}, {{{outs}}}))",
             f"    aotid_nan.after(aotid_site_{n}, aotid_sources_{n}, {{{values}}});"]
 
 
 def output_sources(site: Site) -> dict:
-    """Each output's own source line (output_source), by the name records show."""
+    """Each output's own source line and module (output_source), by the name records show."""
     return {a.name: output_source(site, a) for a in site.outputs()}
 
 
-def output_source(site: Site, a: Arg) -> str:
-    """An extern kernel or custom op computes its own op only: its line.  A
-    fused kernel's output has the line of the op feeding it (adapter)."""
+def output_source(site: Site, a: Arg):
+    """An extern kernel or custom op computes its own op only: its line and
+    module (a Provenance).  A fused kernel's output has the line of the op
+    feeding it (adapter)."""
     from . import adapter
+    from .hooks import _module_path
     if site.kind in ("extern", "proxy"):
-        return site.provenance.source
-    return adapter.buffer_source(a.name, site.provenance.nodes)
+        return site.provenance
+    prov = adapter.buffer_source(a.name, site.provenance.nodes)
+    return dataclasses.replace(prov, module=_module_path(prov.module))
+
+
+def output_where(site: Site, a: Arg) -> str:
+    """What the NaN check's note says of an output's origin, `file:line, module a.b.c`
+    (both runtimes print it as given: one text, formatted here)."""
+    from aoti_debug.runtime.format import where
+    prov = output_source(site, a)
+    return where(prov.source, prov.module)
 
 
 def skipped_launch(site: Site, nan_check: bool, memcheck: bool = False, blackbox: bool = False) -> List[str]:

@@ -284,7 +284,8 @@ def launch(wrapper, st: WrapperState, kernel: str, prov: Provenance, args: List[
     if st.in_call:
         emit_call()
         return
-    prov = dataclasses.replace(prov, modules=tuple(_module_path(m) for m in prov.modules))
+    prov = dataclasses.replace(prov, modules=tuple(_module_path(m) for m in prov.modules),
+                               module=_module_path(prov.module))
     labels = st.input_names()
     args = by_data_flow(st, args)
     names = record_names(args, labels)

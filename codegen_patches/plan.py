@@ -18,6 +18,7 @@ class Provenance:
     source: str = "-"                # the user's line named for the kernel, "file:line"
     modules: Tuple[str, ...] = ()    # nn.Module paths and every fused line, for the kernel filter
     lines: Tuple[Tuple[str, Tuple[str, ...]], ...] = ()   # ("file:line", its nodes), in source order
+    module: str = "-"                # the innermost nn.Module path of the op `source` names
 
     def origin_line(self) -> str:
         return f"origin: nodes={','.join(self.nodes) or '-'} source={self.source}"
@@ -54,26 +55,32 @@ class Site:
     def outputs(self) -> List[Arg]:
         return [a for a in self.args if a.role in (OUT, INOUT)]
 
-    def record_lines(self, sources: Optional[Dict[str, str]] = None) -> str:
-        """The `source-line:`, `output-source:` and `holds:` body lines
-        (docs/log-format.md 1.1) that both runtimes append after the origin
-        line, formatted once here.  `sources`: each output's own line (the op
-        most likely to have turned its values non-finite); one that differs
-        from the launch's `source=` is written, so that a kernel fusing
-        independent computations (torch 2.15 fuses the branches of a model
-        horizontally) points each output at its own line."""
+    def record_lines(self, sources: Optional[Dict[str, "Provenance"]] = None) -> str:
+        """The `module:`, `source-line:`, `output-source:`, `output-module:` and
+        `holds:` body lines (docs/log-format.md 1.1) that both runtimes append
+        after the origin line, formatted once here.  `sources`: each output's
+        own line and module (of the op most likely to have turned its values
+        non-finite); a line that differs from the launch's `source=` is
+        written, so that a kernel fusing independent computations (torch 2.15
+        fuses the branches of a model horizontally) points each output at its
+        own line."""
         held = " ".join(f"{a.name}={a.value}" for a in self.outputs() if a.value)
-        own = ""
-        if sources and len(self.provenance.lines) > 1:
-            own = "".join(f"  output-source: {a.name} {sources[a.name]}\n" for a in self.outputs()
-                          if sources.get(a.name) not in (None, "", "-", self.provenance.source))
-        return self.provenance.source_lines() + own + (f"  holds: {held}\n" if held else "")
+        prov, own = self.provenance, ""
+        if sources and len(prov.lines) > 1:
+            own = "".join(f"  output-source: {a.name} {sources[a.name].source}\n" for a in self.outputs()
+                          if sources.get(a.name) and sources[a.name].source not in ("-", prov.source))
+            # each line's module: an output of another line may be another layer's
+            own += "".join(f"  output-module: {a.name} {sources[a.name].module}\n" for a in self.outputs()
+                           if sources.get(a.name) and sources[a.name].source not in ("-", prov.source)
+                           and sources[a.name].module not in ("-", prov.module))
+        module = f"  module: {prov.module}\n" if prov.module != "-" else ""
+        return module + prov.source_lines() + own + (f"  holds: {held}\n" if held else "")
 
     def to_json(self) -> dict:
         return {"index": self.index, "kernel": self.kernel, "kind": self.kind,
                 "nodes": list(self.provenance.nodes), "source": self.provenance.source,
                 "lines": [[line, list(nodes)] for line, nodes in self.provenance.lines],
-                "modules": list(self.provenance.modules),
+                "modules": list(self.provenance.modules), "module": self.provenance.module,
                 "args": [{"name": a.name, "role": a.role, "value": a.value} for a in self.args],
                 **({"ops": self.ops} if self.ops else {})}
 
@@ -137,7 +144,8 @@ def provenance_of_fx_nodes(fx_nodes: Iterable) -> Provenance:
     modules: List[str] = []
     by_line: dict = {}
     files: List[str] = []
-    best = None                      # (tier, position, line)
+    best = None                      # (tier, position, line, module)
+    first_module = None              # the module of the first node with a line
     for node in fx_nodes:
         name = getattr(node, "name", None)
         if not name or name in names:
@@ -145,22 +153,24 @@ def provenance_of_fx_nodes(fx_nodes: Iterable) -> Provenance:
         names.append(name)
         meta = getattr(node, "meta", {}) or {}
         line = user_frame(meta.get("stack_trace"))
+        stack = [str(path) for path, _ in (meta.get("nn_module_stack") or {}).values() if path]
+        innermost = stack[-1] if stack else "-"
         if line:
             by_line.setdefault(line, []).append(name)
             path = line.rpartition(":")[0]
             if path not in files:
                 files.append(path)
+            if first_module is None:
+                first_module = innermost
             tier = nan_tier(node)
             if tier is not None and (best is None or tier < best[0]):
-                best = (tier, len(names), line)
-        for path, _ in (meta.get("nn_module_stack") or {}).values():
-            if path and path not in modules:
-                modules.append(str(path))
+                best = (tier, len(names), line, innermost)
+        modules += [path for path in stack if path not in modules]
     first = next(iter(by_line), None)
-    source = best[2] if best else (first or "-")
+    source, module = (best[2], best[3]) if best else (first or "-", first_module or "-")
     ordered = sorted(by_line, key=lambda line: _line_key(line, files))
     return Provenance(tuple(names), source, tuple(modules) + tuple(l for l in ordered if l != source),
-                      tuple((line, tuple(by_line[line])) for line in ordered))
+                      tuple((line, tuple(by_line[line])) for line in ordered), module)
 
 
 def provenance_of_schedule(node_schedule: Sequence, elsewhere: Collection = ()) -> Provenance:

@@ -95,8 +95,8 @@ def box_after() -> List[str]:
 def nan_after(site: Site) -> List[str]:
     """The NaN/Inf check of a launch's outputs, each with its own source line:
     one branch when switched off at run time."""
-    from .cpp_emit import output_source
-    sources = _tuple([repr(output_source(site, a) if a.role != IN else "") for a in site.args])
+    from .cpp_emit import output_where
+    sources = _tuple([repr(output_where(site, a) if a.role != IN else "") for a in site.args])
     return [f"if {RUN}.nan: {RUN}.nan_after({site_name(site)}, {sources}, "
             f"{_tuple([a.expr for a in site.args])})"]
 

@@ -1,8 +1,10 @@
-"""Real `transformers` models for the AOTI tests: GPT-2, Llama, BERT.
+"""Real `transformers` models for the AOTI tests: GPT-2, Llama, BERT and a
+vision transformer (ViT: a patch-embedding convolution, three encoder layers).
 
 Nobody on this project wrote these models; they are built from small configs
-(2 layers, hidden 64, vocabulary 128) with random weights from a fixed seed,
-so nothing is downloaded.  The interface is tests/models.py's: `example(name)`
+(2 layers, hidden 64, vocabulary 128; ViT: 32x32 images in 8x8 patches,
+hidden 32, batch dynamic) with random weights from a fixed seed, so nothing
+is downloaded.  The interface is tests/models.py's: `example(name)`
 gives (model, args, dynamic_shapes), `export(name)` the ExportedProgram;
 `planted(name)` a weight that plants a NaN mid-model, to swap into a package.
 
@@ -22,9 +24,14 @@ from torch.export import Dim
 
 # Qwen2 (Llama's layers with q/k/v biases) was left out: it added about two
 # minutes of compiles to test_corpus.py and nothing Llama does not cover.
-NAMES = ("gpt2", "llama", "bert")
+# The language models run through every corpus test; the vision model
+# (test_corpus.py's `model` fixture) through those it adds something to.
+TEXT = ("gpt2", "llama", "bert")
+VISION = ("vit",)
+NAMES = TEXT + VISION
 VOCAB, HIDDEN, LAYERS, HEADS = 128, 64, 2, 4
 BATCH, SEQ = 2, 8
+IMAGE, PATCH = 32, 8
 
 
 def _config(name):
@@ -40,6 +47,11 @@ def _config(name):
     if name == "bert":
         return transformers.BertConfig(num_hidden_layers=LAYERS, hidden_size=HIDDEN, intermediate_size=128,
                                        num_attention_heads=HEADS, max_position_embeddings=64, **common)
+    if name == "vit":
+        # three layers, so that a finding in one must say which (they share every line)
+        return transformers.ViTConfig(image_size=IMAGE, patch_size=PATCH, num_channels=3, hidden_size=32,
+                                      num_hidden_layers=3, num_attention_heads=HEADS, intermediate_size=64,
+                                      num_labels=10, attn_implementation="eager")
     raise KeyError(f"{name!r} is not a corpus model (accepted: {', '.join(NAMES)})")
 
 
@@ -58,18 +70,44 @@ class Tensors(torch.nn.Module):
         return (out.logits,)
 
 
+class Images(torch.nn.Module):
+    """A transformers vision model that returns its logits as a tuple."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixel_values):
+        return (self.model(pixel_values=pixel_values).logits,)
+
+
 def build(name):
     import transformers
     config = _config(name)
     torch.manual_seed(0)
+    if name == "vit":
+        return Images(transformers.ViTForImageClassification(config).eval())
     cls = transformers.BertModel if name == "bert" else transformers.AutoModelForCausalLM
     model = cls(config) if name == "bert" else cls.from_config(config)
     return Tensors(name, model.eval())
 
 
+def input_names(name):
+    """The model's input names, as its `run` records name them."""
+    return ("pixel_values",) if name == "vit" else ("input_ids", "attention_mask")
+
+
+def planted_module(name):
+    """The module path that applies the planted weight: the one findings name beside its line."""
+    return PLANTED[name][0].rpartition(".")[0]
+
+
 def inputs(name):
-    """Token ids and an attention mask whose second sequence ends in two pads."""
+    """Token ids and an attention mask whose second sequence ends in two pads
+    (ViT: a batch of images)."""
     g = torch.Generator().manual_seed(1)
+    if name == "vit":
+        return (torch.randn(BATCH, 3, IMAGE, IMAGE, generator=g),)
     ids = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
     mask = torch.ones(BATCH, SEQ, dtype=torch.int64)
     mask[1, -2:] = 0
@@ -86,17 +124,21 @@ def inputs(name):
 # whole row of the MLP's up projection (an extern matmul), because its
 # RMSNorm spreads over four lines and a fused kernel is named by the first
 # (the pow), not the multiply; one weight there gave no overflow in the matmul.
+# ViT: a row of its middle layer's query projection (an extern matmul), on a
+# line that all three layers share: only the module path says which layer.
 HUGE = 3.0e38
 PLANTED = {
     "gpt2": ("model.transformer.h.1.ln_2.weight", (3,)),
     "bert": ("model.encoder.layer.1.attention.output.LayerNorm.weight", (3,)),
     "llama": ("model.model.layers.1.mlp.up_proj.weight", (3,)),
+    "vit": ("model.vit.layers.1.attention.q_proj.weight", (3,)),
 }
 # Where the planted weight is applied: (class, text of its line in forward).
 _PLANTED_LINE = {
     "gpt2": ("gpt2.modeling_gpt2.GPT2Block", "hidden_states = self.ln_2(hidden_states)"),
     "bert": ("bert.modeling_bert.BertSelfOutput", "hidden_states = self.LayerNorm(hidden_states + input_tensor)"),
     "llama": ("llama.modeling_llama.LlamaMLP", "down_proj = self.down_proj("),
+    "vit": ("vit.modeling_vit.ViTAttention", "query_states = self.q_proj(hidden_states)"),
 }
 
 
@@ -120,7 +162,10 @@ def planted_source(name):
 
 
 def example(name):
-    # all four export with a dynamic sequence length (up to the position table)
+    if name == "vit":
+        # export specialises a batch of 1, so a dynamic batch starts at 2
+        return build(name), inputs(name), ({0: Dim("batch", min=2, max=8)},)
+    # the language models export with a dynamic sequence length (up to the position table)
     seq = Dim("seq", min=2, max=64)
     return build(name), inputs(name), ({1: seq}, {1: seq})
 

@@ -329,3 +329,22 @@ def test_pairing_by_value_names_every_output_it_cannot_pair_on_both_sides():
     paired, extra = diff.pair_by_value(out_b, out_a, {"buf3": "log", "buf4": "log", "buf5": "mul"},
                                        {"buf0": "log", "buf1": "mul"})
     assert extra == "not comparable: out buf4 of A"
+
+
+def test_the_divergence_names_the_layer_beside_the_line_all_layers_share(tmp_path, capsys):
+    """Three layers' launches on one shared line: the module path says which layer diverged."""
+    def layers(mean_of_layer_1):
+        w = LogWriter()
+        w.run(1)
+        for k in range(3):
+            mean = mean_of_layer_1 if k == 1 else 0.5
+            w.launch(f"1.{k + 1}", "aoti_torch_cpu_addmm", "addmm", "/srv/app/modeling.py:224",
+                     module=f"model.vit.layers.{k}.attention.q_proj", inputs=[("in x", T(-2.0, 3.0, 0.5))],
+                     outputs=[("out buf", T(-1.0, 1.0, mean))])
+        return w.run_end(1)
+    a, b = logs(tmp_path, layers(0.5), layers(0.9))
+    code, out, err = cli(capsys, a, b)
+    assert (code, err) == (1, "")
+    lines = out.splitlines()
+    first = lines.index("first divergence: A 1.2 aoti_torch_cpu_addmm / B 1.2 aoti_torch_cpu_addmm")
+    assert lines[first + 1] == "  source: /srv/app/modeling.py:224, module model.vit.layers.1.attention.q_proj", out

@@ -317,3 +317,12 @@ def test_a_run_also_in_a_black_box_dump_is_read_once(mlp_dumps, tmp_path, capsys
     assert cli(capsys, "replay", str(only)) == (2, "", (
         f"aoti-debug replay: {only}: no dump folder (no manifest.jsonl in it or its subfolders); the dump "
         f"directories in it: {only / box.name} (give one of them)\n"))
+
+
+def test_a_launch_site_may_name_its_module():
+    """A dump's `lines` carry the record's `module:` and `output-module:` lines (docs/log-format.md 1.1)."""
+    from aoti_debug.analysis import manifest
+    check, _ = manifest.SITE_LINES
+    assert check("  module: model.vit.layers.1.attention\n  source-line: /srv/m.py:3 nodes=log\n"
+                 "  output-source: buf2 /srv/m.py:9\n  output-module: buf2 head\n")
+    assert not check("  module: a\n  something else\n")

@@ -92,8 +92,11 @@ class LogWriter:
     def run_end(self, r, model="model", outputs=()):
         return self.record("run-end", r, model, self.items(outputs))
 
-    def launch(self, ident, kernel, nodes="-", source="-", inputs=(), outputs=(), end=True):
-        body = [f"  origin: nodes={nodes} source={source}"] + self.items(inputs)
+    def launch(self, ident, kernel, nodes="-", source="-", inputs=(), outputs=(), end=True, module=None,
+               lines=()):
+        """`module`: the `module:` line; `lines`: further origin lines (output-source, ...)."""
+        body = ([f"  origin: nodes={nodes} source={source}"] + ([f"  module: {module}"] if module else [])
+                + list(lines) + self.items(inputs))
         self.record("launch", ident, kernel, body)
         if end:
             self.record("launch-end", ident, kernel, self.items(outputs), step=40)

@@ -295,3 +295,29 @@ def test_the_runtime_nan_checker_note_on_the_origin_is_shown(tmp_path, capsys):
     assert out.splitlines()[-2] == (
         "  runtime note: launch 1.2 cpp_fused_log_1 (source /srv/app/model.py:12) wrote 2 NaN into buf1 "
         "(first at flat index 4); its inputs were finite, so this launch is where they first appear")
+
+
+def layers_log(bad_layer):
+    """Three encoder layers of one model: each launch of a layer on the line all three
+    share (modeling.py:224), told apart only by the module running it."""
+    w = LogWriter()
+    w.run(1, inputs=[("in x", T(-1.0, 1.0, 0.0))])
+    for k in range(3):
+        nan = 2 if k >= bad_layer else 0
+        given = T(-1.0, 1.0, 0.0, nan=2 if k > bad_layer else 0)
+        w.launch(f"1.{k + 1}", "aoti_torch_cpu_addmm", "addmm", "/srv/app/modeling.py:224",
+                 module=f"model.vit.layers.{k}.attention.q_proj",
+                 inputs=[("in buf", given)], outputs=[("out buf", T(-1.0, 1.0, 0.0, nan=nan))])
+    return w.run_end(1)
+
+
+def test_a_finding_names_the_layer_beside_the_line_all_layers_share(tmp_path, capsys):
+    log = write_log(tmp_path, "layers.log", layers_log(1))
+    code, out, err = cli(capsys, log)
+    assert (code, err) == (1, "")
+    assert out.splitlines()[:3] == [
+        "NaN/Inf origin: launch 1.2 aoti_torch_cpu_addmm (pid 4242, layers.log:55)",
+        "  source: /srv/app/modeling.py:224, module model.vit.layers.1.attention.q_proj",
+        "  nodes:  addmm"], out
+    origin = records.parse(layers_log(1).text()).launches[1].origin
+    assert (origin.source, origin.module) == ("/srv/app/modeling.py:224", "model.vit.layers.1.attention.q_proj")

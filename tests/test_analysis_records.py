@@ -225,3 +225,24 @@ def test_parsing_needs_no_torch():
         print(sorted(m for m in ("torch", "numpy") if m in sys.modules))
     """)
     assert proc.stdout == "[]\n"
+
+
+def test_module_lines_name_each_outputs_layer_and_a_bad_one_is_not_read():
+    """`module:` after the origin line; `output-module:` for an output of another line
+    (docs/log-format.md 1.1): where_of names each output's own line with its own module."""
+    w = LogWriter()
+    w.launch("1.1", "cpp_fused_add_mul_0", "add,mul", "/srv/app/model.py:11", module="blocks.0.norm",
+             lines=["  source-line: /srv/app/model.py:11 nodes=add", "  source-line: /srv/app/model.py:40 nodes=mul",
+                    "  output-source: buf1 /srv/app/model.py:40", "  output-module: buf1 head.proj"],
+             outputs=[("out buf0", T(0.0, 1.0, 0.5)), ("out buf1", T(0.0, 1.0, 0.5))])
+    w.launch("1.2", "k", "add", "/srv/app/model.py:11", module="two words")
+    first, second = parse(w.text()).launches
+    origin = first.origin
+    assert (origin.module, origin.output_modules) == ("blocks.0.norm", {"buf1": "head.proj"})
+    assert origin.where_of(["out buf0"]) == "/srv/app/model.py:11, module blocks.0.norm"
+    assert origin.where_of(["out buf1"]) == "/srv/app/model.py:40, module head.proj"
+    assert origin.where_of(["out buf0", "out buf1"]) == \
+        "/srv/app/model.py:11, module blocks.0.norm; /srv/app/model.py:40, module head.proj"
+    assert first.start.unparsed == []
+    # a module path has no space: the line is kept aside, not read as a module
+    assert second.origin.module is None and second.start.unparsed == ["  module: two words"]

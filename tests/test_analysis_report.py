@@ -191,3 +191,15 @@ def test_a_crashed_run_is_the_first_finding_and_not_ok():
     assert ('<div class="finding plain" id="nan-summary"><pre>no NaN/Inf in the 2 launches of the log'
             '</pre></div>') in text
     assert '<div class="finding ok"' not in text
+
+
+def test_the_nan_origin_names_its_layer_beside_the_linked_line():
+    """The page's finding and the launch table say the module beside the shared line,
+    as nan-origin does (one format, escaped)."""
+    from test_analysis_nan_origin import layers_log
+    text = report.render(records.parse(layers_log(1).text(), "/logs/layers.log")).html
+    link = ('<a class="source" href="file:///srv/app/modeling.py#L224">/srv/app/modeling.py:224</a>'
+            ', module model.vit.layers.1.attention.q_proj')
+    assert f'<a href="#event-2">1.2 aoti_torch_cpu_addmm</a> at {link} (nodes addmm)' in text
+    assert f'<td class="mono">{link}</td>' in text
+    assert "  source: /srv/app/modeling.py:224, module model.vit.layers.1.attention.q_proj\n" in text

@@ -114,7 +114,7 @@ def test_run_end_with_views_comes_before_the_nan_check_raises(tmp_path, viewed):
     log = tmp_path / "log.txt"
     proc = run_package(viewed, "viewed", inputs="[models.example('viewed')[1][0].index_fill(1, torch.tensor([3]), "
                        "float('nan'))]", AOTI_DEBUG_LOGDEST=str(log))
-    assert re.fullmatch(r"aoti-debug NaN check: launch viewed:1\.2 aoti_torch_cpu_addmm_out \(source \S+\) wrote 24 NaN "
+    assert re.fullmatch(r"aoti-debug NaN check: launch viewed:1\.2 aoti_torch_cpu_addmm_out \(source \S+, module fc\) wrote 24 NaN "
                         r"into buf1 \(first at flat index 0\); its input x already held NaN \(look earlier\)",
                         raised(proc)), raised(proc)
     recs = records(mask(log.read_text()))

@@ -79,3 +79,27 @@ def test_both_emitters_put_the_same_calls_around_a_logged_launch(active):
     assert py.header.lines == ["_aotid_site_1 = _aotid_Site('k', '', '', 'fc1', (), '')"]
     assert py.lines == ["_aotid_run.launch += 1", "if _aotid_run.level: _aotid_run.before(_aotid_site_1, ())",
                         "UPSTREAM CALL", "if _aotid_run.level: _aotid_run.after(_aotid_site_1, ())"]
+
+
+def test_the_module_is_the_one_running_the_line_the_launch_names():
+    """`module:` (docs/log-format.md 1.1) is the innermost module of the op that
+    names `source=` (the log, most telling, not the first op), and goes first
+    among the lines both runtimes append to the origin line."""
+    import types
+    import torch
+    from aoti_debug.codegen_patches.plan import Site, provenance_of_fx_nodes
+
+    def node(name, target, line, *stack):
+        return types.SimpleNamespace(name=name, target=target, meta={
+            "stack_trace": f'  File "/srv/app/model.py", line {line}, in forward\n',
+            "nn_module_stack": {f"k{i}": (path, object) for i, path in enumerate(("",) + stack)}})
+    prov = provenance_of_fx_nodes([node("mul", torch.mul, 11, "blocks", "blocks.1", "blocks.1.proj"),
+                                   node("log", torch.log, 12, "blocks", "blocks.1", "blocks.1.norm")])
+    assert (prov.source, prov.module) == ("/srv/app/model.py:12", "blocks.1.norm")
+    assert Site(0, "cpp_fused_log_mul_0", prov, [], "cpp").record_lines() == (
+        "  module: blocks.1.norm\n"
+        "  source-line: /srv/app/model.py:11 nodes=mul\n"
+        "  source-line: /srv/app/model.py:12 nodes=log\n")
+    # an op of the model's own forward runs in no submodule: no module line
+    root = provenance_of_fx_nodes([node("relu", torch.relu, 13)])
+    assert root.module == "-" and Site(0, "k", root, [], "cpp").record_lines().startswith("  source-line: ")

@@ -219,3 +219,45 @@ def test_torch_compile_runs_a_conv_net_under_it(tmp_path):
     heads = [r.split("\n", 1)[0] for r in records(mask(text))]
     assert "[TIMESTAMP] [pid PID] launch model:1.2 aoti_torch_cpu_convolution" in heads, text
     assert notes(text, "memcheck") == []
+
+
+def test_a_transformers_vision_model_runs_under_it_as_without_it(corpus_packages, tmp_path):
+    """ViT (tests/corpus.py): a patch-embedding convolution, then three encoder
+    layers, under the memory check (warn and raise) from Python and from the C++
+    runner: the outputs of a run without it, bit for bit, and nothing reported.
+    The package is test_corpus.py's, compiled once per session."""
+    import corpus
+    from test_corpus import FULL10
+    pt2 = corpus_packages.get("vit", **FULL10)
+    inputs = tmp_path / "inputs.pt"
+    runner.save_inputs(inputs, list(corpus.inputs("vit")))
+    runs = {}
+    for action in ("off", "warn", "raise"):
+        log, out = tmp_path / f"{action}.log", tmp_path / f"{action}.pt"
+        run_python(f"""
+            import torch
+            m = torch._inductor.aoti_load_package({pt2!r})
+            torch.save(list(m(*torch.load({str(inputs)!r}))), {str(out)!r})
+        """, env=clean_env(AOTI_DEBUG_LOGDEST=log, AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_MEMCHECK=action))
+        runs[action] = [output_line(t) for t in torch.load(out)], log.read_text()
+    outputs, text = runs["off"]
+    assert len(outputs) == 1 and outputs[0].startswith("OUTPUT (2, 10) "), outputs
+    assert launch_of_level1(text, "aoti_torch_cpu_convolution"), text
+    for action in ("warn", "raise"):
+        assert runs[action][0] == outputs, action
+        assert notes(runs[action][1], "memcheck") == [], action
+        assert records(mask(runs[action][1])) == records(mask(text)), action
+    for action in ("warn", "raise"):
+        log, out = tmp_path / f"cpp-{action}.log", tmp_path / f"cpp-{action}.pt"
+        proc = runner.run_package(pt2, str(inputs), outputs=out,
+                                  env=clean_env(AOTI_DEBUG_LOGDEST=log, AOTI_DEBUG_LOGLEVEL="1",
+                                                AOTI_DEBUG_MEMCHECK=action))
+        assert proc.returncode == 0, proc.stderr
+        assert [output_line(t) for t in runner.load_outputs(out)] == outputs, action
+        assert notes(log.read_text(), "memcheck") == [], action
+
+
+def launch_of_level1(log_text, kernel):
+    """Whether a level-1 log has a launch record of `kernel`."""
+    return any(re.match(rf"\[TIMESTAMP\] \[pid PID\] launch \S+ {re.escape(kernel)}\n", r)
+               for r in records(mask(log_text)))

@@ -121,8 +121,10 @@ def expected_records(level):
         y = e / e.sum(-1, keepdim=True)
 
     def rec(kind, ident, name, *items, origin=None):
-        # origin: (nodes, line tag, what the outputs hold); each launch here computes one line
+        # origin: (nodes, line tag, what the outputs hold[, the module running the line]);
+        # each launch here computes one line
         head = [f"  origin: nodes={origin[0]} source={line_of(origin[1])}",
+                *[f"  module: {m}" for m in origin[3:]],
                 f"  source-line: {line_of(origin[1])} nodes={origin[0]}",
                 f"  holds: {origin[2]}"] if origin else []
         body = [] if level < 3 else head + [line for label, value in items for line in fmt.item(label, value, level)]
@@ -136,17 +138,17 @@ def expected_records(level):
     return [
         rec("run", "1", NAMES[level], *inputs),
         rec("launch", "1.1", addmm, ("in fc1_bias", b1), ("in x", x), ("in fc1_weight", w1.t()),
-            origin=("addmm", "mlp.fc1", "buf0=addmm")),
+            origin=("addmm", "mlp.fc1", "buf0=addmm", "fc1")),
         rec("launch-end", "1.1", addmm, ("out buf0", h1)),
         rec("launch", "1.2", relu, ("inout buf1", h1), origin=("relu", "mlp.fc1", "buf1=relu")),
         rec("launch-end", "1.2", relu, ("inout buf1", r1)),
         rec("launch", "1.3", addmm, ("in fc2_bias", b2), ("in buf1", r1), ("in fc2_weight", w2.t()),
-            origin=("addmm_1", "mlp.fc2", "buf2=addmm_1")),
+            origin=("addmm_1", "mlp.fc2", "buf2=addmm_1", "fc2")),
         rec("launch-end", "1.3", addmm, ("out buf2", h2)),
         rec("launch", "1.4", relu, ("inout buf3", h2), origin=("relu_1", "mlp.fc2", "buf3=relu_1")),
         rec("launch-end", "1.4", relu, ("inout buf3", r2)),
         rec("launch", "1.5", addmm, ("in fc3_bias", b3), ("in buf3", r2), ("in fc3_weight", w3.t()),
-            origin=("addmm_2", "mlp.fc3", "buf4=addmm_2")),
+            origin=("addmm_2", "mlp.fc3", "buf4=addmm_2", "fc3")),
         rec("launch-end", "1.5", addmm, ("out buf4", h3)),
         rec("launch", "1.6", softmax, ("in buf4", h3), origin=("amax,sub,exp,sum_1,div", "mlp.fc3", "buf5=exp buf6=div")),
         rec("launch-end", "1.6", softmax, ("out buf5", e), ("out buf6", y)),
@@ -463,7 +465,7 @@ def test_run_end_holds_every_output_views_included(viewed, level):
 
 def test_run_end_with_views_comes_before_the_nan_check_raises(viewed):
     out, stdout = viewed
-    assert re.fullmatch(r"RAISED: aoti-debug NaN check: launch model#2:2\.1 aoti_torch_cpu_addmm_out \(source \S+\) "
+    assert re.fullmatch(r"RAISED: aoti-debug NaN check: launch model#2:2\.1 aoti_torch_cpu_addmm_out \(source \S+, module fc\) "
                         r"wrote 24 NaN into buf0 \(first at flat index 0\); its input x already held NaN "
                         r"\(look earlier\)\n", stdout), stdout
     run_end, summary = records(log(out, 5))[-2:]

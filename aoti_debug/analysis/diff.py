@@ -887,9 +887,10 @@ def divergence_detail(result: Result, row: Row) -> List[str]:
     a, b = row.a, row.b
     lines: List[str] = []
     origin = a.origin or b.origin
-    # a kernel fusing independent computations: the line of the outputs that diverge
-    source = origin.source_of([d.label for d in row.deltas if d.violates]) if origin else None
-    lines.append(f"  source: {source or '-'}")
+    # a kernel fusing independent computations: the line of the outputs that diverge;
+    # its module says which layer (layers share their lines)
+    diverging = [d.label for d in row.deltas if d.violates]
+    lines.append(f"  source: {origin.where_of(diverging) if origin else '-'}")
     lines.append(f"  nodes:  {', '.join(origin.nodes) if origin and origin.nodes else '-'}")
     for d in row.deltas:
         if d.violates:

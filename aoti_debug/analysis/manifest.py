@@ -73,16 +73,19 @@ SHA256: Check = (lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", 
                  "64 lowercase hexadecimal digits")
 
 
+_SITE_LINE_KINDS = ("  module: ", "  source-line: ", "  output-source: ", "  output-module: ", "  holds: ")
+
+
 def _site_lines(v: Any) -> bool:
-    """A launch's `source-line:` / `output-source:` / `holds:` body lines (docs/log-format.md 1.1),
-    each ending in a newline."""
+    """A launch's `module:` / `source-line:` / `output-source:` / `output-module:` /
+    `holds:` body lines (docs/log-format.md 1.1), each ending in a newline."""
     return isinstance(v, str) and (v == "" or (v.endswith("\n") and all(
-        line.startswith(("  source-line: ", "  output-source: ", "  holds: ")) and _line_text(line)
+        line.startswith(_SITE_LINE_KINDS) and _line_text(line)
         for line in v[:-1].split("\n"))))
 
 
-SITE_LINES: Check = (_site_lines, 'lines "  source-line: ...", "  output-source: ..." or "  holds: ...", '
-                                  'each ending in a newline')
+SITE_LINES: Check = (_site_lines, 'lines "  module: ...", "  source-line: ...", "  output-source: ...", '
+                     '"  output-module: ..." or "  holds: ...", each ending in a newline')
 
 
 # checked op by op where they are read (ops.decode)

@@ -294,9 +294,10 @@ def describe(check: Check, heading: str, processes: Optional[Dict[int, Process]]
     lines = [f"{heading}: {_named(event)} ({_process(event, processes)}, {event.first.where})"]
     if not _is_call(event):
         origin = event.origin
-        # a kernel fusing independent computations: the line of the outputs that hold NaN/Inf
-        source = origin.source_of([e.label for e in check.outputs if e.state == NONFINITE]) if origin else None
-        lines.append(f"  source: {source or '-'}")
+        # a kernel fusing independent computations: the line of the outputs that hold NaN/Inf;
+        # its module says which layer (layers share their lines)
+        bad = [e.label for e in check.outputs if e.state == NONFINITE]
+        lines.append(f"  source: {origin.where_of(bad) if origin else '-'}")
         lines.append(f"  nodes:  {', '.join(origin.nodes) if origin and origin.nodes else '-'}")
         if op:
             lines.append(op)

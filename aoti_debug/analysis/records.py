@@ -24,6 +24,7 @@ import os
 import re
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
+from ..runtime import format as fmt
 from .untrusted import InputError, shorten, where
 
 RULE = "=" * 80
@@ -39,6 +40,8 @@ _LABELLED = re.compile(
     r"^(?P<label>(?:in|out|inout|kwarg|default|arg\[\d+\]) [^:]+|output|\[[^\]]*\]):(?: (?P<value>.*))?$")
 _CONTAINER = re.compile(r"^(?P<kind>list|tuple|dict)\(len=(?P<len>[0-9]{1,20})\)$", re.A)
 _ORIGIN = re.compile(r"^origin: nodes=(?P<nodes>\S+) source=(?P<source>.+)$")
+# a module path: nn.Module attribute names and indexes joined by dots
+_MODULE = re.compile(r"^[^\s,]+$")
 _SOURCE_LINE = re.compile(r"^source-line: (?P<source>.+) nodes=(?P<nodes>\S+)$")
 # what a run or call header says after its name (section 1): the thread, and the rank where known
 _HEADER_FACTS = re.compile(r"^(?P<name>.*) thread=(?P<thread>[0-9]{1,20}|TID)"
@@ -229,15 +232,32 @@ class Origin:
     holds: Optional[Dict[str, str]] = None  # output name -> FX node whose value it holds; None: not written
     # output name -> its own line, where it differs from `source` (`output-source:` lines)
     output_sources: Dict[str, str] = dataclasses.field(default_factory=dict)
+    module: Optional[str] = None            # the module path running `source` (`module:`); None: unknown
+    # output name -> the module of its own line, where it differs (`output-module:` lines)
+    output_modules: Dict[str, str] = dataclasses.field(default_factory=dict)
+
+    @staticmethod
+    def _names(outputs: List[str]) -> List[str]:
+        return [(o.split(" ", 1)[1] if o.startswith(("out ", "inout ")) else o).split("[", 1)[0]
+                for o in outputs]
 
     def source_of(self, outputs: List[str]) -> Optional[str]:
         """The line to name for these outputs (labels such as `out buf2` or names):
         their own lines (docs/log-format.md 1.1), else the launch's `source`."""
-        names = [(o.split(" ", 1)[1] if o.startswith(("out ", "inout ")) else o).split("[", 1)[0]
-                 for o in outputs]
-        own = list(dict.fromkeys(self.output_sources.get(n, self.source) for n in names))
+        own = list(dict.fromkeys(self.output_sources.get(n, self.source) for n in self._names(outputs)))
         own = [s for s in own if s]
         return ", ".join(own) if own else self.source
+
+    def where_of(self, outputs: List[str]) -> str:
+        """`file:line, module a.b.c` (format.where) of these outputs, as every finding
+        names it; outputs of several lines are named each, `; ` between them."""
+        def own(name: str):
+            if name in self.output_sources:     # another line: its module, never the launch's
+                return self.output_sources[name], self.output_modules.get(name)
+            return self.source, self.module
+        places = list(dict.fromkeys(own(n) for n in self._names(outputs))) or [(self.source, self.module)]
+        known = [p for p in places if p[0]] or [(self.source, self.module)]
+        return "; ".join(fmt.where(source, module) for source, module in known)
 
     @property
     def file_and_line(self) -> Tuple[Optional[str], Optional[int]]:
@@ -638,6 +658,13 @@ def _fill_body(record: Record, body: List[str]) -> None:
         else:
             b.lost(0)
         j = 1
+        if j < len(body) and body[j].startswith("  module: "):
+            module = body[j][len("  module: "):]
+            if record.origin is not None and _MODULE.match(module):
+                record.origin.module = module
+            else:
+                b.lost(j)
+            j += 1
         while j < len(body) and body[j].startswith("  source-line: "):
             match = _SOURCE_LINE.match(body[j][2:])
             if match and record.origin is not None:
@@ -649,6 +676,13 @@ def _fill_body(record: Record, body: List[str]) -> None:
             name, _, source = body[j][len("  output-source: "):].partition(" ")
             if name and source and record.origin is not None:
                 record.origin.output_sources[name] = source
+            else:
+                b.lost(j)
+            j += 1
+        while j < len(body) and body[j].startswith("  output-module: "):
+            name, _, module = body[j][len("  output-module: "):].partition(" ")
+            if name and _MODULE.match(module) and record.origin is not None:
+                record.origin.output_modules[name] = module
             else:
                 b.lost(j)
             j += 1

@@ -55,23 +55,24 @@ def esc(value: object) -> str:
 
 
 def source_link(origin: Optional[Origin], log_path: Optional[str], outputs=None) -> str:
-    """`<a href="file:///abs/model.py#L17">model.py:17</a>`, or `-` when unknown;
-    with `outputs` (labels), the line of those outputs (Origin.source_of)."""
+    """`<a href="file:///abs/model.py#L17">model.py:17</a>, module a.b.c` (the
+    findings' format.where, the line linked), or `-` when unknown; with
+    `outputs` (labels), the line and module of those outputs (Origin.where_of)."""
     if origin is None or not origin.source:
         return "-"
-    if outputs:
-        own = origin.source_of(outputs)
-        if own != origin.source and ", " in (own or ""):     # outputs of several lines
-            return esc(own)
-        origin = Origin(origin.nodes, own)
-    path, line = origin.file_and_line
+    place = origin.where_of(outputs or [])
+    own = origin.source_of(outputs) if outputs else origin.source
+    if outputs and own != origin.source and ", " in (own or ""):     # outputs of several lines
+        return esc(place)
+    tail = place[len(own or ""):]        # ", module a.b.c", or nothing
+    path, line = Origin(origin.nodes, own).file_and_line
     if path is None or line is None:
-        return esc(origin.source)
+        return esc(place)
     if not os.path.isabs(path) and log_path:
         # a relative path is relative to where the program ran; the log's folder is the best guess
         path = os.path.join(os.path.dirname(os.path.abspath(log_path)), path)
     href = "file://" + urllib.parse.quote(os.path.abspath(path)) + f"#L{line}"
-    return f'<a class="source" href="{esc(href)}">{esc(origin.source)}</a>'
+    return f'<a class="source" href="{esc(href)}">{esc(own)}</a>{esc(tail)}'
 
 
 def duration_us(event: Event) -> Optional[float]:

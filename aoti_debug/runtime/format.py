@@ -74,6 +74,22 @@ def header_facts(thread: int, rank: Optional[int] = None, world: Optional[int] =
     return text + (f" reference={reference}" if reference else "")
 
 
+# -- where a finding is (section 1.1) ---------------------------------------
+
+def where(source: Optional[str], module: Optional[str] = None) -> str:
+    """`file:line, module a.b.c`: the user's line and the module running it, as
+    every finding names a launch's origin (the NaN check's note, nan-origin,
+    diff, report).  Layers of one model share their lines; the module path
+    says which layer.  Unknown parts: source `-`, no module."""
+    text = source or "-"
+    return text if not module or module == "-" else f"{text}, module {module}"
+
+
+def finding(title: str, source: Optional[str], module: Optional[str] = None) -> str:
+    """`launch m:1.19 kernel (source file:line, module a.b.c)`: one launch's finding line."""
+    return f"{title} (source {where(source, module)})"
+
+
 # -- inline values (section 1.4) --------------------------------------------
 
 def quote(text: str) -> str:

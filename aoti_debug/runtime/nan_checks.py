@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
 
+from . import format as fmt
 from . import poison, state
 from . import stats as stats_mod
 from ..settings import NanCheck
@@ -90,9 +91,9 @@ class NanChecks:
                     yield k, label, t
 
     def after(self, launch: int, site, sources: Sequence[str], values: Sequence[Any]) -> None:
-        """`values`: every site argument after the launch; `sources[k]`: the user's
-        line that produced output k ("" = the site's).  The clean path scans
-        each output once."""
+        """`values`: every site argument after the launch; `sources[k]`: where
+        output k was made, `file:line, module a.b.c` as the codegen formatted it
+        (format.where; "" = the site's line).  The clean path scans each output once."""
         outputs = list(self._outputs(site, values))
         if not all(self._finite(t) for _, _, t in outputs):
             return self._after_bad(launch, site, sources, values, outputs)
@@ -127,7 +128,7 @@ class NanChecks:
 
     def _report(self, launch: int, site, buffer: str, source: str, s, tainted: List[str],
                 poisoned: bool = False, values: Sequence[Any] = ()) -> None:
-        msg = (f"launch {self.model}:{self.run}.{launch} {site.kernel} (source {source or '-'}) wrote "
+        msg = (f"{fmt.finding(f'launch {self.model}:{self.run}.{launch} {site.kernel}', source)} wrote "
                f"{self._counts(s)} into {buffer} (first at flat index {self._first_bad(s)}); ")
         if not tainted:
             msg += ("its inputs were finite, so this launch is where they first appear" if self.count_inf

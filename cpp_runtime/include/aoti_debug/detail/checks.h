@@ -124,8 +124,9 @@ class NanChecks {
   bool clean(const Site& site, std::initializer_list<Value> outs);
 
   // After a launch whose outputs are not all clean: `args` holds every site
-  // argument; `sources[k]` is the user's line that produced output k ("" =
-  // the site's).  Statistics, taint and reports.
+  // argument; `sources[k]` is where output k was made, `file:line, module
+  // a.b.c` as the codegen formatted it for both runtimes (format.where in
+  // Python; "" = the site's line).  Statistics, taint and reports.
   void after(const Site& site, const char* const* sources, std::initializer_list<Value> args);
 
   // End of run: the summary line, and the deferred error when every failing
@@ -166,6 +167,7 @@ class NanChecks {
 #if AOTI_DEBUG_ENABLE_STATS
   void report(const Site& site, const char* buffer, const char* source, const Stats& s,
               const std::vector<std::string>& tainted, bool poison, std::initializer_list<Value> args) {
+    // `source` names the module too: the codegen wrote it (findings' one format, format.finding)
     std::string msg = "launch " + detail::launch_id(model_.name(), run_.run, run_.launch) + " " + site.kernel +
                       " (source " + detail::or_dash(source) + ") wrote " +
                       InputGuard::counts(s, count_inf_) + " into " + buffer + " (first at flat index " +
