@@ -16,7 +16,7 @@ import re
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 from . import fx_ops
-from .plan import IN, INOUT, OUT, Arg, Site
+from .plan import IN, INOUT, OUT, Arg, Site, module_path, where
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
 _PRAGMA_ONCE = re.compile(r"^\s*#\s*pragma\s+once\s*$", re.M)
@@ -250,17 +250,15 @@ def output_source(site: Site, a: Arg):
     module (a Provenance).  A fused kernel's output has the line of the op
     feeding it (adapter)."""
     from . import adapter
-    from .hooks import _module_path
     if site.kind in ("extern", "proxy"):
         return site.provenance
     prov = adapter.buffer_source(a.name, site.provenance.nodes)
-    return dataclasses.replace(prov, module=_module_path(prov.module))
+    return dataclasses.replace(prov, module=module_path(prov.module))
 
 
 def output_where(site: Site, a: Arg) -> str:
     """What the NaN check's note says of an output's origin, `file:line, module a.b.c`
     (both runtimes print it as given: one text, formatted here)."""
-    from aoti_debug.runtime.format import where
     prov = output_source(site, a)
     return where(prov.source, prov.module)
 

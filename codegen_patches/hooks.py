@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Set
 from aoti_debug import settings as settings_mod
 
 from . import adapter, cpp_emit, fx_ops, guards, plan, python_emit, trace
-from .plan import IN, INOUT, OUT, Arg, Provenance, Site
+from .plan import IN, INOUT, OUT, Arg, Provenance, Site, module_path
 
 # The compile-time settings in force (set by install.activate / instrument()).
 _active = None
@@ -250,14 +250,6 @@ def around_proxy_call(wrapper, op_overload, raw_args, raw_outputs, emit_call) ->
     launch(wrapper, st, kernel, prov, tensors, "proxy", emit_call)
 
 
-_DYNAMO_SELF = re.compile(r"^L\['self'\]\.?")
-
-
-def _module_path(path: str) -> str:
-    """Dynamo spells module paths from the local `self` (L['self'].fc1); AOTI as fc1."""
-    return _DYNAMO_SELF.sub("", path) or path
-
-
 def record_names(args: List[Arg], labels: Dict[str, str]) -> List[str]:
     """The name each argument is recorded under: the user's name of a model input,
     else the buffer's.  A launch handed several different views of one buffer
@@ -284,8 +276,8 @@ def launch(wrapper, st: WrapperState, kernel: str, prov: Provenance, args: List[
     if st.in_call:
         emit_call()
         return
-    prov = dataclasses.replace(prov, modules=tuple(_module_path(m) for m in prov.modules),
-                               module=_module_path(prov.module))
+    prov = dataclasses.replace(prov, modules=tuple(module_path(m) for m in prov.modules),
+                               module=module_path(prov.module))
     labels = st.input_names()
     args = by_data_flow(st, args)
     names = record_names(args, labels)

@@ -274,3 +274,20 @@ def parameter_names_python(source: str) -> Optional[Tuple[str, List[str]]]:
         return None
     names = [p.split(":")[0].split("=")[0].strip() for p in m.group(2).split(",")]
     return m.group(1), [n for n in names if n]
+
+
+def where(source: Optional[str], module: Optional[str] = None) -> str:
+    """`file:line, module a.b.c`: the user's line and the module running it, as
+    every finding names a launch's origin (the NaN check's note, nan-origin,
+    diff, report).  Layers of one model share their lines; the module path
+    says which layer.  Unknown parts: source `-`, no module."""
+    text = source or "-"
+    return text if not module or module == "-" else f"{text}, module {module}"
+
+
+_DYNAMO_SELF = re.compile(r"^L\['self'\]\.?")
+
+
+def module_path(path: str) -> str:
+    """Dynamo spells module paths from the local `self` (L['self'].fc1); AOTI as fc1."""
+    return _DYNAMO_SELF.sub("", path) or path

@@ -76,13 +76,8 @@ def header_facts(thread: int, rank: Optional[int] = None, world: Optional[int] =
 
 # -- where a finding is (section 1.1) ---------------------------------------
 
-def where(source: Optional[str], module: Optional[str] = None) -> str:
-    """`file:line, module a.b.c`: the user's line and the module running it, as
-    every finding names a launch's origin (the NaN check's note, nan-origin,
-    diff, report).  Layers of one model share their lines; the module path
-    says which layer.  Unknown parts: source `-`, no module."""
-    text = source or "-"
-    return text if not module or module == "-" else f"{text}, module {module}"
+# one text for the artifact's notes (compiled in by the codegen) and every reader's findings
+from ..codegen_patches.plan import where  # noqa: E402
 
 
 def finding(title: str, source: Optional[str], module: Optional[str] = None) -> str:
