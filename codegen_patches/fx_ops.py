@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, Dict, List, Optional, Sequence
 
 from .plan import IN, INOUT, Arg
@@ -32,6 +33,9 @@ VIEW_OPS = frozenset({
     "_reshape_alias", "unbind", "split", "split_with_sizes", "chunk", "movedim", "flatten", "unflatten",
 })
 _MAX_DEPTH = 32            # view chains are short; a longer walk means a graph we do not understand
+# the storage offset a view is handed with: the last argument of reinterpret_tensor(_wrapper)(...)
+# when it is a literal (a symbolic one is not placed)
+_VIEW_OFFSET = re.compile(r"reinterpret_tensor(?:_wrapper)?\(.*,\s*(\d+)L?\s*\)+$")
 
 
 def _nodes_by_name() -> Dict[str, Any]:
@@ -120,8 +124,16 @@ class _Builder:
                 self.held.setdefault(node_name, (name, a.expr != a.name))
                 if a.expr != a.name:
                     views.setdefault(node_name, set()).add(name)
-        # a node handed as several views: which view op each one is cannot be told
+        # a node handed as several views: which view op each one is cannot be told from the
+        # names; only from where each view starts in the buffer (its storage offset)
         self.ambiguous = {self.held[n][0] for n, v in views.items() if len(v) > 1}
+        self.offsets: Dict[str, List[tuple]] = {}      # base record name -> [(view's record name, offset)]
+        for a, name in zip(args, names):
+            base = next((self.held[n][0] for n in self._values_of(a.name, holds) if n in self.held), "")
+            m = _VIEW_OFFSET.search(a.expr) if base in self.ambiguous else None
+            if m:
+                self.offsets.setdefault(base, []).append((name, int(m.group(1))))
+        self._base: Dict[str, str] = {}     # a view op's node -> the ambiguous record it views
         # a node whose value the launch reads whole is an input, even where Inductor counts it
         # among the launch's origins; a placeholder or constant is never an op
         self.own = [n for n in own if n in self.nodes and self.nodes[n].op == "call_function"
@@ -188,7 +200,31 @@ class _Builder:
                        if isinstance(a, dict) and a.get("node") in self._same_as]
             if handed:
                 op["same_as"] = self._same_as[node.name] = handed[0]
+            else:
+                self._place(node, op)
         self.ops.append(op)
+
+    def _place(self, node, op: dict) -> None:
+        """A view of a buffer the launch was handed several views of (q, k and v sliced from
+        one projection): `same_as` the one handed view that starts where this node's value
+        starts, if exactly one does.  Its `stride` goes along: the re-run takes the handed
+        view only when the dumped tensor has this node's shape and strides too, so a view is
+        never taken for another."""
+        bases = {a["input"] for a in op["args"] if isinstance(a, dict) and a.get("input") in self.ambiguous}
+        bases |= {self._base[a["node"]] for a in op["args"] if isinstance(a, dict) and a.get("node") in self._base}
+        if len(bases) != 1:
+            return
+        base = bases.pop()
+        self._base[node.name] = base
+        val = (node.meta or {}).get("val")
+        try:
+            offset, stride = int(val.storage_offset()), [int(s) for s in val.stride()]
+        except Exception:              # a symbolic offset or stride, or not one tensor: not placed
+            return
+        found = [name for name, at in self.offsets.get(base, ()) if at == offset]
+        if len(found) == 1 and op.get("shape") is not None:
+            op["same_as"] = found[0]
+            op["stride"] = [str(s) for s in stride]
 
     def _ref(self, node, depth: int) -> dict:
         """An FX node an op reads."""

@@ -185,6 +185,20 @@ class Viewed(torch.nn.Module):
         return h.t(), h[:, 2], h
 
 
+class Attention(torch.nn.Module):
+    """Attention with q, k and v sliced from one projection (as GPT-2's c_attn): the
+    attention kernel is handed three views of one buffer."""
+
+    def __init__(self, d=16, heads=2):
+        super().__init__()
+        self.heads, self.qkv = heads, torch.nn.Linear(d, 3 * d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        return F.scaled_dot_product_attention(q, k, v)  # LINE:attention.sdpa
+
+
 class Weighted(torch.nn.Module):
     """A launch that reads only weights (a @ b) and a kernel that reads nothing
     (the sin of a range): the black box keeps no input of either."""
@@ -334,6 +348,8 @@ def example(name):
         return Noisy(), (torch.randn(4, 8, generator=g),), None
     if name == "scaled":
         return Scaled(), (torch.randn(4, 8, generator=g),), None
+    if name == "attention":
+        return Attention(), (torch.randn(2, 8, 16, generator=g),), None
     if name == "weighted":
         return Weighted(), (torch.randn(4, 4, generator=g),), None
     if name == "viewed":

@@ -14,6 +14,7 @@ import shutil
 import sys
 
 import pytest
+import torch
 
 from aoti_debug.analysis import ops
 from aoti_debug.analysis.untrusted import InputError
@@ -426,3 +427,45 @@ def test_dropout_is_judged_by_the_recorded_arguments(op, args, kwargs, says):
     args = [node if a == "X" else [node] if a == ["X"] else a for a in args]
     assert ops.refusal(fn, (args, kwargs)) == says
     assert ops.refusal(fn) == "draws random numbers"      # the arguments unknown (replay)
+
+
+# -- views of one buffer, placed by where each starts ---------------------------
+
+@pytest.fixture(scope="module")
+def fused_qkv_dump(packages, tmp_path_factory):
+    return level10_dump(packages, tmp_path_factory, "attention")
+
+
+SDPA_KERNEL = "aoti_torch_cpu__scaled_dot_product_flash_attention_for_cpu"
+
+
+def test_attention_handed_q_k_v_as_views_of_one_projection_is_checked(fused_qkv_dump):
+    """q, k and v are three views of the projection's buffer, alike in shape and strides:
+    each is placed by its storage offset, so attention is re-run on the views it was handed."""
+    code, out, err = check(fused_qkv_dump)
+    assert (code, err) == (0, ""), out + err
+    lines = out.splitlines()
+    assert re.fullmatch(r"1\.2 " + SDPA_KERNEL + r"  ok  max_abs=\S+ max_rel=\S+ max_ulp=\S+; not compared: buf3 "
+                        r"\(the records do not say which op's value it holds\)", lines[1]), out
+    assert lines[-1] == "2 launch(es): 2 within tolerance, 0 beyond, 0 not checkable"
+
+
+def test_a_changed_k_view_is_found_so_the_views_are_the_ones_used(fused_qkv_dump, tmp_path):
+    copy = tmp_path / "d"
+    shutil.copytree(fused_qkv_dump, copy)
+    (k,) = (tmp_path / "d").glob("*/launch000002_in_buf0_view2.pt")
+    t = torch.load(k, weights_only=True)
+    t[0, 0, 0, 0] += 4.0
+    torch.save(t, k)
+    code, out, err = check(str(copy))
+    assert code == 1, out + err
+    assert out.splitlines()[1].startswith(f"1.2 {SDPA_KERNEL}  BEYOND"), out
+
+
+def test_a_placed_view_is_taken_only_with_its_strides():
+    op = ops.Op("getitem", "getitem", [], {}, False, shape=["2", "3"], same_as="v", stride=["1", "2"])
+    same = torch.arange(6.0).view(3, 2).t()            # shape (2, 3), strides (1, 2)
+    assert ops.handed_view(op, {"v": same}, {}) is same
+    assert ops.handed_view(op, {"v": same.contiguous()}, {}) is None   # same shape, other strides
+    unplaced = ops.Op("getitem", "getitem", [], {}, False, shape=["2", "3"], same_as="v")
+    assert ops.handed_view(unplaced, {"v": same.contiguous()}, {}) is not None

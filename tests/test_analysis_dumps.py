@@ -179,7 +179,7 @@ def test_diff_names_the_perturbed_launch_with_its_measured_error(mlp_dumps, tmp_
         "first bitwise difference: A mlp:1.3 aoti_torch_cpu_addmm_out / B mlp:1.3 aoti_torch_cpu_addmm_out "
         "(out buf2); 2 of the 2 aligned pair(s) before it identical",
         "first divergence: A mlp:1.3 aoti_torch_cpu_addmm_out / B mlp:1.3 aoti_torch_cpu_addmm_out",
-        f"  source: {models.line_of('mlp.fc2')}",
+        f"  source: {models.line_of('mlp.fc2')}, module fc2",
         "  nodes:  addmm_1",
         f"  out buf2 [1, 5] {number(va)} vs {number(vb)} (delta {err:.3g}), allowed {allowed:.3g}; "
         f"1 of 64 element(s) outside the tolerance, max abs {err:.6g}, max rel {err / abs(vb):.6g}",

@@ -76,7 +76,9 @@ def test_no_launch_reads_a_buffer_that_holds_no_value(packages, model):
             specs = _SPEC.findall(args.group(1))
             for name, role in specs:
                 if name.startswith("buf") and role != "Out":
-                    assert name in holds, f"{name} is read ({role}) but holds no value: {line}"
+                    # a second view of one buffer is recorded as buf4_view2 (hooks.record_names)
+                    base = re.sub(r"_view\d+$", "", name)
+                    assert base in holds, f"{name} is read ({role}) but holds no value: {line}"
                     reads += 1
             holds.update(name for name, role in specs if role != "In")
     assert reads >= 2 and len(holds) >= 3

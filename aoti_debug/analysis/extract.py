@@ -110,8 +110,7 @@ def body(program: opsmod.Program, wanted: Dict[str, str], inputs: Dict[str, Any]
         if op.node not in needed:
             continue
         where = f"  # {op.line!r}" if op.line else ""
-        if op.same_as and op.shape is not None and op.same_as in inputs and \
-                [opsmod.evaluate(s, symbols) for s in op.shape] == list(inputs[op.same_as].shape):
+        if opsmod.handed_view(op, inputs, symbols) is not None:
             if op.same_as not in used:
                 used.append(op.same_as)
             lines.append(f"v_{op.node} = inputs[{op.same_as!r}]  # the view the launch was handed")

@@ -44,6 +44,7 @@ class Op:
     line: str = ""
     same_as: str = ""
     holds: List[str] = field(default_factory=list)   # outputs holding its value that no `holds:` line names
+    stride: Optional[List[str]] = None   # of a view placed by its offset: the handed view must have it
 
     @property
     def short(self) -> str:
@@ -105,9 +106,11 @@ def decode(raw: Any, where: str) -> Program:
             raise InputError(f"{here}: 'args' must be a list and 'kwargs' an object of named values")
         _check_value(args, here, seen, 0)
         _check_value(list(kwargs.values()), here, seen, 0)
-        shape = entry.get("shape")
+        shape, stride = entry.get("shape"), entry.get("stride")
         if shape is not None and not (isinstance(shape, list) and all(isinstance(s, str) for s in shape)):
             raise InputError(f"{here}: 'shape' is not a list of sizes")
+        if stride is not None and not (isinstance(stride, list) and all(isinstance(s, str) for s in stride)):
+            raise InputError(f"{here}: 'stride' is not a list of strides")
         texts = {k: entry.get(k, "") for k in ("dtype", "line", "same_as")}
         if not all(isinstance(v, str) for v in texts.values()) or not isinstance(entry.get("own", True), bool):
             raise InputError(f"{here}: 'dtype', 'line' and 'same_as' must be strings, 'own' true or false")
@@ -115,7 +118,7 @@ def decode(raw: Any, where: str) -> Program:
         if not (isinstance(held, list) and all(isinstance(h, str) and _WORD.match(h) for h in held)):
             raise InputError(f"{here}: 'holds' is not a list of buffer names")
         ops.append(Op(node, op, args, kwargs, entry.get("own", True), shape, texts["dtype"] or None,
-                      printable(texts["line"]), texts["same_as"], held))
+                      printable(texts["line"]), texts["same_as"], held, stride))
         seen.add(node)
     return Program(ops)
 
@@ -355,13 +358,31 @@ def _eval(n, symbols, expr) -> int:
     raise NotCheckable(f"symbolic size {shorten(printable(expr))!r} is not understood")
 
 
+def handed_view(op: Op, inputs: Dict[str, Any], symbols: Dict[str, int]) -> Any:
+    """The recorded view the launch was handed as `op`'s value (`same_as`), if the dumped
+    tensor has the op's shape (and its strides, where the codegen placed the view by its
+    offset); else None, and the op is run."""
+    if not op.same_as or op.shape is None or op.same_as not in inputs:
+        return None
+    handed = inputs[op.same_as]
+    try:
+        shape = [evaluate(s, symbols) for s in op.shape]
+        stride = None if op.stride is None else [evaluate(s, symbols) for s in op.stride]
+    except NotCheckable:
+        return None
+    if list(handed.shape) != shape or (stride is not None and list(handed.stride()) != stride):
+        return None
+    return handed
+
+
 def bind(program: Program, inputs: Dict[str, Any], known: Sequence = ()) -> Dict[str, int]:
     """Symbols from recorded sizes: each size the codegen wrote as `s` or `c*s`, of the
     launch's inputs, of the views it was handed (`same_as`), and `known`: more
     (size expressions, tensor) pairs, e.g. the recorded outputs and the ops they hold."""
     pairs = list(known)
     for op in program.ops:
-        if op.same_as and op.shape is not None and op.same_as in inputs:
+        # (a view placed by its offset may be another view's: its sizes bind nothing)
+        if op.same_as and op.stride is None and op.shape is not None and op.same_as in inputs:
             pairs.append((op.shape, inputs[op.same_as]))
         for leaf in _leaves(op.args + list(op.kwargs.values())):
             if leaf.get("input") in inputs and leaf.get("shape") is not None and not leaf.get("view"):
@@ -410,14 +431,9 @@ class Runner:
 
     def _run(self, op: Op) -> Any:
         import torch
-        if op.same_as and op.shape is not None and op.same_as in self.inputs:
-            handed = self.inputs[op.same_as]
-            try:
-                shape = [evaluate(s, self.symbols) for s in op.shape]
-            except NotCheckable:
-                shape = None
-            if shape is not None and list(handed.shape) == shape:
-                return self._leaf_tensor(handed)
+        handed = handed_view(op, self.inputs, self.symbols)
+        if handed is not None:
+            return self._leaf_tensor(handed)
         fn = operator(op.op, op.args, op.kwargs)
         args = [self._arg(a) for a in op.args]
         kwargs = {k: self._arg(v) for k, v in op.kwargs.items()}
