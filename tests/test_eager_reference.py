@@ -194,3 +194,21 @@ def test_a_swapped_custom_op_is_the_node_diff_names(scaled_logs):
     first = out.index("first divergence: node fast_scale: A eager:1.3 aotid_test.fast_scale.default / "
                       "B scaled:1.2 aotid_test.fast_scale.default")
     assert out[first + 1:first + 3] == [f"  source: {models.line_of('scaled.op')}", "  nodes:  fast_scale"]
+
+
+def test_an_eager_record_names_its_module_as_the_artifacts_records_do(tmp_path):
+    """The body lines come from the rule the artifact's records use (plan.Site.record_lines):
+    `module:` before the source lines, so diff's finding names the layer on either side."""
+    import models
+    log = tmp_path / "eager.log"
+    run_python(f"""
+        import sys; sys.path.insert(0, {TESTS!r})
+        import aoti_debug, models
+        model, args, _ = models.seeded("mlp")
+        aoti_debug.eager_log(model, args)
+    """, env=clean_env(AOTI_DEBUG_LOGDEST=str(log), AOTI_DEBUG_LOGLEVEL="3"))
+    heads = re.findall(r"\] launch eager:1\.\d+ aten\.addmm\.default\n((?:  [a-z-]+: .*\n)+)", log.read_text())
+    assert heads[0] == ("  origin: nodes=addmm source=" + models.line_of("mlp.fc1") + "\n"
+                        "  module: fc1\n"
+                        f"  source-line: {models.line_of('mlp.fc1')} nodes=addmm\n"
+                        "  holds: addmm=addmm\n"), heads

@@ -106,9 +106,11 @@ class Reference:
             prov = plan.provenance_of_fx_nodes([node])
             args = [(self.names.get(p.name, p.name), launches.IN) for p in node.all_input_nodes] \
                 + [(node.name, launches.OUT)]
+            # the body lines the artifact's records have (module:, source-line:, holds:), by one rule
+            held = plan.Site(0, kernel_name(node), prov, [plan.Arg(node.name, node.name, plan.OUT, node.name)],
+                             "eager")
             site = launches.Site(kernel_name(node), ",".join(prov.nodes), "" if prov.source == "-" else prov.source,
-                                 ",".join(prov.modules), args,
-                                 prov.source_lines() + f"  holds: {node.name}={node.name}\n")
+                                 ",".join(prov.modules), args, held.record_lines())
             self.sites[node.name] = site
         return site
 
