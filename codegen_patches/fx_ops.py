@@ -117,10 +117,10 @@ class _Builder:
         # what each tensor the launch reads holds: FX node name -> (record name, handed in as a view)
         self.held: Dict[str, tuple] = {}
         views: Dict[str, set] = {}
-        for a, name in zip(args, names):
-            if a.role not in (IN, INOUT):
-                continue
-            for node_name in self._values_of(a.name, holds):
+        read = [(a, name, self._values_of(a.name, holds)) for a, name in zip(args, names)
+                if a.role in (IN, INOUT)]
+        for a, name, values in read:
+            for node_name in values:
                 self.held.setdefault(node_name, (name, a.expr != a.name))
                 if a.expr != a.name:
                     views.setdefault(node_name, set()).add(name)
@@ -128,8 +128,8 @@ class _Builder:
         # names; only from where each view starts in the buffer (its storage offset)
         self.ambiguous = {self.held[n][0] for n, v in views.items() if len(v) > 1}
         self.offsets: Dict[str, List[tuple]] = {}      # base record name -> [(view's record name, offset)]
-        for a, name in zip(args, names):
-            base = next((self.held[n][0] for n in self._values_of(a.name, holds) if n in self.held), "")
+        for a, name, values in read:
+            base = next((self.held[n][0] for n in values), "")
             m = _VIEW_OFFSET.search(a.expr) if base in self.ambiguous else None
             if m:
                 self.offsets.setdefault(base, []).append((name, int(m.group(1))))
