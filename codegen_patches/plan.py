@@ -67,12 +67,12 @@ class Site:
         held = " ".join(f"{a.name}={a.value}" for a in self.outputs() if a.value)
         prov, own = self.provenance, ""
         if sources and len(prov.lines) > 1:
-            own = "".join(f"  output-source: {a.name} {sources[a.name].source}\n" for a in self.outputs()
-                          if sources.get(a.name) and sources[a.name].source not in ("-", prov.source))
+            elsewhere = [(a.name, sources[a.name]) for a in self.outputs()
+                         if sources.get(a.name) and sources[a.name].source not in ("-", prov.source)]
+            own = "".join(f"  output-source: {name} {p.source}\n" for name, p in elsewhere)
             # each line's module: an output of another line may be another layer's
-            own += "".join(f"  output-module: {a.name} {sources[a.name].module}\n" for a in self.outputs()
-                           if sources.get(a.name) and sources[a.name].source not in ("-", prov.source)
-                           and sources[a.name].module not in ("-", prov.module))
+            own += "".join(f"  output-module: {name} {p.module}\n" for name, p in elsewhere
+                           if p.module not in ("-", prov.module))
         module = f"  module: {prov.module}\n" if prov.module != "-" else ""
         return module + prov.source_lines() + own + (f"  holds: {held}\n" if held else "")
 
