@@ -39,6 +39,19 @@ def run_python(code, env=None, cwd=None, timeout=300, check=True):
     return proc
 
 
+def two_refused_compiles(tmp_path, **env):
+    """A process that asks to compile twice and is refused by torch both times (nothing
+    compiles): what aoti-debug says at the first compile, and only there, is on its stderr."""
+    return run_python("""
+        import torch
+        for _ in range(2):
+            try:
+                torch._inductor.aoti_compile_and_package(None)
+            except ValueError:
+                pass
+        """, env=clean_env(**env), cwd=tmp_path)
+
+
 BANNER = re.compile(r"^={80}\n\[[^\n]*\] aoti-debug - System Information\n={80}\n(?:[^\n]*\n)*?={80}\n", re.M)
 
 

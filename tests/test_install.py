@@ -7,7 +7,7 @@ import zipfile
 
 import pytest
 
-from conftest import REPO, clean_env, run_python
+from conftest import REPO, clean_env, run_python, two_refused_compiles
 
 pytestmark = pytest.mark.torch_matrix
 
@@ -161,14 +161,7 @@ def test_only_misspelt_variables_refuse_the_compile(tmp_path):
 
 
 def test_a_misspelt_variable_beside_known_ones_is_one_line_at_the_first_compile(tmp_path):
-    proc = run_python("""
-        import torch
-        for _ in range(2):
-            try:
-                torch._inductor.aoti_compile_and_package(None)     # refused by torch: nothing compiles
-            except ValueError:
-                pass
-        """, env=clean_env(AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_NAN_CHECK="raise", AOTI_DEBUG_LOGLEVLE="5"),
-        cwd=tmp_path)
+    proc = two_refused_compiles(tmp_path, AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_NAN_CHECK="raise",
+                                AOTI_DEBUG_LOGLEVLE="5")
     assert proc.stderr == ("aoti-debug settings: AOTI_DEBUG_LOGLEVLE is not a variable aoti-debug reads "
                            "(did you mean AOTI_DEBUG_LOGLEVEL?); ignoring it\n")

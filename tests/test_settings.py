@@ -3,7 +3,7 @@
 import pytest
 
 from aoti_debug import settings as S
-from conftest import clean_env, run_python
+from conftest import clean_env, run_python, two_refused_compiles
 
 
 def read(**env):
@@ -239,15 +239,8 @@ def test_each_upstream_alias_says_which_variable_it_was_read_as():
 
 
 def test_upstream_aliases_are_named_once_at_the_first_compile(tmp_path):
-    proc = run_python("""
-        import torch
-        for _ in range(2):
-            try:
-                torch._inductor.aoti_compile_and_package(None)     # refused by torch: nothing compiles
-            except ValueError:
-                pass
-        """, env=clean_env(AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER="2", TORCHINDUCTOR_NAN_ASSERTS="1"),
-        cwd=tmp_path)
+    proc = two_refused_compiles(tmp_path, AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER="2",
+                                TORCHINDUCTOR_NAN_ASSERTS="1")
     assert proc.stderr == (
         "aoti-debug settings: AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER=2 is read as AOTI_DEBUG_LOGLEVEL=5; "
         "Inductor's own printer is off\n"
