@@ -80,11 +80,6 @@ def header_facts(thread: int, rank: Optional[int] = None, world: Optional[int] =
 from ..codegen_patches.plan import where  # noqa: E402
 
 
-def finding(title: str, source: Optional[str], module: Optional[str] = None) -> str:
-    """`launch m:1.19 kernel (source file:line, module a.b.c)`: one launch's finding line."""
-    return f"{title} (source {where(source, module)})"
-
-
 # -- inline values (section 1.4) --------------------------------------------
 
 def quote(text: str) -> str:

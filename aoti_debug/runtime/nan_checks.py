@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
 
-from . import format as fmt
 from . import poison, state
 from . import stats as stats_mod
 from ..settings import NanCheck
@@ -128,7 +127,7 @@ class NanChecks:
 
     def _report(self, launch: int, site, buffer: str, source: str, s, tainted: List[str],
                 poisoned: bool = False, values: Sequence[Any] = ()) -> None:
-        msg = (f"{fmt.finding(f'launch {self.model}:{self.run}.{launch} {site.kernel}', source)} wrote "
+        msg = (f"launch {self.model}:{self.run}.{launch} {site.kernel} (source {source or '-'}) wrote "
                f"{self._counts(s)} into {buffer} (first at flat index {self._first_bad(s)}); ")
         if not tainted:
             msg += ("its inputs were finite, so this launch is where they first appear" if self.count_inf

@@ -167,7 +167,7 @@ class NanChecks {
 #if AOTI_DEBUG_ENABLE_STATS
   void report(const Site& site, const char* buffer, const char* source, const Stats& s,
               const std::vector<std::string>& tainted, bool poison, std::initializer_list<Value> args) {
-    // `source` names the module too: the codegen wrote it (findings' one format, format.finding)
+    // `source` names the module too: the codegen wrote it (findings' one format, plan.where)
     std::string msg = "launch " + detail::launch_id(model_.name(), run_.run, run_.launch) + " " + site.kernel +
                       " (source " + detail::or_dash(source) + ") wrote " +
                       InputGuard::counts(s, count_inf_) + " into " + buffer + " (first at flat index " +
