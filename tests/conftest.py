@@ -29,11 +29,23 @@ def without_torch_logs(text: str) -> str:
     return TORCH_LOG_LINE.sub("", text)
 
 
+_FORKS = None
+
+
 def run_python(code, env=None, cwd=None, timeout=300, check=True):
-    """Run `code` in a fresh interpreter; returns the CompletedProcess (text mode)."""
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)],
-                          env=clean_env() if env is None else env, cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout)
+    """Run `code` in a fresh interpreter; returns the CompletedProcess (text mode).
+    Code that starts by importing torch is forked from an interpreter that has
+    imported it already (tests/forkserver.py)."""
+    global _FORKS
+    code, env = textwrap.dedent(code), clean_env() if env is None else env
+    if _FORKS is None:
+        from forkserver import ForkServer
+        _FORKS = ForkServer(clean_env())
+    if _FORKS.accepts(code, env):
+        proc = _FORKS.run(code, env, cwd, timeout)
+    else:
+        proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd,
+                              capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
     return proc
