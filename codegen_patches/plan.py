@@ -285,6 +285,14 @@ def where(source: Optional[str], module: Optional[str] = None) -> str:
     return text if not module or module == "-" else f"{text}, module {module}"
 
 
+def launch_module(lines: str) -> str:
+    """The module path of a launch's `module:` line ("" when it has none): the
+    first of the body lines Site.record_lines formats, which both runtimes
+    carry; the memory check's notes name it as the NaN check's do."""
+    head = "  module: "
+    return lines[len(head):].split("\n", 1)[0] if lines.startswith(head) else ""
+
+
 _DYNAMO_SELF = re.compile(r"^L\['self'\]\.?")
 
 

@@ -134,15 +134,25 @@ class Hang(torch.nn.Module):
         return (y + h).relu()  # LINE:hang.relu
 
 
+class Scratch(torch.nn.Module):
+    def forward(self, h):
+        return torch.ops.membugs.scratch(h)  # LINE:membugs.scratch
+
+
 class MemoryBugs(torch.nn.Module):
     """Custom ops that return memory they never wrote, read before their input,
-    and write past the end of a scratch tensor they free."""
+    and write past the end of a scratch tensor they free (inside a submodule,
+    which the memory check's note names)."""
+
+    def __init__(self):
+        super().__init__()
+        self.work = Scratch()
 
     def forward(self, x):
         h = x + 1.0  # LINE:membugs.add
         u = torch.ops.membugs.unwritten(h)  # LINE:membugs.unwritten
         r = torch.ops.membugs.read_before(h * 2.0)  # LINE:membugs.read_before
-        s = torch.ops.membugs.scratch(h)  # LINE:membugs.scratch
+        s = self.work(h)
         return u + 1.0, r - 1.0, s  # LINE:membugs.out
 
 

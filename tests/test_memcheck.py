@@ -114,7 +114,8 @@ def test_warn_names_memory_nobody_wrote_and_a_read_before_the_start(membugs, mem
         f"read memory nobody wrote (or out of bounds): 1 of 5 elements of {bbuf} (out, float32(5,)) "
         f"hold memcheck poison (first at flat index 0) and none of its inputs held any",
         # a tensor the op allocated and freed inside the launch: checked when freed
-        f"launch {scratch} membugs.scratch.default (nodes=scratch {source('membugs.scratch')}) wrote "
+        # the op runs inside the submodule `work`: named beside its line, as the NaN check does
+        f"launch {scratch} membugs.scratch.default (nodes=scratch {source('membugs.scratch')}, module work) wrote "
         f"past the end of a tensor of 20 bytes, allocated by this launch, freed since: 4 bytes "
         f"damaged, starting right after its end"])
     # the run goes on (warn); the NaN the unwritten memory left reaches the output

@@ -379,9 +379,19 @@ AOTI_DEBUG_CORE_FN void MemChecks::report(const std::string& msg, const Site* si
 }
 
 namespace detail {
+// ", module a.b.c" from the launch's `  module:` body line, which the codegen
+// writes first when the launch runs inside a submodule (plan.launch_module)
+inline std::string module_words(const char* lines) {
+  static const char kHead[] = "  module: ";
+  if (lines == nullptr || std::strncmp(lines, kHead, sizeof(kHead) - 1) != 0) return "";
+  const char* start = lines + sizeof(kHead) - 1;
+  const char* end = std::strchr(start, '\n');
+  return ", module " + std::string(start, end != nullptr ? static_cast<size_t>(end - start) : std::strlen(start));
+}
+
 inline std::string launch_words(const Run& run, const Site& site) {
   return "launch " + launch_id(run.model->name(), run.run, run.launch) + " " + site.kernel + " (nodes=" +
-         or_dash(site.nodes) + " source=" + or_dash(site.source) + ")";
+         or_dash(site.nodes) + " source=" + or_dash(site.source) + module_words(site.lines) + ")";
 }
 
 inline std::string tensor_words(const char* name, const char* role, const TensorView& v) {
