@@ -44,6 +44,19 @@ def test_python_and_cpp_write_identical_records(tmp_path, exe, mlp10, level):
     assert py_log == cpp_log
 
 
+def test_sync_is_said_to_do_nothing_yet_by_both_runtimes(tmp_path, exe, mlp10):
+    """AOTI_DEBUG_SYNC is validated but not implemented: a run that asks for it is told, never
+    left to believe an asynchronous fault would be pinned to its launch."""
+    from aoti_debug.settings import SYNC_NOT_IMPLEMENTED
+    py, cpp, py_log, cpp_log = both(tmp_path, mlp10, "mlp", "models.example('mlp')[1]",
+                                    AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_SYNC="1")
+    assert cpp.returncode == 0, cpp.stderr
+    assert SYNC_NOT_IMPLEMENTED == ("AOTI_DEBUG_SYNC=1 is not implemented yet: no launch is synchronised "
+                                    "(on a GPU, CUDA_LAUNCH_BLOCKING=1 makes every launch synchronous)")
+    assert f"[TIMESTAMP] [pid PID] note - settings\n  {SYNC_NOT_IMPLEMENTED}\n" in records(py_log), py_log
+    assert py_log == cpp_log
+
+
 def dump_tree(root):
     """{relative path with pids masked: content} of a dump directory: manifests
     with their per-process fields masked, tensors loaded, the .so copy by size."""

@@ -144,6 +144,8 @@ class Model:
                     lines.append(self._more(box_from, _box_name(self.compiled_blackbox), "AOTI_DEBUG_BLACKBOX",
                                             _box_name(s.blackbox)))
                 self.blackbox = min(self.compiled_blackbox, s.blackbox)
+            if s.sync:
+                lines.append(settings_mod.SYNC_NOT_IMPLEMENTED)
             kernels_from = s.sources.get("kernels", "default")
             if "=" in kernels_from and not kernels_from.startswith("default"):
                 self._runtime_kernels = tuple(s.kernels)

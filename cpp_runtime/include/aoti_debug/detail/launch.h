@@ -305,6 +305,7 @@ AOTI_DEBUG_CORE_FN void Model::init() {
       more(settings_.blackbox_from, detail::blackbox_name(blackbox_), "AOTI_DEBUG_BLACKBOX",
            detail::blackbox_name(settings_.blackbox));
     if (settings_.blackbox < blackbox_) blackbox_ = settings_.blackbox;
+    if (settings_.sync) lines += std::string(detail::kSyncNotImplemented) + "\n";
     if (!lines.empty()) {
       lines.pop_back();
       tell(level_, "settings", lines, true);

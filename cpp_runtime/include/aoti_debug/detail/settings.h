@@ -43,6 +43,12 @@ struct NanCheck {
   }
 };
 
+// AOTI_DEBUG_SYNC is read and validated but not acted on yet: a run that asks
+// for it is told so (settings.SYNC_NOT_IMPLEMENTED, word for word)
+constexpr const char* kSyncNotImplemented =
+    "AOTI_DEBUG_SYNC=1 is not implemented yet: no launch is synchronised (on a GPU, "
+    "CUDA_LAUNCH_BLOCKING=1 makes every launch synchronous)";
+
 struct Settings {
   int level = 0;
   std::string logdest = "stdout";
