@@ -15,7 +15,7 @@ Only code whose first statement (after `import sys; sys.path.insert(...)`)
 imports torch is forked, and only when the environment differs from the
 server's in variables that nothing reads while torch imports (aoti-debug's,
 the cache folder, PYTHONPATH, ...): torch's, OpenMP's, ATen's and Python's
-own variables (TORCH_TRACE, OMP_NUM_THREADS, ATEN_CPU_CAPABILITY, ...) take
+own variables (TORCH_TRACE, OMP_NUM_THREADS, ATEN_CPU_CAPABILITY, the locale, ...) take
 a real process, and so does code that inspects `sys.modules`.
 Set AOTID_TEST_FORK=0 to start every process fresh.
 """
@@ -36,7 +36,7 @@ from typing import Dict, Optional
 
 # read while torch imports (or by the interpreter itself): a difference takes a real process
 _IMPORT_TIME = re.compile(r"^(TORCH(?!INDUCTOR_CACHE_DIR$)|PYTORCH|OMP_|GOMP|KMP_|MKL|OPENBLAS|ATEN_|CUDA|NVIDIA|"
-                          r"TRITON|LD_|MALLOC|PYTHON(?!PATH$|UNBUFFERED$))")
+                          r"TRITON|LD_|MALLOC|LC_|LANG|PYTHON(?!PATH$|UNBUFFERED$))")
 _PREAMBLE = re.compile(r"^(?:#.*|import sys(?:; sys\.path\.insert\(0, .*\))?|)$")
 _STARTS_WITH_TORCH = re.compile(r"^import torch\b")
 
