@@ -469,3 +469,23 @@ def test_a_placed_view_is_taken_only_with_its_strides():
     assert ops.handed_view(op, {"v": same.contiguous()}, {}) is None   # same shape, other strides
     unplaced = ops.Op("getitem", "getitem", [], {}, False, shape=["2", "3"], same_as="v")
     assert ops.handed_view(unplaced, {"v": same.contiguous()}, {}) is not None
+
+
+def test_a_finding_of_check_names_the_layer_beside_the_line():
+    from aoti_debug.analysis import check as checkmod
+    # the manifest's `before` line of a launch in the second of three layers that share a line,
+    # fusing an op of another line (its output-source) from the model's top level
+    before = {"id": "1.4", "kernel": "cpp_fused_add_tanh_2", "nodes": "addmm_1,tanh_1,add_1",
+              "source": "/m/encoder.py:29",
+              "lines": "  module: layers.1.fc\n  source-line: /m/encoder.py:29 nodes=addmm_1,tanh_1\n"
+                       "  source-line: /m/encoder.py:40 nodes=add_1\n"
+                       "  output-source: buf6 /m/encoder.py:40\n  holds: buf5=tanh_1 buf6=add_1\n"}
+    launch = checkmod.Launch("1.4", before["kernel"], before["source"], "/d", 3, None,
+                             origin=checkmod.origin_of(before))
+    assert launch.where("buf5") == "/m/encoder.py:29, module layers.1.fc"
+    assert launch.where("buf6") == "/m/encoder.py:40"          # another line: never the launch's module
+    assert checkmod.origin_of(before).holds == {"buf5": "tanh_1", "buf6": "add_1"}
+    # a manifest without lines (a launch compiled with none) names the line alone
+    bare = dict(before, lines="")
+    assert checkmod.Launch("1.4", "k", bare["source"], "/d", 3, None,
+                           origin=checkmod.origin_of(bare)).where("buf5") == "/m/encoder.py:29"

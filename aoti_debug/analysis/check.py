@@ -21,6 +21,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from . import ops as opsmod
 from .dumps import load
 from .manifest import MANIFEST
+from .records import Origin, parse_origin
 from .untrusted import InputError
 
 # rtol per dtype: a few hundred float32 ULPs, a handful of half-precision ones
@@ -55,6 +56,11 @@ class Launch:
     program: Optional[opsmod.Program]
     outputs: List[Output] = field(default_factory=list)
     why: str = ""                   # not checkable: why
+    origin: Optional[Origin] = None
+
+    def where(self, output: str) -> str:
+        """`file:line, module a.b` of an output, as every finding names it."""
+        return self.origin.where_of([output]) if self.origin else (self.source or "-")
 
     @property
     def compared(self) -> List[Output]:
@@ -113,18 +119,18 @@ def launches(folder: str) -> List[Tuple[Dict[str, Any], Optional[Dict[str, Any]]
     return [(e, afters.get(ident), number) for ident, (number, e) in befores.items()]
 
 
-def holds(lines: str) -> Dict[str, str]:
-    """Output name -> FX node, from the `holds:` line."""
-    for line in lines.splitlines():
-        if line.startswith("  holds: "):
-            return dict(pair.split("=", 1) for pair in line[len("  holds: "):].split() if "=" in pair)
-    return {}
+def origin_of(before: Dict[str, Any]) -> Optional[Origin]:
+    """The launch's origin (nodes, lines, modules, `holds:`) from its manifest line,
+    which carries the record lines the codegen wrote."""
+    body = [f"  origin: nodes={before.get('nodes') or '-'} source={before.get('source') or '-'}"]
+    return parse_origin(body + before.get("lines", "").splitlines(), lambda j: None)[0]
 
 
 def held_outputs(before: Dict[str, Any], program: opsmod.Program) -> Dict[str, str]:
     """Output record name -> the FX node whose value it holds: the `holds:` line,
     then the ops' own `holds` lists."""
-    held = holds(before.get("lines", ""))
+    origin = origin_of(before)
+    held = dict(origin.holds or {}) if origin else {}
     for op in program.ops:
         held.update((buffer, op.node) for buffer in op.holds if buffer not in held)
     return held
@@ -239,7 +245,8 @@ def check_launch(folder: str, before: Dict[str, Any], after: Optional[Dict[str, 
                  atol: Optional[float], rtol: Optional[float]) -> Launch:
     where = f"{os.path.join(folder, MANIFEST)}:{number}"
     program = opsmod.decode(before["ops"], where) if "ops" in before else None
-    launch = Launch(before["id"], before["kernel"], before["source"], folder, number, program)
+    launch = Launch(before["id"], before["kernel"], before["source"], folder, number, program,
+                    origin=origin_of(before))
     if program is None:
         launch.why = "no ops recorded (the artifact was compiled below level 10, or Inductor names none)"
         return launch

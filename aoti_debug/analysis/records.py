@@ -22,7 +22,7 @@ import functools
 import heapq
 import os
 import re
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from ..runtime import format as fmt
 from .untrusted import InputError, shorten, where
@@ -641,6 +641,56 @@ def _banner(lines: List[str], i: int, path: Optional[str]) -> Tuple[Optional[Ban
     return Banner(pid=_pid(match), timestamp=match["ts"], facts=facts, line=i + 2), j + 1
 
 
+def parse_origin(body: List[str], lost: Callable[[int], None]) -> Tuple[Optional[Origin], int]:
+    """A launch's origin from the start of its body (`origin:`, then `module:`,
+    `source-line:`, `output-source:`, `output-module:` and `holds:` lines, each
+    optional), and the index of the first line after them; `lost(j)` is told of
+    each damaged line.  (None, 0) when the body does not start with `origin:`."""
+    if not body or not body[0].startswith("  origin:"):
+        return None, 0
+    origin: Optional[Origin] = None
+    match = _ORIGIN.match(body[0][2:])
+    if match:
+        nodes = [] if match["nodes"] == "-" else match["nodes"].split(",")
+        origin = Origin(nodes, None if match["source"] == "-" else match["source"])
+    else:
+        lost(0)
+    j = 1
+    if j < len(body) and body[j].startswith("  module: "):
+        module = body[j][len("  module: "):]
+        if origin is not None and _MODULE.match(module):
+            origin.module = module
+        else:
+            lost(j)
+        j += 1
+    while j < len(body) and body[j].startswith("  source-line: "):
+        match = _SOURCE_LINE.match(body[j][2:])
+        if match and origin is not None:
+            origin.lines.append((match["source"], match["nodes"].split(",")))
+        else:
+            lost(j)       # damage: the line of some outputs is lost
+        j += 1
+    while j < len(body) and body[j].startswith("  output-source: "):
+        name, _, source = body[j][len("  output-source: "):].partition(" ")
+        if name and source and origin is not None:
+            origin.output_sources[name] = source
+        else:
+            lost(j)
+        j += 1
+    while j < len(body) and body[j].startswith("  output-module: "):
+        name, _, module = body[j][len("  output-module: "):].partition(" ")
+        if name and _MODULE.match(module) and origin is not None:
+            origin.output_modules[name] = module
+        else:
+            lost(j)
+        j += 1
+    if j < len(body) and body[j].startswith("  holds: ") and origin is not None:
+        pairs = [p.rpartition("=") for p in body[j][len("  holds: "):].split(" ")]
+        origin.holds = {name: node for name, eq, node in pairs if eq and name and node}
+        j += 1
+    return origin, j
+
+
 def _fill_body(record: Record, body: List[str]) -> None:
     if record.kind not in ITEM_KINDS:
         for line in body:
@@ -649,47 +699,8 @@ def _fill_body(record: Record, body: List[str]) -> None:
     # record.truncated is only set yet when the file ends inside this record: its last line is cut
     b = _Body(record, body, cut=len(body) - 1 if record.truncated else -1)
     j = 0
-    if record.kind == "launch" and body and body[0].startswith("  origin:"):
-        match = _ORIGIN.match(body[0][2:])
-        if match:
-            nodes = [] if match["nodes"] == "-" else match["nodes"].split(",")
-            source = None if match["source"] == "-" else match["source"]
-            record.origin = Origin(nodes, source)
-        else:
-            b.lost(0)
-        j = 1
-        if j < len(body) and body[j].startswith("  module: "):
-            module = body[j][len("  module: "):]
-            if record.origin is not None and _MODULE.match(module):
-                record.origin.module = module
-            else:
-                b.lost(j)
-            j += 1
-        while j < len(body) and body[j].startswith("  source-line: "):
-            match = _SOURCE_LINE.match(body[j][2:])
-            if match and record.origin is not None:
-                record.origin.lines.append((match["source"], match["nodes"].split(",")))
-            else:
-                b.lost(j)       # damage: the line of some outputs is lost
-            j += 1
-        while j < len(body) and body[j].startswith("  output-source: "):
-            name, _, source = body[j][len("  output-source: "):].partition(" ")
-            if name and source and record.origin is not None:
-                record.origin.output_sources[name] = source
-            else:
-                b.lost(j)
-            j += 1
-        while j < len(body) and body[j].startswith("  output-module: "):
-            name, _, module = body[j][len("  output-module: "):].partition(" ")
-            if name and _MODULE.match(module) and record.origin is not None:
-                record.origin.output_modules[name] = module
-            else:
-                b.lost(j)
-            j += 1
-        if j < len(body) and body[j].startswith("  holds: ") and record.origin is not None:
-            pairs = [p.rpartition("=") for p in body[j][len("  holds: "):].split(" ")]
-            record.origin.holds = {name: node for name, eq, node in pairs if eq and name and node}
-            j += 1
+    if record.kind == "launch":
+        record.origin, j = parse_origin(body, b.lost)
     while j < len(body):
         item, j2, truncated = _item(b, j, 1)
         if item is None:

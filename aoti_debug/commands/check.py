@@ -57,7 +57,7 @@ def run(args) -> int:
               + (f", max_ulp={out.max_ulp:.3g} against {out.against}" if out.max_ulp is not None else ""),
               f"  {out.worst}",
               f"  ops: {first.ops_text()}",
-              f"  source: {first.source or '-'}"])
+              f"  source: {first.where(out.name)}"])
     echo([f"{len(found)} launch(es): {checked - len(failed)} within tolerance, {len(failed)} beyond, "
           f"{len(found) - checked} not checkable"])
     return verdict(bool(failed), gaps)       # a launch beyond tolerance is one whatever is missing

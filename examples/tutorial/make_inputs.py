@@ -8,6 +8,7 @@ format that both run.py and the C++ runner `aoti-debug-run --inputs` read.
 
 import torch
 
+import encoder
 import lookup
 import ranker
 from aoti_debug.runner import save_inputs
@@ -19,6 +20,7 @@ files = {
     "spike.pt": ranker.example_inputs(spike=True),             # one step a hundred times too large
     "rows.pt": lookup.example_inputs(),
     "bad_rows.pt": lookup.example_inputs(rows=(0, 1 << 44, 5)),  # a corrupted row id
+    "features.pt": encoder.example_inputs(),
 }
 for name, inputs in files.items():
     save_inputs(name, inputs)
