@@ -143,13 +143,70 @@ def _runtime_text() -> str:
 
 
 # Inductor holds tensors as RAIIAtenTensorHandle, ConstantHandle or plain
-# AtenTensorHandle; this overload set turns any of them into the latter.
+# AtenTensorHandle; `handle` turns any of them into the latter.  `Args` holds
+# one launch's argument descriptions (see _get below): made on first use, a
+# view's new handle kept (`release()` of a temporary) until done(); building
+# one costs zeroing a byte per argument.
 _HANDLE_GLUE = """
+#include <new>
+#include <type_traits>
+#include <utility>
 namespace aoti_debug_gen {
 template <class T> inline AtenTensorHandle handle(const T& t) { return t.get(); }
 inline AtenTensorHandle handle(AtenTensorHandle t) { return t; }
+
+template <class T, class = void> struct owns_handle : std::false_type {};
+template <class T>
+struct owns_handle<T, std::void_t<decltype(std::declval<T&>().release())>> : std::true_type {};
+
+template <int N> class Args {
+ public:
+  Args() = default;
+  Args(const Args&) = delete;
+  Args& operator=(const Args&) = delete;
+  ~Args() { done(); }
+  // argument i's description; `describe(*this, i)` makes it (through keep) the first time
+  template <class F> const aoti_debug::Value& get(int i, F& describe) {
+    if (made_[i] == 0) describe(*this, i);
+    if (made_[i] == 0) keep_none(i);
+    return slot_[i].v;
+  }
+  template <class T> void keep(int i, T&& h) {
+    if constexpr (!std::is_lvalue_reference<T>::value && owns_handle<T>::value) {
+      owned_[i] = h.release();  // a temporary (a view built for this call): ours until done()
+      made_[i] = 2;
+      any_owned_ = true;
+      new (&slot_[i].v) aoti_debug::Value(aoti_debug::tensor(owned_[i]));
+    } else {
+      made_[i] = 1;
+      new (&slot_[i].v) aoti_debug::Value(aoti_debug::tensor(handle(h)));
+    }
+  }
+  void done() {
+    if (!any_owned_) return;
+    for (int i = 0; i < N; ++i)
+      if (made_[i] == 2) aoti_torch_delete_tensor_object(owned_[i]), made_[i] = 0;
+    any_owned_ = false;
+  }
+
+ private:
+  void keep_none(int i) {
+    made_[i] = 1;
+    new (&slot_[i].v) aoti_debug::Value();
+  }
+  union Slot {
+    Slot() {}
+    aoti_debug::Value v;
+  };
+  static_assert(std::is_trivially_destructible<aoti_debug::Value>::value, "Slot never destroys its Value");
+  Slot slot_[N];
+  AtenTensorHandle owned_[N];
+  unsigned char made_[N] = {};  // 0: not yet, 1: described, 2: described, owns owned_[i]
+  bool any_owned_ = false;
+};
 }  // namespace aoti_debug_gen
 """
+
 
 ROLE = {IN: "aoti_debug::Role::In", OUT: "aoti_debug::Role::Out", INOUT: "aoti_debug::Role::InOut"}
 
@@ -158,11 +215,55 @@ def _value(a: Arg) -> str:
     return f"aoti_debug::tensor(aoti_debug_gen::handle({a.expr}))"
 
 
+# A launch's arguments are described through one `aoti_debug_gen::Args` per
+# launch (_HANDLE_GLUE): each at most once, and only when something that runs
+# asks (a record at level 3 and up, a check).  A view argument's expression
+# builds a new tensor handle each time it is evaluated.  Inputs are described
+# through `aotid_in_N`, defined before the launch; outputs through
+# `aotid_out_N`, defined after it (an output handle may not exist before).
+
+def _get(site: Site, i: int, after: bool) -> str:
+    return f"aotid_a_{site.index}.get({i}, aotid_{'out' if after else 'in'}_{site.index})"
+
+
 def _values(site: Site, out_side: bool) -> List[str]:
-    """One value per site argument; the other side's arguments are nullptr
-    (an output handle may not even exist before the launch)."""
+    """One value per site argument; the other side's arguments are nullptr."""
     wanted = (OUT, INOUT) if out_side else (IN, INOUT)
-    return [_value(a) if a.role in wanted else "nullptr" for a in site.args]
+    return [_get(site, i, out_side) if a.role in wanted else "nullptr" for i, a in enumerate(site.args)]
+
+
+def _all_values(site: Site) -> str:
+    """Every argument, after the launch."""
+    return ", ".join(_get(site, i, True) for i in range(len(site.args)))
+
+
+def _describer(name: str, site: Site, roles: Tuple[str, ...], otherwise: str = "") -> str:
+    cases = "".join(f" case {i}: d.keep({i}, {a.expr}); break;"
+                    for i, a in enumerate(site.args) if a.role in roles)
+    default = f" default: {otherwise}(d, i);" if otherwise else ""
+    return f"auto {name} = [&](auto& d, int i) {{ switch (i) {{{cases}{default} }} }};"
+
+
+def args_before(site: Site) -> List[str]:
+    """The launch's argument cache and its inputs' describer (nothing without arguments)."""
+    if not site.args:
+        return []
+    n = site.index
+    return [f"aoti_debug_gen::Args<{len(site.args)}> aotid_a_{n};",
+            _describer(f"aotid_in_{n}", site, (IN, INOUT))]
+
+
+def args_after(site: Site) -> List[str]:
+    """The outputs' describer, which hands inputs to the inputs' one."""
+    if not site.args:
+        return []
+    n = site.index
+    return [_describer(f"aotid_out_{n}", site, (OUT,), f"aotid_in_{n}")]
+
+
+def args_done(site: Site) -> List[str]:
+    """After the launch's last check: the view handles built for it go."""
+    return [f"aotid_a_{site.index}.done();"] if site.args else []
 
 
 def _call(macro: str, *args: str) -> str:
@@ -184,7 +285,7 @@ def site_definition(site: Site) -> List[str]:
         f"{'aotid_args_%d' % n if site.args else 'nullptr'}, {len(site.args)}, "
         f"{c_string(site.record_lines(output_sources(site)))}"
         f"{', ' + c_string(fx_ops.to_text(site.ops)) if site.ops else ''}}};")
-    return lines
+    return lines + args_before(site)
 
 
 def before_launch(site: Site) -> List[str]:
@@ -193,15 +294,19 @@ def before_launch(site: Site) -> List[str]:
 
 
 def after_launch(site: Site, nan_check: bool, memcheck: bool = False, blackbox: bool = False) -> List[str]:
-    lines = [_call("AOTI_DEBUG_LAUNCH_END", "aotid_run", f"aotid_site_{site.index}",
-                   *_values(site, True))]
-    return lines + checks_after(site, nan_check, memcheck, blackbox)
+    lines = args_after(site) + [_call("AOTI_DEBUG_LAUNCH_END", "aotid_run", f"aotid_site_{site.index}",
+                                      *_values(site, True))]
+    return lines + checks_after(site, nan_check, memcheck, blackbox, described=True)
 
 
-def checks_after(site: Site, nan_check: bool, memcheck: bool, blackbox: bool) -> List[str]:
-    """After a launch: the black box marks it returned, then the memory check, then the NaN check."""
-    return ((box_after() if blackbox else []) + (mem_after(site) if memcheck else [])
-            + (nan_after(site) if nan_check else []))
+def checks_after(site: Site, nan_check: bool, memcheck: bool, blackbox: bool, described: bool = False) -> List[str]:
+    """After a launch: the black box marks it returned, then the memory check, then the NaN check
+    (`described`: the outputs' describer is already defined)."""
+    checks = ((box_after() if blackbox else []) + (mem_after(site) if memcheck else [])
+              + (nan_after(site) if nan_check else []))
+    if not checks:
+        return args_done(site) if described else []
+    return ([] if described else args_after(site)) + checks + args_done(site)
 
 
 def box_before(site: Site) -> List[str]:
@@ -222,8 +327,8 @@ def mem_before(site: Site) -> List[str]:
 def mem_after(site: Site) -> List[str]:
     """The memory check after a launch, before the NaN check: a NaN read from
     memory nobody wrote is reported as that, not as numerics."""
-    values = ", ".join(_value(a) for a in site.args)
-    return [f"if (AOTI_DEBUG_UNLIKELY(aotid_mem.on)) aotid_mem.after(aotid_site_{site.index}, {{{values}}});"]
+    return [f"if (AOTI_DEBUG_UNLIKELY(aotid_mem.on)) aotid_mem.after(aotid_site_{site.index}, "
+            f"{{{_all_values(site)}}});"]
 
 
 def nan_after(site: Site) -> List[str]:
@@ -232,12 +337,11 @@ def nan_after(site: Site) -> List[str]:
     Each output carries its own source line: a fused kernel writes buffers
     that come from different lines of the model."""
     n = site.index
-    values = ", ".join(_value(a) for a in site.args)
     outs = ", ".join(_values(site, True))  # the clean path describes the outputs only
     sources = ", ".join(c_string(output_where(site, a) if a.role != IN else "") for a in site.args) or "nullptr"
     return [f"static const char* const aotid_sources_{n}[] = {{{sources}}};",
             f"if (AOTI_DEBUG_UNLIKELY(aotid_nan.on) && !aotid_nan.clean(aotid_site_{n}, {{{outs}}}))",
-            f"    aotid_nan.after(aotid_site_{n}, aotid_sources_{n}, {{{values}}});"]
+            f"    aotid_nan.after(aotid_site_{n}, aotid_sources_{n}, {{{_all_values(site)}}});"]
 
 
 def output_sources(site: Site) -> dict:

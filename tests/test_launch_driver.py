@@ -103,3 +103,39 @@ def test_the_module_is_the_one_running_the_line_the_launch_names():
     # an op of the model's own forward runs in no submodule: no module line
     root = provenance_of_fx_nodes([node("relu", torch.relu, 13)])
     assert root.module == "-" and Site(0, "k", root, [], "cpp").record_lines().startswith("  source-line: ")
+
+
+@pytest.mark.parametrize("shown", [True, False], ids=["logged", "filtered-out"])
+def test_each_argument_is_described_once_per_launch_in_the_cpp_wrapper(shown):
+    """With everything compiled in (records, NaN check, memory check, black box), an
+    argument's expression (a view builds a new tensor each time it is evaluated)
+    appears once in the launch's code: in the describer of its side, which a
+    per-launch cache calls only when something that runs asks."""
+    from aoti_debug.codegen_patches import cpp_emit
+    from aoti_debug.codegen_patches.plan import IN, INOUT, OUT, Arg, Site
+    view = "wrap_with_raii_handle_if_needed(reinterpret_tensor_wrapper(arg0_1, 2, int_array_0, int_array_1, 0L))"
+    args = [Arg("arg0_1", view, IN), Arg("buf1", "buf1", INOUT), Arg("buf2", "buf2_handle", OUT)]
+    site = Site(1, "aoti_torch_cpu_foo", Provenance(), args, "extern")
+    header, before_lines, after_lines = cpp_emit.EMITTER.launch(site, shown, True, True, True)
+    before, after = "\n".join(before_lines), "\n".join(after_lines)
+    assert header == [] and (before + after).count(view) == 1 and (before + after).count("buf2_handle") == 1
+    assert "aoti_debug_gen::Args<3> aotid_a_1;" in before
+    assert ("auto aotid_in_1 = [&](auto& d, int i) { switch (i) { case 0: d.keep(0, " + view + "); break;"
+            " case 1: d.keep(1, buf1); break; } };") in before
+    assert after.startswith("auto aotid_out_1 = [&](auto& d, int i) { switch (i) {"
+                            " case 2: d.keep(2, buf2_handle); break; default: aotid_in_1(d, i); } };")
+    assert after_lines[-1] == "aotid_a_1.done();"
+    # every use goes through the cache: inputs by the inputs' describer before the launch,
+    # anything by the outputs' one after it
+    assert "aotid_box.before(aotid_site_1, {aotid_a_1.get(0, aotid_in_1), aotid_a_1.get(1, aotid_in_1), nullptr})" \
+        in before
+    assert ("aotid_mem.after(aotid_site_1, {aotid_a_1.get(0, aotid_out_1), aotid_a_1.get(1, aotid_out_1), "
+            "aotid_a_1.get(2, aotid_out_1)})") in after
+    assert ("aotid_nan.clean(aotid_site_1, {nullptr, aotid_a_1.get(1, aotid_out_1), "
+            "aotid_a_1.get(2, aotid_out_1)})") in after
+    assert ("AOTI_DEBUG_LAUNCH(aotid_run, aotid_site_1, aotid_a_1.get(0, aotid_in_1), "
+            "aotid_a_1.get(1, aotid_in_1), nullptr);" in before) == shown
+    assert ("AOTI_DEBUG_LAUNCH_END(aotid_run, aotid_site_1, nullptr, aotid_a_1.get(1, aotid_out_1), "
+            "aotid_a_1.get(2, aotid_out_1));" in after) == shown
+    # with nothing but records, a launch the filter leaves out describes nothing
+    assert cpp_emit.EMITTER.launch(site, False, False, False, False) == ([], ["++aotid_run.launch;"], [])
