@@ -169,17 +169,17 @@ template <int N> class Args {
   template <class F> const aoti_debug::Value& get(int i, F& describe) {
     if (made_[i] == 0) describe(*this, i);
     if (made_[i] == 0) keep_none(i);
-    return slot_[i].v;
+    return *at(i);
   }
   template <class T> void keep(int i, T&& h) {
     if constexpr (!std::is_lvalue_reference<T>::value && owns_handle<T>::value) {
       owned_[i] = h.release();  // a temporary (a view built for this call): ours until done()
       made_[i] = 2;
       any_owned_ = true;
-      new (&slot_[i].v) aoti_debug::Value(aoti_debug::tensor(owned_[i]));
+      new (slot_[i]) aoti_debug::Value(aoti_debug::tensor(owned_[i]));
     } else {
       made_[i] = 1;
-      new (&slot_[i].v) aoti_debug::Value(aoti_debug::tensor(handle(h)));
+      new (slot_[i]) aoti_debug::Value(aoti_debug::tensor(handle(h)));
     }
   }
   void done() {
@@ -192,14 +192,11 @@ template <int N> class Args {
  private:
   void keep_none(int i) {
     made_[i] = 1;
-    new (&slot_[i].v) aoti_debug::Value();
+    new (slot_[i]) aoti_debug::Value();
   }
-  union Slot {
-    Slot() {}
-    aoti_debug::Value v;
-  };
-  static_assert(std::is_trivially_destructible<aoti_debug::Value>::value, "Slot never destroys its Value");
-  Slot slot_[N];
+  aoti_debug::Value* at(int i) { return std::launder(reinterpret_cast<aoti_debug::Value*>(slot_[i])); }
+  static_assert(std::is_trivially_destructible<aoti_debug::Value>::value, "a slot never destroys its Value");
+  alignas(aoti_debug::Value) unsigned char slot_[N][sizeof(aoti_debug::Value)];  // built on first use
   AtenTensorHandle owned_[N];
   unsigned char made_[N] = {};  // 0: not yet, 1: described, 2: described, owns owned_[i]
   bool any_owned_ = false;
