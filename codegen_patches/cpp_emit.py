@@ -291,19 +291,15 @@ def before_launch(site: Site) -> List[str]:
 
 
 def after_launch(site: Site, nan_check: bool, memcheck: bool = False, blackbox: bool = False) -> List[str]:
-    lines = args_after(site) + [_call("AOTI_DEBUG_LAUNCH_END", "aotid_run", f"aotid_site_{site.index}",
-                                      *_values(site, True))]
-    return lines + checks_after(site, nan_check, memcheck, blackbox, described=True)
+    return (args_after(site)
+            + [_call("AOTI_DEBUG_LAUNCH_END", "aotid_run", f"aotid_site_{site.index}", *_values(site, True))]
+            + checks_after(site, nan_check, memcheck, blackbox) + args_done(site))
 
 
-def checks_after(site: Site, nan_check: bool, memcheck: bool, blackbox: bool, described: bool = False) -> List[str]:
-    """After a launch: the black box marks it returned, then the memory check, then the NaN check
-    (`described`: the outputs' describer is already defined)."""
-    checks = ((box_after() if blackbox else []) + (mem_after(site) if memcheck else [])
-              + (nan_after(site) if nan_check else []))
-    if not checks:
-        return args_done(site) if described else []
-    return ([] if described else args_after(site)) + checks + args_done(site)
+def checks_after(site: Site, nan_check: bool, memcheck: bool, blackbox: bool) -> List[str]:
+    """After a launch: the black box marks it returned, then the memory check, then the NaN check."""
+    return ((box_after() if blackbox else []) + (mem_after(site) if memcheck else [])
+            + (nan_after(site) if nan_check else []))
 
 
 def box_before(site: Site) -> List[str]:
@@ -382,8 +378,9 @@ class Emitter:
         extra = (mem_before(site) if memcheck else []) + (box_before(site) if blackbox else [])
         if shown:
             return [], before_launch(site) + extra, after_launch(site, nan_check, memcheck, blackbox)
+        checks = checks_after(site, nan_check, memcheck, blackbox)
         return ([], skipped_launch(site, nan_check, memcheck, blackbox) + extra,
-                checks_after(site, nan_check, memcheck, blackbox))
+                args_after(site) + checks + args_done(site) if checks else [])
 
 
 EMITTER = Emitter()

@@ -126,10 +126,9 @@ def origin_of(before: Dict[str, Any]) -> Optional[Origin]:
     return parse_origin(body + before.get("lines", "").splitlines(), lambda j: None)[0]
 
 
-def held_outputs(before: Dict[str, Any], program: opsmod.Program) -> Dict[str, str]:
-    """Output record name -> the FX node whose value it holds: the `holds:` line,
-    then the ops' own `holds` lists."""
-    origin = origin_of(before)
+def held_outputs(origin: Optional[Origin], program: opsmod.Program) -> Dict[str, str]:
+    """Output record name -> the FX node whose value it holds: the `holds:` line
+    of the launch's origin (origin_of), then the ops' own `holds` lists."""
     held = dict(origin.holds or {}) if origin else {}
     for op in program.ops:
         held.update((buffer, op.node) for buffer in op.holds if buffer not in held)
@@ -266,7 +265,7 @@ def check_launch(folder: str, before: Dict[str, Any], after: Optional[Dict[str, 
         return launch
     inputs = {k: v for k, v in tensors(folder, before["files"], ("in", "inout")).items() if v is not None}
     outputs = tensors(folder, after["files"], ("out", "inout"))
-    held = held_outputs(before, program)
+    held = held_outputs(launch.origin, program)
     upstream = all(opsmod.is_upstream(op.op) for op in program.ops)
     known = known_sizes(program, held, outputs)
     eager = opsmod.Runner(program, inputs, known=known)

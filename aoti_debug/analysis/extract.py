@@ -19,7 +19,7 @@ import zipfile
 from typing import Any, Dict, List, Optional
 
 from . import ops as opsmod
-from .check import held_outputs, known_sizes, launches, tensors
+from .check import held_outputs, known_sizes, launches, origin_of, tensors
 from .untrusted import InputError, create, printable
 
 FORMATS = ("contiguous_format", "channels_last", "channels_last_3d", "preserve_format")
@@ -161,7 +161,7 @@ def extract(root: str, ident: str, out_dir: str, package: Optional[str] = None) 
     if program.error or not program.own():
         raise NotExtractable(program.error or "Inductor names no op for this launch")
     inputs = {k: v for k, v in tensors(folder, before["files"], ("in", "inout")).items() if v is not None}
-    held = held_outputs(before, program)
+    held = held_outputs(origin_of(before), program)
     if after is None:
         # the launch never returned (a crash, a kill, a black box's last launch): run it, compare nothing
         recorded = {}

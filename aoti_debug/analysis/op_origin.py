@@ -52,7 +52,7 @@ def _nonfinite(value) -> bool:
 def first_op(manifest: str, line: int) -> str:
     """The answer for the launch whose `before` line is line `line` of `manifest`:
     `aten.log (file:line)`, or `not narrowed: <why>`."""
-    from .check import held_outputs, known_sizes, tensors
+    from .check import held_outputs, known_sizes, origin_of, tensors
     from .dumps import manifest_lines
     folder = os.path.dirname(manifest)
     lines = manifest_lines(folder)
@@ -69,7 +69,8 @@ def first_op(manifest: str, line: int) -> str:
     inputs = {k: v for k, v in tensors(folder, entry["files"], ("in", "inout")).items() if v is not None}
     outputs = tensors(folder, after["files"], ("out", "inout")) if after is not None else {}
     try:
-        runner = opsmod.Runner(program, inputs, known=known_sizes(program, held_outputs(entry, program), outputs))
+        held = held_outputs(origin_of(entry), program)
+        runner = opsmod.Runner(program, inputs, known=known_sizes(program, held, outputs))
     except opsmod.NotCheckable as exc:
         return f"not narrowed: {exc}"
     for op in program.own():
