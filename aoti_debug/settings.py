@@ -66,10 +66,11 @@ class RunDefaults:
     blackbox: int = 0
 
 
-# AOTI_DEBUG_SYNC is read and validated but not acted on yet: a run that asks for
-# it is told so, in both runtimes' words (detail/settings.h kSyncNotImplemented)
-SYNC_NOT_IMPLEMENTED = ("AOTI_DEBUG_SYNC=1 is not implemented yet: no launch is synchronised (on a GPU, "
-                        "CUDA_LAUNCH_BLOCKING=1 makes every launch synchronous)")
+# AOTI_DEBUG_SYNC's notes, in both runtimes' words (detail/settings.h kSyncNeedsLevel, kSyncCapture)
+SYNC_NEEDS_LEVEL = ("AOTI_DEBUG_SYNC=1 waits for the launches of a logged run: at level 0 no launch is "
+                    "waited for (set AOTI_DEBUG_LOGLEVEL=1 with it)")
+SYNC_CAPTURE = ("AOTI_DEBUG_SYNC=1: the stream is being captured into a CUDA graph, so its launches are not "
+                "waited for during capture (run the model uncaptured to pin a fault to its launch)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -386,8 +387,8 @@ VARIABLES: Tuple[Variable, ...] = (
     Variable("blackbox_max_mb", "AOTI_DEBUG_BLACKBOX_MAX_MB", _parse_blackbox_mb, when="run",
              help="the black box's ring file size in megabytes"),
     Variable("sync", "AOTI_DEBUG_SYNC", _parse_bool, when="run",
-             help="not implemented yet: read and validated, nothing is synchronised "
-                  "(on a GPU, CUDA_LAUNCH_BLOCKING=1 makes every launch synchronous)"),
+             help="wait for each launch of a logged run (level >= 1), so an asynchronous device "
+                  "error is pinned to the launch that raised it"),
     Variable("dump_dir", "AOTI_DEBUG_DUMP_DIR", _parse_dir, when="run",
              help="level-10 dump directory"),
     Variable("dump_max_size_gb", "AOTI_DEBUG_DUMP_MAX_SIZE_GB", _parse_size_gb, when="run",

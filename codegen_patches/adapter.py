@@ -258,6 +258,11 @@ def is_instrumentable(wrapper) -> bool:
     return bool(getattr(graph, "aot_mode", False)) and not getattr(graph, "is_const_graph", False)
 
 
+def wrapper_device(wrapper) -> str:
+    """The device type a C++ wrapper launches on ("cpu", "cuda")."""
+    return getattr(wrapper, "device", None) or "cpu"
+
+
 def is_tensor_name(name: str) -> bool:
     from torch._inductor.virtualized import V
     graph = V.graph

@@ -205,6 +205,36 @@ template <int N> class Args {
 """
 
 
+# A CUDA wrapper's device hooks (aoti_debug::DeviceHooks, detail/launch.h),
+# through the driver the wrapper already links: waiting for the run's stream
+# (AOTI_DEBUG_SYNC) and asking whether it is being captured.
+CUDA_HOOKS = """
+#include <cuda.h>
+namespace aoti_debug_gen {
+inline const char* cuda_synchronize(void* stream) {
+  const CUresult r = cuStreamSynchronize(static_cast<CUstream>(stream));
+  if (r == CUDA_SUCCESS) return nullptr;
+  thread_local std::string text;
+  const char* what = nullptr;
+  if (cuGetErrorString(r, &what) != CUDA_SUCCESS || what == nullptr) what = "unknown error";
+  text = std::string("CUDA error: ") + what;
+  return text.c_str();
+}
+inline bool cuda_capturing(void* stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return cuStreamIsCapturing(static_cast<CUstream>(stream), &status) == CUDA_SUCCESS &&
+         status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+static const aoti_debug::DeviceHooks cuda_hooks{&cuda_synchronize, &cuda_capturing};
+}  // namespace aoti_debug_gen
+"""
+
+
+def device_glue(device: str) -> str:
+    """What a wrapper for `device` adds to the runtime: its device hooks."""
+    return CUDA_HOOKS if device == "cuda" else ""
+
+
 ROLE = {IN: "aoti_debug::Role::In", OUT: "aoti_debug::Role::Out", INOUT: "aoti_debug::Role::InOut"}
 
 
@@ -426,10 +456,12 @@ def model_decl(settings, model: str) -> str:
     return f"static aoti_debug::Model aotid_model({model_config(settings, model)});"
 
 
-def run_begin(settings, inputs: Sequence[str], labels: Sequence[str]) -> List[str]:
+def run_begin(settings, inputs: Sequence[str], labels: Sequence[str], device: str = "cpu") -> List[str]:
     values = [_value(Arg(n, n, IN)) for n in inputs]
     lines = [_names("aotid_inputs", labels),
              _call("AOTI_DEBUG_BEGIN_RUN", "aotid_run", "aotid_model", "aotid_inputs", *values)]
+    if device_glue(device):   # run_impl's `stream` is where the launches go
+        lines.append("aoti_debug::on_device(aotid_run, &aoti_debug_gen::cuda_hooks, static_cast<void*>(stream));")
     if settings.memcheck != "off":
         lines.append("aoti_debug::MemChecks aotid_mem(aotid_model, aotid_run);")
     if settings.blackbox > 0:

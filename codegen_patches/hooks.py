@@ -315,7 +315,7 @@ def on_header(wrapper) -> None:
     if st is not None and not st.header_written:   # the GPU wrapper calls the CPU one's too
         st.header_written = True
         core = adapter.linked_core(*cpp_emit.runtime_options(_active))
-        wrapper.header.splice(cpp_emit.runtime_source(_active, core))
+        wrapper.header.splice(cpp_emit.runtime_source(_active, core) + cpp_emit.device_glue(adapter.wrapper_device(wrapper)))
         wrapper.header.writeline(cpp_emit.model_decl(_active, adapter.model_name()))
 
 
@@ -326,7 +326,7 @@ def on_wrapper_decl(wrapper) -> None:
     from torch._inductor.virtualized import V
     names = [n for n in V.graph.graph_inputs if adapter.is_tensor_input(n)]
     labels = guards.labels_for(names)
-    lines = cpp_emit.run_begin(_active, names, labels)
+    lines = cpp_emit.run_begin(_active, names, labels, adapter.wrapper_device(wrapper))
     if _active.check_inputs:
         lines += guards.emit(names, labels, _active.nan_check)
     with wrapper.prefix.indent():

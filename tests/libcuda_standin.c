@@ -24,6 +24,10 @@ CUresult cuGetErrorName(CUresult error, const char **text) {
 }
 CUresult cuCtxGetCurrent(void **ctx) { if (ctx) *ctx = NULL; return CUDA_ERROR_NO_DEVICE; }
 CUresult cuCtxSynchronize(void) { return CUDA_ERROR_NO_DEVICE; }
+CUresult cuStreamSynchronize(void *stream) { (void)stream; return CUDA_ERROR_NO_DEVICE; }
+CUresult cuStreamIsCapturing(void *stream, int *status) {
+  (void)stream; if (status) *status = 0; return CUDA_ERROR_NO_DEVICE;
+}
 CUresult cuModuleLoad(void **module, const char *path) { (void)module; (void)path; return CUDA_ERROR_NO_DEVICE; }
 CUresult cuModuleLoadData(void **module, const void *image) { (void)module; (void)image; return CUDA_ERROR_NO_DEVICE; }
 CUresult cuModuleUnload(void *module) { (void)module; return CUDA_ERROR_NO_DEVICE; }

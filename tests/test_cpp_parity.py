@@ -44,17 +44,23 @@ def test_python_and_cpp_write_identical_records(tmp_path, exe, mlp10, level):
     assert py_log == cpp_log
 
 
-def test_sync_is_said_to_do_nothing_yet_by_both_runtimes(tmp_path, exe, mlp10):
-    """AOTI_DEBUG_SYNC is validated but not implemented: a run that asks for it is told, never
-    left to believe an asynchronous fault would be pinned to its launch."""
-    from aoti_debug.settings import SYNC_NOT_IMPLEMENTED
+def test_sync_on_a_cpu_model_waits_for_nothing_and_says_nothing_in_both_runtimes(tmp_path, exe, mlp10):
+    """AOTI_DEBUG_SYNC on a CPU artifact: CPU launches are synchronous, so there is no device to wait
+    for and no note; a level-0 run is told that it waits for nothing, in the same words by both."""
+    from aoti_debug.settings import SYNC_NEEDS_LEVEL
     py, cpp, py_log, cpp_log = both(tmp_path, mlp10, "mlp", "models.example('mlp')[1]",
                                     AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_SYNC="1")
     assert cpp.returncode == 0, cpp.stderr
-    assert SYNC_NOT_IMPLEMENTED == ("AOTI_DEBUG_SYNC=1 is not implemented yet: no launch is synchronised "
-                                    "(on a GPU, CUDA_LAUNCH_BLOCKING=1 makes every launch synchronous)")
-    assert f"[TIMESTAMP] [pid PID] note - settings\n  {SYNC_NOT_IMPLEMENTED}\n" in records(py_log), py_log
+    assert "note" not in py_log and len(records(py_log)) >= 7, py_log
     assert py_log == cpp_log
+    (tmp_path / "0").mkdir()
+    py, cpp, py_log, cpp_log = both(tmp_path / "0", mlp10, "mlp", "models.example('mlp')[1]",
+                                    AOTI_DEBUG_LOGLEVEL="0", AOTI_DEBUG_SYNC="1")
+    assert cpp.returncode == 0, cpp.stderr
+    line = f"aoti-debug settings: {SYNC_NEEDS_LEVEL}"
+    assert [l for l in py.stderr.splitlines() if l.startswith("aoti-debug")] == [line], py.stderr
+    assert [l for l in cpp.stderr.splitlines() if l.startswith("aoti-debug")] == [line], cpp.stderr
+    assert py_log == cpp_log == ""
 
 
 def dump_tree(root):

@@ -167,6 +167,11 @@ def test_every_cuda_launch_is_instrumented_around_its_call(built):
             # the Triton launch: its call wrapper, on the model's stream, from the packaged cubin
             assert re.search(rf"\bcall_{kernel}\(.*this->device_idx_, stream, kernels, this->cubin_dir_\);",
                              between), between
+    # the run is tied to run_impl's stream (AOTI_DEBUG_SYNC, capture) right after it begins
+    begin = code_at(wrapper, "AOTI_DEBUG_BEGIN_RUN(aotid_run, aotid_model,")
+    assert code_at(wrapper, "aoti_debug::on_device(aotid_run, &aoti_debug_gen::cuda_hooks, "
+                            "static_cast<void*>(stream));") > begin
+    assert code_count(wrapper, "aoti_debug::on_device(") == 1
     # nothing launched outside a site
     run = wrapper[wrapper.index("void AOTInductorModel::run_impl("):]
     assert len(re.findall(r"^\s*call_\w+\(", run, re.M)) == len(TRITON)
@@ -195,6 +200,8 @@ def test_the_package_holds_cubins_and_a_so_linked_against_libtorch_cuda(built, t
         return {line.split()[-1] for line in out.splitlines() if line.strip()}
     driver_calls = {s for s in symbols(str(so), "--undefined-only") if re.fullmatch(r"cu[A-Z]\w*", s)}
     assert {"cuLaunchKernel", "cuModuleLoad", "cuModuleGetFunction"} <= driver_calls
+    # AOTI_DEBUG_SYNC and the capture query go through the driver the wrapper links
+    assert {"cuStreamSynchronize", "cuStreamIsCapturing", "cuGetErrorString"} <= driver_calls
     # every driver entry point the wrapper calls is one the stand-in defines
     assert driver_calls <= symbols(built.libcuda, "--defined-only")
 

@@ -46,6 +46,19 @@ static double now_ns() {
   return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
+// AOTI_DEBUG_SYNC's device hooks, injected: the `sync_fail`-th wait reports an
+// asynchronous error (1: the wait before the run's first launch)
+static int sync_calls = 0, sync_fail = -1;
+static bool capturing = false;
+static const char* fake_synchronize(void*) {
+  return ++sync_calls == sync_fail
+             ? "CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be "
+               "asynchronously reported at some other API call"
+             : nullptr;
+}
+static bool fake_capturing(void*) { return capturing; }
+static const aoti_debug::DeviceHooks fake_device{&fake_synchronize, &fake_capturing};
+
 static Value mylib_op(const TensorView& x, int64_t k, bool fail) {
   AOTI_DEBUG_SCOPE(scope, "mylib::op", x, k);
   if (fail) throw std::runtime_error("bad");
@@ -98,11 +111,24 @@ int main(int, char** argv) {
     return 0;
   }
   const int runs = atoi(argv[4]);
+  // device modes, with the injected hooks: "sync:N" (the Nth wait fails; 0: none),
+  // "capture:0" (every wait asked during capture), "uninstrumented:N" (launch 1
+  // compiled without instrumentation)
+  const bool device = mode.find(':') != std::string::npos;
+  if (device) sync_fail = atoi(mode.c_str() + mode.find(':') + 1);
+  capturing = mode.rfind("capture", 0) == 0;
+  try {
   for (int r = 0; r < runs; ++r) {
     AOTI_DEBUG_BEGIN_RUN(run, model, ins, x);
-    AOTI_DEBUG_LAUNCH(run, s0, x, b0);
-    for (int i = 0; i < 6; ++i) buf0_data[i] = x_data[i] > 0 ? x_data[i] : 0.0f;
-    AOTI_DEBUG_LAUNCH_END(run, s0, x, b0);
+    if (device) aoti_debug::on_device(run, &fake_device, nullptr);
+    if (mode.rfind("uninstrumented", 0) == 0) {
+      ++run.launch;  // launch 1 compiled without instrumentation
+      for (int i = 0; i < 6; ++i) buf0_data[i] = x_data[i] > 0 ? x_data[i] : 0.0f;
+    } else {
+      AOTI_DEBUG_LAUNCH(run, s0, x, b0);
+      for (int i = 0; i < 6; ++i) buf0_data[i] = x_data[i] > 0 ? x_data[i] : 0.0f;
+      AOTI_DEBUG_LAUNCH_END(run, s0, x, b0);
+    }
     AOTI_DEBUG_LAUNCH(run, s1, b0, b1, 4, 0.5);
     if (mode == "crash") *static_cast<volatile int*>(nullptr) = 1;
     if (mode == "crash-after-scope") {  // an op run by the launch, then a crash in the launch
@@ -115,6 +141,10 @@ int main(int, char** argv) {
     AOTI_DEBUG_LAUNCH_END(run, s2, xt, "fast\tpath", Value::int_list(s23, 2), true, nullptr);
     AOTI_DEBUG_END_RUN(run, outs, b1);
     for (int i = 0; i < 4; ++i) buf1_data[i] -= 1;
+  }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 3;
   }
   return 0;
 }
@@ -318,6 +348,128 @@ def test_crash_after_a_scope_inside_a_launch_names_the_launch_again(harness, tmp
                            + head("launch", "toy:1.2", "cpp_fused_add_mul_1")
                            + head("call", 1, "mylib::op")
                            + head("crash", "toy:1.2", "cpp_fused_add_mul_1") + "  signal: SIGSEGV\n")
+
+
+# ---------------------------------------------------------------- AOTI_DEBUG_SYNC, hooks injected
+
+ILLEGAL = "CUDA error: an illegal memory access was encountered"
+
+
+def sync_run(harness, tmp_path, mode, level="1", **env):
+    log = tmp_path / f"{mode.replace(':', '-')}.txt"
+    proc = run(harness, [mode, level, "", "2"], log, check=False, AOTI_DEBUG_SYNC="1", **env)
+    return proc, masked(log)
+
+
+def test_sync_pins_a_device_error_to_the_launch_that_raised_it(harness, tmp_path):
+    """The third wait (after launch 1.2) reports the fault: the crash trailer names 1.2, the error
+    names its kernel and line, and nothing after it runs (launch 1.3 is never written)."""
+    proc, text = sync_run(harness, tmp_path, "sync:3")
+    assert proc.returncode == 3
+    assert proc.stderr == ("aoti-debug: launch toy:1.2 cpp_fused_add_mul_1 (source: model.py:12) failed on "
+                           f"the device: {ILLEGAL} (found by AOTI_DEBUG_SYNC=1, which waits for each launch)\n")
+    assert text == (head("run", 1, "toy") + head("launch", "toy:1.1", "cpp_fused_relu_0")
+                    + head("launch", "toy:1.2", "cpp_fused_add_mul_1")
+                    + head("crash", "toy:1.2", "cpp_fused_add_mul_1")
+                    + f"  error: {ILLEGAL}\n  raised-by: toy:1.2\n")
+
+
+def test_sync_blames_work_queued_before_the_run_not_its_first_launch(harness, tmp_path):
+    proc, text = sync_run(harness, tmp_path, "sync:1")
+    assert proc.returncode == 3
+    assert proc.stderr == ("aoti-debug: the device reported an error before run 1 of model 'toy' began "
+                           f"(work queued before the model was called): {ILLEGAL}\n")
+    assert text == (head("run", 1, "toy") + head("crash", "-", "-")
+                    + f"  error: {ILLEGAL}\n  raised-by: work queued before run 1 of model toy\n")
+
+
+def test_sync_names_every_launch_since_the_last_clean_wait(harness, tmp_path):
+    """Launch 1.1 runs uninstrumented (compiled out by the filter), so it is not waited for: a fault
+    found after 1.2 may be either's, and both the trailer and the error say so."""
+    proc, text = sync_run(harness, tmp_path, "uninstrumented:2")
+    assert proc.returncode == 3
+    assert proc.stderr == ("aoti-debug: the device failed in one of launches toy:1.1 to toy:1.2, found after "
+                           f"launch toy:1.2 cpp_fused_add_mul_1 (source: model.py:12): {ILLEGAL} "
+                           "(AOTI_DEBUG_SYNC=1 waits for each instrumented launch; the launches before toy:1.2 "
+                           "that were compiled without instrumentation are not)\n")
+    assert text == (head("run", 1, "toy") + head("launch", "toy:1.2", "cpp_fused_add_mul_1")
+                    + head("crash", "toy:1.2", "cpp_fused_add_mul_1") + f"  error: {ILLEGAL}\n"
+                    + "  raised-by: one of toy:1.1 to toy:1.2 (launches compiled without instrumentation "
+                      "are not waited for)\n")
+
+
+def test_sync_waits_for_nothing_during_graph_capture_and_says_so_once(harness, tmp_path):
+    """The first wait would fail, but every launch is being captured: none is waited for (no error,
+    the runs' records as without AOTI_DEBUG_SYNC) and one note says why."""
+    from aoti_debug.settings import SYNC_CAPTURE
+    proc, text = sync_run(harness, tmp_path, "capture:1")
+    assert proc.returncode == 0, proc.stderr
+    first = head("launch", "toy:1.1", "cpp_fused_relu_0")
+    assert text == expected(1, runs=2).replace(first, first + head("note", "-", "sync") + f"  {SYNC_CAPTURE}\n")
+
+
+def test_sync_at_level_0_is_said_to_wait_for_nothing(harness, tmp_path):
+    from aoti_debug.settings import SYNC_NEEDS_LEVEL
+    proc, text = sync_run(harness, tmp_path, "sync:3", level="0")
+    assert proc.returncode == 0 and text == ""
+    assert proc.stderr == f"aoti-debug settings: {SYNC_NEEDS_LEVEL}\n"
+
+
+# The same toy through the Python runtime (runtime/launches.py) with the same
+# injected hooks: both runtimes must write and raise the same words.
+PY_TOY = r"""
+import sys
+from aoti_debug.runtime import device, launches
+mode, level = {mode!r}, {level}
+fail = int(mode.split(":")[1])
+calls = [0]
+
+class Injected(device.Hooks):
+    def synchronize(self):
+        calls[0] += 1
+        if calls[0] == fail:
+            return ("CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be "
+                    "asynchronously reported at some other API call")
+        return None
+
+    def capturing(self):
+        return mode.startswith("capture")
+
+device.inject(Injected())
+model = launches.Model("toy", level)
+s0 = launches.Site("cpp_fused_relu_0", "relu", "model.py:11", "layers.0", (("in_ptr0", "in"), ("out_ptr0", "out")))
+s1 = launches.Site("cpp_fused_add_mul_1", "add,mul", "model.py:12", "layers.1,layers.1.act",
+                   (("in_ptr0", "in"), ("in_out_ptr0", "inout"), ("ks0", "in"), ("alpha", "in")))
+s2 = launches.Site("triton_poi_fused_2", "", "", "", (("out_ptr0", "out"), ("mode", "in"), ("shape", "in"),
+                                                      ("flag", "in"), ("none", "in")))
+try:
+    for r in range(2):
+        run = model.begin_run(("arg0_1",), (None,))
+        for k, site in enumerate((s0, s1, s2)):
+            run.launch += 1
+            if k == 0 and mode.startswith("uninstrumented"):
+                continue
+            if run.level:
+                run.before(site, (None,) * len(site.args))
+                run.after(site, (None,) * len(site.args))
+        run.end(("buf1",), (None,))
+except launches.SyncError as exc:
+    print(exc, file=sys.stderr)
+    sys.exit(3)
+"""
+
+
+@pytest.mark.parametrize("mode,level", [("sync:3", 1), ("sync:1", 1), ("uninstrumented:2", 1),
+                                        ("capture:1", 1), ("sync:0", 1), ("sync:3", 0)])
+def test_sync_python_runtime_writes_and_raises_what_cpp_does(harness, tmp_path, mode, level):
+    from conftest import clean_env, run_python
+    cpp, cpp_text = sync_run(harness, tmp_path, mode, level=str(level))
+    log = tmp_path / "py.txt"
+    py = run_python(PY_TOY.format(mode=mode, level=level), check=False,
+                    env=clean_env(AOTI_DEBUG_LOGDEST=str(log), AOTI_DEBUG_SYNC="1"))
+    assert (py.returncode, py.stderr) == (cpp.returncode, cpp.stderr)
+    assert masked(log) == cpp_text
+    assert cpp_text.count("\n") >= (0 if level == 0 else 4)
 
 
 def test_scope_records(harness, tmp_path):

@@ -35,7 +35,7 @@ import json
 import threading
 from typing import Any, List, Optional, Sequence, Tuple
 
-from . import blackbox, memcheck, nan_checks
+from . import blackbox, device, memcheck, nan_checks
 from . import format as fmt
 from . import sink, state
 from .. import settings as settings_mod
@@ -110,6 +110,7 @@ class Model:
         self._lock = threading.Lock()
         self._runs = itertools.count(1)   # next() on a count is atomic under the GIL
         self.reference = ""               # "eager": the runs are an eager reference (runtime/eager.py)
+        self.sync = False                 # AOTI_DEBUG_SYNC (after _init)
 
     # -- settings ------------------------------------------------------------
 
@@ -144,8 +145,9 @@ class Model:
                     lines.append(self._more(box_from, _box_name(self.compiled_blackbox), "AOTI_DEBUG_BLACKBOX",
                                             _box_name(s.blackbox)))
                 self.blackbox = min(self.compiled_blackbox, s.blackbox)
-            if s.sync:
-                lines.append(settings_mod.SYNC_NOT_IMPLEMENTED)
+            self.sync = s.sync
+            if s.sync and level == 0:
+                lines.append(settings_mod.SYNC_NEEDS_LEVEL)
             kernels_from = s.sources.get("kernels", "default")
             if "=" in kernels_from and not kernels_from.startswith("default"):
                 self._runtime_kernels = tuple(s.kernels)
@@ -171,6 +173,8 @@ class Model:
             run.mem = memcheck.MemChecks(self.memcheck, self.name, run.run, run.level)
         if run.level:
             _safely(run._write_begin, input_names, inputs)
+            if self.sync:
+                run.on_device(device.hooks())
         if self.blackbox > 0 and self._box_open():
             run.box = blackbox.BlackBox(self.name, run.run, run.level)
             _safely(run.box.inputs, input_names, inputs)
@@ -206,10 +210,12 @@ class Model:
 class Run:
     """One call of the compiled graph: run number R, launch counter K, level."""
 
-    __slots__ = ("model", "run", "level", "launch", "nan", "dumps", "mem", "box")
+    __slots__ = ("model", "run", "level", "launch", "nan", "dumps", "mem", "box", "device", "synced")
 
     def __init__(self, model: Model, run: int, level: int) -> None:
         self.model, self.run, self.level, self.launch = model, run, level, 0
+        self.device: Optional[device.Hooks] = None   # AOTI_DEBUG_SYNC on a device (on_device)
+        self.synced = 0                               # K of the last launch found clean
         self.nan: Optional[nan_checks.NanChecks] = None   # set when NaN checks are on
         self.dumps: Optional[RunDumps] = None              # level 10: the run's dump folder
         self.mem: Optional[memcheck.MemChecks] = None      # set when the memory check is on
@@ -243,8 +249,54 @@ class Run:
             body = [site.origin_line()] + site.lines.splitlines() + _args(site, values, False, self.level)
         state.emit(fmt.record(fmt.header("launch", self._id(), site.kernel, state.pid()), body))
 
+    def on_device(self, hooks: Optional[device.Hooks]) -> None:
+        """AOTI_DEBUG_SYNC: waits for the work queued before the run, so an
+        error it raised is not blamed on launch 1 (as launch.h on_device)."""
+        self.device = hooks
+        if hooks is not None and not hooks.capturing():
+            error = hooks.synchronize()
+            if error is not None:
+                self._sync_failed(None, error)
+
+    def _wait(self, site: Site) -> None:
+        if self.device.capturing():
+            _safely(lambda: state.tell(self.level, "sync", settings_mod.SYNC_CAPTURE, once=True))
+            return
+        error = self.device.synchronize()
+        if error is not None:
+            self._sync_failed(site, error)
+        self.synced = self.launch
+
+    def _sync_failed(self, site: Optional[Site], error: str) -> None:
+        """The crash trailer of the launch that raised a device error, then the
+        error with kernel and source line (launch.h sync_failed, word for word)."""
+        name, text, ident = self.model.name, device.one_line(error), self._id()
+        if site is None:
+            by = f"work queued before run {self.run} of model {name}"
+            message = (f"aoti-debug: the device reported an error before run {self.run} of model '{name}' "
+                       f"began (work queued before the model was called): {text}")
+        else:
+            where = f"{site.kernel} (source: {site.source or 'unknown'})"
+            if self.launch - self.synced <= 1:
+                by = ident
+                message = (f"aoti-debug: launch {ident} {where} failed on the device: {text} "
+                           "(found by AOTI_DEBUG_SYNC=1, which waits for each launch)")
+            else:
+                first = f"{name}:{self.run}.{self.synced + 1}"
+                by = f"one of {first} to {ident} (launches compiled without instrumentation are not waited for)"
+                message = (f"aoti-debug: the device failed in one of launches {first} to {ident}, found after "
+                           f"launch {ident} {where}: {text} (AOTI_DEBUG_SYNC=1 waits for each instrumented "
+                           f"launch; the launches before {ident} that were compiled without instrumentation "
+                           "are not)")
+        head = fmt.header("crash", ident if site else "-", site.kernel if site else "-", state.pid())
+        _safely(state.emit, fmt.record(head, [f"  error: {text}", f"  raised-by: {by}"]))
+        _inflight(None)
+        raise SyncError(message)
+
     def after(self, site: Site, values: Sequence[Any]) -> None:
         """`launch-end model:R.K kernel` with the outputs (level >= 3)."""
+        if self.device is not None:
+            self._wait(site)
         _inflight(None)
         if self.level < 3 or not self.model.selected(site):
             return
@@ -302,6 +354,11 @@ class Run:
     def mem_finish(self, names: Sequence[str], values: Sequence[Any]) -> None:
         if self.mem.on:
             _checked(self.mem.finish, self.launch, names, values, what="memory check")
+
+
+class SyncError(RuntimeError):
+    """A device error found by AOTI_DEBUG_SYNC, raised into the model's caller
+    (a RuntimeError, as from AOTI)."""
 
 
 class RunDumps:

@@ -134,10 +134,17 @@ class NanChecks {
   void finish();
 
  private:
-  // CPU tensors; what cannot be read here counts as finite.
+  // Device tensors through their own statistics (a NaN in a CUDA input must
+  // not be blamed on the first launch that reads it); what cannot be read
+  // (no statistics, CUDA graph capture) counts as finite.
   bool is_finite(const Value& v) const {
 #if AOTI_DEBUG_ENABLE_STATS
-    if (v.kind != Value::kTensor || v.t.device_type != 0 || v.t.data == nullptr) return true;
+    if (v.kind != Value::kTensor || v.t.data == nullptr) return true;
+    if (v.t.device_type != 0) {
+      Stats s{};
+      const char* reason = nullptr;
+      return v.device_stats == nullptr || !v.device_stats(v, &s, &reason) || !holds_bad(s, count_inf_);
+    }
     return all_finite(v.t, count_inf_);
 #else
     (void)v;
@@ -291,8 +298,13 @@ AOTI_DEBUG_CORE_FN void InputGuard::aligned(const char* label, const Value& v, i
 
 AOTI_DEBUG_CORE_FN void InputGuard::finite(const char* label, const Value& v, bool count_inf) {
 #if AOTI_DEBUG_ENABLE_STATS
-  if (v.t.device_type != 0) return;  // device tensors: the launch checks cover them
-  const Stats s = compute_stats(v.t);
+  Stats s{};
+  const char* reason = nullptr;
+  if (v.t.device_type == 0) {
+    s = compute_stats(v.t);
+  } else if (v.device_stats == nullptr || !v.device_stats(v, &s, &reason)) {
+    return;  // unreadable here (e.g. during CUDA graph capture): the launch checks cover it
+  }
   if (holds_bad(s, count_inf))
     fail(std::string(label) + " holds " + counts(s, count_inf) + " (first at flat index " +
          std::to_string(first_bad(s, count_inf)) + ")");

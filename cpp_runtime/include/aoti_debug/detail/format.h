@@ -121,6 +121,15 @@ inline std::string launch_id(const std::string& model, int64_t run, int64_t laun
   return id;
 }
 
+// A device's error as a record's one line: its first line (torch's CUDA
+// errors go on with advice), "unknown error" when there is none.
+inline std::string one_line(const char* text) {
+  std::string s = text ? text : "";
+  s = s.substr(0, s.find('\n'));
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\r' || s.back() == '\t')) s.pop_back();
+  return s.empty() ? "unknown error" : s;
+}
+
 inline void append_indent(std::string& out, int n) { out.append(static_cast<size_t>(n), ' '); }
 
 // Python-tuple form: (), (5,), (2, 3)

@@ -75,6 +75,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -139,6 +140,17 @@ struct ModelConfig {
 
 class Model;
 
+// What a run on a device needs from that device's own runtime.  The CUDA
+// wrapper passes the driver's (cpp_emit.CUDA_HOOKS); tests inject their own,
+// so every branch that uses them also runs on a CPU.
+struct DeviceHooks {
+  // Waits for the work queued on `stream`: nullptr when it ran clean, else
+  // the device's error in one line (valid until the next call on the thread).
+  const char* (*synchronize)(void* stream);
+  // Is `stream` being captured into a CUDA graph?  Nothing may wait then.
+  bool (*capturing)(void* stream);
+};
+
 // One model run; lives on the stack of run_impl.
 struct Run {
   int level;       // effective level; 0 = nothing to do
@@ -148,6 +160,9 @@ struct Run {
   int64_t dumped = 0;  // level 10: K of the launch whose `before` was recorded
   int32_t dump_name = 0;  // level 10: which name its folder has (Recorder::folder), 0 = none
   mutable int32_t box_dumped = 0;  // a check has dumped the black box in this run
+  const DeviceHooks* device = nullptr;  // set by on_device(); null: a CPU run
+  void* stream = nullptr;               // the stream the run's launches go to
+  int64_t synced = 0;  // AOTI_DEBUG_SYNC: K of the last launch found clean (0: the run's start)
 };
 
 class Model {
@@ -305,7 +320,7 @@ AOTI_DEBUG_CORE_FN void Model::init() {
       more(settings_.blackbox_from, detail::blackbox_name(blackbox_), "AOTI_DEBUG_BLACKBOX",
            detail::blackbox_name(settings_.blackbox));
     if (settings_.blackbox < blackbox_) blackbox_ = settings_.blackbox;
-    if (settings_.sync) lines += std::string(detail::kSyncNotImplemented) + "\n";
+    if (settings_.sync && level_ == 0) lines += std::string(detail::kSyncNeedsLevel) + "\n";
     if (!lines.empty()) {
       lines.pop_back();
       tell(level_, "settings", lines, true);
@@ -522,6 +537,8 @@ AOTI_DEBUG_CORE_FN void run_begin(Run& run, const char* const* input_names, std:
 AOTI_DEBUG_CORE_FN void before_launch(Run& run, const Site& site, std::initializer_list<Value> args);
 AOTI_DEBUG_CORE_FN void after_launch(Run& run, const Site& site, std::initializer_list<Value> args);
 AOTI_DEBUG_CORE_FN void end_run(Run& run, const char* const* output_names, std::initializer_list<Value> outputs);
+AOTI_DEBUG_CORE_FN void on_device(Run& run, const DeviceHooks* hooks, void* stream);
+AOTI_DEBUG_CORE_FN void sync_failed(Run& run, const Site* site, const char* error);
 #else
 // `run R model` (level >= 1; model inputs at level >= 3).
 AOTI_DEBUG_CORE_FN void run_begin(Run& run, const char* const* input_names,
@@ -556,9 +573,63 @@ AOTI_DEBUG_CORE_FN void before_launch(Run& run, const Site& site,
   detail::set_inflight(run.run, run.launch, site.kernel, m.name().c_str());
 }
 
+// AOTI_DEBUG_SYNC (docs/log-format.md 1.6): an error the device reports
+// when a launch is waited for is written as the crash trailer of the launch
+// that raised it (or of the launches since the last clean wait, when some ran
+// uninstrumented), then thrown with kernel and source line.
+AOTI_DEBUG_CORE_FN void sync_failed(Run& run, const Site* site, const char* error) {
+  const Model& m = *run.model;
+  std::string text = detail::one_line(error);
+  std::string by, message;
+  const std::string id = detail::launch_id(m.name(), run.run, run.launch);
+  if (site == nullptr) {
+    by = "work queued before run " + std::to_string(run.run) + " of model " + m.name();
+    message = "aoti-debug: the device reported an error before run " + std::to_string(run.run) +
+              " of model '" + m.name() + "' began (work queued before the model was called): " + text;
+  } else {
+    const std::string where = std::string(site->kernel) + " (source: " +
+                              (site->source && *site->source ? site->source : "unknown") + ")";
+    if (run.launch - run.synced <= 1) {
+      by = id;
+      message = "aoti-debug: launch " + id + " " + where + " failed on the device: " + text +
+                " (found by AOTI_DEBUG_SYNC=1, which waits for each launch)";
+    } else {
+      const std::string first = detail::launch_id(m.name(), run.run, run.synced + 1);
+      by = "one of " + first + " to " + id + " (launches compiled without instrumentation are not waited for)";
+      message = "aoti-debug: the device failed in one of launches " + first + " to " + id +
+                ", found after launch " + id + " " + where + ": " + text +
+                " (AOTI_DEBUG_SYNC=1 waits for each instrumented launch; the launches before " + id +
+                " that were compiled without instrumentation are not)";
+    }
+  }
+  std::string rec = detail::header_line("crash", site ? id : "-", site ? site->kernel : "-");
+  rec += "  error: " + text + "\n  raised-by: " + by + "\n";
+  m.write(std::move(rec));
+  detail::clear_inflight();
+  throw std::runtime_error(message);
+}
+
+// Ties the run to a device stream; with AOTI_DEBUG_SYNC, waits for what was
+// queued before it, so an error from earlier work is not blamed on launch 1.
+AOTI_DEBUG_CORE_FN void on_device(Run& run, const DeviceHooks* hooks, void* stream) {
+  run.device = hooks, run.stream = stream;
+  if (run.level == 0 || !run.model->sync() || hooks == nullptr) return;
+  if (hooks->capturing != nullptr && hooks->capturing(stream)) return;
+  if (const char* error = hooks->synchronize(stream)) sync_failed(run, nullptr, error);
+}
+
 // `launch-end model:R.K kernel` (level >= 3), after the launch.
 AOTI_DEBUG_CORE_FN void after_launch(Run& run, const Site& site,
                                              std::initializer_list<Value> args) {
+  if (AOTI_DEBUG_UNLIKELY(run.device != nullptr) && run.model->sync()) {
+    if (run.device->capturing != nullptr && run.device->capturing(run.stream)) {
+      run.model->tell(run.level, "sync", detail::kSyncCapture, true);
+    } else if (const char* error = run.device->synchronize(run.stream)) {
+      sync_failed(run, &site, error);
+    } else {
+      run.synced = run.launch;
+    }
+  }
   detail::clear_inflight();
   const Model& m = *run.model;
   if (run.level < 3 || !m.selected(site)) return;

@@ -43,11 +43,13 @@ struct NanCheck {
   }
 };
 
-// AOTI_DEBUG_SYNC is read and validated but not acted on yet: a run that asks
-// for it is told so (settings.SYNC_NOT_IMPLEMENTED, word for word)
-constexpr const char* kSyncNotImplemented =
-    "AOTI_DEBUG_SYNC=1 is not implemented yet: no launch is synchronised (on a GPU, "
-    "CUDA_LAUNCH_BLOCKING=1 makes every launch synchronous)";
+// AOTI_DEBUG_SYNC's notes, word for word as settings.py's SYNC_NEEDS_LEVEL and SYNC_CAPTURE
+constexpr const char* kSyncNeedsLevel =
+    "AOTI_DEBUG_SYNC=1 waits for the launches of a logged run: at level 0 no launch is waited for "
+    "(set AOTI_DEBUG_LOGLEVEL=1 with it)";
+constexpr const char* kSyncCapture =
+    "AOTI_DEBUG_SYNC=1: the stream is being captured into a CUDA graph, so its launches are not waited "
+    "for during capture (run the model uncaptured to pin a fault to its launch)";
 
 struct Settings {
   int level = 0;

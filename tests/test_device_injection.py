@@ -1,0 +1,127 @@
+"""The C++ runtime's device-tensor branches, run on a CPU by injecting a
+device's statistics (a Value's `device_stats`, which aoti.h points at the
+shim's copy for CUDA tensors): the NaN check and the input guard read CUDA
+inputs instead of assuming them finite, and what cannot be read (CUDA graph
+capture) is skipped, never reported."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from aoti_debug.native import core as _native
+from test_native_launch import head, masked, run
+
+HARNESS = r"""
+#include <aoti_debug/aoti_debug.h>
+#include <aoti_debug/detail/checks.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+using aoti_debug::Role;
+using aoti_debug::TensorView;
+using aoti_debug::Value;
+
+static float in_data[4] = {1.0f, NAN, 2.0f, 3.0f};
+static float out_data[4];
+static int64_t s4[1] = {4}, st4[1] = {1};
+static int stats_calls = 0;
+static bool capturing = false;
+
+// a CUDA tensor's statistics, injected: the CPU core over the same bytes
+static bool injected_stats(const Value& v, aoti_debug::Stats* out, const char** reason) {
+  ++stats_calls;
+  if (capturing) {
+    *reason = "CUDA graph capture in progress";
+    return false;
+  }
+  TensorView host = v.t;
+  host.device_type = 0, host.device_index = -1;
+  *out = aoti_debug::compute_stats(host, true);
+  return true;
+}
+
+static Value on_cuda(float* data) {
+  Value v(TensorView{data, 6, 1, s4, st4, 1, 0});
+  v.device_stats = &injected_stats;
+  return v;
+}
+
+int main(int, char** argv) {
+  const std::string mode = argv[1];
+  capturing = mode == "capture";
+  static aoti_debug::Model model(
+      aoti_debug::ModelConfig{"toy", 1, "", "warn:nan", mode == "guard", "2.13.0+cpu"});
+  static const aoti_debug::ArgSpec a0[] = {{"in_ptr0", Role::In}, {"out_ptr0", Role::Out}};
+  static aoti_debug::Site s0{"triton_poi_fused_mul_0", "mul", "model.py:11", "scale", a0, 2};
+  static const char* const ins[] = {"x"};
+  static const char* const sources[] = {"", ""};
+  const Value x = on_cuda(in_data), y = on_cuda(out_data);
+  try {
+    AOTI_DEBUG_BEGIN_RUN(run, model, ins, x);
+    if (mode == "guard") {
+      aoti_debug::InputGuard guard(model);
+      guard.finite("x", x, false);
+      guard.finish(run, ins, {x});
+    }
+    aoti_debug::NanChecks nan(model, run);
+    nan.inputs({x});
+    AOTI_DEBUG_LAUNCH(run, s0, x, nullptr);
+    for (int i = 0; i < 4; ++i) out_data[i] = in_data[i] * 2.0f;
+    AOTI_DEBUG_LAUNCH_END(run, s0, nullptr, y);
+    if (!nan.clean(s0, {nullptr, y})) nan.after(s0, sources, {x, y});
+    nan.finish();
+  } catch (const std::exception& e) {
+    std::printf("%d\n%s\n", stats_calls, e.what());
+    return 3;
+  }
+  std::printf("%d\n", stats_calls);
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory):
+    d = tmp_path_factory.mktemp("device")
+    (d / "harness.cpp").write_text(HARNESS)
+    exe = d / "harness"
+    subprocess.run(["c++", "-O1", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-fno-trapping-math",
+                    "-fno-signed-zeros", "-fno-finite-math-only", "-I", _native.include_dir(),
+                    str(d / "harness.cpp"), "-o", str(exe), "-pthread"], check=True)
+    return str(exe)
+
+
+def test_a_nan_in_a_cuda_input_is_not_blamed_on_the_launch_that_reads_it(harness, tmp_path):
+    log = tmp_path / "log.txt"
+    proc = run(harness, ["check"], log)
+    note = head("note", "-", "nan-check")
+    assert masked(log) == (
+        head("run", 1, "toy") + head("launch", "toy:1.1", "triton_poi_fused_mul_0")
+        + note + "  launch toy:1.1 triton_poi_fused_mul_0 (source model.py:11) wrote 1 NaN into out_ptr0 "
+                 "(first at flat index 1); its input in_ptr0 already held NaN (look earlier)\n"
+        + note + "  run 1: NaN/Inf in 1 launch: triton_poi_fused_mul_0 x1\n")
+    # the input read once by nan.inputs (it held NaN: the bad path reads it from the known-bad
+    # list, not again), the output once
+    assert proc.stdout == "2\n"
+
+
+def test_the_input_guard_names_a_nan_in_a_cuda_input(harness, tmp_path):
+    log = tmp_path / "log.txt"
+    proc = run(harness, ["guard"], log, check=False)
+    assert proc.returncode == 3
+    assert proc.stdout == ("1\naoti-debug: the inputs of model 'toy' do not match what it was compiled for:\n"
+                           "  x holds 1 NaN (first at flat index 1)\n")
+
+
+def test_during_graph_capture_a_cuda_tensor_is_skipped_never_reported(harness, tmp_path):
+    log = tmp_path / "log.txt"
+    proc = run(harness, ["capture"], log)
+    assert masked(log) == head("run", 1, "toy") + head("launch", "toy:1.1", "triton_poi_fused_mul_0")
+    assert proc.stdout == "3\n"   # asked each time, never answered: input, clean path's output, after()
