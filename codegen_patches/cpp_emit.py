@@ -458,10 +458,10 @@ def model_decl(settings, model: str) -> str:
 
 def run_begin(settings, inputs: Sequence[str], labels: Sequence[str], device: str = "cpu") -> List[str]:
     values = [_value(Arg(n, n, IN)) for n in inputs]
-    lines = [_names("aotid_inputs", labels),
-             _call("AOTI_DEBUG_BEGIN_RUN", "aotid_run", "aotid_model", "aotid_inputs", *values)]
-    if device_glue(device):   # run_impl's `stream` is where the launches go
-        lines.append("aoti_debug::on_device(aotid_run, &aoti_debug_gen::cuda_hooks, static_cast<void*>(stream));")
+    # a device run is tied to run_impl's `stream`, where its launches go
+    begin = (["AOTI_DEBUG_BEGIN_RUN_ON", "aotid_run", "aotid_model", "&aoti_debug_gen::cuda_hooks",
+              "static_cast<void*>(stream)"] if device_glue(device) else ["AOTI_DEBUG_BEGIN_RUN", "aotid_run", "aotid_model"])
+    lines = [_names("aotid_inputs", labels), _call(*begin, "aotid_inputs", *values)]
     if settings.memcheck != "off":
         lines.append("aoti_debug::MemChecks aotid_mem(aotid_model, aotid_run);")
     if settings.blackbox > 0:

@@ -167,11 +167,10 @@ def test_every_cuda_launch_is_instrumented_around_its_call(built):
             # the Triton launch: its call wrapper, on the model's stream, from the packaged cubin
             assert re.search(rf"\bcall_{kernel}\(.*this->device_idx_, stream, kernels, this->cubin_dir_\);",
                              between), between
-    # the run is tied to run_impl's stream (AOTI_DEBUG_SYNC, capture) right after it begins
-    begin = code_at(wrapper, "AOTI_DEBUG_BEGIN_RUN(aotid_run, aotid_model,")
-    assert code_at(wrapper, "aoti_debug::on_device(aotid_run, &aoti_debug_gen::cuda_hooks, "
-                            "static_cast<void*>(stream));") > begin
-    assert code_count(wrapper, "aoti_debug::on_device(") == 1
+    # the run is tied to run_impl's stream (AOTI_DEBUG_SYNC, capture) as it begins
+    assert code_count(wrapper, "AOTI_DEBUG_BEGIN_RUN_ON(aotid_run, aotid_model, &aoti_debug_gen::cuda_hooks, "
+                               "static_cast<void*>(stream), aotid_inputs") == 1
+    assert code_count(wrapper, "AOTI_DEBUG_BEGIN_RUN(") == 0
     # nothing launched outside a site
     run = wrapper[wrapper.index("void AOTInductorModel::run_impl("):]
     assert len(re.findall(r"^\s*call_\w+\(", run, re.M)) == len(TRITON)

@@ -35,17 +35,17 @@ static int stats_calls = 0;
 static bool capturing = false;
 
 // a CUDA tensor's statistics, injected: the CPU core over the same bytes
-static bool injected_stats(const Value& v, aoti_debug::Stats* out, const char** reason) {
+static bool injected_stats(const Value& v, aoti_debug::Stats* out, const char**) {
   ++stats_calls;
-  if (capturing) {
-    *reason = "CUDA graph capture in progress";
-    return false;
-  }
   TensorView host = v.t;
   host.device_type = 0, host.device_index = -1;
   *out = aoti_debug::compute_stats(host, true);
   return true;
 }
+
+static const char* no_error(void*) { return nullptr; }
+static bool is_capturing(void*) { return capturing; }
+static const aoti_debug::DeviceHooks device{&no_error, &is_capturing};
 
 static Value on_cuda(float* data) {
   Value v(TensorView{data, 6, 1, s4, st4, 1, 0});
@@ -57,14 +57,14 @@ int main(int, char** argv) {
   const std::string mode = argv[1];
   capturing = mode == "capture";
   static aoti_debug::Model model(
-      aoti_debug::ModelConfig{"toy", 1, "", "warn:nan", mode == "guard", "2.13.0+cpu"});
+      aoti_debug::ModelConfig{"toy", 5, "", "warn:nan", mode == "guard", "2.13.0+cpu"});
   static const aoti_debug::ArgSpec a0[] = {{"in_ptr0", Role::In}, {"out_ptr0", Role::Out}};
   static aoti_debug::Site s0{"triton_poi_fused_mul_0", "mul", "model.py:11", "scale", a0, 2};
   static const char* const ins[] = {"x"};
   static const char* const sources[] = {"", ""};
   const Value x = on_cuda(in_data), y = on_cuda(out_data);
   try {
-    AOTI_DEBUG_BEGIN_RUN(run, model, ins, x);
+    AOTI_DEBUG_BEGIN_RUN_ON(run, model, &device, nullptr, ins, x);
     if (mode == "guard") {
       aoti_debug::InputGuard guard(model);
       guard.finite("x", x, false);
@@ -100,7 +100,7 @@ def harness(tmp_path_factory):
 
 def test_a_nan_in_a_cuda_input_is_not_blamed_on_the_launch_that_reads_it(harness, tmp_path):
     log = tmp_path / "log.txt"
-    proc = run(harness, ["check"], log)
+    proc = run(harness, ["check"], log, AOTI_DEBUG_LOGLEVEL="1")
     note = head("note", "-", "nan-check")
     assert masked(log) == (
         head("run", 1, "toy") + head("launch", "toy:1.1", "triton_poi_fused_mul_0")
@@ -114,14 +114,78 @@ def test_a_nan_in_a_cuda_input_is_not_blamed_on_the_launch_that_reads_it(harness
 
 def test_the_input_guard_names_a_nan_in_a_cuda_input(harness, tmp_path):
     log = tmp_path / "log.txt"
-    proc = run(harness, ["guard"], log, check=False)
+    proc = run(harness, ["guard"], log, check=False, AOTI_DEBUG_LOGLEVEL="1")
     assert proc.returncode == 3
     assert proc.stdout == ("1\naoti-debug: the inputs of model 'toy' do not match what it was compiled for:\n"
                            "  x holds 1 NaN (first at flat index 1)\n")
 
 
-def test_during_graph_capture_a_cuda_tensor_is_skipped_never_reported(harness, tmp_path):
+def test_during_graph_capture_no_cuda_tensor_is_read_and_none_is_reported(harness, tmp_path):
+    """The run's stream is being captured: the device's statistics (a copy to the host) are never
+    asked for, so nothing waits inside the capture, and nothing unread is reported."""
     log = tmp_path / "log.txt"
-    proc = run(harness, ["capture"], log)
+    proc = run(harness, ["capture"], log, AOTI_DEBUG_LOGLEVEL="1")
     assert masked(log) == head("run", 1, "toy") + head("launch", "toy:1.1", "triton_poi_fused_mul_0")
-    assert proc.stdout == "3\n"   # asked each time, never answered: input, clean path's output, after()
+    assert proc.stdout == "0\n"
+
+
+def test_during_graph_capture_a_record_says_why_it_has_no_statistics(harness, tmp_path):
+    log = tmp_path / "log.txt"
+    proc = run(harness, ["capture"], log, AOTI_DEBUG_LOGLEVEL="5")
+    assert proc.stdout == "0\n"
+    text = masked(log)
+    assert text.count("stats=skipped (CUDA graph capture in progress)") == 3, text   # run in, launch in, out
+
+
+# -- the Python runtime's twin branches ------------------------------------------
+
+class _Capturing:
+    def synchronize(self):
+        return None
+
+    def capturing(self):
+        return True
+
+
+class _Recorder:
+    def __init__(self):
+        self.saved = []
+
+    def save(self, file, value):
+        self.saved.append(file)
+        return {"file": file}
+
+
+def test_a_level_10_dump_copies_no_device_tensor_during_graph_capture():
+    """torch.compile's level-10 dumps copy device tensors to the host: never while the stream is
+    being captured (the copy would break the user's capture); the file is missing with the reason,
+    so the launch reads as incomplete.  A meta tensor stands in for a CUDA one (a copy would fail)."""
+    import torch
+    from aoti_debug.runtime import device, launches
+    rec = _Recorder()
+    device.inject(_Capturing())
+    try:
+        got = launches._save(rec, "launch000001_in_x.pt", torch.empty(3, device="meta"))
+        inputs = launches._save(rec, "inputs.pt", [torch.ones(2), torch.empty(3, device="meta")])
+        cpu = launches._save(rec, "launch000002_in_y.pt", torch.ones(2))
+    finally:
+        device.inject(None)
+    assert got == inputs == {"file": None, "error": "CUDA graph capture in progress"}
+    assert cpu == {"file": "launch000002_in_y.pt"} and rec.saved == ["launch000002_in_y.pt"]
+
+
+def test_the_device_hooks_are_none_on_a_cpu_only_process_and_the_injected_ones_when_set():
+    from aoti_debug.runtime import device
+    import torch
+    injected = _Capturing()
+    device.inject(injected)
+    try:
+        assert device.hooks() is injected
+    finally:
+        device.inject(None)
+    if not torch.cuda.is_initialized():   # no device has work to wait for
+        assert device.hooks() is None
+    assert device.one_line("CUDA error: an illegal memory access was encountered\nCUDA kernel errors "
+                           "might be asynchronously reported") == \
+        "CUDA error: an illegal memory access was encountered"
+    assert device.one_line("") == device.one_line(None) == "unknown error"

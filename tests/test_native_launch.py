@@ -119,8 +119,7 @@ int main(int, char** argv) {
   capturing = mode.rfind("capture", 0) == 0;
   try {
   for (int r = 0; r < runs; ++r) {
-    AOTI_DEBUG_BEGIN_RUN(run, model, ins, x);
-    if (device) aoti_debug::on_device(run, &fake_device, nullptr);
+    AOTI_DEBUG_BEGIN_RUN_ON(run, model, device ? &fake_device : nullptr, nullptr, ins, x);
     if (mode.rfind("uninstrumented", 0) == 0) {
       ++run.launch;  // launch 1 compiled without instrumentation
       for (int i = 0; i < 6; ++i) buf0_data[i] = x_data[i] > 0 ? x_data[i] : 0.0f;

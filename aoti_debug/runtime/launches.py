@@ -36,6 +36,7 @@ import threading
 from typing import Any, List, Optional, Sequence, Tuple
 
 from . import blackbox, device, memcheck, nan_checks
+from . import stats as stats_mod
 from . import format as fmt
 from . import sink, state
 from .. import settings as settings_mod
@@ -172,9 +173,11 @@ class Model:
         if self.memcheck != "off":   # first: guards what the run allocates from here on
             run.mem = memcheck.MemChecks(self.memcheck, self.name, run.run, run.level)
         if run.level:
-            _safely(run._write_begin, input_names, inputs)
             if self.sync:
-                run.on_device(device.hooks())
+                run.device = device.hooks()
+            _safely(run._write_begin, input_names, inputs)
+            if run.device is not None:
+                run.wait_begin()
         if self.blackbox > 0 and self._box_open():
             run.box = blackbox.BlackBox(self.name, run.run, run.level)
             _safely(run.box.inputs, input_names, inputs)
@@ -249,12 +252,11 @@ class Run:
             body = [site.origin_line()] + site.lines.splitlines() + _args(site, values, False, self.level)
         state.emit(fmt.record(fmt.header("launch", self._id(), site.kernel, state.pid()), body))
 
-    def on_device(self, hooks: Optional[device.Hooks]) -> None:
+    def wait_begin(self) -> None:
         """AOTI_DEBUG_SYNC: waits for the work queued before the run, so an
-        error it raised is not blamed on launch 1 (as launch.h on_device)."""
-        self.device = hooks
-        if hooks is not None and not hooks.capturing():
-            error = hooks.synchronize()
+        error it raised is not blamed on launch 1 (as launch.h run_begin)."""
+        if not self.device.capturing():
+            error = self.device.synchronize()
             if error is not None:
                 self._sync_failed(None, error)
 
@@ -379,7 +381,7 @@ class RunDumps:
     def begin(self, names, values) -> None:
         if self.rec.folder() is None:
             return
-        saved = self.rec.save("inputs.pt", [_host(v) for v in values])
+        saved = _save(self.rec, "inputs.pt", list(values))
         files = [dict(saved, name="inputs", role="in")] if saved and saved.get("file") else []
         s = state.settings()
         ranked = {} if s.rank is None else dict(rank=s.rank, **({"world": s.world} if s.world else {}))
@@ -401,7 +403,7 @@ class RunDumps:
             for part, tensor in _tensors(name or "-", value):
                 wanted += 1
                 file = f"launch{k:06d}_{'out' if out_side else 'in'}_{_safe(part)}.pt"
-                saved = self.rec.save(file, _host(tensor)) or {"file": None, "error": "not written"}
+                saved = _save(self.rec, file, tensor) or {"file": None, "error": "not written"}
                 files.append(dict(saved, name=part, role=role))
         if self.rec.folder() is None:
             return
@@ -433,6 +435,18 @@ def _tensors(name: str, value) -> List[Tuple[str, Any]]:
     if isinstance(value, (tuple, list)):
         return [(f"{name}[{i}]", v) for i, v in enumerate(value) if hasattr(v, "data_ptr")]
     return []
+
+
+def _save(rec, file: str, value):
+    """One file of a level-10 dump.  Nothing is copied from a device while a
+    CUDA graph is being captured (a copy there would break the user's capture):
+    the file is then missing, with the reason, and the launch incomplete."""
+    values = value if isinstance(value, list) else [value]
+    if any(getattr(getattr(v, "device", None), "type", "cpu") != "cpu" for v in values):
+        hooks = device.hooks()
+        if hooks is not None and hooks.capturing():
+            return {"file": None, "error": stats_mod.SKIP_CAPTURE}
+    return rec.save(file, [_host(v) for v in value] if isinstance(value, list) else _host(value))
 
 
 def _host(value):

@@ -12,23 +12,13 @@ AOTI_DEBUG_NAMESPACE_BEGIN
 namespace detail {
 
 #if AOTI_DEBUG_ENABLE_STATS
-// Set by wrappers that can tell (e.g. a CUDA wrapper asking
-// cudaStreamIsCapturing): statistics then skip instead of copying.
-inline bool (*&capture_query())() {
-  static bool (*fn)() = nullptr;
-  return fn;
-}
-
 // Statistics of a device tensor: a blocking copy into a contiguous CPU
-// tensor through the shim, then the CPU core.
+// tensor through the shim, then the CPU core (detail::device_stats asks
+// first whether the run's stream is being captured).
 #if !AOTI_DEBUG_CORE_BODIES
 AOTI_DEBUG_CORE_FN bool aoti_device_stats(const Value& v, Stats* out, const char** reason);
 #else
 AOTI_DEBUG_CORE_FN bool aoti_device_stats(const Value& v, Stats* out, const char** reason) {
-  if (capture_query() != nullptr && capture_query()()) {
-    *reason = "CUDA graph capture in progress";
-    return false;
-  }
   AtenTensorHandle src = const_cast<AtenTensorHandle>(static_cast<const AtenTensorOpaque*>(v.handle));
   if (src == nullptr) return false;
   std::vector<int64_t> strides(static_cast<size_t>(v.t.ndim));

@@ -143,7 +143,7 @@ class NanChecks {
     if (v.t.device_type != 0) {
       Stats s{};
       const char* reason = nullptr;
-      return v.device_stats == nullptr || !v.device_stats(v, &s, &reason) || !holds_bad(s, count_inf_);
+      return !detail::device_stats(v, &s, &reason) || !holds_bad(s, count_inf_);
     }
     return all_finite(v.t, count_inf_);
 #else
@@ -302,7 +302,7 @@ AOTI_DEBUG_CORE_FN void InputGuard::finite(const char* label, const Value& v, bo
   const char* reason = nullptr;
   if (v.t.device_type == 0) {
     s = compute_stats(v.t);
-  } else if (v.device_stats == nullptr || !v.device_stats(v, &s, &reason)) {
+  } else if (!detail::device_stats(v, &s, &reason)) {
     return;  // unreadable here (e.g. during CUDA graph capture): the launch checks cover it
   }
   if (holds_bad(s, count_inf))
@@ -405,7 +405,7 @@ AOTI_DEBUG_CORE_FN void NanChecks::after(const Site& site, const char* const* so
         continue;
       }
       s = compute_stats(arg->t);
-    } else if (!arg->device_stats(*arg, &s, &reason)) {
+    } else if (!detail::device_stats(*arg, &s, &reason)) {
       continue;  // e.g. CUDA graph capture: never sync there
     }
     const bool bad = holds_bad(s, count_inf_);

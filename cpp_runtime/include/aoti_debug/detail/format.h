@@ -27,6 +27,30 @@ struct Value;
 // "stats=skipped (<reason>)".
 typedef bool (*DeviceStatsFn)(const Value& v, Stats* out, const char** reason);
 
+// What a run on a device needs from that device's own runtime.  The CUDA
+// wrapper passes the driver's (cpp_emit.CUDA_HOOKS); tests inject their own,
+// so every branch that uses them also runs on a CPU.
+struct DeviceHooks {
+  // Waits for the work queued on `stream`: nullptr when it ran clean, else
+  // the device's error in one line (valid until the next call on the thread).
+  const char* (*synchronize)(void* stream);
+  // Is `stream` being captured into a CUDA graph?  Nothing may wait or copy then.
+  bool (*capturing)(void* stream);
+};
+
+namespace detail {
+// The device and stream of the run this thread is in (on_device sets them),
+// asked before anything reads a device tensor.
+struct DeviceContext {
+  const DeviceHooks* hooks = nullptr;
+  void* stream = nullptr;
+};
+inline DeviceContext& device_context() {
+  static thread_local DeviceContext context;
+  return context;
+}
+}  // namespace detail
+
 // One argument value as the log shows it.  Cheap to build: borrows
 // everything (strings, int lists and tensor metadata must outlive the call).
 struct Value {
@@ -83,6 +107,17 @@ struct Values {
 };
 
 namespace detail {
+
+// A device tensor's statistics through its adapter, never while the run's
+// stream is being captured into a CUDA graph (no copy, no wait there).
+inline bool device_stats(const Value& v, Stats* out, const char** reason) {
+  const DeviceContext& c = device_context();
+  if (c.hooks != nullptr && c.hooks->capturing != nullptr && c.hooks->capturing(c.stream)) {
+    *reason = "CUDA graph capture in progress";
+    return false;
+  }
+  return v.device_stats != nullptr && v.device_stats(v, out, reason);
+}
 
 // "[timestamp] [pid N] kind id name<facts>\n" (facts: header_facts, run and call records)
 inline std::string header_line(const char* kind, const std::string& id, const char* name,
@@ -278,7 +313,7 @@ inline void append_tensor_block(std::string& out, const Value& val, int level, i
       StatsMemo& memo = stats_memo();
       if (memo.recording && memo.n < StatsMemo::kSize)
         memo.e[memo.n++] = StatsMemo::Entry{v.data, v.sizes, v.strides, v.dtype, s};
-    } else if (val.device_stats == nullptr || !val.device_stats(val, &s, &skip)) {
+    } else if (!device_stats(val, &s, &skip)) {
       if (skip == nullptr) skip = "device not supported";
     }
     if (skip == nullptr) append_stats_lines(out, in, s);

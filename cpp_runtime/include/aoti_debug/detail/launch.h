@@ -140,17 +140,6 @@ struct ModelConfig {
 
 class Model;
 
-// What a run on a device needs from that device's own runtime.  The CUDA
-// wrapper passes the driver's (cpp_emit.CUDA_HOOKS); tests inject their own,
-// so every branch that uses them also runs on a CPU.
-struct DeviceHooks {
-  // Waits for the work queued on `stream`: nullptr when it ran clean, else
-  // the device's error in one line (valid until the next call on the thread).
-  const char* (*synchronize)(void* stream);
-  // Is `stream` being captured into a CUDA graph?  Nothing may wait then.
-  bool (*capturing)(void* stream);
-};
-
 // One model run; lives on the stack of run_impl.
 struct Run {
   int level;       // effective level; 0 = nothing to do
@@ -540,39 +529,6 @@ AOTI_DEBUG_CORE_FN void end_run(Run& run, const char* const* output_names, std::
 AOTI_DEBUG_CORE_FN void on_device(Run& run, const DeviceHooks* hooks, void* stream);
 AOTI_DEBUG_CORE_FN void sync_failed(Run& run, const Site* site, const char* error);
 #else
-// `run R model` (level >= 1; model inputs at level >= 3).
-AOTI_DEBUG_CORE_FN void run_begin(Run& run, const char* const* input_names,
-                                          std::initializer_list<Value> inputs) {
-  const Model& m = *run.model;
-  std::string rec = detail::header_line("run", std::to_string(run.run), m.name().c_str(),
-                                        detail::header_facts(m.settings().rank, m.settings().world));
-  if (run.level >= 3) detail::append_named(rec, "in", input_names, inputs, run.level);
-  m.write(std::move(rec));
-  if (run.level >= 10) detail::dump_run(run, input_names, inputs);
-}
-
-// `launch model:R.K kernel`, before the launch.
-AOTI_DEBUG_CORE_FN void before_launch(Run& run, const Site& site,
-                                              std::initializer_list<Value> args) {
-  const Model& m = *run.model;
-  if (m.selected(site)) {
-    std::string rec =
-        detail::header_line("launch", detail::launch_id(m.name(), run.run, run.launch), site.kernel);
-    if (run.level >= 3) {
-      rec += "  origin: nodes=";
-      rec += detail::or_dash(site.nodes);
-      rec += " source=";
-      rec += detail::or_dash(site.source);
-      rec += '\n';
-      if (site.lines != nullptr) rec += site.lines;
-      detail::append_args(rec, site, args, false, run.level);
-    }
-    m.write(std::move(rec));  // flushed (one write(2)) before the kernel runs
-    if (run.level >= 10) detail::dump_launch(run, site, args, false);  // before the launch too
-  }
-  detail::set_inflight(run.run, run.launch, site.kernel, m.name().c_str());
-}
-
 // AOTI_DEBUG_SYNC (docs/log-format.md 1.6): an error the device reports
 // when a launch is waited for is written as the crash trailer of the launch
 // that raised it (or of the launches since the last clean wait, when some ran
@@ -609,13 +565,49 @@ AOTI_DEBUG_CORE_FN void sync_failed(Run& run, const Site* site, const char* erro
   throw std::runtime_error(message);
 }
 
-// Ties the run to a device stream; with AOTI_DEBUG_SYNC, waits for what was
-// queued before it, so an error from earlier work is not blamed on launch 1.
+// Ties the run to a device stream (AOTI_DEBUG_BEGIN_RUN_ON), before anything
+// reads a device tensor.
 AOTI_DEBUG_CORE_FN void on_device(Run& run, const DeviceHooks* hooks, void* stream) {
   run.device = hooks, run.stream = stream;
-  if (run.level == 0 || !run.model->sync() || hooks == nullptr) return;
-  if (hooks->capturing != nullptr && hooks->capturing(stream)) return;
-  if (const char* error = hooks->synchronize(stream)) sync_failed(run, nullptr, error);
+  detail::device_context() = detail::DeviceContext{hooks, stream};
+}
+
+// `run R model` (level >= 1; model inputs at level >= 3).
+AOTI_DEBUG_CORE_FN void run_begin(Run& run, const char* const* input_names,
+                                          std::initializer_list<Value> inputs) {
+  const Model& m = *run.model;
+  std::string rec = detail::header_line("run", std::to_string(run.run), m.name().c_str(),
+                                        detail::header_facts(m.settings().rank, m.settings().world));
+  if (run.level >= 3) detail::append_named(rec, "in", input_names, inputs, run.level);
+  m.write(std::move(rec));
+  if (run.level >= 10) detail::dump_run(run, input_names, inputs);
+  // AOTI_DEBUG_SYNC: what was queued before the run, waited for now, is not
+  // blamed on launch 1
+  const DeviceHooks* d = run.device;
+  if (AOTI_DEBUG_UNLIKELY(d != nullptr) && m.sync() && (d->capturing == nullptr || !d->capturing(run.stream)))
+    if (const char* error = d->synchronize(run.stream)) sync_failed(run, nullptr, error);
+}
+
+// `launch model:R.K kernel`, before the launch.
+AOTI_DEBUG_CORE_FN void before_launch(Run& run, const Site& site,
+                                              std::initializer_list<Value> args) {
+  const Model& m = *run.model;
+  if (m.selected(site)) {
+    std::string rec =
+        detail::header_line("launch", detail::launch_id(m.name(), run.run, run.launch), site.kernel);
+    if (run.level >= 3) {
+      rec += "  origin: nodes=";
+      rec += detail::or_dash(site.nodes);
+      rec += " source=";
+      rec += detail::or_dash(site.source);
+      rec += '\n';
+      if (site.lines != nullptr) rec += site.lines;
+      detail::append_args(rec, site, args, false, run.level);
+    }
+    m.write(std::move(rec));  // flushed (one write(2)) before the kernel runs
+    if (run.level >= 10) detail::dump_launch(run, site, args, false);  // before the launch too
+  }
+  detail::set_inflight(run.run, run.launch, site.kernel, m.name().c_str());
 }
 
 // `launch-end model:R.K kernel` (level >= 3), after the launch.
@@ -666,6 +658,15 @@ AOTI_DEBUG_NAMESPACE_END
 // levels that write them: level 1 records name the launch alone.
 #define AOTI_DEBUG_BEGIN_RUN(run_var, model, input_names, ...)                                 \
   ::aoti_debug::Run run_var = (model).begin_run();                                             \
+  if (AOTI_DEBUG_UNLIKELY(run_var.level != 0))                                                 \
+  ::aoti_debug::run_begin(run_var, input_names,                                                \
+                          run_var.level >= 3 ? std::initializer_list<::aoti_debug::Value>{__VA_ARGS__} \
+                                             : std::initializer_list<::aoti_debug::Value>{})
+
+// A run whose launches go to a device `stream` (hooks: DeviceHooks).
+#define AOTI_DEBUG_BEGIN_RUN_ON(run_var, model, hooks, stream, input_names, ...)                \
+  ::aoti_debug::Run run_var = (model).begin_run();                                             \
+  ::aoti_debug::on_device(run_var, (hooks), (stream));                                         \
   if (AOTI_DEBUG_UNLIKELY(run_var.level != 0))                                                 \
   ::aoti_debug::run_begin(run_var, input_names,                                                \
                           run_var.level >= 3 ? std::initializer_list<::aoti_debug::Value>{__VA_ARGS__} \
