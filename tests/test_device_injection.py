@@ -189,3 +189,63 @@ def test_the_device_hooks_are_none_on_a_cpu_only_process_and_the_injected_ones_w
                            "might be asynchronously reported") == \
         "CUDA error: an illegal memory access was encountered"
     assert device.one_line("") == device.one_line(None) == "unknown error"
+
+
+# -- torch.compile's statistics of a device tensor: reduced on the device, one transfer ----
+
+def _corpus():
+    import torch
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1000, generator=g)
+    x[[3, 500]] = float("nan")
+    x[7], x[9] = float("inf"), -float("inf")
+    c = torch.randn(20, dtype=torch.complex64, generator=g)
+    c[4], c[6] = complex(float("nan"), 0), complex(0, float("inf"))
+    out = [x, x.to(torch.float16), x.to(torch.bfloat16), x.to(torch.float64), x.view(10, 100).t(), x[::3],
+           torch.full((5,), float("nan")), torch.randint(-100, 100, (50,), generator=g),
+           torch.randint(0, 200, (30,), dtype=torch.uint8), torch.tensor([0, 2**63 + 5], dtype=torch.uint64),
+           torch.tensor([True, False, True]), c]
+    out += [torch.randn(40, generator=g).to(getattr(torch, d)) for d in ("float8_e4m3fn", "float8_e5m2")]
+    return out
+
+
+FIELDS = ("kind", "min", "max", "imin", "imax", "nan_count", "inf_count", "true_count", "false_count",
+          "first_nan", "first_inf", "hash", "unsigned")
+
+
+def test_device_statistics_equal_the_compiled_cores():
+    """compute_with_torch (what a CUDA tensor gets) against the CPU core, on the same bytes: every
+    field exact (the mean to its last bits: torch's summation order)."""
+    import math
+    from aoti_debug.runtime.stats import compute_native, compute_with_torch
+    for t in _corpus():
+        got, want = compute_with_torch(t, hash=True), compute_native(t, hash=True)
+        for f in FIELDS:
+            a, b = getattr(got, f), getattr(want, f)
+            assert a == b or (isinstance(a, float) and math.isnan(a) and math.isnan(b)), (t.dtype, f, a, b)
+        assert got.mean == pytest.approx(want.mean, rel=1e-12, nan_ok=True), t.dtype
+
+
+def test_device_statistics_wait_for_the_device_once():
+    """No op whose result size depends on the data (nonzero, boolean indexing) and no scalar read
+    per value: the device is waited for once, by the single transfer at the end (torch ops recorded
+    as dispatched, on the CPU)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from aoti_debug.runtime.stats import compute_with_torch
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.append(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    for t in _corpus():
+        with Ops() as ops:
+            compute_with_torch(t, hash=True)
+        waits = {"nonzero", "masked_select", "_local_scalar_dense", "item", "index"} & set(ops.names)
+        assert not waits, (t.dtype, waits)
+        assert ops.names.count("stack") == 1, (t.dtype, ops.names)

@@ -9,6 +9,7 @@ skipped while a CUDA graph is being captured, so no sync happens there.
 from __future__ import annotations
 
 import dataclasses
+import struct
 from typing import Optional
 
 SKIP_EMPTY = "empty tensor"
@@ -50,6 +51,11 @@ def kind_of(dtype) -> str:
     if dtype in _INT_DTYPES():
         return "int"
     return "none"
+
+
+def _UNSIGNED():
+    import torch
+    return {torch.uint8, torch.uint16, torch.uint32, torch.uint64}
 
 
 def _INT_DTYPES():
@@ -111,37 +117,68 @@ def compute_native(t, max_threads: int = 0, isa_limit: int = 0, hash: bool = Fal
 def compute_with_torch(t, hash: bool = False) -> Stats:
     """The same definitions with torch ops, on the tensor's own device.
 
-    Used for CUDA and when the compiled core cannot be built; the mean's
-    summation order is torch's, so its last digit may differ from the core.
+    Used for CUDA and when the compiled core cannot be built.  Every scalar
+    is reduced on the device and they come back in one small transfer (one
+    wait): no op whose result size depends on the data (nonzero, boolean
+    indexing), no `.item()` per scalar.  The mean's summation order is
+    torch's, so its last digit may differ from the core's.
     """
     import torch
     kind = kind_of(t.dtype)
     if kind == "none":
         return Stats(skipped=SKIP_DEVICE)
     flat = t.reshape(-1)
-    digest = content_hash_with_torch(flat) if hash else None
+    numel = flat.numel()
+    parts = []                                  # 0-d int64 tensors: integers, or a double's bits
+    unsigned64 = t.dtype == getattr(torch, "uint64", None)
+    want_int = lambda x: parts.append(x.to(torch.int64).reshape(()))
+    want_double = lambda x: parts.append(x.to(torch.float64).reshape(()).view(torch.int64))
+    if hash:
+        want_int(_hash_total(flat))
     if kind == "bool":
-        trues = int(flat.sum())
-        return Stats(kind=kind, true_count=trues, false_count=flat.numel() - trues, hash=digest)
-    if kind == "int":
-        return Stats(kind=kind, imin=int(flat.min()), imax=int(flat.max()),
-                     mean=float(flat.to(torch.float64).mean()), hash=digest)
-    if kind == "complex":
-        c = flat.to(torch.complex128)
-        nan = torch.isnan(c.real) | torch.isnan(c.imag)
-        inf = (torch.isinf(c.real) | torch.isinf(c.imag)) & ~nan
-        values = torch.hypot(c.real, c.imag)
+        want_int(flat.sum())
+    elif kind == "int":
+        if unsigned64:   # reduced as int64 with the top bit flipped, which keeps the order
+            top = _signed(1 << 63)
+            biased = flat.view(torch.int64) ^ top
+            want_int(biased.amin() ^ top), want_int(biased.amax() ^ top)
+            want_double((biased.to(torch.float64) - float(top)).sum() / numel)
+        else:
+            wide = flat.to(torch.int64) if t.dtype in (getattr(torch, "uint16", None),
+                                                        getattr(torch, "uint32", None)) else flat
+            want_int(wide.amin()), want_int(wide.amax()), want_double(wide.sum(dtype=torch.float64) / numel)
     else:
-        values = flat.to(torch.float64)
-        nan = torch.isnan(values)
-        inf = torch.isinf(values)
-    s = Stats(kind=kind, nan_count=int(nan.sum()), inf_count=int(inf.sum()), hash=digest)
-    s.first_nan = _first(nan)
-    s.first_inf = _first(inf)
-    valid = values[~nan]
-    if valid.numel():
-        s.min, s.max, s.mean = float(valid.min()), float(valid.max()), float(valid.mean())
+        if kind == "complex":
+            nan = torch.isnan(flat.real) | torch.isnan(flat.imag)
+            inf = (torch.isinf(flat.real) | torch.isinf(flat.imag)) & ~nan
+            values = torch.hypot(flat.real.to(torch.float64), flat.imag.to(torch.float64))
+        else:   # float8 kinds widened (exactly) for the reductions they lack
+            values = flat.to(torch.float32) if flat.element_size() == 1 else flat
+            nan, inf = torch.isnan(values), torch.isinf(values)
+        nans, infs = nan.sum(), inf.sum()
+        want_int(nans), want_int(infs)
+        # the first index of each, or -1: argmax finds the first True
+        want_int(torch.where(nans > 0, nan.to(torch.uint8).argmax(), -1))
+        want_int(torch.where(infs > 0, inf.to(torch.uint8).argmax(), -1))
+        want_double(torch.where(nan, float("inf"), values).amin())
+        want_double(torch.where(nan, float("-inf"), values).amax())
+        want_double(torch.where(nan, 0, values).sum(dtype=torch.float64) / (numel - nans).clamp(min=1))
+    got = torch.stack(parts).tolist()           # the one transfer
+    digest = _hash_finish(got.pop(0), numel, flat.element_size()) if hash else None
+    if kind == "bool":
+        return Stats(kind=kind, true_count=got[0], false_count=numel - got[0], hash=digest)
+    if kind == "int":
+        wrap = (1 << 64) if unsigned64 else 0
+        return Stats(kind=kind, imin=got[0] + wrap * (got[0] < 0), imax=got[1] + wrap * (got[1] < 0),
+                     mean=_double(got[2]), hash=digest, unsigned=t.dtype in _UNSIGNED())
+    s = Stats(kind=kind, nan_count=got[0], inf_count=got[1], first_nan=got[2], first_inf=got[3], hash=digest)
+    if s.nan_count < numel:
+        s.min, s.max, s.mean = _double(got[4]), _double(got[5]), _double(got[6])
     return s
+
+
+def _double(bits: int) -> float:
+    return struct.unpack("<d", struct.pack("<q", bits))[0]
 
 
 _HASH_KEY = 0x9E3779B97F4A7C15
@@ -163,12 +200,17 @@ def _fmix64(x: int) -> int:
 
 def content_hash_with_torch(t) -> int:
     """Section 3.1's content hash by torch ops on the tensor's own device (the
-    compiled core computes it alongside the statistics).  int64 arithmetic
-    wraps, which is the sum modulo 2**64 the definition asks for."""
+    compiled core computes it alongside the statistics)."""
+    flat = t.reshape(-1)
+    return _hash_finish(int(_hash_total(flat)), flat.numel(), flat.element_size())
+
+
+def _hash_total(flat):
+    """The hash's sum over the tensor's 8-byte words, a 0-d int64 tensor on its
+    device: int64 arithmetic wraps, which is the sum modulo 2**64 the
+    definition asks for."""
     import torch
-    flat = t.reshape(-1).contiguous()
-    numel, itemsize = flat.numel(), flat.element_size()
-    raw = flat.view(torch.uint8)
+    raw = flat.contiguous().view(torch.uint8)
     pad = -raw.numel() % 8
     if pad:
         raw = torch.cat([raw, raw.new_zeros(pad)])
@@ -176,10 +218,8 @@ def content_hash_with_torch(t) -> int:
     i = torch.arange(1, w.numel() + 1, dtype=torch.int64, device=w.device)
     x = w ^ (i * _signed(_HASH_KEY))
     lo, hi = x & 0xFFFFFFFF, (x >> 32) & 0xFFFFFFFF
-    total = int((lo * hi + x).sum()) & _M64
-    return _fmix64((total + numel * _HASH_NUMEL + itemsize) & _M64)
+    return (lo * hi + x).sum()
 
 
-def _first(mask) -> int:
-    hits = mask.nonzero()
-    return int(hits[0, 0]) if hits.numel() else -1
+def _hash_finish(total: int, numel: int, itemsize: int) -> int:
+    return _fmix64(((total & _M64) + numel * _HASH_NUMEL + itemsize) & _M64)
