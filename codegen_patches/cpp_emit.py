@@ -144,9 +144,10 @@ def _runtime_text() -> str:
 
 # Inductor holds tensors as RAIIAtenTensorHandle, ConstantHandle or plain
 # AtenTensorHandle; `handle` turns any of them into the latter.  `Args` holds
-# one launch's argument descriptions (see _get below): made on first use, a
+# one launch's argument descriptions (see _side below): made on first use, a
 # view's new handle kept (`release()` of a temporary) until done(); building
-# one costs zeroing a byte per argument.
+# one costs zeroing a byte per argument, and its Values live on the heap
+# (allocated only when something reads them).
 _HANDLE_GLUE = """
 #include <new>
 #include <type_traits>
@@ -159,27 +160,45 @@ template <class T, class = void> struct owns_handle : std::false_type {};
 template <class T>
 struct owns_handle<T, std::void_t<decltype(std::declval<T&>().release())>> : std::true_type {};
 
+enum Side { kIn, kOut, kAll };
 template <int N> class Args {
  public:
   Args() = default;
   Args(const Args&) = delete;
   Args& operator=(const Args&) = delete;
-  ~Args() { done(); }
-  // argument i's description; `describe(*this, i)` makes it (through keep) the first time
-  template <class F> const aoti_debug::Value& get(int i, F& describe) {
-    if (made_[i] == 0) describe(*this, i);
-    if (made_[i] == 0) keep_none(i);
-    return *at(i);
+  ~Args() {
+    done();
+    delete[] slot_;
+  }
+  // The arguments of one side of the launch (kIn: in and inout, kOut: out
+  // and inout, kAll), each described (through `describe(*this, i)` and keep)
+  // the first time it is asked for.  The list holds every argument, the
+  // others as None or as described earlier (readers go by Site::args'
+  // roles), and is read before the next call.  Out of line: one copy per
+  // describer, not one per argument per list.
+  template <class F>
+  __attribute__((noinline)) aoti_debug::Values side(F& describe, const aoti_debug::Site& site, Side which) {
+    if (slot_ == nullptr) slot_ = new aoti_debug::Value[N];  // only when something reads them
+    for (int i = 0; i < N; ++i) {
+      const aoti_debug::Role r = site.args[i].role;
+      const bool wanted = which == kAll || r == aoti_debug::Role::InOut ||
+                          (which == kOut) == (r == aoti_debug::Role::Out);
+      if (made_[i] == 0 && wanted) {
+        describe(*this, i);
+        if (made_[i] == 0) made_[i] = 1;  // no describer: None
+      }
+    }
+    return aoti_debug::Values::of(slot_, N);
   }
   template <class T> void keep(int i, T&& h) {
     if constexpr (!std::is_lvalue_reference<T>::value && owns_handle<T>::value) {
       owned_[i] = h.release();  // a temporary (a view built for this call): ours until done()
       made_[i] = 2;
       any_owned_ = true;
-      new (slot_[i]) aoti_debug::Value(aoti_debug::tensor(owned_[i]));
+      slot_[i] = aoti_debug::tensor(owned_[i]);
     } else {
       made_[i] = 1;
-      new (slot_[i]) aoti_debug::Value(aoti_debug::tensor(handle(h)));
+      slot_[i] = aoti_debug::tensor(handle(h));
     }
   }
   void done() {
@@ -190,13 +209,7 @@ template <int N> class Args {
   }
 
  private:
-  void keep_none(int i) {
-    made_[i] = 1;
-    new (slot_[i]) aoti_debug::Value();
-  }
-  aoti_debug::Value* at(int i) { return std::launder(reinterpret_cast<aoti_debug::Value*>(slot_[i])); }
-  static_assert(std::is_trivially_destructible<aoti_debug::Value>::value, "a slot never destroys its Value");
-  alignas(aoti_debug::Value) unsigned char slot_[N][sizeof(aoti_debug::Value)];  // built on first use
+  aoti_debug::Value* slot_ = nullptr;  // on the heap: a wrapper's many launches share one stack frame
   AtenTensorHandle owned_[N];
   unsigned char made_[N] = {};  // 0: not yet, 1: described, 2: described, owns owned_[i]
   bool any_owned_ = false;
@@ -249,19 +262,22 @@ def _value(a: Arg) -> str:
 # through `aotid_in_N`, defined before the launch; outputs through
 # `aotid_out_N`, defined after it (an output handle may not exist before).
 
-def _get(site: Site, i: int, after: bool) -> str:
-    return f"aotid_a_{site.index}.get({i}, aotid_{'out' if after else 'in'}_{site.index})"
+def _side(site: Site, which: str) -> str:
+    """The list of a launch's arguments with one side described: kIn before
+    the launch, kOut or kAll after it."""
+    n = site.index
+    describer = "in" if which == "kIn" else "out"
+    return f"aotid_a_{n}.side(aotid_{describer}_{n}, aotid_site_{n}, aoti_debug_gen::{which})"
 
 
 def _values(site: Site, out_side: bool) -> List[str]:
-    """One value per site argument; the other side's arguments are nullptr."""
-    wanted = (OUT, INOUT) if out_side else (IN, INOUT)
-    return [_get(site, i, out_side) if a.role in wanted else "nullptr" for i, a in enumerate(site.args)]
+    """The launch's arguments, with the side it writes (or reads) described."""
+    return [_side(site, "kOut" if out_side else "kIn")] if site.args else []
 
 
 def _all_values(site: Site) -> str:
     """Every argument, after the launch."""
-    return ", ".join(_get(site, i, True) for i in range(len(site.args)))
+    return _side(site, "kAll") if site.args else "{}"
 
 
 def _describer(name: str, site: Site, roles: Tuple[str, ...], otherwise: str = "") -> str:
@@ -334,8 +350,8 @@ def checks_after(site: Site, nan_check: bool, memcheck: bool, blackbox: bool) ->
 
 def box_before(site: Site) -> List[str]:
     """The launch's record and inputs into the black box: one branch when off at run time."""
-    values = ", ".join(_values(site, False))
-    return [f"if (AOTI_DEBUG_UNLIKELY(aotid_box.on)) aotid_box.before(aotid_site_{site.index}, {{{values}}});"]
+    values = _values(site, False)[0] if site.args else "{}"
+    return [f"if (AOTI_DEBUG_UNLIKELY(aotid_box.on)) aotid_box.before(aotid_site_{site.index}, {values});"]
 
 
 def box_after() -> List[str]:
@@ -351,7 +367,7 @@ def mem_after(site: Site) -> List[str]:
     """The memory check after a launch, before the NaN check: a NaN read from
     memory nobody wrote is reported as that, not as numerics."""
     return [f"if (AOTI_DEBUG_UNLIKELY(aotid_mem.on)) aotid_mem.after(aotid_site_{site.index}, "
-            f"{{{_all_values(site)}}});"]
+            f"{_all_values(site)});"]
 
 
 def nan_after(site: Site) -> List[str]:
@@ -360,11 +376,11 @@ def nan_after(site: Site) -> List[str]:
     Each output carries its own source line: a fused kernel writes buffers
     that come from different lines of the model."""
     n = site.index
-    outs = ", ".join(_values(site, True))  # the clean path describes the outputs only
+    outs = _values(site, True)[0] if site.args else "{}"  # the clean path describes the outputs only
     sources = ", ".join(c_string(output_where(site, a) if a.role != IN else "") for a in site.args) or "nullptr"
     return [f"static const char* const aotid_sources_{n}[] = {{{sources}}};",
-            f"if (AOTI_DEBUG_UNLIKELY(aotid_nan.on) && !aotid_nan.clean(aotid_site_{n}, {{{outs}}}))",
-            f"    aotid_nan.after(aotid_site_{n}, aotid_sources_{n}, {{{_all_values(site)}}});"]
+            f"if (AOTI_DEBUG_UNLIKELY(aotid_nan.on) && !aotid_nan.clean(aotid_site_{n}, {outs}))",
+            f"    aotid_nan.after(aotid_site_{n}, aotid_sources_{n}, {_all_values(site)});"]
 
 
 def output_sources(site: Site) -> dict:

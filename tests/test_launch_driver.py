@@ -125,17 +125,14 @@ def test_each_argument_is_described_once_per_launch_in_the_cpp_wrapper(shown):
     assert after.startswith("auto aotid_out_1 = [&](auto& d, int i) { switch (i) {"
                             " case 2: d.keep(2, buf2_handle); break; default: aotid_in_1(d, i); } };")
     assert after_lines[-1] == "aotid_a_1.done();"
-    # every use goes through the cache: inputs by the inputs' describer before the launch,
-    # anything by the outputs' one after it
-    assert "aotid_box.before(aotid_site_1, {aotid_a_1.get(0, aotid_in_1), aotid_a_1.get(1, aotid_in_1), nullptr})" \
-        in before
-    assert ("aotid_mem.after(aotid_site_1, {aotid_a_1.get(0, aotid_out_1), aotid_a_1.get(1, aotid_out_1), "
-            "aotid_a_1.get(2, aotid_out_1)})") in after
-    assert ("aotid_nan.clean(aotid_site_1, {nullptr, aotid_a_1.get(1, aotid_out_1), "
-            "aotid_a_1.get(2, aotid_out_1)})") in after
-    assert ("AOTI_DEBUG_LAUNCH(aotid_run, aotid_site_1, aotid_a_1.get(0, aotid_in_1), "
-            "aotid_a_1.get(1, aotid_in_1), nullptr);" in before) == shown
-    assert ("AOTI_DEBUG_LAUNCH_END(aotid_run, aotid_site_1, nullptr, aotid_a_1.get(1, aotid_out_1), "
-            "aotid_a_1.get(2, aotid_out_1));" in after) == shown
+    # every use goes through the cache, one side at a time: inputs by the inputs' describer
+    # before the launch, anything by the outputs' one after it
+    side = "aotid_a_1.side(aotid_{}_1, aotid_site_1, aoti_debug_gen::{})"
+    assert f"aotid_box.before(aotid_site_1, {side.format('in', 'kIn')});" in before
+    assert f"aotid_mem.after(aotid_site_1, {side.format('out', 'kAll')});" in after
+    assert f"aotid_nan.clean(aotid_site_1, {side.format('out', 'kOut')}))" in after
+    assert f"aotid_nan.after(aotid_site_1, aotid_sources_1, {side.format('out', 'kAll')});" in after
+    assert (f"AOTI_DEBUG_LAUNCH(aotid_run, aotid_site_1, {side.format('in', 'kIn')});" in before) == shown
+    assert (f"AOTI_DEBUG_LAUNCH_END(aotid_run, aotid_site_1, {side.format('out', 'kOut')});" in after) == shown
     # with nothing but records, a launch the filter leaves out describes nothing
     assert cpp_emit.EMITTER.launch(site, False, False, False, False) == ([], ["++aotid_run.launch;"], [])

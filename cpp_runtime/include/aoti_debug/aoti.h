@@ -18,7 +18,7 @@ namespace detail {
 #if !AOTI_DEBUG_CORE_BODIES
 AOTI_DEBUG_CORE_FN bool aoti_device_stats(const Value& v, Stats* out, const char** reason);
 #else
-AOTI_DEBUG_CORE_FN bool aoti_device_stats(const Value& v, Stats* out, const char** reason) {
+AOTI_DEBUG_CORE_FN bool aoti_device_stats(const Value& v, Stats* out, const char**) {
   AtenTensorHandle src = const_cast<AtenTensorHandle>(static_cast<const AtenTensorOpaque*>(v.handle));
   if (src == nullptr) return false;
   std::vector<int64_t> strides(static_cast<size_t>(v.t.ndim));

@@ -235,7 +235,10 @@ inline std::string box_create(BoxState* b, const Settings& s, int64_t launches, 
 
 // Opens the ring on first use (every later call: one load).  False when the
 // black box cannot be kept; the note saying why is written once.
-inline bool box_open(const Settings& s, int64_t launches, int level, const std::string& dest, const char* tv) {
+#if !AOTI_DEBUG_CORE_BODIES
+AOTI_DEBUG_CORE_FN bool box_open(const Settings& s, int64_t launches, int level, const std::string& dest, const char* tv);
+#else
+AOTI_DEBUG_CORE_FN bool box_open(const Settings& s, int64_t launches, int level, const std::string& dest, const char* tv) {
   BoxState* b = box_state();
   if (b == nullptr) return false;
   int32_t status = __atomic_load_n(&b->status, __ATOMIC_ACQUIRE);
@@ -254,6 +257,7 @@ inline bool box_open(const Settings& s, int64_t launches, int level, const std::
     tell(level, dest, "blackbox", "cannot keep the black box: " + why + "; the model runs without it", tv, true);
   return status == 1;
 }
+#endif
 
 // The bytes an item keeps and why not ("" = kept).
 inline std::string box_span(const Value& v, uint64_t* bytes) {
@@ -880,7 +884,10 @@ inline void box_fired_dump(const Settings& s, const std::string& dest, const cha
 }
 
 // The same from a model's check, once per run.
-inline void box_fired(const Model& m, const Run& run, const char* what, const Site* site, Values args) {
+#if !AOTI_DEBUG_CORE_BODIES
+AOTI_DEBUG_CORE_FN void box_fired(const Model& m, const Run& run, const char* what, const Site* site, Values args);
+#else
+AOTI_DEBUG_CORE_FN void box_fired(const Model& m, const Run& run, const char* what, const Site* site, Values args) {
   BoxState* b = box_state();
   if (m.blackbox() <= 0 || run.box_dumped || b == nullptr || __atomic_load_n(&b->status, __ATOMIC_ACQUIRE) != 1)
     return;
@@ -888,10 +895,14 @@ inline void box_fired(const Model& m, const Run& run, const char* what, const Si
   box_fired_dump(m.settings(), m.dest(), m.torch_version(), run.level, what, m.name(), run.run, run.launch, site,
                  args);
 }
+#endif
 
 // A dump asked for with SIGUSR2 is written at the next launch, outside the
 // signal handler.
-inline void box_serve_request(const Settings& s, const std::string& dest, const char* tv, int level) {
+#if !AOTI_DEBUG_CORE_BODIES
+AOTI_DEBUG_CORE_FN void box_serve_request(const Settings& s, const std::string& dest, const char* tv, int level);
+#else
+AOTI_DEBUG_CORE_FN void box_serve_request(const Settings& s, const std::string& dest, const char* tv, int level) {
   BoxState* b = box_state();
   if (AOTI_DEBUG_LIKELY(!b->requested)) return;
   b->requested = 0;
@@ -900,10 +911,15 @@ inline void box_serve_request(const Settings& s, const std::string& dest, const 
   tell(level, dest, "blackbox", why.empty() ? "SIGUSR2: the black box is in " + text : "cannot dump the black box: " + why,
        tv, false);
 }
+#endif
 
 // A run's model inputs (`artifact`: the .so, "" for torch.compile's wrapper;
 // `constant`: which inputs are weights, described and not copied).
-inline void box_run(const Run& run, const std::string& model, const std::string& artifact, const char* const* names,
+#if !AOTI_DEBUG_CORE_BODIES
+AOTI_DEBUG_CORE_FN void box_run(const Run& run, const std::string& model, const std::string& artifact, const char* const* names,
+                    Values vals, const Settings& s, const uint8_t* constant = nullptr);
+#else
+AOTI_DEBUG_CORE_FN void box_run(const Run& run, const std::string& model, const std::string& artifact, const char* const* names,
                     Values vals, const Settings& s, const uint8_t* constant = nullptr) {
   std::vector<BoxItem> items;
   int k = 0;
@@ -914,12 +930,17 @@ inline void box_run(const Run& run, const std::string& model, const std::string&
   const char* strings[2] = {model.c_str(), artifact.c_str()};
   box_append(kBoxRun, run, 0, strings, 2, items.data(), static_cast<uint32_t>(items.size()), s);
 }
+#endif
 
 // A launch's record and its in/inout arguments (`args` in Site::args order;
 // out-only ones are named, their values not read).  `constant`: arguments
 // that are weights beyond the site's own constants (torch.compile's
 // parameters, passed as inputs).
-inline BoxRef box_launch(const Site& site, const Run& run, const std::string& model, Values args, const Settings& s,
+#if !AOTI_DEBUG_CORE_BODIES
+AOTI_DEBUG_CORE_FN BoxRef box_launch(const Site& site, const Run& run, const std::string& model, Values args, const Settings& s,
+                         const uint8_t* constant = nullptr);
+#else
+AOTI_DEBUG_CORE_FN BoxRef box_launch(const Site& site, const Run& run, const std::string& model, Values args, const Settings& s,
                          const uint8_t* constant = nullptr) {
   BoxItem items[64];
   std::vector<BoxItem> more;
@@ -938,6 +959,7 @@ inline BoxRef box_launch(const Site& site, const Run& run, const std::string& mo
   return box_append(kBoxLaunch, run, run.launch, strings, where.seq ? 1 : 6, list, static_cast<uint32_t>(k), s,
                     where.seq ? &where : nullptr);
 }
+#endif
 
 }  // namespace detail
 
@@ -954,14 +976,14 @@ class BlackBox {
   const bool on;
 
   // The run's model inputs.
-  void inputs(const char* const* names, std::initializer_list<Value> vals) {
+  void inputs(const char* const* names, Values vals) {
     static const std::string so = detail::artifact_path();
     detail::box_run(run_, model_.name(), so, names, vals, model_.settings());
   }
 
   // Before a launch: its record and its in/inout arguments (`args` in
   // Site::args order, out-only ones nullptr).
-  void before(const Site& site, std::initializer_list<Value> args) {
+  void before(const Site& site, Values args) {
     detail::box_serve_request(model_.settings(), model_.dest(), model_.torch_version(), run_.level);
     ref_ = detail::box_launch(site, run_, model_.name(), args, model_.settings());
   }

@@ -73,7 +73,7 @@ class InputGuard {
   size_t count() const { return problems_.size(); }
 
   // Writes the offending inputs at level >= 1 and throws with every violation.
-  void finish(const Run& run, const char* const* labels, std::initializer_list<Value> inputs);
+  void finish(const Run& run, const char* const* labels, Values inputs);
 
 #if AOTI_DEBUG_ENABLE_STATS
   static std::string counts(const Stats& s, bool count_inf) {
@@ -115,19 +115,19 @@ class NanChecks {
   const bool on;
 
   // Model inputs: their finiteness is what the first launches read.
-  void inputs(std::initializer_list<Value> vals);
+  void inputs(Values vals);
 
   // After a launch, the clean path: `outs` holds the site's arguments in
   // Site::args order with the ones it only reads left as nullptr (they are not
   // even described unless something is wrong).  Scans each output once
   // (all_finite), allocates nothing; false sends the caller to after().
-  bool clean(const Site& site, std::initializer_list<Value> outs);
+  bool clean(const Site& site, Values outs);
 
   // After a launch whose outputs are not all clean: `args` holds every site
   // argument; `sources[k]` is where output k was made, `file:line, module
   // a.b.c` as the codegen formatted it for both runtimes (format.where in
   // Python; "" = the site's line).  Statistics, taint and reports.
-  void after(const Site& site, const char* const* sources, std::initializer_list<Value> args);
+  void after(const Site& site, const char* const* sources, Values args);
 
   // End of run: the summary line, and the deferred error when every failing
   // launch only propagated NaN/Inf it was given.
@@ -173,7 +173,7 @@ class NanChecks {
 
 #if AOTI_DEBUG_ENABLE_STATS
   void report(const Site& site, const char* buffer, const char* source, const Stats& s,
-              const std::vector<std::string>& tainted, bool poison, std::initializer_list<Value> args) {
+              const std::vector<std::string>& tainted, bool poison, Values args) {
     // `source` names the module too: the codegen wrote it (findings' one format, plan.where)
     std::string msg = "launch " + detail::launch_id(model_.name(), run_.run, run_.launch) + " " + site.kernel +
                       " (source " + detail::or_dash(source) + ") wrote " +
@@ -313,7 +313,7 @@ AOTI_DEBUG_CORE_FN void InputGuard::finite(const char* label, const Value& v, bo
 #endif
 }
 
-AOTI_DEBUG_CORE_FN void InputGuard::finish(const Run& run, const char* const* labels, std::initializer_list<Value> inputs) {
+AOTI_DEBUG_CORE_FN void InputGuard::finish(const Run& run, const char* const* labels, Values inputs) {
   if (problems_.empty()) return;
   std::string text = "aoti-debug: the inputs of model '" + model_.name() +
                      "' do not match what it was compiled for:";
@@ -341,12 +341,12 @@ AOTI_DEBUG_CORE_FN void InputGuard::finish(const Run& run, const char* const* la
   throw std::runtime_error(text);
 }
 
-AOTI_DEBUG_CORE_FN void NanChecks::inputs(std::initializer_list<Value> vals) {
+AOTI_DEBUG_CORE_FN void NanChecks::inputs(Values vals) {
   for (const Value& v : vals)
     if (v.kind == Value::kTensor && !is_finite(v)) set_bad(v.t.data, true);
 }
 
-AOTI_DEBUG_CORE_FN bool NanChecks::clean(const Site& site, std::initializer_list<Value> outs) {
+AOTI_DEBUG_CORE_FN bool NanChecks::clean(const Site& site, Values outs) {
 #if AOTI_DEBUG_ENABLE_STATS
   // at level >= 5 the launch-end record has just read these outputs
   const detail::StatsMemo* memo = nullptr;
@@ -379,7 +379,7 @@ AOTI_DEBUG_CORE_FN bool NanChecks::clean(const Site& site, std::initializer_list
 }
 
 AOTI_DEBUG_CORE_FN void NanChecks::after(const Site& site, const char* const* sources,
-                                         std::initializer_list<Value> args) {
+                                         Values args) {
   std::vector<std::string> tainted;  // inputs that already held NaN/Inf
   int k = 0;
   const Value* arg = args.begin();

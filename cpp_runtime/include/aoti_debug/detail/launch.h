@@ -334,7 +334,7 @@ inline const char* role_name(Role r) {
 }
 
 // The items of `vals` whose role passes `want` (a launch's in side or out side).
-inline void append_args(std::string& out, const Site& site, std::initializer_list<Value> vals,
+inline void append_args(std::string& out, const Site& site, Values vals,
                         bool out_side, int level) {
   int k = 0;
   for (const Value& v : vals) {
@@ -346,7 +346,7 @@ inline void append_args(std::string& out, const Site& site, std::initializer_lis
 }
 
 inline void append_named(std::string& out, const char* role, const char* const* names,
-                         std::initializer_list<Value> vals, int level) {
+                         Values vals, int level) {
   int k = 0;
   for (const Value& v : vals) {
     append_item(out, 2, role, names ? or_dash(names[k]) : "-", v, level);
@@ -417,8 +417,12 @@ inline void save_side(Recorder& rec, const std::string& dir, int64_t launch, con
   }
 }
 
-AOTI_DEBUG_NOINLINE inline void dump_run(Run& run, const char* const* names,
-                                         std::initializer_list<Value> inputs) {
+#if !AOTI_DEBUG_CORE_BODIES
+AOTI_DEBUG_CORE_FN void dump_run(Run& run, const char* const* names,
+                                         Values inputs);
+#else
+AOTI_DEBUG_CORE_FN void dump_run(Run& run, const char* const* names,
+                                         Values inputs) {
   Recorder* rec = run.model->recorder();
   if (rec == nullptr || rec->stopped()) return;
   run.dump_name = rec->make_run_folder(run.run);
@@ -478,9 +482,14 @@ AOTI_DEBUG_NOINLINE inline void dump_run(Run& run, const char* const* names,
   dump_line_end(l, files, bytes);
   rec->manifest(dir, l);
 }
+#endif
 
 // Tensors of one side of a launch and the manifest line around them.
-AOTI_DEBUG_NOINLINE inline void dump_launch(Run& run, const Site& site, std::initializer_list<Value> args,
+#if !AOTI_DEBUG_CORE_BODIES
+AOTI_DEBUG_CORE_FN void dump_launch(Run& run, const Site& site, Values args,
+                                            bool out_side);
+#else
+AOTI_DEBUG_CORE_FN void dump_launch(Run& run, const Site& site, Values args,
                                             bool out_side) {
   Recorder* rec = run.model->recorder();
   if (rec == nullptr || rec->stopped() || run.dump_name == 0) return;
@@ -501,8 +510,12 @@ AOTI_DEBUG_NOINLINE inline void dump_launch(Run& run, const Site& site, std::ini
                                  run.launch, site.kernel, site.nodes, site.source, site.lines,
                                  out_side ? nullptr : site.ops, files, bytes));
 }
+#endif
 
-AOTI_DEBUG_NOINLINE inline void dump_run_end(Run& run) {
+#if !AOTI_DEBUG_CORE_BODIES
+AOTI_DEBUG_CORE_FN void dump_run_end(Run& run);
+#else
+AOTI_DEBUG_CORE_FN void dump_run_end(Run& run) {
   Recorder* rec = run.model->recorder();
   if (rec == nullptr || rec->stopped() || run.dump_name == 0) return;
   std::string l = dump_line_start("run-end", "ok", "run-end", run.run);
@@ -512,9 +525,10 @@ AOTI_DEBUG_NOINLINE inline void dump_run_end(Run& run) {
   dump_line_end(l, "[", 0);
   rec->manifest(rec->folder(run.run, run.dump_name), l);
 }
+#endif
 #else
-inline void dump_run(Run&, const char* const*, std::initializer_list<Value>) {}
-inline void dump_launch(Run&, const Site&, std::initializer_list<Value>, bool) {}
+inline void dump_run(Run&, const char* const*, Values) {}
+inline void dump_launch(Run&, const Site&, Values, bool) {}
 inline void dump_run_end(Run&) {}
 #endif
 
@@ -522,10 +536,10 @@ inline void dump_run_end(Run&) {}
 
 // The entry points of the generated code's macros (below).
 #if !AOTI_DEBUG_CORE_BODIES
-AOTI_DEBUG_CORE_FN void run_begin(Run& run, const char* const* input_names, std::initializer_list<Value> inputs);
-AOTI_DEBUG_CORE_FN void before_launch(Run& run, const Site& site, std::initializer_list<Value> args);
-AOTI_DEBUG_CORE_FN void after_launch(Run& run, const Site& site, std::initializer_list<Value> args);
-AOTI_DEBUG_CORE_FN void end_run(Run& run, const char* const* output_names, std::initializer_list<Value> outputs);
+AOTI_DEBUG_CORE_FN void run_begin(Run& run, const char* const* input_names, Values inputs);
+AOTI_DEBUG_CORE_FN void before_launch(Run& run, const Site& site, Values args);
+AOTI_DEBUG_CORE_FN void after_launch(Run& run, const Site& site, Values args);
+AOTI_DEBUG_CORE_FN void end_run(Run& run, const char* const* output_names, Values outputs);
 AOTI_DEBUG_CORE_FN void on_device(Run& run, const DeviceHooks* hooks, void* stream);
 AOTI_DEBUG_CORE_FN void sync_failed(Run& run, const Site* site, const char* error);
 #else
@@ -574,7 +588,7 @@ AOTI_DEBUG_CORE_FN void on_device(Run& run, const DeviceHooks* hooks, void* stre
 
 // `run R model` (level >= 1; model inputs at level >= 3).
 AOTI_DEBUG_CORE_FN void run_begin(Run& run, const char* const* input_names,
-                                          std::initializer_list<Value> inputs) {
+                                          Values inputs) {
   const Model& m = *run.model;
   std::string rec = detail::header_line("run", std::to_string(run.run), m.name().c_str(),
                                         detail::header_facts(m.settings().rank, m.settings().world));
@@ -590,7 +604,7 @@ AOTI_DEBUG_CORE_FN void run_begin(Run& run, const char* const* input_names,
 
 // `launch model:R.K kernel`, before the launch.
 AOTI_DEBUG_CORE_FN void before_launch(Run& run, const Site& site,
-                                              std::initializer_list<Value> args) {
+                                              Values args) {
   const Model& m = *run.model;
   if (m.selected(site)) {
     std::string rec =
@@ -612,7 +626,7 @@ AOTI_DEBUG_CORE_FN void before_launch(Run& run, const Site& site,
 
 // `launch-end model:R.K kernel` (level >= 3), after the launch.
 AOTI_DEBUG_CORE_FN void after_launch(Run& run, const Site& site,
-                                             std::initializer_list<Value> args) {
+                                             Values args) {
   if (AOTI_DEBUG_UNLIKELY(run.device != nullptr) && run.model->sync()) {
     if (run.device->capturing != nullptr && run.device->capturing(run.stream)) {
       run.model->tell(run.level, "sync", detail::kSyncCapture, true);
@@ -641,7 +655,7 @@ AOTI_DEBUG_CORE_FN void after_launch(Run& run, const Site& site,
 
 // `run-end R model` with the outputs (level >= 3).
 AOTI_DEBUG_CORE_FN void end_run(Run& run, const char* const* output_names,
-                                        std::initializer_list<Value> outputs) {
+                                        Values outputs) {
   if (run.level < 3) return;
   const Model& m = *run.model;
   std::string rec = detail::header_line("run-end", std::to_string(run.run), m.name().c_str());
@@ -660,8 +674,8 @@ AOTI_DEBUG_NAMESPACE_END
   ::aoti_debug::Run run_var = (model).begin_run();                                             \
   if (AOTI_DEBUG_UNLIKELY(run_var.level != 0))                                                 \
   ::aoti_debug::run_begin(run_var, input_names,                                                \
-                          run_var.level >= 3 ? std::initializer_list<::aoti_debug::Value>{__VA_ARGS__} \
-                                             : std::initializer_list<::aoti_debug::Value>{})
+                          run_var.level >= 3 ? ::aoti_debug::Values{__VA_ARGS__} \
+                                             : ::aoti_debug::Values{})
 
 // A run whose launches go to a device `stream` (hooks: DeviceHooks).
 #define AOTI_DEBUG_BEGIN_RUN_ON(run_var, model, hooks, stream, input_names, ...)                \
@@ -669,8 +683,8 @@ AOTI_DEBUG_NAMESPACE_END
   ::aoti_debug::on_device(run_var, (hooks), (stream));                                         \
   if (AOTI_DEBUG_UNLIKELY(run_var.level != 0))                                                 \
   ::aoti_debug::run_begin(run_var, input_names,                                                \
-                          run_var.level >= 3 ? std::initializer_list<::aoti_debug::Value>{__VA_ARGS__} \
-                                             : std::initializer_list<::aoti_debug::Value>{})
+                          run_var.level >= 3 ? ::aoti_debug::Values{__VA_ARGS__} \
+                                             : ::aoti_debug::Values{})
 
 #define AOTI_DEBUG_LAUNCH(run_var, site, ...)                                                  \
   do {                                                                                         \

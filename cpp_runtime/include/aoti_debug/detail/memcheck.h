@@ -334,14 +334,14 @@ class MemChecks {
 
   // After a launch: damaged guards, then outputs holding poison their inputs
   // did not hold.  `args` holds every site argument, in Site::args order.
-  void after(const Site& site, std::initializer_list<Value> args);
+  void after(const Site& site, Values args);
 
   // End of the run: the guards once more (the outputs are still alive).
-  void finish(const char* const* names, std::initializer_list<Value> outputs);
+  void finish(const char* const* names, Values outputs);
 
  private:
-  void damage(const Site* site, std::initializer_list<Value> args, const char* const* names);
-  void report(const std::string& msg, const Site* site, std::initializer_list<Value> args);
+  void damage(const Site* site, Values args, const char* const* names);
+  void report(const std::string& msg, const Site* site, Values args);
 
   const Model& model_;
   Run& run_;
@@ -368,7 +368,7 @@ AOTI_DEBUG_CORE_FN MemChecks::~MemChecks() {
   if (api_ != nullptr) api_->leave();
 }
 
-AOTI_DEBUG_CORE_FN void MemChecks::report(const std::string& msg, const Site* site, std::initializer_list<Value> args) {
+AOTI_DEBUG_CORE_FN void MemChecks::report(const std::string& msg, const Site* site, Values args) {
   if (run_.level >= 1 || !raise_) model_.tell(run_.level, "memcheck", msg);  // level 0: the exception says it
 #if AOTI_DEBUG_ENABLE_DUMPS
   detail::box_fired(model_, run_, "memcheck", site, args);
@@ -404,7 +404,7 @@ inline std::string tensor_words(const char* name, const char* role, const Tensor
 }
 }  // namespace detail
 
-AOTI_DEBUG_CORE_FN void MemChecks::damage(const Site* site, std::initializer_list<Value> args,
+AOTI_DEBUG_CORE_FN void MemChecks::damage(const Site* site, Values args,
                                           const char* const* names) {
   std::vector<detail::GuardDamage> found;
   for (detail::GuardDamage some[16];;) {  // all of it: what is left would be blamed on the next launch
@@ -446,7 +446,7 @@ AOTI_DEBUG_CORE_FN void MemChecks::damage(const Site* site, std::initializer_lis
   }
 }
 
-AOTI_DEBUG_CORE_FN void MemChecks::after(const Site& site, std::initializer_list<Value> args) {
+AOTI_DEBUG_CORE_FN void MemChecks::after(const Site& site, Values args) {
   damage(&site, args, nullptr);
   // Outputs holding poison that no input held.  Outputs first: a clean
   // launch reads each output once (a NaN scan) and never its inputs (weights).
@@ -489,7 +489,7 @@ AOTI_DEBUG_CORE_FN void MemChecks::after(const Site& site, std::initializer_list
   }
 }
 
-AOTI_DEBUG_CORE_FN void MemChecks::finish(const char* const* names, std::initializer_list<Value> outputs) {
+AOTI_DEBUG_CORE_FN void MemChecks::finish(const char* const* names, Values outputs) {
   damage(nullptr, outputs, names);
 }
 #endif  // AOTI_DEBUG_CORE_BODIES

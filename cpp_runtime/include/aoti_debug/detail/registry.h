@@ -664,7 +664,10 @@ inline void restamp(std::string& text, const char* ts, size_t n) {
 // the first time.  `torch_version` is only used for the banner.  A failed or
 // short write is said once on stderr and counted; the next write that
 // succeeds starts with a note saying how many records were lost.
-inline void write_record(const std::string& dest, std::string text, const char* torch_version) {
+#if !AOTI_DEBUG_CORE_BODIES
+AOTI_DEBUG_CORE_FN void write_record(const std::string& dest, std::string text, const char* torch_version);
+#else
+AOTI_DEBUG_CORE_FN void write_record(const std::string& dest, std::string text, const char* torch_version) {
   Registry* r = registry();
   if (r == nullptr) {  // no registry (mmap failed): still never lose the record
     write_all(2, text.data(), text.size());
@@ -707,6 +710,7 @@ inline void write_record(const std::string& dest, std::string text, const char* 
   e.used = 1;
   pthread_mutex_unlock(&r->lock);
 }
+#endif
 
 // Writes a note record unless the same topic + lines were written before.
 inline void note_once(const std::string& dest, const std::string& topic, const std::string& lines,
@@ -718,7 +722,11 @@ inline void note_once(const std::string& dest, const std::string& topic, const s
 // records on (level >= 1) it is a note in the log; at level 0 the log stays
 // empty (no banner either) and each line goes to stderr as
 // `aoti-debug <topic>: <line>`, in one write.  `once`: first time per process.
-inline void tell(int level, const std::string& dest, const std::string& topic,
+#if !AOTI_DEBUG_CORE_BODIES
+AOTI_DEBUG_CORE_FN void tell(int level, const std::string& dest, const std::string& topic,
+                 const std::string& lines, const char* torch_version, bool once);
+#else
+AOTI_DEBUG_CORE_FN void tell(int level, const std::string& dest, const std::string& topic,
                  const std::string& lines, const char* torch_version, bool once) {
   if (once && !first_time(topic + "\n" + lines)) return;
   if (level >= 1) {
@@ -735,6 +743,7 @@ inline void tell(int level, const std::string& dest, const std::string& topic,
   }
   write_all(2, out.data(), out.size());
 }
+#endif
 
 // The name a newly loaded model writes in its records: its compiled name the
 // first time, `name#2`, `name#3`... for later instances in the process (every
