@@ -35,3 +35,32 @@ def line_of(tag):
             if line.rstrip().endswith(f"# LINE:{tag}"):
                 return f"{path}:{number}"
     raise KeyError(tag)
+
+
+# AOTI_DEBUG_SYNC's model: a user-defined Triton kernel whose store lands
+# `offset` elements past its output, far outside any allocation: an
+# asynchronous illegal memory access planted at a known line.
+def faulty(offset=1 << 36):
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def shifted_store(x_ptr, out_ptr, n, offset, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        keep = i < n
+        tl.store(out_ptr + i + offset, tl.load(x_ptr + i, mask=keep), mask=keep)
+
+    @torch.library.triton_op("aotid_gpu::shifted_copy", mutates_args=())
+    def shifted_copy(x: torch.Tensor, offset: int) -> torch.Tensor:
+        out = torch.empty_like(x)
+        n = x.numel()
+        torch.library.wrap_triton(shifted_store)[(triton.cdiv(n, 256),)](x, out, n, offset, BLOCK=256)
+        return out
+
+    class Faulty(torch.nn.Module):
+        def forward(self, x):
+            y = torch.relu(x)
+            z = shifted_copy(y, offset)  # LINE:gpu.oob
+            return z * 2.0
+
+    return Faulty()

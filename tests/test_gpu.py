@@ -4,9 +4,9 @@ run for real, from Python and from the C++ runner.
 
 Everywhere else each test is skipped, saying why.  CI has no GPU: what it
 verifies for CUDA is the generated code (tests/test_cuda_codegen.py), and
-nothing it runs is called GPU-tested (docs/gpu.md).  What these tests do not
-cover yet, because aoti-debug does not do it yet: statistics computed on the
-device, graph capture, AOTI_DEBUG_SYNC (docs/gpu.md)."""
+nothing it runs is called GPU-tested (docs/gpu.md).  Written without a GPU:
+until a report from scripts/gpu-check.sh exists, none has run on one.  Not
+covered yet: graph capture and replay, the cost of device statistics."""
 
 import re
 
@@ -137,3 +137,40 @@ def test_gpu_inputs_on_the_wrong_device_are_named(built):
     assert problems[0] == "aoti-debug: the inputs of model 'scorer' do not match what it was compiled for:"
     assert [re.sub(r"cuda:0\b", "cuda", p) for p in problems[1:]] == [
         "  x.device is cpu, expected cuda", "  bias.device is cpu, expected cuda"], problems
+
+
+FAULTY = """
+    import sys; sys.path.insert(0, {tests!r})
+    import torch, gpu_models
+    x = torch.randn(1024, device="cuda")
+    ep = torch.export.export(gpu_models.faulty(), (x,))
+    torch._inductor.aoti_compile_and_package(ep, package_path={out!r})
+    from aoti_debug.runner import save_inputs
+    save_inputs({inputs!r}, (x.cpu(),))
+"""
+
+
+def test_gpu_sync_pins_an_illegal_memory_access_to_the_launch_of_the_line(tmp_path):
+    """A user-defined Triton kernel stores far out of bounds: with AOTI_DEBUG_SYNC=1 the error is
+    raised by that launch, naming its kernel and line, and the log ends with its crash trailer, from
+    Python and from the C++ runner alike."""
+    import gpu_models
+    pt2, inputs = str(tmp_path / "faulty.pt2"), str(tmp_path / "x.pt")
+    run_python(FAULTY.format(tests=TESTS, out=pt2, inputs=inputs), env=clean_env(AOTI_DEBUG_COMPILE="all"),
+               timeout=900)
+    line = re.escape(gpu_models.line_of("gpu.oob"))
+    py_log, cpp_log = tmp_path / "python.log", tmp_path / "cpp.log"
+    py = python_run(pt2, inputs, AOTI_DEBUG_SYNC="1", AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_LOGDEST=str(py_log))
+    cpp = runner.run_package(pt2, inputs, env=clean_env(AOTI_DEBUG_SYNC="1", AOTI_DEBUG_LOGLEVEL="1",
+                                                         AOTI_DEBUG_LOGDEST=str(cpp_log)))
+    error = (rf"aoti-debug: launch faulty:1\.(\d+) (\S*shifted_store\S*) \(source: {line}\) failed on the "
+             r"device: CUDA error: an illegal memory access was encountered")
+    found = re.search(error, py.stdout)
+    assert found, py.stdout + py.stderr
+    assert re.search(error, cpp.stderr), cpp.stderr
+    ident, kernel = f"faulty:1.{found.group(1)}", found.group(2)
+    for log in (py_log, cpp_log):
+        last = records(mask(log.read_text()))[-1]
+        assert last == (f"[TIMESTAMP] [pid PID] crash {ident} {kernel}\n"
+                        "  error: CUDA error: an illegal memory access was encountered\n"
+                        f"  raised-by: {ident}\n"), last
