@@ -110,7 +110,13 @@ namespace detail {
 
 // A device tensor's statistics through its adapter, never while the run's
 // stream is being captured into a CUDA graph (no copy, no wait there).
+// Only CUDA tensors, as in the Python runtime: others (meta has no data) are
+// "device not supported".
 inline bool device_stats(const Value& v, Stats* out, const char** reason) {
+  if (v.t.device_type != 1) {  // c10::DeviceType::CUDA
+    *reason = "device not supported";
+    return false;
+  }
   const DeviceContext& c = device_context();
   if (c.hooks != nullptr && c.hooks->capturing != nullptr && c.hooks->capturing(c.stream)) {
     *reason = "CUDA graph capture in progress";
