@@ -6,13 +6,9 @@ capture) is skipped, never reported."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-
 import pytest
 
-from aoti_debug.native import core as _native
-from test_native_launch import head, masked, run
+from test_native_launch import build_harness, head, masked, run
 
 HARNESS = r"""
 #include <aoti_debug/aoti_debug.h>
@@ -89,13 +85,7 @@ int main(int, char** argv) {
 
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory):
-    d = tmp_path_factory.mktemp("device")
-    (d / "harness.cpp").write_text(HARNESS)
-    exe = d / "harness"
-    subprocess.run(["c++", "-O1", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-fno-trapping-math",
-                    "-fno-signed-zeros", "-fno-finite-math-only", "-I", _native.include_dir(),
-                    str(d / "harness.cpp"), "-o", str(exe), "-pthread"], check=True)
-    return str(exe)
+    return build_harness(tmp_path_factory.mktemp("device"), HARNESS)
 
 
 def test_a_nan_in_a_cuda_input_is_not_blamed_on_the_launch_that_reads_it(harness, tmp_path):

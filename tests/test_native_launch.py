@@ -150,17 +150,21 @@ int main(int, char** argv) {
 """
 
 
-@pytest.fixture(scope="session")
-def harness(tmp_path_factory):
-    d = tmp_path_factory.mktemp("harness")
-    (d / "harness.cpp").write_text(HARNESS)
-    exe = d / "harness"
-    # like an AOTI wrapper: -O1, no -march, Inductor's float flags
+def build_harness(folder, source: str) -> str:
+    """A C++ program against the runtime's headers, compiled like an AOTI
+    wrapper (-O1, no -march, Inductor's float flags); its path."""
+    (folder / "harness.cpp").write_text(source)
+    exe = folder / "harness"
     subprocess.run(["c++", "-O1", "-std=c++17", "-Wall", "-Wextra", "-Werror",
                     "-fno-trapping-math", "-fno-signed-zeros", "-fno-finite-math-only",
-                    "-I", _native.include_dir(), str(d / "harness.cpp"), "-o", str(exe),
+                    "-I", _native.include_dir(), str(folder / "harness.cpp"), "-o", str(exe),
                     "-pthread"], check=True)
     return str(exe)
+
+
+@pytest.fixture(scope="session")
+def harness(tmp_path_factory):
+    return build_harness(tmp_path_factory.mktemp("harness"), HARNESS)
 
 
 def run(harness, args, dest, check=True, **env):
