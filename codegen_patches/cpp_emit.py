@@ -146,8 +146,9 @@ def _runtime_text() -> str:
 # AtenTensorHandle; `handle` turns any of them into the latter.  `Args` holds
 # one launch's argument descriptions (see _side below): made on first use, a
 # view's new handle kept (`release()` of a temporary) until done(); building
-# one costs zeroing a byte per argument, and its Values live on the heap
-# (allocated only when something reads them).
+# one costs storing its size, and its arrays live on the heap (allocated only
+# when something reads them).  Not a template: the wrapper compiles its code
+# once, whatever the launches' argument counts.
 _HANDLE_GLUE = """
 #include <new>
 #include <type_traits>
@@ -161,34 +162,25 @@ template <class T>
 struct owns_handle<T, std::void_t<decltype(std::declval<T&>().release())>> : std::true_type {};
 
 enum Side { kIn, kOut, kAll };
-template <int N> class Args {
+class AOTI_DEBUG_HIDDEN Args {  // hidden, as the runtime it holds
  public:
-  Args() = default;
+  explicit Args(int n) : n_(n) {}
   Args(const Args&) = delete;
   Args& operator=(const Args&) = delete;
   ~Args() {
     done();
     delete[] slot_;
+    delete[] owned_;
+    delete[] made_;
   }
   // The arguments of one side of the launch (kIn: in and inout, kOut: out
   // and inout, kAll), each described (through `describe(*this, i)` and keep)
   // the first time it is asked for.  The list holds every argument, the
   // others as None or as described earlier (readers go by Site::args'
-  // roles), and is read before the next call.  Out of line: one copy per
-  // describer, not one per argument per list.
-  template <class F>
-  __attribute__((noinline)) aoti_debug::Values side(F& describe, const aoti_debug::Site& site, Side which) {
-    if (slot_ == nullptr) slot_ = new aoti_debug::Value[N];  // only when something reads them
-    for (int i = 0; i < N; ++i) {
-      const aoti_debug::Role r = site.args[i].role;
-      const bool wanted = which == kAll || r == aoti_debug::Role::InOut ||
-                          (which == kOut) == (r == aoti_debug::Role::Out);
-      if (made_[i] == 0 && wanted) {
-        describe(*this, i);
-        if (made_[i] == 0) made_[i] = 1;  // no describer: None
-      }
-    }
-    return aoti_debug::Values::of(slot_, N);
+  // roles), and is read before the next call.  The describer is passed as a
+  // pointer: the loop is compiled once per wrapper, not once per launch.
+  template <class F> aoti_debug::Values side(F& describe, const aoti_debug::Site& site, Side which) {
+    return side_of(&call<F>, &describe, site, which);
   }
   template <class T> void keep(int i, T&& h) {
     if constexpr (!std::is_lvalue_reference<T>::value && owns_handle<T>::value) {
@@ -203,15 +195,38 @@ template <int N> class Args {
   }
   void done() {
     if (!any_owned_) return;
-    for (int i = 0; i < N; ++i)
+    for (int i = 0; i < n_; ++i)
       if (made_[i] == 2) aoti_torch_delete_tensor_object(owned_[i]), made_[i] = 0;
     any_owned_ = false;
   }
 
  private:
-  aoti_debug::Value* slot_ = nullptr;  // on the heap: a wrapper's many launches share one stack frame
-  AtenTensorHandle owned_[N];
-  unsigned char made_[N] = {};  // 0: not yet, 1: described, 2: described, owns owned_[i]
+  using Describe = void (*)(void* describer, Args& d, int i);
+  template <class F> static void call(void* describer, Args& d, int i) { (*static_cast<F*>(describer))(d, i); }
+  __attribute__((noinline)) aoti_debug::Values side_of(Describe describe, void* describer,
+                                                       const aoti_debug::Site& site, Side which) {
+    if (slot_ == nullptr) {  // only when something reads them
+      slot_ = new aoti_debug::Value[n_];
+      owned_ = new AtenTensorHandle[n_];
+      made_ = new unsigned char[n_]();
+    }
+    for (int i = 0; i < n_; ++i) {
+      const aoti_debug::Role r = site.args[i].role;
+      const bool wanted = which == kAll || r == aoti_debug::Role::InOut ||
+                          (which == kOut) == (r == aoti_debug::Role::Out);
+      if (made_[i] == 0 && wanted) {
+        describe(describer, *this, i);
+        if (made_[i] == 0) made_[i] = 1;  // no describer: None
+      }
+    }
+    return aoti_debug::Values::of(slot_, n_);
+  }
+
+  const int n_;
+  // On the heap, made on first use: a wrapper's many launches share one stack frame.
+  aoti_debug::Value* slot_ = nullptr;
+  AtenTensorHandle* owned_ = nullptr;
+  unsigned char* made_ = nullptr;  // 0: not yet, 1: described, 2: described, owns owned_[i]
   bool any_owned_ = false;
 };
 }  // namespace aoti_debug_gen
@@ -284,7 +299,7 @@ def _describer(name: str, site: Site, roles: Tuple[str, ...], otherwise: str = "
     cases = "".join(f" case {i}: d.keep({i}, {a.expr}); break;"
                     for i, a in enumerate(site.args) if a.role in roles)
     default = f" default: {otherwise}(d, i);" if otherwise else ""
-    return f"auto {name} = [&](auto& d, int i) {{ switch (i) {{{cases}{default} }} }};"
+    return f"auto {name} = [&](aoti_debug_gen::Args& d, int i) {{ switch (i) {{{cases}{default} }} }};"
 
 
 def args_before(site: Site) -> List[str]:
@@ -292,7 +307,7 @@ def args_before(site: Site) -> List[str]:
     if not site.args:
         return []
     n = site.index
-    return [f"aoti_debug_gen::Args<{len(site.args)}> aotid_a_{n};",
+    return [f"aoti_debug_gen::Args aotid_a_{n}({len(site.args)});",
             _describer(f"aotid_in_{n}", site, (IN, INOUT))]
 
 

@@ -119,10 +119,10 @@ def test_each_argument_is_described_once_per_launch_in_the_cpp_wrapper(shown):
     header, before_lines, after_lines = cpp_emit.EMITTER.launch(site, shown, True, True, True)
     before, after = "\n".join(before_lines), "\n".join(after_lines)
     assert header == [] and (before + after).count(view) == 1 and (before + after).count("buf2_handle") == 1
-    assert "aoti_debug_gen::Args<3> aotid_a_1;" in before
-    assert ("auto aotid_in_1 = [&](auto& d, int i) { switch (i) { case 0: d.keep(0, " + view + "); break;"
+    assert "aoti_debug_gen::Args aotid_a_1(3);" in before
+    assert ("auto aotid_in_1 = [&](aoti_debug_gen::Args& d, int i) { switch (i) { case 0: d.keep(0, " + view + "); break;"
             " case 1: d.keep(1, buf1); break; } };") in before
-    assert after.startswith("auto aotid_out_1 = [&](auto& d, int i) { switch (i) {"
+    assert after.startswith("auto aotid_out_1 = [&](aoti_debug_gen::Args& d, int i) { switch (i) {"
                             " case 2: d.keep(2, buf2_handle); break; default: aotid_in_1(d, i); } };")
     assert after_lines[-1] == "aotid_a_1.done();"
     # every use goes through the cache, one side at a time: inputs by the inputs' describer

@@ -177,7 +177,7 @@ class Model:
                 run.device = device.hooks()
             _safely(run._write_begin, input_names, inputs)
             if run.device is not None:
-                run.wait_begin()
+                run.wait()
         if self.blackbox > 0 and self._box_open():
             run.box = blackbox.BlackBox(self.name, run.run, run.level)
             _safely(run.box.inputs, input_names, inputs)
@@ -252,17 +252,14 @@ class Run:
             body = [site.origin_line()] + site.lines.splitlines() + _args(site, values, False, self.level)
         state.emit(fmt.record(fmt.header("launch", self._id(), site.kernel, state.pid()), body))
 
-    def wait_begin(self) -> None:
-        """AOTI_DEBUG_SYNC: waits for the work queued before the run, so an
-        error it raised is not blamed on launch 1 (as launch.h run_begin)."""
-        if not self.device.capturing():
-            error = self.device.synchronize()
-            if error is not None:
-                self._sync_failed(None, error)
-
-    def _wait(self, site: Site) -> None:
+    def wait(self, site: Optional[Site] = None) -> None:
+        """AOTI_DEBUG_SYNC: waits for the device after launch `site` (None:
+        before the run's first launch, so that an error of work queued earlier
+        is not blamed on launch 1).  Not during graph capture, which forbids
+        waiting: the first launch says so, once (launch.h wait_for_device)."""
         if self.device.capturing():
-            _safely(lambda: state.tell(self.level, "sync", settings_mod.SYNC_CAPTURE, once=True))
+            if site is not None:
+                _safely(lambda: state.tell(self.level, "sync", settings_mod.SYNC_CAPTURE, once=True))
             return
         error = self.device.synchronize()
         if error is not None:
@@ -298,7 +295,7 @@ class Run:
     def after(self, site: Site, values: Sequence[Any]) -> None:
         """`launch-end model:R.K kernel` with the outputs (level >= 3)."""
         if self.device is not None:
-            self._wait(site)
+            self.wait(site)
         _inflight(None)
         if self.level < 3 or not self.model.selected(site):
             return

@@ -98,6 +98,7 @@ struct ItemHead {
 };
 static_assert(sizeof(ItemHead) == 56, "ItemHead is 56 bytes");
 
+#if AOTI_DEBUG_CORE_BODIES
 inline uint64_t round_up(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
 
 // The checksum of an entry: every byte of its strings and value table, and
@@ -136,6 +137,8 @@ inline uint64_t proc_start_ticks(int64_t pid) {
   return std::strtoull(p, nullptr, 10);
 }
 
+#endif  // AOTI_DEBUG_CORE_BODIES
+
 // ---------------------------------------------------------------- writing
 
 struct BoxRef {
@@ -159,6 +162,7 @@ inline BoxState* box_state() {
   return r != nullptr ? &r->box : nullptr;
 }
 
+#if AOTI_DEBUG_CORE_BODIES
 inline void box_on_signal(int) {
   Registry* r = registry_fast();
   if (r != nullptr) r->box.requested = 1;
@@ -235,6 +239,8 @@ inline std::string box_create(BoxState* b, const Settings& s, int64_t launches, 
 
 // Opens the ring on first use (every later call: one load).  False when the
 // black box cannot be kept; the note saying why is written once.
+#endif  // AOTI_DEBUG_CORE_BODIES
+
 #if !AOTI_DEBUG_CORE_BODIES
 AOTI_DEBUG_CORE_FN bool box_open(const Settings& s, int64_t launches, int level, const std::string& dest, const char* tv);
 #else
@@ -260,6 +266,7 @@ AOTI_DEBUG_CORE_FN bool box_open(const Settings& s, int64_t launches, int level,
 #endif
 
 // The bytes an item keeps and why not ("" = kept).
+#if AOTI_DEBUG_CORE_BODIES
 inline std::string box_span(const Value& v, uint64_t* bytes) {
   *bytes = 0;
   if (v.kind == Value::kIntList) {
@@ -435,6 +442,8 @@ inline BoxRef box_site(const Site& site, const Run& run, const Settings& s) {
   return ref;
 }
 
+#endif  // AOTI_DEBUG_CORE_BODIES
+
 // The launch of `ref` has returned (unless its entry was overwritten since).
 inline void box_done(const BoxRef& ref) {
   BoxState* b = box_state();
@@ -493,6 +502,7 @@ struct ParsedRing {
   std::vector<std::string> notes;              // what was not whole, in words
 };
 
+#if AOTI_DEBUG_CORE_BODIES
 inline bool box_read_items(const char* e, const EntryHead& h, BoxEntry* out) {
   const char* p = e + sizeof(EntryHead);
   const char* end = p + h.strings_len;
@@ -674,6 +684,8 @@ inline bool box_parse(const char* base, uint64_t size, ParsedRing* out, std::str
 // ---------------------------------------------------------------- dump folders
 
 // The launch whose check fired: its outputs go after its inputs.
+#endif  // AOTI_DEBUG_CORE_BODIES
+
 struct BoxFailing {
   std::string model;
   int64_t run = 0, launch = 0;
@@ -690,6 +702,7 @@ struct BoxSummary {
 
 // Writes `ring` as a dump folder <dir>/<stem> (the next free name): one run
 // folder per model run, as the level-10 recorder writes them.  "" or why not.
+#if AOTI_DEBUG_CORE_BODIES
 inline std::string box_write(const ParsedRing& ring, const Settings& settings, const std::string& dest,
                              const char* tv, const std::string& stem, const BoxFailing* failing,
                              BoxSummary* summary) {
@@ -884,6 +897,8 @@ inline void box_fired_dump(const Settings& s, const std::string& dest, const cha
 }
 
 // The same from a model's check, once per run.
+#endif  // AOTI_DEBUG_CORE_BODIES
+
 #if !AOTI_DEBUG_CORE_BODIES
 AOTI_DEBUG_CORE_FN void box_fired(const Model& m, const Run& run, const char* what, const Site* site, Values args);
 #else

@@ -173,38 +173,7 @@ class NanChecks {
 
 #if AOTI_DEBUG_ENABLE_STATS
   void report(const Site& site, const char* buffer, const char* source, const Stats& s,
-              const std::vector<std::string>& tainted, bool poison, Values args) {
-    // `source` names the module too: the codegen wrote it (findings' one format, plan.where)
-    std::string msg = "launch " + detail::launch_id(model_.name(), run_.run, run_.launch) + " " + site.kernel +
-                      " (source " + detail::or_dash(source) + ") wrote " +
-                      InputGuard::counts(s, count_inf_) + " into " + buffer + " (first at flat index " +
-                      std::to_string(InputGuard::first_bad(s, count_inf_)) + "); ";
-    // checking NaN only, an Inf input is fine: the message says what was checked
-    if (tainted.empty()) {
-      msg += count_inf_ ? "its inputs were finite, so this launch is where they first appear"
-                        : "its inputs held no NaN, so this launch is where NaN first appears";
-    } else {
-      msg += "its input";
-      msg += tainted.size() == 1 ? " " : "s ";
-      for (size_t i = 0; i < tainted.size(); ++i) msg += (i ? ", " : "") + tainted[i];
-      msg += count_inf_ ? " already held NaN/Inf (look earlier)" : " already held NaN (look earlier)";
-    }
-    if (poison) msg += "; the first is memcheck poison: memory nobody wrote, not arithmetic";
-    const bool raising = raise_ && tainted.empty();
-    // at level 0 the exception alone says it: no record, no stderr line twice
-    if (run_.level >= 1 || !raising) model_.tell(run_.level, "nan-check", msg);
-#if AOTI_DEBUG_ENABLE_DUMPS
-    detail::box_fired(model_, run_, "nan-check", &site, args);
-#else
-    (void)args;
-#endif
-    if (raising) throw std::runtime_error("aoti-debug NaN check: " + msg);
-    failures_.push_back(msg);
-    if (failed_launch_ != run_.launch) {  // a launch with several bad outputs counts once
-      failed_launch_ = run_.launch;
-      kernels_.push_back(site.kernel);
-    }
-  }
+              const std::vector<std::string>& tainted, bool poison, Values args);
 #endif
 
   const Model& model_;
@@ -416,6 +385,42 @@ AOTI_DEBUG_CORE_FN void NanChecks::after(const Site& site, const char* const* so
 #endif
   }
 }
+
+#if AOTI_DEBUG_ENABLE_STATS
+AOTI_DEBUG_CORE_FN void NanChecks::report(const Site& site, const char* buffer, const char* source, const Stats& s,
+                                          const std::vector<std::string>& tainted, bool poison, Values args) {
+  // `source` names the module too: the codegen wrote it (findings' one format, plan.where)
+  std::string msg = "launch " + detail::launch_id(model_.name(), run_.run, run_.launch) + " " + site.kernel +
+                    " (source " + detail::or_dash(source) + ") wrote " +
+                    InputGuard::counts(s, count_inf_) + " into " + buffer + " (first at flat index " +
+                    std::to_string(InputGuard::first_bad(s, count_inf_)) + "); ";
+  // checking NaN only, an Inf input is fine: the message says what was checked
+  if (tainted.empty()) {
+    msg += count_inf_ ? "its inputs were finite, so this launch is where they first appear"
+                      : "its inputs held no NaN, so this launch is where NaN first appears";
+  } else {
+    msg += "its input";
+    msg += tainted.size() == 1 ? " " : "s ";
+    for (size_t i = 0; i < tainted.size(); ++i) msg += (i ? ", " : "") + tainted[i];
+    msg += count_inf_ ? " already held NaN/Inf (look earlier)" : " already held NaN (look earlier)";
+  }
+  if (poison) msg += "; the first is memcheck poison: memory nobody wrote, not arithmetic";
+  const bool raising = raise_ && tainted.empty();
+  // at level 0 the exception alone says it: no record, no stderr line twice
+  if (run_.level >= 1 || !raising) model_.tell(run_.level, "nan-check", msg);
+#if AOTI_DEBUG_ENABLE_DUMPS
+  detail::box_fired(model_, run_, "nan-check", &site, args);
+#else
+  (void)args;
+#endif
+  if (raising) throw std::runtime_error("aoti-debug NaN check: " + msg);
+  failures_.push_back(msg);
+  if (failed_launch_ != run_.launch) {  // a launch with several bad outputs counts once
+    failed_launch_ = run_.launch;
+    kernels_.push_back(site.kernel);
+  }
+}
+#endif
 
 AOTI_DEBUG_CORE_FN void NanChecks::finish() {
   if (failures_.empty()) return;

@@ -44,6 +44,11 @@
 
 AOTI_DEBUG_NAMESPACE_BEGIN
 namespace detail {
+#if !AOTI_DEBUG_CORE_BODIES
+// Linked from the core object (config.h): a wrapper parses none of the recorder below.
+class Recorder;
+AOTI_DEBUG_CORE_FN std::string artifact_path();
+#else
 
 // ---------------------------------------------------------------- ZIP + pickle
 
@@ -314,7 +319,7 @@ inline DumpLedger* dump_ledger() {
 }
 
 // Where this artifact's code lives (the model .so), for replay.
-inline std::string artifact_path() {
+AOTI_DEBUG_CORE_FN std::string artifact_path() {
   Dl_info info;
   if (dladdr(reinterpret_cast<void*>(&artifact_path), &info) != 0 && info.dli_fname) {
     char buf[4096];
@@ -571,6 +576,8 @@ inline std::string safe_name(const char* s) {
       c = '_';
   return out;
 }
+
+#endif  // AOTI_DEBUG_CORE_BODIES
 
 }  // namespace detail
 AOTI_DEBUG_NAMESPACE_END

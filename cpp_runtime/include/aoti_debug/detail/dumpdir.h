@@ -37,6 +37,12 @@ constexpr int kNameTries = 100;                       // <stem><ext>, <stem>.2<e
 constexpr const char* kLedgerName = ".aoti-debug-ledger";
 constexpr int kLedgerBytes = 54;                      // "bytes %020d count %020d\n"
 
+struct LedgerCounts {
+  int64_t bytes;  // in the directory (AOTI_DEBUG_DUMP_MAX_SIZE_GB), the ledger's own included
+  int64_t count;  // launches and calls dumped (AOTI_DEBUG_DUMP_MAX_COUNT)
+};
+
+#if AOTI_DEBUG_CORE_BODIES
 // The n-th name tried for stem + ext (n = 1: the name itself).
 inline std::string nth_name(const std::string& stem, const std::string& ext, int n) {
   return n <= 1 ? stem + ext : stem + "." + std::to_string(n) + ext;
@@ -111,11 +117,6 @@ inline bool mkdirs(const std::string& path, int* err) {
   return true;
 }
 
-struct LedgerCounts {
-  int64_t bytes;  // in the directory (AOTI_DEBUG_DUMP_MAX_SIZE_GB), the ledger's own included
-  int64_t count;  // launches and calls dumped (AOTI_DEBUG_DUMP_MAX_COUNT)
-};
-
 inline bool parse_ledger(const char* buf, ssize_t n, LedgerCounts* c) {
   if (n != kLedgerBytes || std::memcmp(buf, "bytes ", 6) != 0 || std::memcmp(buf + 26, " count ", 7) != 0 ||
       buf[53] != '\n')
@@ -168,6 +169,8 @@ std::string with_ledger(const std::string& dir, Update update) {
   if (err != 0) why = errno_text(err);
   return why.empty() ? why : "cannot write " + py_repr(path) + " (" + why + ")";
 }
+
+#endif  // AOTI_DEBUG_CORE_BODIES
 
 }  // namespace detail
 AOTI_DEBUG_NAMESPACE_END

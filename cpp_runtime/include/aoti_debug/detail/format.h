@@ -125,6 +125,8 @@ inline bool device_stats(const Value& v, Stats* out, const char** reason) {
   return v.device_stats != nullptr && v.device_stats(v, out, reason);
 }
 
+#if AOTI_DEBUG_CORE_BODIES  // the record formatting of the core functions
+
 // "[timestamp] [pid N] kind id name<facts>\n" (facts: header_facts, run and call records)
 inline std::string header_line(const char* kind, const std::string& id, const char* name,
                                const std::string& facts = std::string()) {
@@ -443,6 +445,8 @@ inline void append_tuple_item(std::string& out, int indent, const char* label, c
     append_item(out, indent + 4, lab, nullptr, vals[k], level);
   }
 }
+
+#endif  // AOTI_DEBUG_CORE_BODIES
 
 }  // namespace detail
 AOTI_DEBUG_NAMESPACE_END

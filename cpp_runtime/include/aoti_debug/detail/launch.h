@@ -333,6 +333,7 @@ inline const char* role_name(Role r) {
   return r == Role::In ? "in" : r == Role::Out ? "out" : "inout";
 }
 
+#if AOTI_DEBUG_CORE_BODIES  // record formatting, for the core functions
 // The items of `vals` whose role passes `want` (a launch's in side or out side).
 inline void append_args(std::string& out, const Site& site, Values vals,
                         bool out_side, int level) {
@@ -353,10 +354,12 @@ inline void append_named(std::string& out, const char* role, const char* const* 
     ++k;
   }
 }
+#endif  // AOTI_DEBUG_CORE_BODIES
 
 #if AOTI_DEBUG_ENABLE_DUMPS
 // ---- level 10: the flight recorder (docs/dumps.md) ----
 
+#if AOTI_DEBUG_CORE_BODIES  // the helpers of the core functions below
 inline std::string dump_line_start(const char* event, const char* status, const char* kind, int64_t run) {
   std::string l = "{\"event\": \"";
   l += event;
@@ -416,6 +419,8 @@ inline void save_side(Recorder& rec, const std::string& dir, int64_t launch, con
     if (files.find("\"file\": \"", before) != std::string::npos) ++*written;
   }
 }
+
+#endif  // AOTI_DEBUG_CORE_BODIES
 
 #if !AOTI_DEBUG_CORE_BODIES
 AOTI_DEBUG_CORE_FN void dump_run(Run& run, const char* const* names,
@@ -542,6 +547,7 @@ AOTI_DEBUG_CORE_FN void after_launch(Run& run, const Site& site, Values args);
 AOTI_DEBUG_CORE_FN void end_run(Run& run, const char* const* output_names, Values outputs);
 AOTI_DEBUG_CORE_FN void on_device(Run& run, const DeviceHooks* hooks, void* stream);
 AOTI_DEBUG_CORE_FN void sync_failed(Run& run, const Site* site, const char* error);
+AOTI_DEBUG_CORE_FN void wait_for_device(Run& run, const Site* site);
 #else
 // AOTI_DEBUG_SYNC (docs/log-format.md 1.6): an error the device reports
 // when a launch is waited for is written as the crash trailer of the launch
@@ -586,6 +592,20 @@ AOTI_DEBUG_CORE_FN void on_device(Run& run, const DeviceHooks* hooks, void* stre
   detail::device_context() = detail::DeviceContext{hooks, stream};
 }
 
+// AOTI_DEBUG_SYNC: waits for the run's stream after launch `site` (null:
+// before the run's first launch, where an error belongs to work queued
+// earlier).  Not during graph capture, which forbids waiting: the first
+// launch says so, once.
+AOTI_DEBUG_CORE_FN void wait_for_device(Run& run, const Site* site) {
+  const DeviceHooks* d = run.device;
+  if (d->capturing != nullptr && d->capturing(run.stream)) {
+    if (site != nullptr) run.model->tell(run.level, "sync", detail::kSyncCapture, true);
+    return;
+  }
+  if (const char* error = d->synchronize(run.stream)) sync_failed(run, site, error);
+  run.synced = run.launch;
+}
+
 // `run R model` (level >= 1; model inputs at level >= 3).
 AOTI_DEBUG_CORE_FN void run_begin(Run& run, const char* const* input_names,
                                           Values inputs) {
@@ -597,9 +617,7 @@ AOTI_DEBUG_CORE_FN void run_begin(Run& run, const char* const* input_names,
   if (run.level >= 10) detail::dump_run(run, input_names, inputs);
   // AOTI_DEBUG_SYNC: what was queued before the run, waited for now, is not
   // blamed on launch 1
-  const DeviceHooks* d = run.device;
-  if (AOTI_DEBUG_UNLIKELY(d != nullptr) && m.sync() && (d->capturing == nullptr || !d->capturing(run.stream)))
-    if (const char* error = d->synchronize(run.stream)) sync_failed(run, nullptr, error);
+  if (AOTI_DEBUG_UNLIKELY(run.device != nullptr) && m.sync()) wait_for_device(run, nullptr);
 }
 
 // `launch model:R.K kernel`, before the launch.
@@ -627,15 +645,7 @@ AOTI_DEBUG_CORE_FN void before_launch(Run& run, const Site& site,
 // `launch-end model:R.K kernel` (level >= 3), after the launch.
 AOTI_DEBUG_CORE_FN void after_launch(Run& run, const Site& site,
                                              Values args) {
-  if (AOTI_DEBUG_UNLIKELY(run.device != nullptr) && run.model->sync()) {
-    if (run.device->capturing != nullptr && run.device->capturing(run.stream)) {
-      run.model->tell(run.level, "sync", detail::kSyncCapture, true);
-    } else if (const char* error = run.device->synchronize(run.stream)) {
-      sync_failed(run, &site, error);
-    } else {
-      run.synced = run.launch;
-    }
-  }
+  if (AOTI_DEBUG_UNLIKELY(run.device != nullptr) && run.model->sync()) wait_for_device(run, &site);
   detail::clear_inflight();
   const Model& m = *run.model;
   if (run.level < 3 || !m.selected(site)) return;

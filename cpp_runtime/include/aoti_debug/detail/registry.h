@@ -277,6 +277,7 @@ inline int32_t current_tid() {
 
 // ---- finding or creating the registry ----
 
+#if AOTI_DEBUG_CORE_BODIES
 // Attaching must never crash on a stale value (e.g. inherited across exec):
 // check that the page is mapped before reading it, then check its contents.
 inline Registry* validate_registry(uintptr_t addr, pid_t pid) {
@@ -320,6 +321,8 @@ inline bool parse_registry_var(const char* v, long* pid, uintptr_t* addr, long* 
   return *end == '\0';
 }
 
+#endif  // AOTI_DEBUG_CORE_BODIES
+
 // This process's registry (created on first use); null only if mmap fails.
 inline Registry*& registry_fast() {  // this copy's attached registry; reset on fork
   static Registry* r = nullptr;
@@ -330,8 +333,6 @@ inline void registry_after_fork_child() {
   __atomic_store_n(&registry_fast(), nullptr, __ATOMIC_RELAXED);
   __atomic_add_fetch(&fork_generation(), 1, __ATOMIC_RELAXED);
 }
-
-inline Registry* registry_slow();
 
 // Per-process caches (the registry pointer, the pid) start again in a forked
 // child; registered once per copy of the runtime, by whichever asks first.
@@ -353,14 +354,11 @@ inline pid_t current_pid() {
   return static_cast<pid_t>(static_cast<uint32_t>(c));
 }
 
-// Every record asks for the registry: one load once attached (no getpid
-// syscall, no lock); a forked child starts over through pthread_atfork.
-inline Registry* registry() {
-  Registry* r = __atomic_load_n(&registry_fast(), __ATOMIC_ACQUIRE);
-  return AOTI_DEBUG_LIKELY(r != nullptr) ? r : registry_slow();
-}
-
-inline Registry* registry_slow() {
+// Attaches to (or creates) the registry: once per copy and process.
+#if !AOTI_DEBUG_CORE_BODIES
+AOTI_DEBUG_CORE_FN Registry* registry_slow();
+#else
+AOTI_DEBUG_CORE_FN Registry* registry_slow() {
   static Registry* cached = nullptr;  // guarded by `mu` (per copy)
   static pid_t cached_pid = 0;
   static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -399,8 +397,18 @@ inline Registry* registry_slow() {
   return r;
 }
 
+#endif  // AOTI_DEBUG_CORE_BODIES
+
+// Every record asks for the registry: one load once attached (no getpid
+// syscall, no lock); a forked child starts over through pthread_atfork.
+inline Registry* registry() {
+  Registry* r = __atomic_load_n(&registry_fast(), __ATOMIC_ACQUIRE);
+  return AOTI_DEBUG_LIKELY(r != nullptr) ? r : registry_slow();
+}
+
 // ---- records ----
 
+#if AOTI_DEBUG_CORE_BODIES
 // "[timestamp] [pid N] " -- the start of every header line.
 inline void append_line_prefix(std::string& out) {
   char ts[32];
@@ -659,6 +667,8 @@ inline void restamp(std::string& text, const char* ts, size_t n) {
   }
 }
 
+#endif  // AOTI_DEBUG_CORE_BODIES
+
 // Writes one complete record (or several, already concatenated) to `dest`
 // with one write(2) under the process lock, after the destination's banner
 // the first time.  `torch_version` is only used for the banner.  A failed or
@@ -712,11 +722,14 @@ AOTI_DEBUG_CORE_FN void write_record(const std::string& dest, std::string text, 
 }
 #endif
 
+#if AOTI_DEBUG_CORE_BODIES
 // Writes a note record unless the same topic + lines were written before.
 inline void note_once(const std::string& dest, const std::string& topic, const std::string& lines,
                       const char* torch_version) {
   if (first_time(topic + "\n" + lines)) write_record(dest, note_record(topic, lines), torch_version);
 }
+
+#endif  // AOTI_DEBUG_CORE_BODIES
 
 // Something the user must see (a NaN-check warning, a refused setting).  With
 // records on (level >= 1) it is a note in the log; at level 0 the log stays
@@ -745,6 +758,7 @@ AOTI_DEBUG_CORE_FN void tell(int level, const std::string& dest, const std::stri
 }
 #endif
 
+#if AOTI_DEBUG_CORE_BODIES
 // The name a newly loaded model writes in its records: its compiled name the
 // first time, `name#2`, `name#3`... for later instances in the process (every
 // copy of the runtime counts).  A full table numbers by the process's total.
@@ -776,6 +790,8 @@ inline int64_t next_call_number() {
   if (r == nullptr) return __atomic_add_fetch(&local, 1, __ATOMIC_RELAXED);
   return __atomic_add_fetch(&r->last_call, 1, __ATOMIC_RELAXED);
 }
+
+#endif  // AOTI_DEBUG_CORE_BODIES
 
 // ---- the launch in flight ----
 
@@ -848,6 +864,7 @@ inline void clear_inflight() {
   if (s != nullptr) __atomic_store_n(&s->active, 0, __ATOMIC_RELEASE);
 }
 
+#if AOTI_DEBUG_CORE_BODIES
 // ---- the crash trailer ----
 
 // The registry the installed handler reports to (set once, before install).
@@ -986,6 +1003,8 @@ inline void install_crash_handler() {
   }
   pthread_mutex_unlock(&r->lock);
 }
+
+#endif  // AOTI_DEBUG_CORE_BODIES
 
 }  // namespace detail
 AOTI_DEBUG_NAMESPACE_END

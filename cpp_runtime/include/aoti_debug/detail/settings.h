@@ -72,6 +72,43 @@ struct Settings {
   std::string level_from, check_inputs_from, nan_check_from, memcheck_from, blackbox_from;  // "NAME='value'" that set them
 };
 
+constexpr int64_t kBlackboxMaxLaunches = 1000000;
+constexpr int64_t kBlackboxMaxMb = 1048576;
+
+// Where variables come from: the process environment, or (tests) a block
+// of NAME=VALUE strings.
+struct Env {
+  const char* const* block = nullptr;  // null: use getenv
+  bool get(const char* name, std::string* value) const {
+    if (block == nullptr) {
+      const char* v = std::getenv(name);
+      if (v == nullptr) return false;
+      *value = v;
+      return true;
+    }
+    const size_t n = std::strlen(name);
+    for (const char* const* e = block; *e; ++e)
+      if (std::strncmp(*e, name, n) == 0 && (*e)[n] == '=') {
+        *value = *e + n + 1;
+        return true;
+      }
+    return false;
+  }
+};
+
+// The process's rank: RANK, else LOCAL_RANK (torchrun sets both), as a whole
+// number; the world size from WORLD_SIZE (LOCAL_WORLD_SIZE with LOCAL_RANK).
+// -1 where unknown.  aoti_debug/settings.py:process_rank is the same rule.
+struct ProcessRank {
+  int64_t rank = -1, world = -1;
+};
+
+#if !AOTI_DEBUG_CORE_BODIES
+// Linked from the core object (config.h): a wrapper parses none of the helpers below.
+AOTI_DEBUG_CORE_FN std::string py_repr(const std::string& s);
+AOTI_DEBUG_CORE_FN ProcessRank process_rank(const Env& env);
+AOTI_DEBUG_CORE_FN bool any_glob_matches(const std::vector<std::string>& pats, const char* text);
+#else
 // ---- Python-compatible text helpers ----
 
 inline bool py_space(char c) {
@@ -101,7 +138,7 @@ inline bool py_unprintable(uint32_t cp) {
 
 // Python's repr() of the str that os.environ gives for these bytes
 // (undecodable bytes arrive as surrogate escapes \udcXX).
-inline std::string py_repr(const std::string& s) {
+AOTI_DEBUG_CORE_FN std::string py_repr(const std::string& s) {
   const bool dq = s.find('\'') != std::string::npos && s.find('"') == std::string::npos;
   const char q = dq ? '"' : '\'';
   std::string out(1, q);
@@ -307,8 +344,6 @@ inline const char* memcheck_name(int action) {
   return action == kNanRaise ? "raise" : action == kNanWarn ? "warn" : "off";
 }
 
-constexpr int64_t kBlackboxMaxLaunches = 1000000;
-constexpr int64_t kBlackboxMaxMb = 1048576;
 
 inline std::string blackbox_name(int64_t launches) { return launches > 0 ? std::to_string(launches) : "off"; }
 
@@ -459,7 +494,7 @@ inline bool glob_match(const char* pat, const char* text) {
   }
 }
 
-inline bool any_glob_matches(const std::vector<std::string>& pats, const char* text) {
+AOTI_DEBUG_CORE_FN bool any_glob_matches(const std::vector<std::string>& pats, const char* text) {
   if (text == nullptr || *text == '\0') return false;
   for (const std::string& p : pats)
     if (glob_match(p.c_str(), text)) return true;
@@ -468,35 +503,9 @@ inline bool any_glob_matches(const std::vector<std::string>& pats, const char* t
 
 // ---- reading ----
 
-// Where variables come from: the process environment, or (tests) a block
-// of NAME=VALUE strings.
-struct Env {
-  const char* const* block = nullptr;  // null: use getenv
-  bool get(const char* name, std::string* value) const {
-    if (block == nullptr) {
-      const char* v = std::getenv(name);
-      if (v == nullptr) return false;
-      *value = v;
-      return true;
-    }
-    const size_t n = std::strlen(name);
-    for (const char* const* e = block; *e; ++e)
-      if (std::strncmp(*e, name, n) == 0 && (*e)[n] == '=') {
-        *value = *e + n + 1;
-        return true;
-      }
-    return false;
-  }
-};
 
-// The process's rank: RANK, else LOCAL_RANK (torchrun sets both), as a whole
-// number; the world size from WORLD_SIZE (LOCAL_WORLD_SIZE with LOCAL_RANK).
-// -1 where unknown.  aoti_debug/settings.py:process_rank is the same rule.
-struct ProcessRank {
-  int64_t rank = -1, world = -1;
-};
 
-inline ProcessRank process_rank(const Env& env) {
+AOTI_DEBUG_CORE_FN ProcessRank process_rank(const Env& env) {
   static const char* const names[2][2] = {{"RANK", "WORLD_SIZE"}, {"LOCAL_RANK", "LOCAL_WORLD_SIZE"}};
   ProcessRank r;
   std::string value;
@@ -760,6 +769,8 @@ inline Settings read_settings(const Env& env, const Settings& fallback,
   for (std::string& m : unknown_variables(env)) problems->push_back(m);  // after the bad values, as in Python
   return s;
 }
+
+#endif  // AOTI_DEBUG_CORE_BODIES
 
 }  // namespace detail
 AOTI_DEBUG_NAMESPACE_END

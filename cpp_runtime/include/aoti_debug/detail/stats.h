@@ -36,23 +36,6 @@
 
 #include "dtypes.h"
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC push_options
-#pragma GCC optimize("O3", "no-fast-math", "no-associative-math", "no-reciprocal-math", \
-                     "signed-zeros", "no-finite-math-only", "fp-contract=off")
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wpsabi"
-#define AOTI_DEBUG_STATS_POP_GCC 1
-#elif defined(__clang__)
-#pragma float_control(precise, on, push)
-#define AOTI_DEBUG_STATS_POP_CLANG 1
-#endif
-
-#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
-#define AOTI_DEBUG_STATS_X86_DISPATCH 1
-#include <immintrin.h>
-#endif
-
 AOTI_DEBUG_NAMESPACE_BEGIN
 
 // Result of compute_stats().  Plain data: _native.py mirrors this layout.
@@ -76,6 +59,41 @@ struct Stats {
   uint64_t hash;      // content hash (section 3.1), valid when hashed != 0
   int64_t hashed;
 };
+
+// What the NaN/Inf check fails on: NaN, and with count_inf Inf too.
+inline bool holds_bad(const Stats& s, bool count_inf) {
+  return s.nan_count > 0 || (count_inf && s.inf_count > 0);
+}
+
+#if !AOTI_DEBUG_CORE_BODIES
+// Linked from the core object (config.h): a wrapper parses none of the core below.
+AOTI_DEBUG_CORE_FN Stats compute_stats(const TensorView& v, bool hash = false, int max_threads = 0,
+                                       int isa_limit = 0);
+AOTI_DEBUG_CORE_FN bool all_finite(const TensorView& v, bool count_inf);
+#endif
+
+AOTI_DEBUG_NAMESPACE_END
+
+#if AOTI_DEBUG_CORE_BODIES
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("O3", "no-fast-math", "no-associative-math", "no-reciprocal-math", \
+                     "signed-zeros", "no-finite-math-only", "fp-contract=off")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+#define AOTI_DEBUG_STATS_POP_GCC 1
+#elif defined(__clang__)
+#pragma float_control(precise, on, push)
+#define AOTI_DEBUG_STATS_POP_CLANG 1
+#endif
+
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+#define AOTI_DEBUG_STATS_X86_DISPATCH 1
+#include <immintrin.h>
+#endif
+
+AOTI_DEBUG_NAMESPACE_BEGIN
 
 namespace detail {
 
@@ -1020,8 +1038,8 @@ inline int stats_thread_count(int64_t numel, int64_t nblocks, int max_threads) {
 // hash too (section 3.1; only records print it).  max_threads: 0 = the
 // default policy, 1 = this thread only.  isa_limit: 0 = best vector width,
 // else at most that many doubles per vector.  Results never depend on either.
-AOTI_DEBUG_NOINLINE inline Stats compute_stats(const TensorView& v, bool hash = false,
-                                               int max_threads = 0, int isa_limit = 0) {
+AOTI_DEBUG_CORE_FN Stats compute_stats(const TensorView& v, bool hash = false, int max_threads = 0,
+                                      int isa_limit = 0) {
   using namespace detail;
   Stats s;
   std::memset(&s, 0, sizeof(s));
@@ -1142,11 +1160,6 @@ AOTI_DEBUG_NOINLINE inline Stats compute_stats(const TensorView& v, bool hash = 
   for (int64_t b = 0; b < j.nblocks && s.first_inf < 0 && s.inf_count > 0; ++b)
     if (flags[b] & 2) s.first_inf = find_in_block(j, b, [](double x) { return std::isinf(x); });
   return s;
-}
-
-// What the NaN/Inf check fails on: NaN, and with count_inf Inf too.
-inline bool holds_bad(const Stats& s, bool count_inf) {
-  return s.nan_count > 0 || (count_inf && s.inf_count > 0);
 }
 
 // ---- the NaN/Inf check's clean path ----------------------------------------
@@ -1328,7 +1341,7 @@ inline bool any_above_strided(const unsigned char* base, const int64_t* sizes, c
 // True when the CPU tensor `v` holds no NaN (and, with count_inf, no Inf).
 // Dtypes without NaN are always finite; the rarer floating formats (float8,
 // complex) are decided by compute_stats, with the same answer.
-inline bool all_finite(const TensorView& v, bool count_inf) {
+AOTI_DEBUG_CORE_FN bool all_finite(const TensorView& v, bool count_inf) {
   using namespace detail;
   FiniteBits b;
   if (!finite_bits(v.dtype, &b)) {
@@ -1361,3 +1374,5 @@ AOTI_DEBUG_NAMESPACE_END
 #pragma float_control(pop)
 #undef AOTI_DEBUG_STATS_POP_CLANG
 #endif
+
+#endif  // AOTI_DEBUG_CORE_BODIES
