@@ -1,4 +1,5 @@
 import os
+import pathlib
 import re
 import subprocess
 import sys
@@ -92,11 +93,15 @@ TESTS = os.path.dirname(os.path.abspath(__file__))
 
 def shared_dir(tmp_path_factory, name):
     """A folder of this test run that every pytest-xdist worker of the run sees (each
-    worker's own base folder lies inside the run's): what is built there is built once."""
+    worker's own base folder lies inside the run's), or the folder AOTID_TEST_SHARED
+    names, for pytest processes that run side by side on one torch and one vector ISA
+    (.ci/run splits the suite so): what is built there is built once."""
     base = tmp_path_factory.getbasetemp()
-    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    given = os.environ.get("AOTID_TEST_SHARED")
+    root = (pathlib.Path(given) if given else
+            base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
     path = root / f"shared-{name}"
-    path.mkdir(exist_ok=True)
+    path.mkdir(parents=True, exist_ok=True)
     return path
 
 
