@@ -455,6 +455,47 @@ inline bool has_fast_blocks(int32_t code) {
   return code == kFloat || code == kBFloat16 || code == kHalf || code == kDouble;
 }
 
+// The fast pass over one contiguous block of len <= kStatsBlock elements (a
+// tensor's only block, or a last one no multi-block group takes), converted
+// in registers as fast_blocks does: the same lanes in the same order as
+// float_block_pass, without its round trip through the conversion buffer.
+template <int W, class Load>
+AOTI_DEBUG_ALWAYS_INLINE void fast_block(const Load& ld, int32_t code, int itemsize, int64_t len,
+                                         FastAcc<W>& fast, typename VecOf<double, W>::type* lanes) {
+  typedef typename VecOf<double, W>::type D;
+  constexpr int K = 8 / W;
+  D l[K], mn[K], mx[K];
+  for (int k = 0; k < K; ++k) l[k] = lanes[k], mn[k] = fast.mn[k], mx[k] = fast.mx[k];
+  D x = {};
+  int64_t i = 0;
+  for (; i + 8 <= len; i += 8)
+    for (int k = 0; k < K; ++k) {
+      ld.template at<W>(i + k * W, x);
+      fast_step<W>(x, l[k], mn[k], mx[k]);
+    }
+  for (int64_t j = 0; i + j < len; ++j) {  // partial vector, as float_kernel's
+    const double v = element_as_double(ld.p + (i + j) * itemsize, code);
+    const int k = static_cast<int>(j / W), e = static_cast<int>(j % W);
+    l[k][e] += v;
+    if (v < mn[k][e]) mn[k][e] = v;
+    if (v > mx[k][e]) mx[k][e] = v;
+  }
+  for (int k = 0; k < K; ++k) lanes[k] = l[k], fast.mn[k] = mn[k], fast.mx[k] = mx[k];
+}
+
+template <int W>
+AOTI_DEBUG_ALWAYS_INLINE void fast_block_chunk(const unsigned char* p, int32_t code, int itemsize,
+                                               int64_t len, FastAcc<W>& f,
+                                               typename VecOf<double, W>::type* lanes) {
+  switch (code) {
+    case kFloat: fast_block<W>(LoadConvert<float>{p}, code, itemsize, len, f, lanes); break;
+    case kDouble: fast_block<W>(LoadConvert<double>{p}, code, itemsize, len, f, lanes); break;
+    case kBFloat16: fast_block<W>(LoadBF16{p}, code, itemsize, len, f, lanes); break;
+    case kHalf: fast_block<W>(LoadHalf{p}, code, itemsize, len, f, lanes); break;
+    default: break;
+  }
+}
+
 template <int W, int NB>
 AOTI_DEBUG_ALWAYS_INLINE void fast_blocks_chunk(const unsigned char* p, int32_t code, int itemsize,
                                                 FastAcc<W>* f,
@@ -924,6 +965,12 @@ AOTI_DEBUG_ALWAYS_INLINE void stats_blocks_impl(const StatsJob& j, int64_t b0, i
       for (int q = 0; q < NB; ++q) finish_block<W>(j, c, buf, dbuf, b + q, fa, fast[q], lanes[q]);
       if (j.hash) out.hash_sum += hash_block<W>(j, c, buf, start, NB * kStatsBlock);
       b += NB;
+    } else if (j.contiguous && has_fast_blocks(j.code)) {
+      FastAcc<W> fast;
+      fast_block_chunk<W>(j.base + start * j.itemsize, j.code, j.itemsize, len, fast, lanes[0]);
+      finish_block<W>(j, c, buf, dbuf, b, fa, fast, lanes[0]);
+      if (j.hash) out.hash_sum += hash_block<W>(j, c, buf, start, len);
+      ++b;
     } else {
       FastAcc<W> fast;
       float_block_pass<W, kPassFast>(j, c, buf, dbuf, start, len, fa, fast, lanes[0]);
