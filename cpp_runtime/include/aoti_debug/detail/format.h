@@ -127,11 +127,60 @@ inline bool device_stats(const Value& v, Stats* out, const char** reason) {
 
 #if AOTI_DEBUG_CORE_BODIES  // the record formatting of the core functions
 
+// A staging buffer in front of a record's std::string.  Each append to a
+// std::string is an out-of-line call into libstdc++ (its members are extern
+// templates); a Tensor block is some forty small pieces, so it is built here
+// with inline copies and reaches the string in one append per kSize bytes.
+class Text {
+ public:
+  explicit Text(std::string& out) : out_(out) {}
+  ~Text() { flush(); }
+  Text(const Text&) = delete;
+  Text& operator=(const Text&) = delete;
+  Text& append(const char* p, size_t k) {
+    if (n_ + k > kSize) {
+      flush();
+      if (k > kSize) {
+        out_.append(p, k);
+        return *this;
+      }
+    }
+    std::memcpy(b_ + n_, p, k);
+    n_ += k;
+    return *this;
+  }
+  Text& append(size_t k, char c) {
+    for (size_t m = 0; k > 0; k -= m) {
+      m = k < 64 ? k : 64;
+      if (n_ + m > kSize) flush();
+      std::memset(b_ + n_, c, m);
+      n_ += m;
+    }
+    return *this;
+  }
+  Text& operator+=(const char* s) { return append(s, std::strlen(s)); }
+  Text& operator+=(char c) {
+    if (n_ == kSize) flush();
+    b_[n_++] = c;
+    return *this;
+  }
+  void flush() {
+    out_.append(b_, n_);
+    n_ = 0;
+  }
+
+ private:
+  static constexpr size_t kSize = 1024;
+  std::string& out_;
+  size_t n_ = 0;
+  char b_[kSize];
+};
+
 // "[timestamp] [pid N] kind id name<facts>\n" (facts: header_facts, run and call records)
 inline std::string header_line(const char* kind, const std::string& id, const char* name,
-                               const std::string& facts = std::string()) {
+                               const std::string& facts = std::string(), size_t reserve = 160) {
   std::string out;
-  out.reserve(160);  // a level-1 record in one allocation
+  out.reserve(reserve);  // 160: a level-1 record in one allocation
   append_line_prefix(out);
   out += kind;
   out += ' ';
@@ -173,10 +222,12 @@ inline std::string one_line(const char* text) {
   return s.empty() ? "unknown error" : s;
 }
 
-inline void append_indent(std::string& out, int n) { out.append(static_cast<size_t>(n), ' '); }
+template <class Out>
+inline void append_indent(Out& out, int n) { out.append(static_cast<size_t>(n), ' '); }
 
 // Python-tuple form: (), (5,), (2, 3)
-inline void append_tuple(std::string& out, const int64_t* v, int64_t n) {
+template <class Out>
+inline void append_tuple(Out& out, const int64_t* v, int64_t n) {
   out += '(';
   for (int64_t k = 0; k < n; ++k) {
     if (k) out += ", ";
@@ -186,7 +237,8 @@ inline void append_tuple(std::string& out, const int64_t* v, int64_t n) {
   out += ')';
 }
 
-inline void append_device(std::string& out, int32_t type, int32_t index) {
+template <class Out>
+inline void append_device(Out& out, int32_t type, int32_t index) {
   static const char* const names[] = {
       "cpu", "cuda", "mkldnn", "opengl", "opencl", "ideep", "hip", "fpga", "maia", "xla", "vulkan",
       "metal", "xpu", "mps", "meta", "hpu", "ve", "lazy", "ipu", "mtia", "privateuseone"};
@@ -240,14 +292,16 @@ inline void append_inline(std::string& out, const Value& v) {
   }
 }
 
-inline void append_stat(std::string& out, int indent, const char* key) {
+template <class Out>
+inline void append_stat(Out& out, int indent, const char* key) {
   append_indent(out, indent);
   out += key;
   out += '=';
 }
 
 // The statistics lines (section 3) for a computed Stats.
-inline void append_stats_lines(std::string& out, int indent, const Stats& s);
+template <class Out>
+inline void append_stats_lines(Out& out, int indent, const Stats& s);
 
 #if AOTI_DEBUG_ENABLE_STATS
 // The statistics a launch-end record computed, kept for the NaN/Inf check
@@ -284,7 +338,7 @@ inline StatsMemo& stats_memo() {
 #endif
 
 // The Tensor block, "Tensor(" at `indent` spaces.  Statistics at level >= 5.
-inline void append_tensor_block(std::string& out, const Value& val, int level, int indent) {
+inline void tensor_block(Text& out, const Value& val, int level, int indent) {
   const TensorView& v = val.t;
   const int in = indent + 2;
   append_indent(out, indent);
@@ -339,8 +393,14 @@ inline void append_tensor_block(std::string& out, const Value& val, int level, i
   out += ")\n";
 }
 
+inline void append_tensor_block(std::string& out, const Value& val, int level, int indent) {
+  Text text(out);
+  tensor_block(text, val, level, indent);
+}
+
 #if AOTI_DEBUG_ENABLE_STATS
-inline void append_stats_lines(std::string& out, int indent, const Stats& s) {
+template <class Out>
+inline void append_stats_lines(Out& out, int indent, const Stats& s) {
   auto dbl = [&](const char* key, double x) {
     append_stat(out, indent, key);
     append_double(out, x);
@@ -391,7 +451,8 @@ inline void append_stats_lines(std::string& out, int indent, const Stats& s) {
   }
 }
 #else
-inline void append_stats_lines(std::string&, int, const Stats&) {}
+template <class Out>
+inline void append_stats_lines(Out&, int, const Stats&) {}
 #endif
 
 // One argument item: "  label: inline\n" or "  label:\n" + block.

@@ -335,6 +335,14 @@ inline const char* role_name(Role r) {
 
 #if AOTI_DEBUG_CORE_BODIES  // record formatting, for the core functions
 // The items of `vals` whose role passes `want` (a launch's in side or out side).
+// A launch record's likely size, reserved at once: a Tensor block is about
+// 200 bytes, 350 with statistics (growing a string copies it each time).
+inline size_t record_size(const Run& run, const Site& site) {
+  if (run.level < 3) return 160;
+  return 512 + (site.lines != nullptr ? std::strlen(site.lines) : 0) +
+         static_cast<size_t>(site.nargs) * (run.level >= 5 ? 384 : 224);
+}
+
 inline void append_args(std::string& out, const Site& site, Values vals,
                         bool out_side, int level) {
   int k = 0;
@@ -625,8 +633,8 @@ AOTI_DEBUG_CORE_FN void before_launch(Run& run, const Site& site,
                                               Values args) {
   const Model& m = *run.model;
   if (m.selected(site)) {
-    std::string rec =
-        detail::header_line("launch", detail::launch_id(m.name(), run.run, run.launch), site.kernel);
+    std::string rec = detail::header_line("launch", detail::launch_id(m.name(), run.run, run.launch),
+                                          site.kernel, std::string(), detail::record_size(run, site));
     if (run.level >= 3) {
       rec += "  origin: nodes=";
       rec += detail::or_dash(site.nodes);
@@ -649,8 +657,8 @@ AOTI_DEBUG_CORE_FN void after_launch(Run& run, const Site& site,
   detail::clear_inflight();
   const Model& m = *run.model;
   if (run.level < 3 || !m.selected(site)) return;
-  std::string rec =
-      detail::header_line("launch-end", detail::launch_id(m.name(), run.run, run.launch), site.kernel);
+  std::string rec = detail::header_line("launch-end", detail::launch_id(m.name(), run.run, run.launch),
+                                        site.kernel, std::string(), detail::record_size(run, site));
 #if AOTI_DEBUG_ENABLE_STATS
   detail::StatsMemo& memo = detail::stats_memo();  // for the NaN/Inf check right after
   memo.run = &run, memo.launch = run.launch, memo.n = 0, memo.recording = run.level >= 5;

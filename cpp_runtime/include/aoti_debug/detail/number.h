@@ -239,24 +239,32 @@ inline int format_double(double x, char* buf) {
 #endif
 }
 
-inline void append_u64(std::string& out, uint64_t v) {
+// A record's text is built with these (Out: std::string, or format.h's Text
+// in front of one).
+template <class Out>
+inline void append_u64(Out& out, uint64_t v) {
   char b[24];
   out.append(b, static_cast<size_t>(format_u64(v, b)));
 }
 
-inline void append_i64(std::string& out, int64_t v) {
+template <class Out>
+inline void append_i64(Out& out, int64_t v) {
   char b[24];
   out.append(b, static_cast<size_t>(format_i64(v, b)));
 }
 
 // prefix, then v's low `digits` hex digits (lowercase, zero-padded)
-inline void append_hex(std::string& out, const char* prefix, uint64_t v, int digits) {
+template <class Out>
+inline void append_hex(Out& out, const char* prefix, uint64_t v, int digits) {
   static const char hex[] = "0123456789abcdef";
+  char b[16];
+  for (int i = 0; i < digits && i < 16; ++i) b[i] = hex[(v >> (4 * (digits - 1 - i))) & 0xf];
   out += prefix;
-  for (int i = digits - 1; i >= 0; --i) out += hex[(v >> (4 * i)) & 0xf];
+  out.append(b, static_cast<size_t>(digits < 16 ? digits : 16));
 }
 
-inline void append_double(std::string& out, double v) {
+template <class Out>
+inline void append_double(Out& out, double v) {
   char b[48];
   out.append(b, static_cast<size_t>(format_double(v, b)));
 }

@@ -658,12 +658,14 @@ inline std::string lost_note(int64_t lost, const std::string& path, int err) {
 // the runtime formatted first.  Body lines are indented: only headers start
 // with '['.
 inline void restamp(std::string& text, const char* ts, size_t n) {
-  size_t i = 0;
-  while (i + n + 1 < text.size()) {
-    if (text[i] == '[' && text[i + n + 1] == ']') text.replace(i + 1, n, ts, n);  // in place
-    const size_t nl = text.find('\n', i);
-    if (nl == std::string::npos) break;
-    i = nl + 1;
+  char* const s = &text[0];
+  const size_t len = text.size();
+  // from '[' to '[' (rare in a record's body), not line by line
+  for (size_t i = 0; i + n + 1 < len;) {
+    if ((i == 0 || s[i - 1] == '\n') && s[i] == '[' && s[i + n + 1] == ']') std::memcpy(s + i + 1, ts, n);
+    const void* next = std::memchr(s + i + 1, '[', len - i - 1);
+    if (next == nullptr) break;
+    i = static_cast<size_t>(static_cast<const char*>(next) - s);
   }
 }
 
