@@ -334,7 +334,6 @@ inline const char* role_name(Role r) {
 }
 
 #if AOTI_DEBUG_CORE_BODIES  // record formatting, for the core functions
-// The items of `vals` whose role passes `want` (a launch's in side or out side).
 // A launch record's likely size, reserved at once: a Tensor block is about
 // 200 bytes, 350 with statistics (growing a string copies it each time).
 inline size_t record_size(const Run& run, const Site& site) {
@@ -342,6 +341,8 @@ inline size_t record_size(const Run& run, const Site& site) {
   return 512 + (site.lines != nullptr ? std::strlen(site.lines) : 0) +
          static_cast<size_t>(site.nargs) * (run.level >= 5 ? 384 : 224);
 }
+
+// The items of `vals` whose role passes `want` (a launch's in side or out side).
 
 inline void append_args(std::string& out, const Site& site, Values vals,
                         bool out_side, int level) {

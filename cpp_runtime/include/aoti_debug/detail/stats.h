@@ -218,8 +218,8 @@ struct LoadHalf {
   }
 };
 
-// Any dtype into doubles (complex: magnitudes), for everything but the
-// multi-block fast path: one plain loop per dtype, compiled once.
+// Any dtype into doubles (complex: magnitudes), for everything the direct
+// fast path (fast_blocks) does not take: one plain loop per dtype, compiled once.
 AOTI_DEBUG_NOINLINE inline void convert_chunk(const unsigned char* p, int64_t n, int32_t code,
                                               double* out) {
   switch (code) {
@@ -382,6 +382,17 @@ struct FastAcc {
   }
 };
 
+// Element j (< 8) of a block's partial last vector in the fast pass: into its
+// own lane, as a whole vector would have put it.
+template <int W>
+AOTI_DEBUG_ALWAYS_INLINE void fast_element(double v, int64_t j, FastAcc<W>& f,
+                                           typename VecOf<double, W>::type* lanes) {
+  const int k = static_cast<int>(j / W), e = static_cast<int>(j % W);
+  lanes[k][e] += v;
+  if (v < f.mn[k][e]) f.mn[k][e] = v;
+  if (v > f.mx[k][e]) f.mx[k][e] = v;
+}
+
 // n doubles starting at a lane-0 position, in pass P.
 template <int W, int P>
 AOTI_DEBUG_ALWAYS_INLINE void float_kernel(const double* p, int64_t n, FloatAcc<W>& acc,
@@ -402,13 +413,7 @@ AOTI_DEBUG_ALWAYS_INLINE void float_kernel(const double* p, int64_t n, FloatAcc<
       else float_step<W>(x, lanes[k], a, k);
     }
   if (i < n && P == kPassFast) {  // partial vector: element by element, same lanes
-    for (int64_t j = 0; i + j < n; ++j) {
-      const double v = p[i + j];
-      const int k = static_cast<int>(j / W), e = static_cast<int>(j % W);
-      lanes[k][e] += v;
-      if (v < f.mn[k][e]) f.mn[k][e] = v;
-      if (v > f.mx[k][e]) f.mx[k][e] = v;
-    }
+    for (int64_t j = 0; i + j < n; ++j) fast_element<W>(p[i + j], j, f, lanes);
   } else if (i < n) {  // partial vector: pad with NaN (uncounted via `pad`)
     double t[8];
     for (int j = 0; j < 8; ++j) t[j] = i + j < n ? p[i + j] : __builtin_nan("");
@@ -423,12 +428,13 @@ AOTI_DEBUG_ALWAYS_INLINE void float_kernel(const double* p, int64_t n, FloatAcc<
   fast = f;
 }
 
-// The fast pass over NB whole contiguous blocks at once.  Each lane's sum is
-// one serial chain (the order is the contract), so a single block is bound
-// by the add latency; NB blocks in flight give NB independent chains.
+// The fast pass over the first `len` elements (a multiple of 8) of NB
+// contiguous blocks at once, converted in registers.  Each lane's sum is one
+// serial chain (the order is the contract), so a single block is bound by
+// the add latency; NB blocks in flight give NB independent chains.
 template <int W, int NB, class Load>
 AOTI_DEBUG_ALWAYS_INLINE void fast_blocks(const Load& proto, const unsigned char* base,
-                                          int64_t block_bytes, FastAcc<W>* fast,
+                                          int64_t block_bytes, int64_t len, FastAcc<W>* fast,
                                           typename VecOf<double, W>::type (*lanes)[8 / W]) {
   typedef typename VecOf<double, W>::type D;
   constexpr int K = 8 / W;
@@ -440,7 +446,7 @@ AOTI_DEBUG_ALWAYS_INLINE void fast_blocks(const Load& proto, const unsigned char
     for (int k = 0; k < K; ++k) l[q][k] = lanes[q][k], mn[q][k] = fast[q].mn[k], mx[q][k] = fast[q].mx[k];
   }
   D x = {};
-  for (int64_t i = 0; i < kStatsBlock; i += 8)
+  for (int64_t i = 0; i < len; i += 8)
     for (int q = 0; q < NB; ++q)
       for (int k = 0; k < K; ++k) {
         ld[q].template at<W>(i + k * W, x);
@@ -450,62 +456,21 @@ AOTI_DEBUG_ALWAYS_INLINE void fast_blocks(const Load& proto, const unsigned char
     for (int k = 0; k < K; ++k) lanes[q][k] = l[q][k], fast[q].mn[k] = mn[q][k], fast[q].mx[k] = mx[q][k];
 }
 
-// Dtypes with a multi-block fast path (the common floating ones).
+// Dtypes with the direct fast path (the common floating ones).
 inline bool has_fast_blocks(int32_t code) {
   return code == kFloat || code == kBFloat16 || code == kHalf || code == kDouble;
 }
 
-// The fast pass over one contiguous block of len <= kStatsBlock elements (a
-// tensor's only block, or a last one no multi-block group takes), converted
-// in registers as fast_blocks does: the same lanes in the same order as
-// float_block_pass, without its round trip through the conversion buffer.
-template <int W, class Load>
-AOTI_DEBUG_ALWAYS_INLINE void fast_block(const Load& ld, int32_t code, int itemsize, int64_t len,
-                                         FastAcc<W>& fast, typename VecOf<double, W>::type* lanes) {
-  typedef typename VecOf<double, W>::type D;
-  constexpr int K = 8 / W;
-  D l[K], mn[K], mx[K];
-  for (int k = 0; k < K; ++k) l[k] = lanes[k], mn[k] = fast.mn[k], mx[k] = fast.mx[k];
-  D x = {};
-  int64_t i = 0;
-  for (; i + 8 <= len; i += 8)
-    for (int k = 0; k < K; ++k) {
-      ld.template at<W>(i + k * W, x);
-      fast_step<W>(x, l[k], mn[k], mx[k]);
-    }
-  for (int64_t j = 0; i + j < len; ++j) {  // partial vector, as float_kernel's
-    const double v = element_as_double(ld.p + (i + j) * itemsize, code);
-    const int k = static_cast<int>(j / W), e = static_cast<int>(j % W);
-    l[k][e] += v;
-    if (v < mn[k][e]) mn[k][e] = v;
-    if (v > mx[k][e]) mx[k][e] = v;
-  }
-  for (int k = 0; k < K; ++k) lanes[k] = l[k], fast.mn[k] = mn[k], fast.mx[k] = mx[k];
-}
-
-template <int W>
-AOTI_DEBUG_ALWAYS_INLINE void fast_block_chunk(const unsigned char* p, int32_t code, int itemsize,
-                                               int64_t len, FastAcc<W>& f,
-                                               typename VecOf<double, W>::type* lanes) {
-  switch (code) {
-    case kFloat: fast_block<W>(LoadConvert<float>{p}, code, itemsize, len, f, lanes); break;
-    case kDouble: fast_block<W>(LoadConvert<double>{p}, code, itemsize, len, f, lanes); break;
-    case kBFloat16: fast_block<W>(LoadBF16{p}, code, itemsize, len, f, lanes); break;
-    case kHalf: fast_block<W>(LoadHalf{p}, code, itemsize, len, f, lanes); break;
-    default: break;
-  }
-}
-
 template <int W, int NB>
 AOTI_DEBUG_ALWAYS_INLINE void fast_blocks_chunk(const unsigned char* p, int32_t code, int itemsize,
-                                                FastAcc<W>* f,
+                                                int64_t len, FastAcc<W>* f,
                                                 typename VecOf<double, W>::type (*lanes)[8 / W]) {
   const int64_t bb = kStatsBlock * itemsize;
   switch (code) {
-    case kFloat: fast_blocks<W, NB>(LoadConvert<float>{p}, p, bb, f, lanes); break;
-    case kDouble: fast_blocks<W, NB>(LoadConvert<double>{p}, p, bb, f, lanes); break;
-    case kBFloat16: fast_blocks<W, NB>(LoadBF16{p}, p, bb, f, lanes); break;
-    case kHalf: fast_blocks<W, NB>(LoadHalf{p}, p, bb, f, lanes); break;
+    case kFloat: fast_blocks<W, NB>(LoadConvert<float>{p}, p, bb, len, f, lanes); break;
+    case kDouble: fast_blocks<W, NB>(LoadConvert<double>{p}, p, bb, len, f, lanes); break;
+    case kBFloat16: fast_blocks<W, NB>(LoadBF16{p}, p, bb, len, f, lanes); break;
+    case kHalf: fast_blocks<W, NB>(LoadHalf{p}, p, bb, len, f, lanes); break;
     default: break;
   }
 }
@@ -961,13 +926,19 @@ AOTI_DEBUG_ALWAYS_INLINE void stats_blocks_impl(const StatsJob& j, int64_t b0, i
     } else if (j.contiguous && has_fast_blocks(j.code) && b + NB <= b1 &&
                (b + NB) * kStatsBlock <= j.numel) {
       FastAcc<W> fast[NB];
-      fast_blocks_chunk<W, NB>(j.base + start * j.itemsize, j.code, j.itemsize, fast, lanes);
+      fast_blocks_chunk<W, NB>(j.base + start * j.itemsize, j.code, j.itemsize, kStatsBlock, fast, lanes);
       for (int q = 0; q < NB; ++q) finish_block<W>(j, c, buf, dbuf, b + q, fa, fast[q], lanes[q]);
       if (j.hash) out.hash_sum += hash_block<W>(j, c, buf, start, NB * kStatsBlock);
       b += NB;
     } else if (j.contiguous && has_fast_blocks(j.code)) {
+      // a tensor's only block, or a last one no group takes: the same
+      // direct loads, then its partial vector element by element
       FastAcc<W> fast;
-      fast_block_chunk<W>(j.base + start * j.itemsize, j.code, j.itemsize, len, fast, lanes[0]);
+      const unsigned char* p = j.base + start * j.itemsize;
+      const int64_t whole = len - len % 8;
+      fast_blocks_chunk<W, 1>(p, j.code, j.itemsize, whole, &fast, lanes);
+      for (int64_t e = whole; e < len; ++e)
+        fast_element<W>(element_as_double(p + e * j.itemsize, j.code), e - whole, fast, lanes[0]);
       finish_block<W>(j, c, buf, dbuf, b, fa, fast, lanes[0]);
       if (j.hash) out.hash_sum += hash_block<W>(j, c, buf, start, len);
       ++b;
