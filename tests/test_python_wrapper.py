@@ -511,3 +511,56 @@ def test_level_10_stops_for_the_process_once_a_limit_is_reached(tmp_path):
     assert text.count("note - flight-recorder") == 1
     assert "note - flight-recorder\n  AOTI_DEBUG_DUMP_MAX_COUNT=4 reached; no more dumps, logging goes on at level 5\n" in text
     assert text.count(" run-end ") == 3        # logging goes on
+
+
+# Two launches of one site at level 5, then (CRASH=1) a third whose "kernel"
+# segfaults; SINK=python writes without the compiled core.
+LAUNCHES = r"""
+import ctypes, os, torch
+from aoti_debug.runtime import sink
+if os.environ["SINK"] == "python":
+    sink.native = lambda: None
+from aoti_debug.runtime.launches import Model, Site
+m = Model("toy", 5, "", "off", False, torch.__version__)
+site = Site("cpp_fused_add_0", "add", "m.py:12", "fc1", (("buf0", "inout"),), "  source-line: m.py:12 nodes=add\n")
+run = m.begin_run(("x",), (torch.arange(4.0),))
+for k in (1, 2):
+    run.launch += 1
+    run.before(site, (torch.full((3,), float(k)),))
+    run.after(site, (torch.full((3,), float(k) + 1),))
+if os.environ.get("CRASH"):
+    run.launch += 1
+    run.before(site, (torch.ones(2),))
+    ctypes.string_at(0)
+"""
+
+
+def test_launch_records_alike_with_and_without_the_compiled_core(tmp_path):
+    """The compiled core writes torch.compile's launch record and marks the
+    launch in flight in one call; the Python writer's records are the same."""
+    logs = {}
+    for writer in ("core", "python"):
+        log = tmp_path / f"{writer}.log"
+        run_python(LAUNCHES, env=clean_env(SINK=writer, AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_LOGDEST=str(log)))
+        logs[writer] = mask(log.read_text())
+    assert logs["core"] == logs["python"]
+    heads = [r.splitlines()[0] for r in records(logs["core"])]
+    assert heads == ["[TIMESTAMP] [pid PID] run 1 toy thread=TID",
+                     "[TIMESTAMP] [pid PID] launch toy:1.1 cpp_fused_add_0",
+                     "[TIMESTAMP] [pid PID] launch-end toy:1.1 cpp_fused_add_0",
+                     "[TIMESTAMP] [pid PID] launch toy:1.2 cpp_fused_add_0",
+                     "[TIMESTAMP] [pid PID] launch-end toy:1.2 cpp_fused_add_0"]
+    launch = records(logs["core"])[3]
+    assert launch.splitlines()[1:3] == ["  origin: nodes=add source=m.py:12", "  source-line: m.py:12 nodes=add"]
+
+
+@pytest.mark.parametrize("level", ["1", "5"])
+def test_a_crash_in_a_launch_names_it(tmp_path, level):
+    log = tmp_path / "log"
+    proc = run_python(LAUNCHES, env=clean_env(SINK="core", CRASH="1", AOTI_DEBUG_LOGLEVEL=level,
+                                              AOTI_DEBUG_LOGDEST=str(log)), check=False)
+    assert proc.returncode != 0
+    heads = [r.splitlines()[0] for r in records(mask(log.read_text()))]
+    assert heads[-2:] == ["[TIMESTAMP] [pid PID] launch toy:1.3 cpp_fused_add_0",
+                          "[TIMESTAMP] [pid PID] crash toy:1.3 cpp_fused_add_0"]
+    assert records(mask(log.read_text()))[-1].splitlines()[1:] == ["  signal: SIGSEGV"]

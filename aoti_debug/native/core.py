@@ -116,6 +116,7 @@ _SIGNATURES = {
                                          _buf, _i64]),
     "aotid_format_number": (_i32, [_dbl, _buf]),
     "aotid_sink_write": (_i32, [_str, _str, _i64, _str]),
+    "aotid_write_launch": (_i32, [_str, _str, _i64, _i64, _str, _str, _i64, _i32, _str]),
     "aotid_write_note": (_i32, [_str, _str, _str, _i32, _i32, _str]),
     "aotid_next_call_number": (_i64, []),
     "aotid_instance_name": (_i64, [_str, _buf, _i64]),
@@ -284,6 +285,16 @@ def sink_write(dest: str, text: str, torch_version: Optional[str] = None) -> Non
     this process first writes there (banner: ``torch_version``, default torch.__version__)."""
     data = text.encode("utf-8", "backslashreplace")     # a lone surrogate (os.fsdecode) never loses a record
     _need().aotid_sink_write(dest.encode("utf-8"), data, len(data), _torch_version(torch_version))
+
+
+def write_launch(dest: str, model: str, run: int, launch: int, kernel: str, body: str, mark: bool,
+                 torch_version: Optional[str] = None) -> None:
+    """The ``launch model:R.K kernel`` record with ``body`` (whole lines), headed
+    by the C++ runtime, in one write(2); then, with ``mark``, the launch marked
+    in flight on this thread (as set_inflight)."""
+    data = body.encode("utf-8", "backslashreplace")
+    _need().aotid_write_launch(dest.encode("utf-8"), model.encode("utf-8"), run, launch, kernel.encode("utf-8"),
+                               data, len(data), 1 if mark else 0, _torch_version(torch_version))
 
 
 def write_note(dest: str, topic: str, lines: str, once: bool = True, level: int = 1,

@@ -240,17 +240,31 @@ class Run:
 
     def before(self, site: Site, values: Sequence[Any]) -> None:
         """`launch model:R.K kernel` (written before the kernel runs)."""
+        marked = False
         if self.model.selected(site):
-            _safely(self._write_launch, site, values)
+            # the dumps come before the mark: a crash while dumping is not the kernel's
+            marked = _safely(self._write_launch, site, values, self.dumps is None)
             if self.dumps is not None:   # the inputs, before the kernel runs
                 _safely(self.dumps.launch, self.launch, site, values, False)
-        _inflight(self.run, self.launch, site.kernel, self.model.name)
+        if not marked:
+            _inflight(self.run, self.launch, site.kernel, self.model.name)
 
-    def _write_launch(self, site: Site, values) -> None:
+    def _write_launch(self, site: Site, values, mark: bool) -> bool:
+        """Writes the record; True when it also marked the launch in flight
+        (the compiled core does both in one call)."""
         body = []
         if self.level >= 3:
             body = [site.origin_line()] + site.lines.splitlines() + _args(site, values, False, self.level)
+        core = sink.native()
+        if core is not None:
+            try:
+                core.write_launch(state.settings().logdest, self.model.name, self.run, self.launch, site.kernel,
+                                  fmt.record("", body), mark, sink.torch_version())
+                return mark
+            except Exception:
+                pass
         state.emit(fmt.record(fmt.header("launch", self._id(), site.kernel, state.pid()), body))
+        return False
 
     def wait(self, site: Optional[Site] = None) -> None:
         """AOTI_DEBUG_SYNC: waits for the device after launch `site` (None:
@@ -484,9 +498,10 @@ def _named(role: str, names, values, level: int):
     return lines
 
 
-def _safely(write, *args) -> None:
+def _safely(write, *args):
+    """write(*args), or None when it raised."""
     try:
-        write(*args)
+        return write(*args)
     except Exception as exc:   # logging never changes the model's behaviour
         try:
             state.note("logger", f"could not write a record: {type(exc).__name__}: {exc}")

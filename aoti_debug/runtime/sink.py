@@ -23,14 +23,20 @@ from .._version import __version__
 from ..settings import process_rank
 
 
+_torch_version = []   # torch.__version__, once torch is imported (it cannot change in a process)
+
+
 def torch_version() -> str:
+    if _torch_version:
+        return _torch_version[0]
     torch = sys.modules.get("torch")
     if torch is None:
         try:
             import torch  # noqa: F811
         except Exception:
             return "not installed"
-    return str(torch.__version__)
+    _torch_version[:] = [str(torch.__version__)]
+    return _torch_version[0]
 
 
 def platform_name() -> str:

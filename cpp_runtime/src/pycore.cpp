@@ -111,6 +111,27 @@ AOTID_EXPORT int32_t aotid_sink_write(const char* dest, const char* text, int64_
   }
 }
 
+// torch.compile's launch, in one call: the `launch model:R.K kernel` record
+// with `body` (its lines at level >= 3), then, when `mark` is set, the launch
+// marked in flight on this thread, in detail::before_launch's order. The
+// header is the C++ shim's own, so both runtimes write it alike.
+AOTID_EXPORT int32_t aotid_write_launch(const char* dest, const char* model, int64_t run, int64_t launch,
+                                        const char* kernel, const char* body, int64_t len, int32_t mark,
+                                        const char* torch_version) noexcept {
+  namespace d = aoti_debug::detail;
+  int32_t rc = 0;
+  try {
+    std::string rec = d::header_line("launch", d::launch_id(model, run, launch), kernel, std::string(),
+                                     96 + std::strlen(model) + std::strlen(kernel) + static_cast<size_t>(len));
+    rec.append(body, static_cast<size_t>(len));
+    d::write_record(dest, std::move(rec), torch_version);
+  } catch (...) {
+    rc = -1;
+  }
+  if (mark != 0) d::set_inflight(run, launch, kernel, model);
+  return rc;
+}
+
 // A note the user must see (detail::tell): a record at level >= 1, stderr
 // lines at level 0; once != 0: only the first time this process sees it.
 AOTID_EXPORT int32_t aotid_write_note(const char* dest, const char* topic, const char* lines,
