@@ -15,9 +15,14 @@ them.
 
 With --wrapper torch.compile, each worker compiles the model with
 torch.compile instead of loading a package, with the row's compile-time and
-run-time variables together (so rows that set one variable both ways, such as
-"compiled, off", do not apply); the targets are the packages', so these rows
-print ratios only.
+run-time variables together, or with TORCH_COMPILE's environment where a row
+sets one variable both ways (the level rows: everything compiled in, run at
+the row's level; other such rows do not apply); the targets are the
+packages', so these rows print ratios only.
+
+"per launch" is a row's cost over the plain run divided by the launches of a
+call, in microseconds: the launches are counted in the log of the first
+logged row (the `launch` records of its first round over its `run` records).
 
 With --work DIR the packages are kept there and reused while the runtime
 sources they were built from are unchanged (a stamp file records a hash of
@@ -52,6 +57,13 @@ CONFIGS = {
     "blackbox compiled, off": ({"AOTI_DEBUG_BLACKBOX": "64"}, {"AOTI_DEBUG_BLACKBOX": "off"}, 1.02),
     "level 1": ({"AOTI_DEBUG_LOGLEVEL": "5"}, {"AOTI_DEBUG_LOGLEVEL": "1", "AOTI_DEBUG_LOGDEST": "LOG"}, 1.15),
     "level 5": ({"AOTI_DEBUG_LOGLEVEL": "5"}, {"AOTI_DEBUG_LOGLEVEL": "5", "AOTI_DEBUG_LOGDEST": "LOG"}, 2.0),
+}
+
+# torch.compile compiles and runs in one process with one environment: the
+# rows whose package is compiled one way and run another, as one environment.
+TORCH_COMPILE = {
+    "level 1": {"AOTI_DEBUG_COMPILE": "all", "AOTI_DEBUG_LOGLEVEL": "1", "AOTI_DEBUG_LOGDEST": "LOG"},
+    "level 5": {"AOTI_DEBUG_COMPILE": "all", "AOTI_DEBUG_LOGLEVEL": "5", "AOTI_DEBUG_LOGDEST": "LOG"},
 }
 
 COMPILE = r'''
@@ -193,6 +205,14 @@ m(*corpus.inputs({model!r}))
 '''
 
 
+def launches_per_call(log: str):
+    """Launches per run in a log (None when it holds no run)."""
+    with open(log, "rb") as f:
+        data = f.read()
+    runs = data.count(b"] run ")
+    return data.count(b"] launch ") / runs if runs else None
+
+
 def one_run_log(model, path, env, log):
     """The log of a single run of the package (what write_floor() reads)."""
     code = ONE_RUN.format(tests=os.path.join(ROOT, "tests"), model=model, path=path)
@@ -238,7 +258,7 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown configuration {unknown[0]!r} (accepted: {', '.join(CONFIGS)})")
     compiled = args.wrapper == "torch.compile"
-    both_ways = [c for c in wanted if set(CONFIGS[c][0] or {}) & set(CONFIGS[c][1])]
+    both_ways = [c for c in wanted if set(CONFIGS[c][0] or {}) & set(CONFIGS[c][1]) and c not in TORCH_COMPILE]
     if compiled and both_ways:
         parser.error(f"with --wrapper torch.compile a process compiles and runs with one environment, so "
                      f"{both_ways[0]!r} (which sets a variable differently for each) does not apply")
@@ -256,7 +276,9 @@ def main() -> int:
           f"per configuration; ratio to the plain package")
     print("write(2) floor: what the same number of write(2) calls of the run's record sizes cost alone, "
           "as a share of the plain run")
-    print(f"{'model':8s} {'configuration':20s} {'per call':>10s} {'ratio':>7s} {'target':>15s} {'write(2) floor':>15s}")
+    print("per launch: the row's cost over plain per launch of a call")
+    print(f"{'model':8s} {'configuration':20s} {'per call':>10s} {'ratio':>7s} {'per launch':>11s} {'target':>15s} "
+          f"{'write(2) floor':>15s}")
     failed = []
     for model in models:
         workers = {}
@@ -267,23 +289,33 @@ def main() -> int:
                     dumps = os.path.join(work, "dumps", os.path.basename(log)[:-4])
                     run_env = {n: v.replace("LOG", log).replace("DUMPS", dumps)
                                for n, v in CONFIGS[config][1].items()}
-                    compile_env = (CONFIGS[config][0] or {}) if compiled else {}
-                    env = dict(base, **compile_env, **run_env)
+                    if compiled and config in TORCH_COMPILE:
+                        env = dict(base, **{n: v.replace("LOG", log) for n, v in TORCH_COMPILE[config].items()})
+                    else:
+                        compile_env = (CONFIGS[config][0] or {}) if compiled else {}
+                        env = dict(base, **compile_env, **run_env)
                     workers[config, k] = Worker(model, paths[model, config], env, args.wrapper)
             times = {config: [] for config in wanted}
             keys = list(workers)
+            launches = None
             for r in range(args.rounds):
                 for key in keys[r % len(keys):] + keys[:r % len(keys)]:
                     times[key[0]] += workers[key].times(args.batch)
+                for name in sorted(os.listdir(logs)):
+                    if launches is None and name.startswith(model + "-"):
+                        launches = launches_per_call(os.path.join(logs, name))
                 for name in os.listdir(logs):  # records to a file: keep the file small
                     open(os.path.join(logs, name), "w").close()
         finally:
             for w in workers.values():
                 w.close()
         plain = statistics.median(times["plain"])
+        if launches:
+            print(f"{model}: {launches:g} launches per call", flush=True)
         for config in wanted:
             value = statistics.median(times[config])
             ratio = value / plain
+            per_launch = f"{(value - plain) / launches / 1000:+9.2f}us" if launches else ""
             target = CONFIGS[config][2] if not compiled else None   # the targets are the packages'
             mark, floor = "", ""
             if target is not None:
@@ -299,7 +331,8 @@ def main() -> int:
                 one_run_log(model, paths[model, config], dict(base, **env), log)
                 floor = f"{write_floor(work, log) * 1000 / plain:.3f}"
                 os.unlink(log)
-            print(f"{model:8s} {config:20s} {value / 1000:8.1f}us {ratio:7.3f} {mark:>15s} {floor:>15s}", flush=True)
+            print(f"{model:8s} {config:20s} {value / 1000:8.1f}us {ratio:7.3f} {per_launch:>11s} {mark:>15s} "
+                  f"{floor:>15s}", flush=True)
     shutil.rmtree(logs, ignore_errors=True)
     shutil.rmtree(os.path.join(work, "dumps"), ignore_errors=True)
     if not args.work:

@@ -7,9 +7,17 @@ loop of launches: without instrumentation, instrumented and switched off at
 run time (level 0, target <= 5 ns over the plain loop), and at level 1
 writing one flushed record per launch to a file (target <= 2 us) and to
 /dev/null (the same system call, without the file system behind it).
+
+Then the same for torch.compile's Python wrapper: the statements its
+instrumented code runs around each launch (aoti_debug/runtime/launches.py)
+around a kernel that does nothing, over the same loop without them; beside
+it, what a launch of the plain wrapper costs on a real model (GPT-2 of the
+tests' corpus: the median call over the launches of a call, counted in a
+level-1 log of one call).
 """
 
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -17,6 +25,90 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+
+
+# N launches as torch.compile's instrumented wrapper makes them (with
+# "plain", the kernel calls alone); prints ns per launch, the fastest of 7 loops.
+PY_LOOP = r"""
+import sys, time, torch
+from aoti_debug.runtime.launches import Model, Site
+n, plain = int(sys.argv[1]), sys.argv[2] == "plain"
+model = Model("bench", 5, "", "off", False, torch.__version__)
+site = Site("cpp_fused_add_0", "add", "m.py:12", "fc1", (("buf0", "inout"), ("arg0_1", "in")),
+            "  source-line: m.py:12 nodes=add\n")
+buf0, arg0_1 = torch.zeros(16), torch.ones(16)
+def kernel(a, b):
+    pass
+def call():
+    run = model.begin_run(("x",), (arg0_1,))
+    for _ in range(n):
+        run.launch += 1
+        if run.level: run.before(site, (buf0, arg0_1))
+        kernel(buf0, arg0_1)
+        if run.level: run.after(site, (buf0, arg0_1))
+def call_plain():
+    for _ in range(n):
+        kernel(buf0, arg0_1)
+f = call_plain if plain else call
+f()
+times = []
+for _ in range(7):
+    t0 = time.perf_counter_ns(); f(); times.append(time.perf_counter_ns() - t0)
+print(min(times) / n)
+"""
+
+# GPT-2 of the corpus under torch.compile: "count" runs one call (its log
+# counts the launches), "time" prints the median microseconds of a call.
+PY_MODEL = r"""
+import sys, time, torch
+sys.path.insert(0, {tests!r})
+import corpus
+torch.set_grad_enabled(False)
+m = torch.compile(corpus.build("gpt2"))
+args = corpus.inputs("gpt2")
+m(*args)
+if sys.argv[1] == "time":
+    for _ in range(20):
+        m(*args)
+    times = []
+    for _ in range(400):
+        t0 = time.perf_counter_ns(); m(*args); times.append(time.perf_counter_ns() - t0)
+    print(sorted(times)[len(times) // 2] / 1000)
+"""
+
+
+def python_wrapper(env: dict, work: str) -> None:
+    def loop(n, plain=False, **extra):
+        out = subprocess.run([sys.executable, "-c", PY_LOOP, str(n), "plain" if plain else "on"],
+                             env=dict(env, **extra), capture_output=True, text=True, check=True)
+        return float(out.stdout.split()[-1])
+
+    log = os.path.join(work, "python.log")
+    rows = {"plain": [], "level 0": [], "level 1 (file)": [], "level 1 (/dev/null)": []}
+    for _ in range(5):
+        rows["plain"].append(loop(200_000, plain=True))
+        rows["level 0"].append(loop(200_000, AOTI_DEBUG_LOGLEVEL="0"))
+        rows["level 1 (file)"].append(loop(50_000, AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_LOGDEST=log))
+        os.unlink(log)
+        rows["level 1 (/dev/null)"].append(loop(50_000, AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_LOGDEST="/dev/null"))
+    over = {k: (statistics.median(v) - statistics.median(rows["plain"])) / 1000 for k, v in rows.items()}
+
+    code = PY_MODEL.format(tests=os.path.join(os.path.dirname(HERE), "tests"))
+    model_log = os.path.join(work, "gpt2.log")
+    subprocess.run([sys.executable, "-c", code, "count"], check=True, stdout=subprocess.DEVNULL,
+                   env=dict(env, AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_LOGDEST=model_log))
+    with open(model_log) as f:
+        launches = len(re.findall(r"^\[[^]]*\] \[pid \d+\] launch ", f.read(), re.M))
+    out = subprocess.run([sys.executable, "-c", code, "time"], env=env, capture_output=True, text=True,
+                         check=True)
+    per_call = float(out.stdout.split()[-1])
+
+    print("torch.compile's Python wrapper, per launch over the same loop without instrumentation:")
+    print(f"  level 0 (compiled 5) {over['level 0']:+8.3f} us per launch")
+    print(f"  level 1 to a file    {over['level 1 (file)']:+8.3f} us per launch, one record each")
+    print(f"  level 1 to /dev/null {over['level 1 (/dev/null)']:+8.3f} us per launch")
+    print(f"  the plain wrapper on GPT-2: {per_call:.1f} us per call, {launches} launches, "
+          f"{per_call / launches:.2f} us per launch")
 
 
 def main() -> int:
@@ -50,6 +142,7 @@ def main() -> int:
     print(f"level 1 to a file    {level1:8.1f} ns per launch, one flushed record each (target <= 2000 ns)")
     null = statistics.median(rows["level 1 (/dev/null)"])
     print(f"level 1 to /dev/null {null:8.1f} ns per launch: what is not the file system's share of the write")
+    python_wrapper(env, work)
     return 0
 
 
