@@ -301,11 +301,11 @@ def main() -> int:
             for r in range(args.rounds):
                 for key in keys[r % len(keys):] + keys[:r % len(keys)]:
                     times[key[0]] += workers[key].times(args.batch)
-                for name in sorted(os.listdir(logs)):
+                for name in sorted(os.listdir(logs)):  # records to a file: keep the file small
+                    path = os.path.join(logs, name)
                     if launches is None and name.startswith(model + "-"):
-                        launches = launches_per_call(os.path.join(logs, name))
-                for name in os.listdir(logs):  # records to a file: keep the file small
-                    open(os.path.join(logs, name), "w").close()
+                        launches = launches_per_call(path)
+                    open(path, "w").close()
         finally:
             for w in workers.values():
                 w.close()

@@ -12,12 +12,11 @@ Then the same for torch.compile's Python wrapper: the statements its
 instrumented code runs around each launch (aoti_debug/runtime/launches.py)
 around a kernel that does nothing, over the same loop without them; beside
 it, what a launch of the plain wrapper costs on a real model (GPT-2 of the
-tests' corpus: the median call over the launches of a call, counted in a
-level-1 log of one call).
+tests' corpus, run by bench_corpus.py's worker: the median call over the
+launches of a call, counted in a level-1 log).
 """
 
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -57,26 +56,6 @@ for _ in range(7):
 print(min(times) / n)
 """
 
-# GPT-2 of the corpus under torch.compile: "count" runs one call (its log
-# counts the launches), "time" prints the median microseconds of a call.
-PY_MODEL = r"""
-import sys, time, torch
-sys.path.insert(0, {tests!r})
-import corpus
-torch.set_grad_enabled(False)
-m = torch.compile(corpus.build("gpt2"))
-args = corpus.inputs("gpt2")
-m(*args)
-if sys.argv[1] == "time":
-    for _ in range(20):
-        m(*args)
-    times = []
-    for _ in range(400):
-        t0 = time.perf_counter_ns(); m(*args); times.append(time.perf_counter_ns() - t0)
-    print(sorted(times)[len(times) // 2] / 1000)
-"""
-
-
 def python_wrapper(env: dict, work: str) -> None:
     def loop(n, plain=False, **extra):
         out = subprocess.run([sys.executable, "-c", PY_LOOP, str(n), "plain" if plain else "on"],
@@ -93,21 +72,20 @@ def python_wrapper(env: dict, work: str) -> None:
         rows["level 1 (/dev/null)"].append(loop(50_000, AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_LOGDEST="/dev/null"))
     over = {k: (statistics.median(v) - statistics.median(rows["plain"])) / 1000 for k, v in rows.items()}
 
-    code = PY_MODEL.format(tests=os.path.join(os.path.dirname(HERE), "tests"))
+    from bench_corpus import Worker, launches_per_call   # its worker runs GPT-2 under torch.compile
     model_log = os.path.join(work, "gpt2.log")
-    subprocess.run([sys.executable, "-c", code, "count"], check=True, stdout=subprocess.DEVNULL,
-                   env=dict(env, AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_LOGDEST=model_log))
-    with open(model_log) as f:
-        launches = len(re.findall(r"^\[[^]]*\] \[pid \d+\] launch ", f.read(), re.M))
-    out = subprocess.run([sys.executable, "-c", code, "time"], env=env, capture_output=True, text=True,
-                         check=True)
-    per_call = float(out.stdout.split()[-1])
+    counter = Worker("gpt2", "", dict(env, AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_LOGDEST=model_log), "torch.compile")
+    counter.close()
+    launches = launches_per_call(model_log)
+    timer = Worker("gpt2", "", env, "torch.compile")
+    per_call = statistics.median(timer.times(400)) / 1000
+    timer.close()
 
     print("torch.compile's Python wrapper, per launch over the same loop without instrumentation:")
     print(f"  level 0 (compiled 5) {over['level 0']:+8.3f} us per launch")
     print(f"  level 1 to a file    {over['level 1 (file)']:+8.3f} us per launch, one record each")
     print(f"  level 1 to /dev/null {over['level 1 (/dev/null)']:+8.3f} us per launch")
-    print(f"  the plain wrapper on GPT-2: {per_call:.1f} us per call, {launches} launches, "
+    print(f"  the plain wrapper on GPT-2: {per_call:.1f} us per call, {launches:g} launches, "
           f"{per_call / launches:.2f} us per launch")
 
 
