@@ -16,9 +16,15 @@ only: nothing here loads a cubin or launches anything.  What it takes:
   never loaded or launched: the first config, no autotuning;
 - a stand-in libcuda.so.1 for the link (`build_libcuda_standin`).
 
-Everything private this leans on is in HOOKS, looked up by name before
-anything is changed: a release that moved one makes `install` fail with that
-hook's name, never silently.  The fakes are installed in a process of their
+`install(interpret=True)` instead runs what Inductor generates for that
+device on CPU tensors, through Triton's interpreter (TRITON_INTERPRET=1):
+the device's allocations are made on the CPU, its stream is 0, and the
+libdevice functions the interpreter leaves as stubs are routed to numpy.
+The kernels' math is real; nothing about a GPU's execution is.
+
+Everything private this leans on is in HOOKS and INTERPRETER_HOOKS, looked
+up by name before anything is changed: a release that moved one makes
+`install` fail with that hook's name, never silently.  The fakes are installed in a process of their
 own (the test suite compiles in a subprocess), never in the test process:
 nothing here is part of the product, which never imports it.
 """
@@ -99,17 +105,32 @@ HOOKS = (
     ("triton.runtime.driver", "driver.set_active", None),
     ("triton.backends.nvidia.driver", "CudaDriver.get_current_target", None),
     ("triton.backends.compiler", "GPUTarget", None),
-    ("triton.compiler.compiler", "CompiledKernel._init_handles", lambda orig: _no_device),
-    # Inductor: patterns traced on CPU, kernels recorded instead of run
+    # Inductor: patterns traced on CPU
     ("torch._inductor.fx_passes.joint_graph", "lazy_init",
      lambda orig: lambda input_device=None: orig(_cpu())),
-    ("torch._inductor.runtime.triton_heuristics", "CachingAutotuner.run", lambda orig: _record_kernel),
-    ("torch._inductor.runtime.triton_heuristics", "CachingAutotuner.save_gpu_kernel", None),
-    ("torch._inductor.runtime.triton_heuristics", "CachingAutotuner.precompile", None),
     ("torch._inductor.select_algorithm", "AlgorithmSelectorCache.generate_example_value",
      lambda orig: staticmethod(_meta_example_value)),
     # where a generated wrapper's code is handed out (output_code)
     ("torch._inductor.graph", "GraphLowering.save_output_code", None),
+)
+
+# For code generation only: kernels compiled and recorded instead of run.
+COMPILE_ONLY_HOOKS = (
+    ("triton.compiler.compiler", "CompiledKernel._init_handles", lambda orig: _no_device),
+    ("torch._inductor.runtime.triton_heuristics", "CachingAutotuner.run", lambda orig: _record_kernel),
+    ("torch._inductor.runtime.triton_heuristics", "CachingAutotuner.save_gpu_kernel", None),
+    ("torch._inductor.runtime.triton_heuristics", "CachingAutotuner.precompile", None),
+)
+
+# For running the generated wrapper through Triton's interpreter on CPU tensors.
+INTERPRETER_HOOKS = (
+    # the wrapper's device allocations (bound when its module loads)
+    ("torch._C._dynamo.guards", "_empty_strided_cuda",
+     lambda orig: lambda size, stride, dtype: _cpu_empty_strided(size, stride, dtype)),
+    # where the interpreter keeps a block's numpy array, for the routed libdevice functions
+    ("triton.runtime.interpreter", "TensorHandle", None),
+    ("triton.language.extra.libdevice", "sqrt", None),
+    ("triton.language", "math.sqrt", None),
 )
 
 
@@ -121,6 +142,11 @@ def _rng_state():
 def _cpu():
     import torch
     return torch.device("cpu")
+
+
+def _cpu_empty_strided(size, stride, dtype):
+    import torch
+    return torch.empty_strided(size, stride, dtype=dtype)
 
 
 def _record_kernel(self, *args, stream, benchmark_run=False, **kwargs):
@@ -147,10 +173,14 @@ def _lookup(module_name: str, path: str):
     return owner, parts[-1], getattr(owner, parts[-1])
 
 
-def missing_hooks() -> List[str]:
+def _hooks(interpret: bool):
+    return HOOKS + (INTERPRETER_HOOKS if interpret else COMPILE_ONLY_HOOKS)
+
+
+def missing_hooks(interpret: bool = False) -> List[str]:
     """The hooks this torch and Triton lack, as 'module.path'."""
     missing = []
-    for module_name, path, _ in HOOKS:
+    for module_name, path, _ in _hooks(interpret):
         try:
             _lookup(module_name, path)
         except (ImportError, AttributeError):
@@ -172,22 +202,31 @@ def skip_reason() -> Optional[str]:
     return None
 
 
-def install() -> None:
-    """Fake the sm_90 device in this process (a process of its own; never undone)."""
-    missing = missing_hooks()
+def install(interpret: bool = False) -> None:
+    """Fake the sm_90 device in this process (a process of its own; never
+    undone); with `interpret`, run its kernels through Triton's interpreter."""
+    if interpret and os.environ.get("TRITON_INTERPRET") != "1":
+        raise HarnessUnsupported("cuda_harness: install(interpret=True) needs TRITON_INTERPRET=1 "
+                                 "in the environment before triton is imported")
+    missing = missing_hooks(interpret)
     if missing:
         import torch
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise HarnessUnsupported(f"cuda_harness: torch {torch.__version__} no longer has {missing[0]}{more}, "
                                  "which the GPU-less CUDA harness hooks into")
     os.environ.setdefault("CUDA_HOME", CUDA_HOME)
-    for module_name, path, make in HOOKS:
+    if interpret:
+        # Triton's own launcher, not Inductor's static one (which needs the driver)
+        os.environ["TORCHINDUCTOR_USE_STATIC_CUDA_LAUNCHER"] = "0"
+    for module_name, path, make in _hooks(interpret):
         if make is None:
             continue          # used as it is; listed so that its absence is named
         owner, name, original = _lookup(module_name, path)
         raw = owner.__dict__.get(name, original) if isinstance(owner, type) else original
         setattr(owner, name, make(raw.__func__ if isinstance(raw, staticmethod) else raw))
     _install_triton_driver()
+    if interpret:
+        _route_libdevice()
 
 
 def _install_triton_driver() -> None:
@@ -224,6 +263,54 @@ def _install_triton_driver() -> None:
     driver.set_active(CompileOnlyCudaDriver())
 
 
+# libdevice functions Inductor calls that tl.math lacks, by what numpy computes instead
+_NUMPY_LIBDEVICE = {
+    "tanh": "tanh", "log1p": "log1p", "expm1": "expm1", "sinh": "sinh", "cosh": "cosh",
+    "asin": "arcsin", "acos": "arccos", "atan": "arctan", "asinh": "arcsinh", "acosh": "arccosh",
+    "atanh": "arctanh", "tan": "tan", "trunc": "trunc", "rint": "rint", "nearbyint": "rint",
+    "log10": "log10", "isnan": "isnan", "isinf": "isinf", "signbit": "signbit",
+}
+
+
+def _route_libdevice() -> None:
+    """Triton's interpreter implements tl.math but leaves libdevice's functions as
+    stubs that return None: route each to tl.math's function of that name, or to
+    numpy's.  One left unrouted fails loudly when a kernel calls it."""
+    import numpy
+    import triton.language as tl
+    from triton.language.extra import libdevice
+    from triton.runtime.interpreter import TensorHandle
+
+    def by_math(name):
+        return lambda *args, **kwargs: getattr(tl.math, name)(*args, **kwargs)
+
+    def by_numpy(name):
+        function = getattr(numpy, name)
+
+        def routed(x, *args, **kwargs):
+            data = function(x.handle.data)
+            if data.dtype == numpy.bool_:
+                return tl.core.tensor(TensorHandle(data, tl.int1), x.type.with_element_ty(tl.int1))
+            return tl.core.tensor(TensorHandle(data.astype(x.handle.data.dtype), x.handle.dtype.scalar), x.type)
+        return routed
+
+    def unrouted(name):
+        def fail(*args, **kwargs):
+            raise NotImplementedError(f"cuda_harness: libdevice.{name} has no CPU equivalent "
+                                      "under Triton's interpreter")
+        return fail
+
+    for name in dir(libdevice):
+        if name.startswith("_") or not callable(getattr(libdevice, name)):
+            continue
+        if hasattr(tl.math, name):
+            setattr(libdevice, name, by_math(name))
+        elif name in _NUMPY_LIBDEVICE:
+            setattr(libdevice, name, by_numpy(_NUMPY_LIBDEVICE[name]))
+        else:
+            setattr(libdevice, name, unrouted(name))
+
+
 @contextlib.contextmanager
 def output_code(keep: Callable[[str], None]):
     """Every wrapper Inductor generates in the block, handed to `keep`."""
@@ -243,6 +330,16 @@ def fake_cuda_inputs(make: Callable):
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     with mode:
         return mode, make()
+
+
+def model_line(text: str) -> str:
+    """'file:line' of the line of tests/cuda_models.py that starts with `text`
+    (where a record's source line must point)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cuda_models.py")
+    with open(path) as f:
+        numbers = [i for i, line in enumerate(f, 1) if line.strip().startswith(text)]
+    assert len(numbers) == 1, (text, numbers)
+    return f"{path}:{numbers[0]}"
 
 
 # -- the link: a stand-in for the NVIDIA driver library ---------------------------

@@ -117,3 +117,82 @@ def build(root, configs, compare_settings):
                 raise
     with open(os.path.join(root, "python_wrapper.py"), "w") as f:
         f.write(codes[-1])
+
+
+class Small(torch.nn.Module):
+    """What tests/test_interpreter.py runs through Triton's interpreter (CPU
+    tensors, small shapes): the extern mm and Inductor's three kinds of Triton
+    kernel, and a line that makes NaN from a finite input below -1."""
+
+    def forward(self, x, weight, rows):
+        scores = x @ weight.t()                                     # extern mm
+        attention = torch.softmax(scores, dim=-1)                   # persistent reduction
+        row_sums = torch.log(rows.abs() + 1.0).sum(dim=-1)          # reduction (4096 per row)
+        root = torch.sqrt(x + 1.0) * 3.0                            # pointwise
+        return attention, row_sums, root
+
+
+SMALL_SHAPES = ((8, 16), (32, 16), (8, 4096))
+
+
+def small_inputs(plant_nan=False):
+    """Small's inputs on the CPU, seeded; with `plant_nan`, one element of x below -1."""
+    g = torch.Generator().manual_seed(0)
+    x, weight, rows = (torch.rand(s, generator=g) if i == 0 else torch.randn(s, generator=g)
+                       for i, s in enumerate(SMALL_SHAPES))
+    if plant_nan:
+        x[3, 5] = -4.0
+    return x, weight, rows
+
+
+def small_cuda_inputs():
+    """Small's inputs on "cuda" (under cuda_harness.fake_cuda_inputs: fake)."""
+    return tuple(torch.empty(s, device="cuda") for s in SMALL_SHAPES)
+
+
+def interpret(root, configs):
+    """In a process where cuda_harness.install(interpret=True) has run: Small
+    compiled by torch.compile's back end for "cuda" once per configuration
+    {name: (instrument() arguments or None, plant a NaN?)} and called on CPU
+    tensors through Triton's interpreter, its log at root/<name>.log
+    (AOTI_DEBUG_LOGDEST), its wrapper at root/<name>.py, its outputs (or the
+    exception it raised) in root/<name>.pt; Small run eagerly on the same
+    inputs in root/eager.pt."""
+    import contextlib
+    import os
+
+    import aoti_debug
+    import cuda_harness
+    import torch._inductor.codecache as codecache
+    from aoti_debug.runtime import state as runtime
+    from torch._inductor.compile_fx import compile_fx
+
+    # compile_fx loads the wrapper's module (its kernels, which the interpreter
+    # runs); keep it to call with CPU tensors
+    loaded = []
+    load = codecache.PyCodeCache.load_by_key_path
+
+    def keep(*args, **kwargs):
+        loaded.append(load(*args, **kwargs))
+        return loaded[-1]
+
+    codecache.PyCodeCache.load_by_key_path = keep
+    ep = torch.export.export(Small(), small_inputs())     # Dynamo's trace: the nodes keep their lines
+    torch.save([Small()(*small_inputs()), Small()(*small_inputs(plant_nan=True))], os.path.join(root, "eager.pt"))
+    for name, (settings, plant_nan) in configs.items():
+        os.environ["AOTI_DEBUG_LOGDEST"] = os.path.join(root, name + ".log")
+        runtime.reset()
+        before = len(loaded)
+        block = aoti_debug.instrument(**settings) if settings is not None else contextlib.nullcontext()
+        mode, fake = cuda_harness.fake_cuda_inputs(small_cuda_inputs)
+        with block, mode:
+            compile_fx(ep.module(), list(fake))
+        module = loaded[-1]
+        assert len(loaded) > before, name
+        with open(module.__file__) as f, open(os.path.join(root, name + ".py"), "w") as out:
+            out.write(f.read())
+        try:
+            result = module.call(list(small_inputs(plant_nan)))
+        except Exception as exc:  # what the NaN check raises, kept for the test to read
+            result = f"{type(exc).__name__}: {exc}"
+        torch.save(result, os.path.join(root, name + ".pt"))

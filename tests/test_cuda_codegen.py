@@ -17,6 +17,7 @@ import zipfile
 import pytest
 
 import cuda_harness
+from cuda_harness import model_line
 from conftest import TESTS, clean_env, run_python
 
 pytestmark = [pytest.mark.torch_matrix, pytest.mark.slow]
@@ -49,15 +50,6 @@ KERNELS = {
     "custom_op": r"aotid_gpu\.scale\.default",
 }
 TRITON = ("pointwise", "reduction", "persistent", "user_triton")
-
-
-def model_line(text):
-    """'file:line' of the line of tests/cuda_models.py that starts with `text`."""
-    path = os.path.join(TESTS, "cuda_models.py")
-    with open(path) as f:
-        numbers = [i for i, line in enumerate(f, 1) if line.strip().startswith(text)]
-    assert len(numbers) == 1, (text, numbers)
-    return f"{path}:{numbers[0]}"
 
 
 # a definition in the code (the runtime header's comments show one over several lines)
