@@ -11,6 +11,7 @@ import torch
 
 from aoti_debug.native import core as _native
 from aoti_debug.runtime import format as pyfmt
+from aoti_debug.runtime import sink
 
 
 @pytest.fixture(scope="session")
@@ -49,6 +50,9 @@ def corpus():
     yield "tiny", torch.tensor([1e-30, -3e-5, 1e17])
     yield "meta", torch.empty(2, 3, device="meta")
     yield "qint8", torch.quantize_per_tensor(torch.ones(3), 0.5, 0, torch.qint8)
+    yield "requires_grad", x.clone().requires_grad_()
+    yield "parameter", torch.nn.Parameter(x[:2].clone())
+    yield "negative view", torch.complex(x, x).conj().imag
 
 
 with warnings.catch_warnings():  # qint8 and complex32 creation warn; the dtypes are the point
@@ -62,7 +66,20 @@ with warnings.catch_warnings():  # qint8 and complex32 creation warn; the dtypes
 def test_tensor_block_is_byte_identical(native, name, level, depth):
     t = CASES[name]
     python = "\n".join(pyfmt.tensor_block(t, level, depth)) + "\n"
+    if name == "negative view":     # the core reads a resolved copy: refused, format.py writes it
+        with pytest.raises(ValueError, match="negative view"):
+            native.render_tensor_block(t, level, 2 * depth)
+        return
     assert native.render_tensor_block(t, level, 2 * depth) == python
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_runtime_writes_each_block_as_the_python_format_does(native, name):
+    """torch.compile's runtime has the core render plain CPU tensors' blocks and
+    format.py the rest: either way the lines are format.py's."""
+    t = CASES[name]
+    for level, depth in ((3, 2), (5, 2), (5, 3)):
+        assert sink.tensor_block(t, level, depth) == pyfmt.tensor_block(t, level, depth), (level, depth)
 
 
 def test_doc_example_block(native):

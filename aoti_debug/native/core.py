@@ -112,7 +112,7 @@ _SIGNATURES = {
     "aotid_compute_stats": (_i32, [_ptr, _i32, _i64, _i64p, _i64p, _i32, _i32, _i32,
                                    ctypes.POINTER(_StatsC)]),
     "aotid_all_finite": (_i32, [_ptr, _i32, _i64, _i64p, _i64p, _i32]),
-    "aotid_render_tensor_block": (_i64, [_ptr, _i32, _i64, _i64p, _i64p, _i32, _i32, _i32, _i32,
+    "aotid_render_tensor_block": (_i64, [_ptr, _i32, _i64, _i64p, _i64p, _i32, _i32, _i32, _i32, _i32,
                                          _buf, _i64]),
     "aotid_format_number": (_i32, [_dbl, _buf]),
     "aotid_sink_write": (_i32, [_str, _str, _i64, _str]),
@@ -172,12 +172,18 @@ def _need() -> ctypes.CDLL:
 
 # ---------------------------------------------------------------- tensors
 
+_dtype_codes: Dict[object, int] = {}   # torch.dtype -> its code, as first asked for
+
+
 def dtype_code(dtype) -> int:
     """c10::ScalarType code of a torch.dtype."""
-    name = str(dtype).replace("torch.", "")
-    if name not in DTYPE_CODES:
-        raise ValueError(f"unknown dtype {dtype}")
-    return DTYPE_CODES[name]
+    code = _dtype_codes.get(dtype)
+    if code is None:
+        name = str(dtype).replace("torch.", "")
+        if name not in DTYPE_CODES:
+            raise ValueError(f"unknown dtype {dtype}")
+        code = _dtype_codes[dtype] = DTYPE_CODES[name]
+    return code
 
 
 def _view_args(tensor, need_data: bool):
@@ -187,12 +193,12 @@ def _view_args(tensor, need_data: bool):
         raise ValueError(f"only strided tensors are supported, not {tensor.layout}")
     if tensor.is_neg():
         tensor = tensor.resolve_neg()  # the sign is real; conj does not change |z|, NaN or Inf
-    if need_data and tensor.device.type != "cpu":
+    on_cpu = tensor.device.type == "cpu"
+    if need_data and not on_cpu:
         raise ValueError(f"statistics need a CPU tensor, not {tensor.device}")
     ndim = tensor.dim()
     sizes = (ctypes.c_int64 * max(ndim, 1))(*tensor.shape)
     strides = (ctypes.c_int64 * max(ndim, 1))(*tensor.stride())
-    on_cpu = tensor.device.type == "cpu"
     data = tensor.data_ptr() if on_cpu and tensor.numel() > 0 else None
     return tensor, data, dtype_code(tensor.dtype), ndim, sizes, strides
 
@@ -245,22 +251,37 @@ def compute_stats(tensor, max_threads: int = 0, isa_limit: int = 0, hash: bool =
 
 
 def render_tensor_block(tensor, level: int, indent: int) -> str:
-    """The Tensor block exactly as the C++ shim writes it (parity tests)."""
+    """The Tensor block exactly as the C++ shim writes it ("Tensor(" at
+    `indent` spaces); torch.compile's runtime writes its CPU tensors' blocks
+    so (runtime/format.py)."""
     handle = _need()
+    if tensor.is_neg():   # its values are a resolved copy, whose layout the block would show
+        raise ValueError("a negative view's block is not rendered by the core")
+    requires_grad = int(tensor.requires_grad)
     tensor, data, code, ndim, sizes, strides = _view_args(tensor, False)
     dev = tensor.device
     dev_code = DEVICE_CODES.get(dev.type, -1)
     dev_index = dev.index if dev.index is not None else -1
-    cap = 4096
+    buf = _block_buffer()
     while True:
-        buf = ctypes.create_string_buffer(cap)
         n = handle.aotid_render_tensor_block(data, code, ndim, sizes, strides, dev_code, dev_index,
-                                             level, indent, buf, cap)
+                                             requires_grad, level, indent, buf, len(buf))
         if n < 0:
             raise RuntimeError("aotid_render_tensor_block failed")
-        if n < cap:
-            return buf.value.decode("utf-8")
-        cap = n + 1
+        if n < len(buf):
+            return buf.raw[:n].decode("utf-8")
+        buf = _block_buffer(n + 1)
+
+
+_blocks = threading.local()
+
+
+def _block_buffer(size: int = 4096):
+    """This thread's buffer for rendered blocks (one allocation, not one per block)."""
+    buf = getattr(_blocks, "buf", None)
+    if buf is None or len(buf) < size:
+        buf = _blocks.buf = ctypes.create_string_buffer(size)
+    return buf
 
 
 # ---------------------------------------------------------------- text

@@ -162,29 +162,30 @@ def shape_tuple(values: Iterable[int]) -> str:
 
 # -- items and blocks (sections 1.2, 1.3) -----------------------------------
 
-def item(label: str, value: Any, level: int, depth: int = 1, stats=None) -> List[str]:
-    """Lines (without the trailing newline) for one labelled value."""
+def item(label: str, value: Any, level: int, depth: int = 1, stats=None, tensor=None) -> List[str]:
+    """Lines (without the trailing newline) for one labelled value; `tensor`,
+    when given, makes its Tensor blocks instead of tensor_block (same lines)."""
     pad = INDENT * depth
     if not holds_tensor(value):
         return [f"{pad}{label}: {inline(value)}"]
     lines = [f"{pad}{label}:"]
-    lines += block(value, level, depth + 1, stats)
+    lines += block(value, level, depth + 1, stats, tensor)
     return lines
 
 
-def block(value: Any, level: int, depth: int, stats=None) -> List[str]:
+def block(value: Any, level: int, depth: int, stats=None, tensor=None) -> List[str]:
     pad = INDENT * depth
     if _is_tensor(value):
-        return tensor_block(value, level, depth, stats)
+        return (tensor or tensor_block)(value, level, depth, stats)
     if isinstance(value, dict):
         lines = [f"{pad}dict(len={len(value)})"]
         for k, v in value.items():
-            lines += item(f"[{inline(k)}]", v, level, depth + 1, stats)
+            lines += item(f"[{inline(k)}]", v, level, depth + 1, stats, tensor)
         return lines
     kind = "list" if isinstance(value, list) else "tuple"
     lines = [f"{pad}{kind}(len={len(value)})"]
     for i, v in enumerate(value):
-        lines += item(f"[{i}]", v, level, depth + 1, stats)
+        lines += item(f"[{i}]", v, level, depth + 1, stats, tensor)
     return lines
 
 

@@ -486,7 +486,7 @@ def _args(site: Site, values, out_side: bool, level: int):
     lines = []
     for (name, role), value in zip(site.args, values):
         if role == INOUT or (role == OUT) == out_side:
-            lines += fmt.item(f"{role} {name or '-'}", value, level)
+            lines += fmt.item(f"{role} {name or '-'}", value, level, tensor=sink.tensor_block)
     return lines
 
 
@@ -494,7 +494,7 @@ def _named(role: str, names, values, level: int):
     lines = []
     for i, value in enumerate(values):
         name = names[i] if i < len(names) and names[i] else "-"
-        lines += fmt.item(f"{role} {name}", value, level)
+        lines += fmt.item(f"{role} {name}", value, level, tensor=sink.tensor_block)
     return lines
 
 

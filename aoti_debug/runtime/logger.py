@@ -104,13 +104,13 @@ def _write_call(number: int, qualname: str, level: int, signature, args, kwargs)
     body: List[str] = []
     if level >= 3:
         for label, value in argument_items(signature, args, kwargs):
-            body += fmt.item(label, value, level)
+            body += fmt.item(label, value, level, tensor=sink.tensor_block)
     facts = fmt.header_facts(threading.get_native_id())
     state.emit(fmt.record(fmt.header("call", str(number), qualname, state.pid(), None, facts), body))
 
 
 def _write_return(number: int, qualname: str, level: int, result: Any) -> None:
-    body = fmt.item("output", result, level)
+    body = fmt.item("output", result, level, tensor=sink.tensor_block)
     state.emit(fmt.record(fmt.header("return", str(number), qualname, state.pid()), body))
 
 

@@ -80,11 +80,12 @@ AOTID_EXPORT int32_t aotid_all_finite(const void* data, int32_t dtype, int64_t n
 AOTID_EXPORT int64_t aotid_render_tensor_block(const void* data, int32_t dtype, int64_t ndim,
                                                const int64_t* sizes, const int64_t* strides,
                                                int32_t device_type, int32_t device_index,
-                                               int32_t level, int32_t indent, char* buf,
-                                               int64_t cap) noexcept {
+                                               int32_t requires_grad, int32_t level, int32_t indent,
+                                               char* buf, int64_t cap) noexcept {
   try {
     std::string out;
     aoti_debug::Value v(make_view(data, dtype, ndim, sizes, strides, device_type, device_index));
+    v.b = requires_grad != 0;
     aoti_debug::detail::append_tensor_block(out, v, level, indent);
     return give(out, buf, cap);
   } catch (...) {
