@@ -197,3 +197,22 @@ def test_interpreter_log_agrees_with_the_cpu_aoti_log(interpreted):
     assert planted.returncode == 1, planted.stdout + planted.stderr
     assert re.search(r"^first divergence: A small:1\.1 aoti_torch_cpu_mm_out / B model(?:#\d+)?:1\.1 "
                      r"aoti_torch_cuda_mm_out$", planted.stdout, re.M), planted.stdout
+
+
+def test_interpreter_hooks_are_named_when_missing(monkeypatch):
+    if SKIP:
+        pytest.skip(SKIP)
+    import torch
+    from triton.runtime import interpreter
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.delattr(interpreter, "TensorHandle")
+    assert cuda_harness.missing_hooks(interpret=True) == ["triton.runtime.interpreter.TensorHandle"]
+    assert cuda_harness.missing_hooks() == []          # code generation alone does not need it
+    with pytest.raises(cuda_harness.HarnessUnsupported) as raised:
+        cuda_harness.install(interpret=True)
+    assert str(raised.value) == (
+        f"cuda_harness: torch {torch.__version__} no longer has triton.runtime.interpreter.TensorHandle, "
+        "which the GPU-less CUDA harness hooks into")
+    monkeypatch.delenv("TRITON_INTERPRET")
+    with pytest.raises(cuda_harness.HarnessUnsupported, match="needs TRITON_INTERPRET=1 in the environment"):
+        cuda_harness.install(interpret=True)
