@@ -63,13 +63,16 @@ def python_wrapper(env: dict, work: str) -> None:
         return float(out.stdout.split()[-1])
 
     log = os.path.join(work, "python.log")
-    rows = {"plain": [], "level 0": [], "level 1 (file)": [], "level 1 (/dev/null)": []}
+    rows = {"plain": [], "level 0": [], "level 1 (file)": [], "level 1 (/dev/null)": [],
+            "level 3 (/dev/null)": [], "level 5 (/dev/null)": []}
     for _ in range(5):
         rows["plain"].append(loop(200_000, plain=True))
         rows["level 0"].append(loop(200_000, AOTI_DEBUG_LOGLEVEL="0"))
         rows["level 1 (file)"].append(loop(50_000, AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_LOGDEST=log))
         os.unlink(log)
-        rows["level 1 (/dev/null)"].append(loop(50_000, AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_LOGDEST="/dev/null"))
+        for level in (1, 3, 5):
+            rows[f"level {level} (/dev/null)"].append(
+                loop(50_000 if level == 1 else 5_000, AOTI_DEBUG_LOGLEVEL=str(level), AOTI_DEBUG_LOGDEST="/dev/null"))
     over = {k: (statistics.median(v) - statistics.median(rows["plain"])) / 1000 for k, v in rows.items()}
 
     from bench_corpus import Worker, launches_per_call   # its worker runs GPT-2 under torch.compile
@@ -85,6 +88,8 @@ def python_wrapper(env: dict, work: str) -> None:
     print(f"  level 0 (compiled 5) {over['level 0']:+8.3f} us per launch")
     print(f"  level 1 to a file    {over['level 1 (file)']:+8.3f} us per launch, one record each")
     print(f"  level 1 to /dev/null {over['level 1 (/dev/null)']:+8.3f} us per launch")
+    print(f"  level 3 to /dev/null {over['level 3 (/dev/null)']:+8.3f} us per launch, two records, three tensors")
+    print(f"  level 5 to /dev/null {over['level 5 (/dev/null)']:+8.3f} us per launch, the same with statistics")
     print(f"  the plain wrapper on GPT-2: {per_call:.1f} us per call, {launches:g} launches, "
           f"{per_call / launches:.2f} us per launch")
 
