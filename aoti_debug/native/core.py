@@ -172,18 +172,12 @@ def _need() -> ctypes.CDLL:
 
 # ---------------------------------------------------------------- tensors
 
-_dtype_codes: Dict[object, int] = {}   # torch.dtype -> its code, as first asked for
-
-
 def dtype_code(dtype) -> int:
     """c10::ScalarType code of a torch.dtype."""
-    code = _dtype_codes.get(dtype)
-    if code is None:
-        name = str(dtype).replace("torch.", "")
-        if name not in DTYPE_CODES:
-            raise ValueError(f"unknown dtype {dtype}")
-        code = _dtype_codes[dtype] = DTYPE_CODES[name]
-    return code
+    name = str(dtype).replace("torch.", "")
+    if name not in DTYPE_CODES:
+        raise ValueError(f"unknown dtype {dtype}")
+    return DTYPE_CODES[name]
 
 
 def _view_args(tensor, need_data: bool):
