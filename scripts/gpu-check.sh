@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU: set up a CUDA build of torch (exactly
 # TORCH, default the newest tested release, .ci/torch-releases.txt) and run
-# the GPU tests (tests/test_gpu.py) and the CUDA code-generation tests, then
-# print a report headed by the device's name.  Extra arguments go to pytest.
+# the GPU tests (tests/test_gpu.py), the CUDA code-generation tests and the
+# cost of device statistics (bench/bench_device_stats.py), then print a
+# report headed by the device's name.  Extra arguments go to pytest.
 #
 #   ./scripts/gpu-check.sh                 # the registry's torch 2.15.0 (a CUDA build)
 #   TORCH=2.14.1 ./scripts/gpu-check.sh
@@ -21,10 +22,13 @@ if torch.cuda.is_available():
     print(f"{p.name}, sm_{p.major}{p.minor}, {p.total_memory // 2**30} GiB, torch {torch.__version__}, CUDA {torch.version.cuda}")' 2>/dev/null || true)"
 status=0
 "$PY" -m pytest -v -rA tests/test_gpu.py tests/test_cuda_codegen.py "$@" >"$report" 2>&1 || status=$?
+costs="$("$PY" bench/bench_device_stats.py 2>&1 || true)"
 echo "==== aoti-debug GPU check: ${device:-no CUDA device} ===="
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'), commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
 grep -E "^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) |^=+ .* in [0-9.]+s" "$report" || cat "$report"
+echo "---- the cost of device statistics (bench/bench_device_stats.py) ----"
+echo "$costs"
 if [ "$status" != 0 ]; then
   echo "---- the failures ----"
   sed -n '/^=* FAILURES =*$/,/^=* short test summary/p' "$report"

@@ -3,10 +3,13 @@ package (tests/gpu_models.py: an extern mm and Triton kernels) compiled and
 run for real, from Python and from the C++ runner.
 
 Everywhere else each test is skipped, saying why.  CI has no GPU: what it
-verifies for CUDA is the generated code (tests/test_cuda_codegen.py), and
-nothing it runs is called GPU-tested (docs/gpu.md).  Written without a GPU:
-until a report from scripts/gpu-check.sh exists, none has run on one.  Not
-covered yet: graph capture and replay, the cost of device statistics."""
+verifies for CUDA is the generated code (tests/test_cuda_codegen.py) and
+torch.compile's CUDA wrapper through Triton's interpreter
+(tests/test_interpreter.py), and nothing it runs is called GPU-tested
+(docs/gpu.md).  Written without a GPU: until a report from
+scripts/gpu-check.sh exists, none has run on one.  The cost of device
+statistics is measured by bench/bench_device_stats.py (the script runs it
+after these tests), not here."""
 
 import re
 
@@ -58,6 +61,19 @@ def built(tmp_path_factory):
     paths = {k: str(root / n) for k, n in (("out", "scorer.pt2"), ("clean", "clean.pt"), ("planted", "planted.pt"))}
     run_python(COMPILE.format(tests=TESTS, **paths), env=clean_env(AOTI_DEBUG_COMPILE="all"), timeout=900)
     return paths["out"], paths["clean"], paths["planted"]
+
+
+@pytest.fixture(scope="module")
+def built_cpu(tmp_path_factory):
+    """The same model's package for the CPU, which a GPU run is diffed against."""
+    out = str(tmp_path_factory.mktemp("gpu-cpu") / "scorer.pt2")
+    run_python(f"""
+        import sys; sys.path.insert(0, {TESTS!r})
+        import torch, gpu_models
+        ep = torch.export.export(gpu_models.model(), gpu_models.inputs(device="cpu"))
+        torch._inductor.aoti_compile_and_package(ep, package_path={out!r})
+    """, env=clean_env(AOTI_DEBUG_COMPILE="all"), timeout=900)
+    return out
 
 
 def python_run(pt2, inputs, **env):
@@ -137,6 +153,64 @@ def test_gpu_inputs_on_the_wrong_device_are_named(built):
     assert problems[0] == "aoti-debug: the inputs of model 'scorer' do not match what it was compiled for:"
     assert [re.sub(r"cuda:0\b", "cuda", p) for p in problems[1:]] == [
         "  x.device is cpu, expected cuda", "  bias.device is cpu, expected cuda"], problems
+
+
+def test_gpu_log_agrees_with_the_cpu_log_of_the_same_model(built, built_cpu, tmp_path):
+    """aoti-debug diff of a level-5 GPU run against the same model's CPU package: Triton
+    kernels against C++ ones, no false alarm."""
+    pt2, clean, _ = built
+    gpu_log, cpu_log = tmp_path / "gpu.log", tmp_path / "cpu.log"
+    assert python_run(pt2, clean, AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_LOGDEST=str(gpu_log)).returncode == 0
+    cpu = run_python(RUN.format(tests=TESTS, pt2=built_cpu, inputs=clean).replace("t.cuda()", "t"),
+                     env=clean_env(AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_LOGDEST=str(cpu_log)), check=False)
+    assert cpu.returncode == 0 and "RAISED" not in cpu.stdout, cpu.stdout + cpu.stderr
+    proc = run_python(f"""
+        import sys
+        from aoti_debug.cli import main
+        sys.exit(main(["diff", {str(cpu_log)!r}, {str(gpu_log)!r}]))
+    """, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "DIFFERS" not in proc.stdout
+    assert re.search(r"^the logs agree: \d+ aligned launch\(es\) compared", proc.stdout, re.M), proc.stdout
+
+
+CAPTURE = """
+    import sys; sys.path.insert(0, {tests!r})
+    import torch
+    m = torch._inductor.aoti_load_package({pt2!r})
+    args = [t.cuda() for t in torch.load({inputs!r})]
+    eager = m(*args)[0].clone()                   # a run outside capture, for the outputs
+    g = torch.cuda.CUDAGraph()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        m(*args)                                  # warm-up on the capture's stream
+    torch.cuda.current_stream().wait_stream(side)
+    with torch.cuda.graph(g):
+        out = m(*args)[0]
+    for _ in range(3):
+        g.replay()
+    torch.cuda.synchronize()
+    print("REPLAYED", bool(torch.equal(out, eager)), flush=True)
+"""
+
+
+@pytest.mark.parametrize("level", ["1", "3", "5", "10"])
+def test_gpu_graph_capture_and_replay_at_each_level(built, tmp_path, level):
+    """A package captured into a CUDA graph and replayed: the outputs are a plain run's, and
+    nothing was read from the device during capture (level 5's statistics say so)."""
+    pt2, clean, _ = built
+    log = tmp_path / "log"
+    proc = run_python(CAPTURE.format(tests=TESTS, pt2=pt2, inputs=clean),
+                      env=clean_env(AOTI_DEBUG_LOGLEVEL=level, AOTI_DEBUG_LOGDEST=str(log),
+                                    AOTI_DEBUG_DUMP_DIR=str(tmp_path / "dumps")), check=False)
+    assert proc.returncode == 0 and "REPLAYED True" in proc.stdout, proc.stdout + proc.stderr
+    runs = [r for r in records(log.read_text()) if re.search(r"\] run \d+ scorer", r)]
+    assert len(runs) == 3, runs                   # plain, warm-up, capture; replays run no host code
+    if int(level) >= 5:
+        captured = log.read_text().split(runs[2], 1)[1]
+        stats = re.findall(r"^ +(min=\S+|stats=skipped \(.*\))$", captured, re.M)
+        assert stats and set(stats) == {"stats=skipped (CUDA graph capture in progress)"}, stats
 
 
 FAULTY = """
