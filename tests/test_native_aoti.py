@@ -19,7 +19,9 @@ pytestmark = pytest.mark.torch_matrix
 
 ADAPTER = r"""
 #include <aoti_debug/aoti.h>
+#include <cstdio>
 #include <cstring>
+#include <exception>
 extern "C" __attribute__((visibility("default")))
 long long render(void* h, int level, int indent, char* buf, long long cap) {
   const aoti_debug::Value v = aoti_debug::tensor(static_cast<AtenTensorHandle>(h));
@@ -28,6 +30,18 @@ long long render(void* h, int level, int indent, char* buf, long long cap) {
   else aoti_debug::detail::append_inline(out, v);
   if (static_cast<long long>(out.size()) < cap) std::memcpy(buf, out.c_str(), out.size() + 1);
   return static_cast<long long>(out.size());
+}
+// The device statistics path (detail/device_ops.h) on whatever device the tensor is:
+// 1 with *out filled, 0 when it leaves the tensor to the copy path, -1 when it threw.
+extern "C" __attribute__((visibility("default")))
+int device_stats(void* h, aoti_debug::Stats* out) {
+  const aoti_debug::Value v = aoti_debug::tensor(static_cast<AtenTensorHandle>(h));
+  try {
+    return aoti_debug::detail::device_ops::reduce(static_cast<AtenTensorHandle>(h), v.t, out) ? 1 : 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "device_stats: %s\n", e.what());
+    return -1;
+  }
 }
 """
 
@@ -44,6 +58,8 @@ def adapter(tmp_path_factory):
                     "-L", os.path.join(torch_dir, "lib"), "-ltorch_cpu", "-lc10",
                     "-Wl,-rpath," + os.path.join(torch_dir, "lib")], check=True)
     lib = ctypes.CDLL(str(out))
+    lib.device_stats.restype = ctypes.c_int
+    lib.device_stats.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     lib.render.restype = ctypes.c_longlong
     lib.render.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_char_p,
                            ctypes.c_longlong]
@@ -79,3 +95,67 @@ def tensors():
 def test_handle_block_matches_python_logger(adapter, name, level):
     t = tensors()[name]
     assert render(adapter, t, level, 4) == "\n".join(pyfmt.tensor_block(t, level, 2)) + "\n"
+
+
+def device_stats(adapter, t):
+    """(status, fields of the statistics) of detail/device_ops.h's reduction of `t`."""
+    cap = torch._C._aoti.unsafe_alloc_void_ptr_from_tensor(t)
+    try:
+        out = _native._StatsC()
+        status = adapter.device_stats(_get(cap, None), ctypes.byref(out))
+        return status, {name: getattr(out, name) for name, _ in _native._StatsC._fields_}
+    finally:
+        torch._C._aoti.alloc_tensor_by_stealing_from_void_ptr(cap)
+
+
+def device_corpus():
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(37, 29, generator=g)
+    x[3, 4], x[20, 1], x[30, 2] = math.nan, math.inf, -math.inf
+    yield "float32", x
+    yield "transposed", x.t()
+    yield "strided", x[1:, ::3]
+    yield "bfloat16", x.bfloat16()
+    yield "float16", x.half()
+    yield "float64", x.double()
+    yield "float8", torch.randn(50, generator=g).to(torch.float8_e4m3fn)
+    yield "all-nan", torch.full((5,), math.nan)
+    yield "finite", torch.randn(1000, generator=g)
+    yield "odd bytes", torch.randn(7, generator=g).half()          # 14 bytes: the hash pads to 16
+    yield "int64", torch.randint(-10**12, 10**12, (33,), generator=g)
+    yield "int32", torch.randint(-1000, 1000, (5, 5), generator=g, dtype=torch.int32)
+    yield "uint8", torch.randint(0, 255, (19,), generator=g, dtype=torch.uint8)
+    yield "int8", torch.randint(-128, 127, (19,), generator=g, dtype=torch.int8)
+    yield "uint16", torch.randint(0, 65535, (9,), generator=g, dtype=torch.int32).to(torch.uint16)
+    yield "bool", x > 0
+    yield "scalar", torch.tensor(-2.5)
+
+
+DEVICE_CASES = dict(device_corpus())
+
+
+@pytest.mark.parametrize("name", sorted(DEVICE_CASES))
+def test_device_statistics_by_torch_ops_equal_the_compiled_cores(adapter, name):
+    """The C++ runtime's statistics of a device tensor, reduced by libtorch's operators where
+    the tensor is (run here on CPU tensors: the same ops), against the CPU core's: every
+    field exact but the mean (torch's summation order), to 1e-12."""
+    t = DEVICE_CASES[name]
+    status, got = device_stats(adapter, t)
+    assert status == 1
+    want = _native.compute_stats(t, hash=True)
+    mean = got.pop("mean")
+    assert got["hash"] == want["hash"] and got["numel"] == t.numel()
+    for field in ("min", "max", "nan_count", "inf_count", "first_nan", "first_inf", "true_count", "false_count"):
+        if field in want:
+            assert got[field] == want[field] or (math.isnan(got[field]) and math.isnan(want[field])), field
+    if "imin" in want:
+        assert (got["imin"], got["imax"]) == (want["imin"], want["imax"])
+    if "mean" in want:
+        assert mean == pytest.approx(want["mean"], rel=1e-12, abs=1e-300, nan_ok=True)
+
+
+@pytest.mark.parametrize("name, t", [("complex", torch.complex(torch.ones(3), torch.ones(3))),
+                                     ("uint64", torch.tensor([1, 2], dtype=torch.int64).view(torch.uint64)),
+                                     ("empty", torch.empty(0))])
+def test_device_statistics_leave_what_they_do_not_reduce_to_the_copy(adapter, name, t):
+    assert device_stats(adapter, t)[0] == 0

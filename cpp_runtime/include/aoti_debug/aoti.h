@@ -7,20 +7,29 @@
 #include <vector>
 
 #include "detail/launch.h"
+#if AOTI_DEBUG_ENABLE_STATS && AOTI_DEBUG_CORE_BODIES
+#include "detail/device_ops.h"
+#endif
 
 AOTI_DEBUG_NAMESPACE_BEGIN
 namespace detail {
 
 #if AOTI_DEBUG_ENABLE_STATS
-// Statistics of a device tensor: a blocking copy into a contiguous CPU
-// tensor through the shim, then the CPU core (detail::device_stats asks
-// first whether the run's stream is being captured).
+// Statistics of a device tensor: reduced on its device by libtorch's own
+// operators, the figures back in one small transfer (detail/device_ops.h);
+// what those do not reduce (complex, uint64) or a failure there: a blocking
+// copy into a contiguous CPU tensor through the shim, then the CPU core.
+// detail::device_stats asks first whether the run's stream is being captured.
 #if !AOTI_DEBUG_CORE_BODIES
 AOTI_DEBUG_CORE_FN bool aoti_device_stats(const Value& v, Stats* out, const char** reason);
 #else
 AOTI_DEBUG_CORE_FN bool aoti_device_stats(const Value& v, Stats* out, const char**) {
   AtenTensorHandle src = const_cast<AtenTensorHandle>(static_cast<const AtenTensorOpaque*>(v.handle));
   if (src == nullptr) return false;
+  try {
+    if (device_ops::reduce(src, v.t, out)) return true;
+  } catch (...) {   // an op the device lacks for this dtype: the copy below
+  }
   std::vector<int64_t> strides(static_cast<size_t>(v.t.ndim));
   int64_t step = 1;
   for (int64_t d = v.t.ndim - 1; d >= 0; --d) {
