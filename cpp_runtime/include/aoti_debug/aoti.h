@@ -7,8 +7,19 @@
 #include <vector>
 
 #include "detail/launch.h"
-#if AOTI_DEBUG_ENABLE_STATS && AOTI_DEBUG_CORE_BODIES
+
+// Device statistics by libtorch's operators need the stable C API of the
+// releases tested with it (2.13 on); with an older torch a device tensor
+// takes the copy path.
+#if AOTI_DEBUG_ENABLE_STATS && AOTI_DEBUG_CORE_BODIES && __has_include(<torch/headeronly/version.h>)
+#include <torch/headeronly/version.h>
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 13)
+#define AOTI_DEBUG_DEVICE_OPS 1
 #include "detail/device_ops.h"
+#endif
+#endif
+#ifndef AOTI_DEBUG_DEVICE_OPS
+#define AOTI_DEBUG_DEVICE_OPS 0
 #endif
 
 AOTI_DEBUG_NAMESPACE_BEGIN
@@ -26,10 +37,12 @@ AOTI_DEBUG_CORE_FN bool aoti_device_stats(const Value& v, Stats* out, const char
 AOTI_DEBUG_CORE_FN bool aoti_device_stats(const Value& v, Stats* out, const char**) {
   AtenTensorHandle src = const_cast<AtenTensorHandle>(static_cast<const AtenTensorOpaque*>(v.handle));
   if (src == nullptr) return false;
+#if AOTI_DEBUG_DEVICE_OPS
   try {
     if (device_ops::reduce(src, v.t, out)) return true;
   } catch (...) {   // an op the device lacks for this dtype: the copy below
   }
+#endif
   std::vector<int64_t> strides(static_cast<size_t>(v.t.ndim));
   int64_t step = 1;
   for (int64_t d = v.t.ndim - 1; d >= 0; --d) {
