@@ -246,8 +246,8 @@ def compute_stats(tensor, max_threads: int = 0, isa_limit: int = 0, hash: bool =
 
 def render_tensor_block(tensor, level: int, indent: int) -> str:
     """The Tensor block exactly as the C++ shim writes it ("Tensor(" at
-    `indent` spaces); torch.compile's runtime writes its CPU tensors' blocks
-    so (runtime/format.py)."""
+    `indent` spaces); torch.compile's runtime writes its plain CPU tensors'
+    blocks so (runtime/sink.py, tensor_block)."""
     handle = _need()
     if tensor.is_neg():   # its values are a resolved copy, whose layout the block would show
         raise ValueError("a negative view's block is not rendered by the core")
@@ -263,7 +263,7 @@ def render_tensor_block(tensor, level: int, indent: int) -> str:
         if n < 0:
             raise RuntimeError("aotid_render_tensor_block failed")
         if n < len(buf):
-            return buf.raw[:n].decode("utf-8")
+            return ctypes.string_at(buf, n).decode("utf-8")
         buf = _block_buffer(n + 1)
 
 
