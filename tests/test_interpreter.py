@@ -11,14 +11,13 @@ compares the interpreted run with.
 
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
 import cuda_harness
 from cuda_harness import model_line
 from conftest import TESTS, clean_env, records, run_python
+from test_cli import aoti_debug as aoti_debug_cli
 
 pytestmark = [pytest.mark.torch_matrix, pytest.mark.slow]
 
@@ -41,11 +40,6 @@ LAUNCHES = [
     ("reduction", r"triton_red_fused_abs_add_log_sum_\d+", "row_sums = torch.log(", 1),
     ("pointwise", r"triton_poi_fused_add_mul_sqrt_\d+", "root = torch.sqrt(", 2),
 ]
-
-
-def aoti_debug_cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "aoti_debug", *args], capture_output=True, text=True,
-                          env=clean_env(), cwd=cwd, timeout=120)
 
 
 class Interpreted:

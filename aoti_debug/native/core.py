@@ -437,6 +437,16 @@ _INT64 = struct.Struct("q")
 
 _NOTHING = (0, 0, 0, 0, 0, 0, 0, 0)
 _tensor_types: Tuple[type, type] = ()      # (torch.Tensor, torch.nn.Parameter), on first use
+
+
+def tensor_types() -> Tuple[type, type]:
+    """(torch.Tensor, torch.nn.Parameter): the plain tensor types, which the
+    core reads by their memory and layout (a subclass may not hold its values)."""
+    global _tensor_types
+    if not _tensor_types:
+        import torch
+        _tensor_types = (torch.Tensor, torch.nn.Parameter)
+    return _tensor_types
 _dtype_codes: Dict[object, int] = {}        # torch.dtype -> code
 _device_codes: Dict[object, Tuple[int, int]] = {}   # torch.device -> (type code, index)
 
@@ -451,11 +461,7 @@ def box_words(values) -> Tuple[array.array, array.array]:
     the black box describes and does not copy, as it does an artifact's
     constants.  The caller keeps `values` alive while the C++ side reads them.
     Every launch pays for this: lookups are cached, nothing is imported."""
-    global _tensor_types
-    if not _tensor_types:
-        import torch
-        _tensor_types = (torch.Tensor, torch.nn.Parameter)
-    tensor, parameter = _tensor_types
+    tensor, parameter = tensor_types()
     words, dims = [], []
     for v in values:
         if isinstance(v, tensor):

@@ -65,23 +65,12 @@ def tensor_block(t, level: int, depth: int, stats=None):
     to format.tensor_block's, by the parity tests, in one call instead of a
     hundred Python ones); anything else, or given `stats`, by format.py."""
     core = native()
-    if core is not None and stats is None and type(t) in _plain_tensors() and t.device.type == "cpu":
+    if core is not None and stats is None and type(t) in core.tensor_types() and t.device.type == "cpu":
         try:
             return core.render_tensor_block(t, level, 2 * depth)[:-1].split("\n")
         except Exception:
             pass
     return fmt.tensor_block(t, level, depth, stats)
-
-
-_plain = ()
-
-
-def _plain_tensors():
-    global _plain
-    if not _plain:
-        import torch
-        _plain = (torch.Tensor, torch.nn.Parameter)
-    return _plain
 
 
 def write(dest: str, text: str) -> None:

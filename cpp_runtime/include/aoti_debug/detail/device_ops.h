@@ -69,15 +69,10 @@ class Words {
  public:
   void add_int(const Tensor& t) { parts_.push_back(as(t, ScalarType::Long)); }
   void add_double(const Tensor& t) { parts_.push_back(bits(as(t, ScalarType::Double), ScalarType::Long)); }
-  std::vector<int64_t> fetch(const Tensor& like) const {
-    const int64_t n = static_cast<int64_t>(parts_.size());
-    Tensor all = torch::stable::new_zeros(like, {n}, ScalarType::Long);
-    for (int64_t k = 0; k < n; ++k) {
-      Tensor slot = torch::stable::select(all, 0, k);
-      torch::stable::copy_(slot, parts_[static_cast<size_t>(k)]);
-    }
+  std::vector<int64_t> fetch() const {
+    Tensor all = call<2>("aten::stack", "", {from(parts_), from(int64_t{0})});
     Tensor host = torch::stable::to(all, torch::stable::Device(torch::headeronly::DeviceType::CPU));
-    std::vector<int64_t> out(static_cast<size_t>(n));
+    std::vector<int64_t> out(parts_.size());
     void* data = nullptr;
     STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_data_ptr(host.get(), &data));
     std::memcpy(out.data(), data, out.size() * sizeof(int64_t));
@@ -128,8 +123,7 @@ inline void hash_sums(const Tensor& flat, Words* words) {
 // unsigned, an empty tensor, a dtype without statistics): the caller decides.
 inline bool reduce(AtenTensorHandle handle, const TensorView& v, Stats* out) {
   const int32_t kind = stats_kind(v.dtype);
-  const bool uint64 = v.dtype == 29;   // c10::ScalarType::UInt64
-  if (kind == kStatsNone || kind == kStatsComplex || uint64) return false;
+  if (kind == kStatsNone || kind == kStatsComplex || v.dtype == kUInt64) return false;
   AtenTensorHandle own = nullptr;
   STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_new_tensor_handle(handle, &own));
   const Tensor t(own);
@@ -142,7 +136,7 @@ inline bool reduce(AtenTensorHandle handle, const TensorView& v, Stats* out) {
     words.add_int(total(flat, ScalarType::Long));
   } else if (kind == kStatsInt || kind == kStatsUInt) {
     // UInt16 and UInt32 lack the reductions: widened (exactly)
-    Tensor wide = (v.dtype == 27 || v.dtype == 28) ? as(flat, ScalarType::Long) : flat;
+    Tensor wide = (v.dtype == kUInt16 || v.dtype == kUInt32) ? as(flat, ScalarType::Long) : flat;
     words.add_int(unary("aten::min", wide));
     words.add_int(unary("aten::max", wide));
     words.add_double(total(wide, ScalarType::Double));
@@ -157,7 +151,7 @@ inline bool reduce(AtenTensorHandle handle, const TensorView& v, Stats* out) {
     words.add_double(unary("aten::max", nan_to(values, -__builtin_inf())));
     words.add_double(total(nan_to(values, 0.0), ScalarType::Double));
   }
-  const std::vector<int64_t> got = words.fetch(flat);   // the one transfer
+  const std::vector<int64_t> got = words.fetch();   // the one transfer
   Stats s;
   std::memset(&s, 0, sizeof(s));
   s.dtype = v.dtype, s.kind = kind, s.numel = numel;
