@@ -1,8 +1,10 @@
 """The C++ runtime's device-tensor branches, run on a CPU by injecting a
 device's statistics (a Value's `device_stats`, which aoti.h points at the
-shim's copy for CUDA tensors): the NaN check and the input guard read CUDA
-inputs instead of assuming them finite, and what cannot be read (CUDA graph
-capture) is skipped, never reported."""
+device's own reductions for CUDA tensors): the NaN check and the input guard
+read CUDA inputs instead of assuming them finite, what cannot be read (CUDA
+graph capture) is skipped, never reported, and a record's device tensors are
+asked for together (one call, one transfer in aoti.h's adapter), each read
+once for the record and the NaN check after it."""
 
 from __future__ import annotations
 
@@ -27,16 +29,21 @@ using aoti_debug::Value;
 static float in_data[4] = {1.0f, NAN, 2.0f, 3.0f};
 static float out_data[4];
 static int64_t s4[1] = {4}, st4[1] = {1};
-static int stats_calls = 0;
+static float a_data[4] = {1.0f, 2.0f, 3.0f, 4.0f}, b_data[4] = {0.5f, 0.25f, 2.0f, 8.0f};
+static float sum_data[4], prod_data[4], diff_data[4];
+static int stats_calls = 0, stats_tensors = 0;   // calls (transfers) and the tensors they covered
 static bool capturing = false;
 
-// a CUDA tensor's statistics, injected: the CPU core over the same bytes
-static bool injected_stats(const Value& v, aoti_debug::Stats* out, const char**) {
+// CUDA tensors' statistics, injected: the CPU core over the same bytes
+static void injected_stats(const Value* const* vals, size_t n, aoti_debug::Stats* out, bool* ok) {
   ++stats_calls;
-  TensorView host = v.t;
-  host.device_type = 0, host.device_index = -1;
-  *out = aoti_debug::compute_stats(host, true);
-  return true;
+  for (size_t i = 0; i < n; ++i) {
+    ++stats_tensors;
+    TensorView host = vals[i]->t;
+    host.device_type = 0, host.device_index = -1;
+    out[i] = aoti_debug::compute_stats(host, true);
+    ok[i] = true;
+  }
 }
 
 static const char* no_error(void*) { return nullptr; }
@@ -59,6 +66,29 @@ int main(int, char** argv) {
   static const char* const ins[] = {"x"};
   static const char* const sources[] = {"", ""};
   const Value x = on_cuda(in_data), y = on_cuda(out_data);
+  if (mode == "many") {   // two inputs, three outputs, all finite
+    static const aoti_debug::ArgSpec a1[] = {{"in_ptr0", Role::In}, {"in_ptr1", Role::In},
+                                             {"out_ptr0", Role::Out}, {"out_ptr1", Role::Out},
+                                             {"out_ptr2", Role::Out}};
+    static aoti_debug::Site s1{"triton_poi_fused_add_mul_sub_0", "add,mul,sub", "model.py:12", "combine", a1, 5};
+    static const char* const names[] = {"a", "b"};
+    static const char* const outs[] = {"sum", "prod", "diff"};
+    static const char* const none[] = {"", "", "", "", ""};
+    const Value a = on_cuda(a_data), b = on_cuda(b_data);
+    const Value sum = on_cuda(sum_data), prod = on_cuda(prod_data), diff = on_cuda(diff_data);
+    AOTI_DEBUG_BEGIN_RUN_ON(run, model, &device, nullptr, names, a, b);
+    aoti_debug::NanChecks nan(model, run);
+    nan.inputs({a, b});
+    AOTI_DEBUG_LAUNCH(run, s1, a, b, nullptr, nullptr, nullptr);
+    for (int i = 0; i < 4; ++i)
+      sum_data[i] = a_data[i] + b_data[i], prod_data[i] = a_data[i] * b_data[i], diff_data[i] = a_data[i] - b_data[i];
+    AOTI_DEBUG_LAUNCH_END(run, s1, nullptr, nullptr, sum, prod, diff);
+    if (!nan.clean(s1, {nullptr, nullptr, sum, prod, diff})) nan.after(s1, none, {a, b, sum, prod, diff});
+    nan.finish();
+    AOTI_DEBUG_END_RUN(run, outs, sum, prod, diff);
+    std::printf("%d %d\n", stats_calls, stats_tensors);
+    return 0;
+  }
   try {
     AOTI_DEBUG_BEGIN_RUN_ON(run, model, &device, nullptr, ins, x);
     if (mode == "guard") {
@@ -74,10 +104,10 @@ int main(int, char** argv) {
     if (!nan.clean(s0, {nullptr, y})) nan.after(s0, sources, {x, y});
     nan.finish();
   } catch (const std::exception& e) {
-    std::printf("%d\n%s\n", stats_calls, e.what());
+    std::printf("%d %d\n%s\n", stats_calls, stats_tensors, e.what());
     return 3;
   }
-  std::printf("%d\n", stats_calls);
+  std::printf("%d %d\n", stats_calls, stats_tensors);
   return 0;
 }
 """
@@ -99,14 +129,14 @@ def test_a_nan_in_a_cuda_input_is_not_blamed_on_the_launch_that_reads_it(harness
         + note + "  run 1: NaN/Inf in 1 launch: triton_poi_fused_mul_0 x1\n")
     # the input read once by nan.inputs (it held NaN: the bad path reads it from the known-bad
     # list, not again), the output once
-    assert proc.stdout == "2\n"
+    assert proc.stdout == "2 2\n"
 
 
 def test_the_input_guard_names_a_nan_in_a_cuda_input(harness, tmp_path):
     log = tmp_path / "log.txt"
     proc = run(harness, ["guard"], log, check=False, AOTI_DEBUG_LOGLEVEL="1")
     assert proc.returncode == 3
-    assert proc.stdout == ("1\naoti-debug: the inputs of model 'toy' do not match what it was compiled for:\n"
+    assert proc.stdout == ("1 1\naoti-debug: the inputs of model 'toy' do not match what it was compiled for:\n"
                            "  x holds 1 NaN (first at flat index 1)\n")
 
 
@@ -116,18 +146,83 @@ def test_during_graph_capture_no_cuda_tensor_is_read_and_none_is_reported(harnes
     log = tmp_path / "log.txt"
     proc = run(harness, ["capture"], log, AOTI_DEBUG_LOGLEVEL="1")
     assert masked(log) == head("run", 1, "toy") + head("launch", "toy:1.1", "triton_poi_fused_mul_0")
-    assert proc.stdout == "0\n"
+    assert proc.stdout == "0 0\n"
 
 
 def test_during_graph_capture_a_record_says_why_it_has_no_statistics(harness, tmp_path):
     log = tmp_path / "log.txt"
     proc = run(harness, ["capture"], log, AOTI_DEBUG_LOGLEVEL="5")
-    assert proc.stdout == "0\n"
+    assert proc.stdout == "0 0\n"
     text = masked(log)
     assert text.count("stats=skipped (CUDA graph capture in progress)") == 3, text   # run in, launch in, out
 
 
+@pytest.mark.parametrize("level, want", [
+    # one call each: run's inputs, nan.inputs, the launch's inputs, its outputs (the NaN check
+    # reads them from the launch-end record), the run's outputs
+    ("5", "5 12\n"),
+    # nan.inputs and the launch's outputs: one call each, the clean outputs need no input read
+    ("1", "2 5\n"),
+])
+def test_a_records_device_tensors_are_read_in_one_call_and_once(harness, tmp_path, level, want):
+    log = tmp_path / "log.txt"
+    proc = run(harness, ["many"], log, AOTI_DEBUG_LOGLEVEL=level)
+    assert proc.stdout == want
+    text = masked(log)
+    assert "nan-check" not in text
+    if level == "5":   # every block has its statistics, the sums the injected core's
+        assert text.count("nan_count=0") == 2 + 2 + 3 + 3, text
+        assert "  out out_ptr0:\n    Tensor(\n" in text and "      min=1.500000\n" in text, text
+
+
 # -- the Python runtime's twin branches ------------------------------------------
+
+PY_MANY = """
+import torch
+from aoti_debug.runtime import launches, stats
+widened = {widened}
+calls, tensors = [0], [0]
+if widened:   # CPU tensors take the device path: reduced by torch ops, fetched in one transfer
+    stats.on_device = lambda t: True
+    many = stats.compute_many
+    def counted(ts, hash=False):
+        calls[0] += 1
+        tensors[0] += len(ts)
+        return many(ts, hash)
+    stats.compute_many = counted
+model = launches.Model("toy", {level}, nan_check="warn:nan")
+s1 = launches.Site("triton_poi_fused_add_mul_sub_0", "add,mul,sub", "model.py:12", "combine",
+                   (("in_ptr0", "in"), ("in_ptr1", "in"), ("out_ptr0", "out"), ("out_ptr1", "out"),
+                    ("out_ptr2", "out")))
+a, b = torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([0.5, 0.25, 2.0, 8.0])
+run = model.begin_run(("a", "b"), (a, b))
+run.launch += 1
+run.before(s1, (a, b, None, None, None))
+outs = (a + b, a * b, a - b)
+run.after(s1, (None, None) + outs)
+run.nan_after(s1, ("", "", "", "", ""), (a, b) + outs)
+run.nan_finish()
+run.end(("sum", "prod", "diff"), outs)
+print(calls[0], tensors[0])
+"""
+
+
+@pytest.mark.parametrize("level, want", [("5", "5 12\n"), ("1", "2 5\n")])
+def test_torch_compile_reads_a_records_device_tensors_in_one_call_and_once(tmp_path, level, want):
+    """The Python twin of the C++ harness's "many" run: the same calls, the same count of
+    transfers, and records equal to those of the CPU path."""
+    from conftest import clean_env, run_python
+    logs = {}
+    for widened in (True, False):
+        log = tmp_path / f"{widened}.txt"
+        proc = run_python(PY_MANY.format(widened=widened, level=level),
+                          env=clean_env(AOTI_DEBUG_LOGDEST=str(log)))
+        assert proc.stdout == (want if widened else "0 0\n")
+        logs[widened] = masked(log)
+    assert logs[True] == logs[False]
+    assert logs[True].count("nan_count=0") == (10 if level == "5" else 0)
+    assert "nan-check" not in logs[True]
+
 
 class _Capturing:
     def synchronize(self):

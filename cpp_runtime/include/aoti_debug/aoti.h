@@ -26,23 +26,23 @@ AOTI_DEBUG_NAMESPACE_BEGIN
 namespace detail {
 
 #if AOTI_DEBUG_ENABLE_STATS
-// Statistics of a device tensor: reduced on its device by libtorch's own
-// operators, the figures back in one small transfer (detail/device_ops.h);
-// what those do not reduce (complex, uint64) or a failure there: a blocking
-// copy into a contiguous CPU tensor through the shim, then the CPU core.
-// detail::device_stats asks first whether the run's stream is being captured.
+// Statistics of device tensors (DeviceStatsFn): reduced on their device by
+// libtorch's own operators, every figure of the call back in one small
+// transfer (detail/device_ops.h); what those do not reduce (complex, uint64)
+// or a failure there: a blocking copy into a contiguous CPU tensor through
+// the shim, then the CPU core.  detail::device_stats and StatsMemo::prefetch
+// ask first whether the run's stream is being captured.
 #if !AOTI_DEBUG_CORE_BODIES
-AOTI_DEBUG_CORE_FN bool aoti_device_stats(const Value& v, Stats* out, const char** reason);
+AOTI_DEBUG_CORE_FN void aoti_device_stats(const Value* const* vals, size_t n, Stats* out, bool* ok);
 #else
-AOTI_DEBUG_CORE_FN bool aoti_device_stats(const Value& v, Stats* out, const char**) {
-  AtenTensorHandle src = const_cast<AtenTensorHandle>(static_cast<const AtenTensorOpaque*>(v.handle));
+inline AtenTensorHandle handle_of(const Value& v) {
+  return const_cast<AtenTensorHandle>(static_cast<const AtenTensorOpaque*>(v.handle));
+}
+
+// One tensor by a copy to the host.
+inline bool copied_stats(const Value& v, Stats* out) {
+  AtenTensorHandle src = handle_of(v);
   if (src == nullptr) return false;
-#if AOTI_DEBUG_DEVICE_OPS
-  try {
-    if (device_ops::reduce(src, v.t, out)) return true;
-  } catch (...) {   // an op the device lacks for this dtype: the copy below
-  }
-#endif
   std::vector<int64_t> strides(static_cast<size_t>(v.t.ndim));
   int64_t step = 1;
   for (int64_t d = v.t.ndim - 1; d >= 0; --d) {
@@ -65,6 +65,18 @@ AOTI_DEBUG_CORE_FN bool aoti_device_stats(const Value& v, Stats* out, const char
   }
   aoti_torch_delete_tensor_object(host);
   return ok;
+}
+
+AOTI_DEBUG_CORE_FN void aoti_device_stats(const Value* const* vals, size_t n, Stats* out, bool* ok) {
+  for (size_t i = 0; i < n; ++i) ok[i] = false;
+#if AOTI_DEBUG_DEVICE_OPS
+  std::vector<AtenTensorHandle> handles(n);
+  std::vector<const TensorView*> views(n);
+  for (size_t i = 0; i < n; ++i) handles[i] = handle_of(*vals[i]), views[i] = &vals[i]->t;
+  device_ops::reduce_many(handles.data(), views.data(), n, out, ok);
+#endif
+  for (size_t i = 0; i < n; ++i)
+    if (!ok[i]) ok[i] = copied_stats(*vals[i], &out[i]);
 }
 #endif  // AOTI_DEBUG_CORE_BODIES
 #endif

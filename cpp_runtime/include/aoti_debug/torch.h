@@ -16,16 +16,19 @@ AOTI_DEBUG_NAMESPACE_BEGIN
 namespace detail {
 
 #if AOTI_DEBUG_ENABLE_STATS
-inline bool torch_device_stats(const Value& v, Stats* out, const char**) {
-  const at::Tensor* t = static_cast<const at::Tensor*>(v.handle);
-  if (t == nullptr) return false;
-  const at::Tensor host = t->detach().to(at::kCPU).contiguous();
-  TensorView h = v.t;
-  h.data = host.data_ptr();
-  h.strides = host.strides().data();
-  h.device_type = 0, h.device_index = -1;
-  *out = compute_stats(h, true);
-  return true;
+// One blocking copy to the host per tensor, then the CPU core.
+inline void torch_device_stats(const Value* const* vals, size_t n, Stats* out, bool* ok) {
+  for (size_t i = 0; i < n; ++i) {
+    const at::Tensor* t = static_cast<const at::Tensor*>(vals[i]->handle);
+    ok[i] = t != nullptr;
+    if (!ok[i]) continue;
+    const at::Tensor host = t->detach().to(at::kCPU).contiguous();
+    TensorView h = vals[i]->t;
+    h.data = host.data_ptr();
+    h.strides = host.strides().data();
+    h.device_type = 0, h.device_index = -1;
+    out[i] = compute_stats(h, true);
+  }
 }
 #endif
 

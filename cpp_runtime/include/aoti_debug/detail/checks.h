@@ -140,6 +140,7 @@ class NanChecks {
   bool is_finite(const Value& v) const {
 #if AOTI_DEBUG_ENABLE_STATS
     if (v.kind != Value::kTensor || v.t.data == nullptr) return true;
+    if (const Stats* kept = memo_for_launch(v.t)) return !holds_bad(*kept, count_inf_);
     if (v.t.device_type != 0) {
       Stats s{};
       const char* reason = nullptr;
@@ -151,6 +152,10 @@ class NanChecks {
     return true;
 #endif
   }
+
+  // What the statistics memo holds for `v` from this run's current launch
+  // (the launch-end record, clean(), after()).
+  const Stats* memo_for_launch(const TensorView& v) const;
 
   // Buffers known to hold NaN/Inf, by data pointer: model inputs found bad and
   // outputs last written bad.  Clean buffers are not kept -- an input a launch
@@ -310,34 +315,51 @@ AOTI_DEBUG_CORE_FN void InputGuard::finish(const Run& run, const char* const* la
   throw std::runtime_error(text);
 }
 
+AOTI_DEBUG_CORE_FN const Stats* NanChecks::memo_for_launch(const TensorView& v) const {
+#if AOTI_DEBUG_ENABLE_STATS
+  const detail::StatsMemo& m = detail::stats_memo();
+  return m.holds(&run_, run_.launch) ? m.find(v) : nullptr;
+#else
+  (void)v;
+  return nullptr;
+#endif
+}
+
 AOTI_DEBUG_CORE_FN void NanChecks::inputs(Values vals) {
+#if AOTI_DEBUG_ENABLE_STATS
+  detail::StatsMemo& memo = detail::stats_memo();  // the device inputs fetched together
+  memo.open(&run_, run_.launch);
+  memo.prefetch(vals.begin(), vals.size(), detail::any_arg);
+#endif
   for (const Value& v : vals)
     if (v.kind == Value::kTensor && !is_finite(v)) set_bad(v.t.data, true);
+#if AOTI_DEBUG_ENABLE_STATS
+  memo.close(false);
+#endif
 }
 
 AOTI_DEBUG_CORE_FN bool NanChecks::clean(const Site& site, Values outs) {
 #if AOTI_DEBUG_ENABLE_STATS
-  // at level >= 5 the launch-end record has just read these outputs
-  const detail::StatsMemo* memo = nullptr;
-  if (run_.level >= 5) {
-    const detail::StatsMemo& m = detail::stats_memo();
-    if (m.run == &run_ && m.launch == run_.launch) memo = &m;
+  // At level >= 5 the launch-end record has just read these outputs; else the
+  // device ones are fetched here, together (one transfer for the launch).
+  detail::StatsMemo& memo = detail::stats_memo();
+  if (!memo.holds(&run_, run_.launch)) {
+    memo.open(&run_, run_.launch);
+    memo.prefetch(outs.begin(), outs.size(), [&site](size_t k) {
+      return k < static_cast<size_t>(site.nargs) && site.args[k].role != Role::In;
+    });
+    memo.close(true);
   }
 #endif
   int k = 0;
   for (const Value* arg = outs.begin(); k < site.nargs && arg != outs.end(); ++k, ++arg) {
     if (site.args[k].role == Role::In || arg->kind != Value::kTensor) continue;
-    bool ok;
-    if (arg->t.device_type != 0) {
-      ok = arg->device_stats == nullptr;  // device tensors with their own statistics: after() asks them
-    } else {
 #if AOTI_DEBUG_ENABLE_STATS
-      const Stats* s = memo != nullptr ? memo->find(arg->t) : nullptr;
-      ok = s != nullptr ? !holds_bad(*s, count_inf_) : is_finite(*arg);
+    const Stats* s = memo.find(arg->t);
+    const bool ok = s != nullptr ? !holds_bad(*s, count_inf_) : is_finite(*arg);
 #else
-      ok = is_finite(*arg);
+    const bool ok = is_finite(*arg);
 #endif
-    }
     if (!ok) return false;
   }
   if (bad_.empty()) return true;
@@ -349,6 +371,18 @@ AOTI_DEBUG_CORE_FN bool NanChecks::clean(const Site& site, Values outs) {
 
 AOTI_DEBUG_CORE_FN void NanChecks::after(const Site& site, const char* const* sources,
                                          Values args) {
+#if AOTI_DEBUG_ENABLE_STATS
+  // the outputs' statistics as clean() or the launch-end record left them; the
+  // device inputs not known bad fetched together
+  detail::StatsMemo& memo = detail::stats_memo();
+  if (!memo.holds(&run_, run_.launch)) {
+    memo.open(&run_, run_.launch);
+    memo.close(true);
+  }
+  memo.prefetch(args.begin(), args.size(), [&](size_t k) {
+    return k < static_cast<size_t>(site.nargs) && site.args[k].role == Role::In && !known_bad(args.p[k].t.data);
+  });
+#endif
   std::vector<std::string> tainted;  // inputs that already held NaN/Inf
   int k = 0;
   const Value* arg = args.begin();
@@ -368,7 +402,9 @@ AOTI_DEBUG_CORE_FN void NanChecks::after(const Site& site, const char* const* so
     if (arg->t.device_type != 0 && arg->device_stats == nullptr) continue;
     Stats s{};
     const char* reason = nullptr;
-    if (arg->t.device_type == 0) {
+    if (const Stats* kept = memo.find(arg->t)) {
+      s = *kept;
+    } else if (arg->t.device_type == 0) {
       if (is_finite(*arg)) {
         set_bad(arg->t.data, false);
         continue;

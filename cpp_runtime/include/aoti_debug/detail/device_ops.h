@@ -63,12 +63,14 @@ inline Tensor first_true(const Tensor& flags) {            // index of the first
   return call<3>("aten::argmax", "", {from(as(flags, ScalarType::Byte)), from(std::nullopt), from(false)});
 }
 
-// The scalars of one tensor's statistics, gathered on its device as int64
+// The scalars of tensors' statistics, gathered on their device as int64
 // words (a double by its bits) and copied to the host at once.
 class Words {
  public:
   void add_int(const Tensor& t) { parts_.push_back(as(t, ScalarType::Long)); }
   void add_double(const Tensor& t) { parts_.push_back(bits(as(t, ScalarType::Double), ScalarType::Long)); }
+  size_t size() const { return parts_.size(); }
+  void drop_from(size_t k) { parts_.resize(k); }   // a tensor whose ops failed part way
   std::vector<int64_t> fetch() const {
     Tensor all = call<2>("aten::stack", "", {from(parts_), from(int64_t{0})});
     Tensor host = torch::stable::to(all, torch::stable::Device(torch::headeronly::DeviceType::CPU));
@@ -118,10 +120,18 @@ inline void hash_sums(const Tensor& flat, Words* words) {
   words->add_int(total(x, ScalarType::Long));
 }
 
-// Section-3 statistics of `t` (any device, any strides) by its device's own
-// operators.  Returns false for what it does not reduce (complex, 64-bit
+// Where one tensor's figures sit among a fetch's words.
+struct Planned {
+  size_t first = 0;
+  int64_t numel = 0;
+  int32_t dtype = 0;
+  int32_t kind = 0;
+};
+
+// Queues the reductions of the section-3 statistics of `t` (any device, any
+// strides) onto `words`.  False for what it does not reduce (complex, 64-bit
 // unsigned, an empty tensor, a dtype without statistics): the caller decides.
-inline bool reduce(AtenTensorHandle handle, const TensorView& v, Stats* out) {
+inline bool plan(AtenTensorHandle handle, const TensorView& v, Words* words, Planned* p) {
   const int32_t kind = stats_kind(v.dtype);
   if (kind == kStatsNone || kind == kStatsComplex || v.dtype == kUInt64) return false;
   AtenTensorHandle own = nullptr;
@@ -129,54 +139,100 @@ inline bool reduce(AtenTensorHandle handle, const TensorView& v, Stats* out) {
   const Tensor t(own);
   const int64_t numel = t.numel();
   if (numel <= 0) return false;
+  *p = Planned{words->size(), numel, v.dtype, kind};
   Tensor flat = torch::stable::reshape(t, {-1});
-  Words words;
-  hash_sums(flat, &words);
+  hash_sums(flat, words);
   if (kind == kStatsBool) {
-    words.add_int(total(flat, ScalarType::Long));
+    words->add_int(total(flat, ScalarType::Long));
   } else if (kind == kStatsInt || kind == kStatsUInt) {
     // UInt16 and UInt32 lack the reductions: widened (exactly)
     Tensor wide = (v.dtype == kUInt16 || v.dtype == kUInt32) ? as(flat, ScalarType::Long) : flat;
-    words.add_int(unary("aten::min", wide));
-    words.add_int(unary("aten::max", wide));
-    words.add_double(total(wide, ScalarType::Double));
+    words->add_int(unary("aten::min", wide));
+    words->add_int(unary("aten::max", wide));
+    words->add_double(total(wide, ScalarType::Double));
   } else {   // floating; float8 kinds widened (exactly) for the reductions they lack
     Tensor values = dtype_info(v.dtype)->itemsize == 1 ? as(flat, ScalarType::Float) : flat;
     Tensor nan = unary("aten::isnan", values), inf = unary("aten::isinf", values);
-    words.add_int(total(nan, ScalarType::Long));
-    words.add_int(total(inf, ScalarType::Long));
-    words.add_int(first_true(nan));
-    words.add_int(first_true(inf));
-    words.add_double(unary("aten::min", nan_to(values, __builtin_inf())));
-    words.add_double(unary("aten::max", nan_to(values, -__builtin_inf())));
-    words.add_double(total(nan_to(values, 0.0), ScalarType::Double));
+    words->add_int(total(nan, ScalarType::Long));
+    words->add_int(total(inf, ScalarType::Long));
+    words->add_int(first_true(nan));
+    words->add_int(first_true(inf));
+    words->add_double(unary("aten::min", nan_to(values, __builtin_inf())));
+    words->add_double(unary("aten::max", nan_to(values, -__builtin_inf())));
+    words->add_double(total(nan_to(values, 0.0), ScalarType::Double));
   }
-  const std::vector<int64_t> got = words.fetch();   // the one transfer
+  return true;
+}
+
+// The Stats of a planned tensor from the fetched words.
+inline Stats finish(const Planned& p, const int64_t* got) {
   Stats s;
   std::memset(&s, 0, sizeof(s));
-  s.dtype = v.dtype, s.kind = kind, s.numel = numel;
+  s.dtype = p.dtype, s.kind = p.kind, s.numel = p.numel;
   s.first_nan = s.first_inf = -1;
   s.min = s.max = s.mean = __builtin_nan("");
-  s.hash = hash_finish(static_cast<uint64_t>(got[0]) + static_cast<uint64_t>(got[1]), numel,
-                       dtype_info(v.dtype)->itemsize);
+  s.hash = hash_finish(static_cast<uint64_t>(got[0]) + static_cast<uint64_t>(got[1]), p.numel,
+                       dtype_info(p.dtype)->itemsize);
   s.hashed = 1;
-  if (kind == kStatsBool) {
-    s.true_count = got[2], s.false_count = numel - got[2];
-  } else if (kind == kStatsInt || kind == kStatsUInt) {
-    s.imin = got[2], s.imax = got[3];
-    s.umin = static_cast<uint64_t>(got[2]), s.umax = static_cast<uint64_t>(got[3]);
-    s.mean = from_bits(got[4]) / static_cast<double>(numel);
+  got += 2;
+  if (p.kind == kStatsBool) {
+    s.true_count = got[0], s.false_count = p.numel - got[0];
+  } else if (p.kind == kStatsInt || p.kind == kStatsUInt) {
+    s.imin = got[0], s.imax = got[1];
+    s.umin = static_cast<uint64_t>(got[0]), s.umax = static_cast<uint64_t>(got[1]);
+    s.mean = from_bits(got[2]) / static_cast<double>(p.numel);
   } else {
-    s.nan_count = got[2], s.inf_count = got[3];
-    s.first_nan = got[2] > 0 ? got[4] : -1;
-    s.first_inf = got[3] > 0 ? got[5] : -1;
-    if (s.nan_count < numel) {
-      s.min = from_bits(got[6]), s.max = from_bits(got[7]);
-      s.mean = from_bits(got[8]) / static_cast<double>(numel - s.nan_count);
+    s.nan_count = got[0], s.inf_count = got[1];
+    s.first_nan = got[0] > 0 ? got[2] : -1;
+    s.first_inf = got[1] > 0 ? got[3] : -1;
+    if (s.nan_count < p.numel) {
+      s.min = from_bits(got[4]), s.max = from_bits(got[5]);
+      s.mean = from_bits(got[6]) / static_cast<double>(p.numel - s.nan_count);
     }
   }
-  *out = s;
-  return true;
+  return s;
+}
+
+// The statistics of `n` tensors: those on one device reduced there and
+// brought back in one transfer (a fetch per device among them).  ok[i] false:
+// left to the caller (what plan() refuses, an op a device lacks, a failed fetch).
+inline void reduce_many(const AtenTensorHandle* handles, const TensorView* const* views, size_t n, Stats* out,
+                        bool* ok) {
+  std::vector<uint8_t> seen(n, 0);
+  std::vector<Planned> planned(n);
+  for (size_t first = 0; first < n; ++first) {
+    if (seen[first]) continue;
+    const int32_t type = views[first]->device_type, index = views[first]->device_index;
+    Words words;
+    std::vector<size_t> group;
+    for (size_t i = first; i < n; ++i) {
+      if (seen[i] || views[i]->device_type != type || views[i]->device_index != index) continue;
+      seen[i] = 1;
+      ok[i] = false;
+      const size_t mark = words.size();
+      try {
+        if (plan(handles[i], *views[i], &words, &planned[i])) group.push_back(i);
+      } catch (...) {   // an op the device lacks for this dtype
+        words.drop_from(mark);
+      }
+    }
+    if (group.empty()) continue;
+    std::vector<int64_t> got;
+    try {
+      got = words.fetch();   // the one transfer of this device's tensors
+    } catch (...) {
+      continue;
+    }
+    for (size_t i : group) out[i] = finish(planned[i], got.data() + planned[i].first), ok[i] = true;
+  }
+}
+
+// One tensor's (the tests' entry): false when left to the caller.
+inline bool reduce(AtenTensorHandle handle, const TensorView& v, Stats* out) {
+  const TensorView* view = &v;
+  bool ok = false;
+  reduce_many(&handle, &view, 1, out, &ok);
+  return ok;
 }
 
 }  // namespace device_ops

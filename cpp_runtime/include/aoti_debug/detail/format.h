@@ -21,11 +21,13 @@ AOTI_DEBUG_NAMESPACE_BEGIN
 struct Stats;
 struct Value;
 
-// Statistics of a tensor that is not on the CPU (e.g. copies it to the host),
-// supplied by the framework adapter that built the Value (aoti.h, torch.h).
-// Returns false and sets *reason when it cannot; then the block says
-// "stats=skipped (<reason>)".
-typedef bool (*DeviceStatsFn)(const Value& v, Stats* out, const char** reason);
+// Statistics of tensors that are not on the CPU, supplied by the framework
+// adapter that built their Values (aoti.h, torch.h): for each of the `n`
+// Values, out[i] with ok[i] true, or ok[i] false when it has none (the block
+// then says "stats=skipped (device not supported)").  One call is one small
+// transfer of every figure where the adapter can (aoti.h), so the runtime
+// asks for all of a record's device tensors at once.
+typedef void (*DeviceStatsFn)(const Value* const* vals, size_t n, Stats* out, bool* ok);
 
 // What a run on a device needs from that device's own runtime.  The CUDA
 // wrapper passes the driver's (cpp_emit.CUDA_HOOKS); tests inject their own,
@@ -108,6 +110,11 @@ struct Values {
 
 namespace detail {
 
+inline bool capturing_now() {
+  const DeviceContext& c = device_context();
+  return c.hooks != nullptr && c.hooks->capturing != nullptr && c.hooks->capturing(c.stream);
+}
+
 // A device tensor's statistics through its adapter, never while the run's
 // stream is being captured into a CUDA graph (no copy, no wait there).
 // Only CUDA tensors, as in the Python runtime: others (meta has no data) are
@@ -117,12 +124,15 @@ inline bool device_stats(const Value& v, Stats* out, const char** reason) {
     *reason = "device not supported";
     return false;
   }
-  const DeviceContext& c = device_context();
-  if (c.hooks != nullptr && c.hooks->capturing != nullptr && c.hooks->capturing(c.stream)) {
+  if (capturing_now()) {
     *reason = "CUDA graph capture in progress";
     return false;
   }
-  return v.device_stats != nullptr && v.device_stats(v, out, reason);
+  if (v.device_stats == nullptr) return false;
+  const Value* one = &v;
+  bool ok = false;
+  v.device_stats(&one, 1, out, &ok);
+  return ok;
 }
 
 #if AOTI_DEBUG_CORE_BODIES  // the record formatting of the core functions
@@ -303,13 +313,17 @@ inline void append_stat(Out& out, int indent, const char* key) {
 template <class Out>
 inline void append_stats_lines(Out& out, int indent, const Stats& s);
 
+inline bool any_arg(size_t) { return true; }  // a prefetch of every Value
+
 #if AOTI_DEBUG_ENABLE_STATS
-// The statistics a launch-end record computed, kept for the NaN/Inf check
-// that follows it on the same thread, so each output is read once for both
-// (checks.h).  An entry is a Value built from the same handle: same data,
-// dtype and size/stride arrays.
+// The statistics of the tensors of one record, kept while it is formatted
+// and, for a launch-end record, for the NaN/Inf check that follows it on the
+// same thread (checks.h): each tensor is read once for both, and a record's
+// device tensors are fetched together before it is formatted (prefetch: one
+// adapter call, one transfer, not one per tensor).  An entry matches a Value
+// built from the same handle: same data, dtype and size/stride arrays.
 struct StatsMemo {
-  static constexpr int kSize = 8;
+  static constexpr int kSize = 32;  // past it, tensors are read one by one
   struct Entry {
     const void* data;
     const int64_t* sizes;
@@ -317,23 +331,61 @@ struct StatsMemo {
     int32_t dtype;
     Stats s;
   };
-  const void* run = nullptr;  // whose launch-end record filled it
+  const void* run = nullptr;  // whose launch the entries describe (null: none)
   int64_t launch = 0;
-  bool recording = false;
+  bool active = false;        // a record is being formatted: blocks read and fill it
   int n = 0;
   Entry e[kSize];
 
+  void open(const void* r, int64_t k) { run = r, launch = k, n = 0, active = true; }
+  // `keep`: the entries stay for the NaN/Inf check of launch `launch`.
+  void close(bool keep) {
+    active = false;
+    if (!keep) run = nullptr;
+  }
+  bool holds(const void* r, int64_t k) const { return run == r && launch == k; }
+  void add(const TensorView& v, const Stats& s) {
+    if (n < kSize) e[n++] = Entry{v.data, v.sizes, v.strides, v.dtype, s};
+  }
   const Stats* find(const TensorView& v) const {
     for (int i = 0; i < n; ++i)
       if (e[i].data == v.data && e[i].sizes == v.sizes && e[i].strides == v.strides && e[i].dtype == v.dtype)
         return &e[i].s;
     return nullptr;
   }
+  // The statistics of the CUDA tensors among `vals` that `want` selects and
+  // that are not here yet, by one call of their adapter.  Nothing during
+  // graph capture; what the adapter cannot read is left to the caller.
+  template <class Want>
+  void prefetch(const Value* vals, size_t count, Want want) {
+    const Value* ask[kSize];
+    size_t m = 0;
+    for (size_t i = 0; i < count && n + static_cast<int>(m) < kSize; ++i) {
+      const Value& v = vals[i];
+      if (v.kind == Value::kTensor && v.t.device_type == 1 && v.t.data != nullptr && v.device_stats != nullptr &&
+          want(i) && numel_of(v.t) > 0 && stats_kind(v.t.dtype) != kStatsNone && find(v.t) == nullptr &&
+          (m == 0 || v.device_stats == ask[0]->device_stats))
+        ask[m++] = &v;
+    }
+    if (m == 0 || capturing_now()) return;
+    Stats got[kSize];
+    bool ok[kSize] = {};
+    ask[0]->device_stats(ask, m, got, ok);
+    for (size_t i = 0; i < m; ++i)
+      if (ok[i]) add(ask[i]->t, got[i]);
+  }
 };
 
 inline StatsMemo& stats_memo() {
   static thread_local StatsMemo m;
   return m;
+}
+#endif
+
+#if AOTI_DEBUG_ENABLE_STATS
+inline const Stats* memo_hit(const TensorView& v) {
+  const StatsMemo& memo = stats_memo();
+  return memo.active ? memo.find(v) : nullptr;
 }
 #endif
 
@@ -370,11 +422,12 @@ inline void tensor_block(Text& out, const Value& val, int level, int indent) {
       skip = "empty tensor";
     } else if (stats_kind(v.dtype) == kStatsNone) {
       skip = "dtype not supported";
+    } else if (const Stats* kept = memo_hit(v)) {
+      s = *kept;
     } else if (v.device_type == 0 && v.data != nullptr) {
       s = compute_stats(v, true);
       StatsMemo& memo = stats_memo();
-      if (memo.recording && memo.n < StatsMemo::kSize)
-        memo.e[memo.n++] = StatsMemo::Entry{v.data, v.sizes, v.strides, v.dtype, s};
+      if (memo.active) memo.add(v, s);
     } else if (!device_stats(val, &s, &skip)) {
       if (skip == nullptr) skip = "device not supported";
     }

@@ -344,16 +344,47 @@ inline size_t record_size(const Run& run, const Site& site) {
 
 // The items of `vals` whose role passes `want` (a launch's in side or out side).
 
+inline bool shown(const ArgSpec& a, bool out_side) {
+  return a.role == Role::InOut || (a.role == Role::Out) == out_side;
+}
+
 inline void append_args(std::string& out, const Site& site, Values vals,
                         bool out_side, int level) {
   int k = 0;
   for (const Value& v : vals) {
     if (k >= site.nargs) break;
     const ArgSpec& a = site.args[k++];
-    const bool show = a.role == Role::InOut || (a.role == Role::Out) == out_side;
-    if (show) append_item(out, 2, role_name(a.role), or_dash(a.name), v, level);
+    if (shown(a, out_side)) append_item(out, 2, role_name(a.role), or_dash(a.name), v, level);
   }
 }
+
+// The statistics memo (format.h StatsMemo) for the life of one record at
+// level >= 5: its device tensors fetched together first, every tensor read
+// once; a launch-end record's entries stay for the NaN/Inf check after it.
+class RecordStats {
+ public:
+  template <class Want>
+  RecordStats(const Run& run, Values vals, bool keep, Want want) : on_(run.level >= 5), keep_(keep) {
+#if AOTI_DEBUG_ENABLE_STATS
+    if (!on_) return;
+    StatsMemo& memo = stats_memo();
+    memo.open(&run, run.launch);
+    memo.prefetch(vals.begin(), vals.size(), want);
+#else
+    (void)vals, (void)want;
+#endif
+  }
+  ~RecordStats() {
+#if AOTI_DEBUG_ENABLE_STATS
+    if (on_) stats_memo().close(keep_);
+#endif
+  }
+  RecordStats(const RecordStats&) = delete;
+  RecordStats& operator=(const RecordStats&) = delete;
+
+ private:
+  bool on_, keep_;
+};
 
 inline void append_named(std::string& out, const char* role, const char* const* names,
                          Values vals, int level) {
@@ -621,7 +652,10 @@ AOTI_DEBUG_CORE_FN void run_begin(Run& run, const char* const* input_names,
   const Model& m = *run.model;
   std::string rec = detail::header_line("run", std::to_string(run.run), m.name().c_str(),
                                         detail::header_facts(m.settings().rank, m.settings().world));
-  if (run.level >= 3) detail::append_named(rec, "in", input_names, inputs, run.level);
+  if (run.level >= 3) {
+    detail::RecordStats stats(run, inputs, false, detail::any_arg);
+    detail::append_named(rec, "in", input_names, inputs, run.level);
+  }
   m.write(std::move(rec));
   if (run.level >= 10) detail::dump_run(run, input_names, inputs);
   // AOTI_DEBUG_SYNC: what was queued before the run, waited for now, is not
@@ -643,6 +677,10 @@ AOTI_DEBUG_CORE_FN void before_launch(Run& run, const Site& site,
       rec += detail::or_dash(site.source);
       rec += '\n';
       if (site.lines != nullptr) rec += site.lines;
+      const auto in_side = [&site](size_t k) {
+        return k < static_cast<size_t>(site.nargs) && detail::shown(site.args[k], false);
+      };
+      detail::RecordStats stats(run, args, false, in_side);
       detail::append_args(rec, site, args, false, run.level);
     }
     m.write(std::move(rec));  // flushed (one write(2)) before the kernel runs
@@ -660,14 +698,13 @@ AOTI_DEBUG_CORE_FN void after_launch(Run& run, const Site& site,
   if (run.level < 3 || !m.selected(site)) return;
   std::string rec = detail::header_line("launch-end", detail::launch_id(m.name(), run.run, run.launch),
                                         site.kernel, std::string(), detail::record_size(run, site));
-#if AOTI_DEBUG_ENABLE_STATS
-  detail::StatsMemo& memo = detail::stats_memo();  // for the NaN/Inf check right after
-  memo.run = &run, memo.launch = run.launch, memo.n = 0, memo.recording = run.level >= 5;
-  detail::append_args(rec, site, args, true, run.level);
-  memo.recording = false;
-#else
-  detail::append_args(rec, site, args, true, run.level);
-#endif
+  {
+    const auto out_side = [&site](size_t k) {
+      return k < static_cast<size_t>(site.nargs) && detail::shown(site.args[k], true);
+    };
+    detail::RecordStats stats(run, args, true, out_side);  // kept for the NaN/Inf check right after
+    detail::append_args(rec, site, args, true, run.level);
+  }
   m.write(std::move(rec));
   if (run.level >= 10) detail::dump_launch(run, site, args, true);
 }
@@ -678,7 +715,10 @@ AOTI_DEBUG_CORE_FN void end_run(Run& run, const char* const* output_names,
   if (run.level < 3) return;
   const Model& m = *run.model;
   std::string rec = detail::header_line("run-end", std::to_string(run.run), m.name().c_str());
-  detail::append_named(rec, "out", output_names, outputs, run.level);
+  {
+    detail::RecordStats stats(run, outputs, false, detail::any_arg);
+    detail::append_named(rec, "out", output_names, outputs, run.level);
+  }
   m.write(std::move(rec));
   if (run.level >= 10) detail::dump_run_end(run);
 }
