@@ -121,6 +121,18 @@ def holds_tensor(value: Any) -> bool:
     return False
 
 
+def tensors_in(value: Any) -> Iterable[Any]:
+    """The tensors of a value, in the order its blocks show them."""
+    if _is_tensor(value):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from tensors_in(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from tensors_in(v)
+
+
 def inline(value: Any) -> str:
     """The one-line form of a value that holds no tensor."""
     torch = _torch()

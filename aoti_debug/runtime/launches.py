@@ -213,7 +213,7 @@ class Model:
 class Run:
     """One call of the compiled graph: run number R, launch counter K, level."""
 
-    __slots__ = ("model", "run", "level", "launch", "nan", "dumps", "mem", "box", "device", "synced")
+    __slots__ = ("model", "run", "level", "launch", "nan", "dumps", "mem", "box", "device", "synced", "memo")
 
     def __init__(self, model: Model, run: int, level: int) -> None:
         self.model, self.run, self.level, self.launch = model, run, level, 0
@@ -223,6 +223,7 @@ class Run:
         self.dumps: Optional[RunDumps] = None              # level 10: the run's dump folder
         self.mem: Optional[memcheck.MemChecks] = None      # set when the memory check is on
         self.box: Optional[blackbox.BlackBox] = None       # set while the black box is on
+        self.memo = None   # (K, stats.Memo) of launch K's launch-end record, for its NaN/Inf check
 
     def _id(self) -> str:
         return f"{self.model.name}:{self.run}.{self.launch}"
@@ -316,7 +317,10 @@ class Run:
         _safely(self._write_launch_end, site, values)
 
     def _write_launch_end(self, site: Site, values) -> None:
-        body = _args(site, values, True, self.level)
+        memo = stats_mod.Memo() if self.level >= 5 else None
+        if memo is not None and self.nan is not None:   # for the NaN/Inf check right after
+            self.memo = (self.launch, memo)
+        body = _args(site, values, True, self.level, memo)
         state.emit(fmt.record(fmt.header("launch-end", self._id(), site.kernel, state.pid()), body))
         if self.dumps is not None:
             self.dumps.launch(self.launch, site, values, True)
@@ -350,7 +354,9 @@ class Run:
 
     def nan_after(self, site: Site, sources: Sequence[str], values: Sequence[Any]) -> None:
         """The NaN/Inf check of the launch's outputs (whatever the level)."""
-        _checked(self.nan.after, self.launch, site, sources, values)
+        kept = self.memo[1] if self.memo is not None and self.memo[0] == self.launch else None
+        self.memo = None   # it holds the tensors: none outlives its launch here
+        _checked(self.nan.after, self.launch, site, sources, values, kept)
 
     def nan_finish(self) -> None:
         _checked(self.nan.finish)
@@ -482,19 +488,26 @@ def _checked(check, *args, what: str = "NaN check") -> None:
         _safely(state.note, "logger", f"{what} failed: {type(exc).__name__}: {exc}")
 
 
-def _args(site: Site, values, out_side: bool, level: int):
-    lines = []
-    for (name, role), value in zip(site.args, values):
-        if role == INOUT or (role == OUT) == out_side:
-            lines += fmt.item(f"{role} {name or '-'}", value, level, tensor=sink.tensor_block)
-    return lines
+def _args(site: Site, values, out_side: bool, level: int, memo=None):
+    shown = [(f"{role} {name or '-'}", value) for (name, role), value in zip(site.args, values)
+             if role == INOUT or (role == OUT) == out_side]
+    return _items(shown, level, memo)
 
 
 def _named(role: str, names, values, level: int):
+    return _items([(f"{role} {names[i] if i < len(names) and names[i] else '-'}", value)
+                   for i, value in enumerate(values)], level)
+
+
+def _items(labelled, level: int, memo=None):
+    """A record's items; at level 5 its device tensors' statistics fetched
+    together first (stats.Memo: one transfer, not one per tensor)."""
+    if level >= 5:
+        memo = memo if memo is not None else stats_mod.Memo()
+        memo.prefetch([t for _, value in labelled for t in fmt.tensors_in(value)])
     lines = []
-    for i, value in enumerate(values):
-        name = names[i] if i < len(names) and names[i] else "-"
-        lines += fmt.item(f"{role} {name}", value, level, tensor=sink.tensor_block)
+    for label, value in labelled:
+        lines += fmt.item(label, value, level, stats=memo, tensor=sink.tensor_block)
     return lines
 
 

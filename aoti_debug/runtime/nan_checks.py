@@ -60,21 +60,30 @@ class NanChecks:
         self.failed_launch = -1
         self.fired = None   # the black box's BlackBox.fired, while it is on
 
-    def _stats(self, t) -> Optional[stats_mod.Stats]:
+    def _stats(self, t, memo: stats_mod.Memo) -> Optional[stats_mod.Stats]:
         if not _tensor(t) or t.device.type not in ("cpu", "cuda") or t.numel() == 0:
             return None
-        s = stats_mod.compute(t)
+        s = memo(t)
         return None if s.skipped else s
 
     def _bad(self, s: stats_mod.Stats) -> bool:
         return stats_mod.holds_bad(s, self.count_inf)
 
-    def _finite(self, t) -> bool:
-        return not _tensor(t) or stats_mod.finite(t, self.count_inf)
+    def _finite(self, t, memo: Optional[stats_mod.Memo] = None) -> bool:
+        return not _tensor(t) or stats_mod.finite(t, self.count_inf, memo)
+
+    @staticmethod
+    def _fetched(tensors, memo: Optional[stats_mod.Memo] = None) -> stats_mod.Memo:
+        """`memo` (a new one if None) with the device tensors among `tensors`
+        read together: one transfer, not one per tensor."""
+        memo = memo if memo is not None else stats_mod.Memo(hash=False)
+        memo.prefetch([t for t in tensors if _tensor(t)])
+        return memo
 
     def inputs(self, values: Sequence[Any]) -> None:
+        memo = self._fetched(values)
         for v in values:
-            if _tensor(v) and not self._finite(v):
+            if _tensor(v) and not self._finite(v, memo):
                 self.bad.add(v.data_ptr())
 
     @staticmethod
@@ -89,25 +98,31 @@ class NanChecks:
                 if _tensor(t):
                     yield k, label, t
 
-    def after(self, launch: int, site, sources: Sequence[str], values: Sequence[Any]) -> None:
+    def after(self, launch: int, site, sources: Sequence[str], values: Sequence[Any],
+              memo: Optional[stats_mod.Memo] = None) -> None:
         """`values`: every site argument after the launch; `sources[k]`: where
         output k was made, `file:line, module a.b.c` as the codegen formatted it
-        (format.where; "" = the site's line).  The clean path scans each output once."""
+        (format.where; "" = the site's line); `memo`: what the launch-end record
+        read.  The clean path scans each output once, its device outputs
+        together (one transfer)."""
         outputs = list(self._outputs(site, values))
-        if not all(self._finite(t) for _, _, t in outputs):
-            return self._after_bad(launch, site, sources, values, outputs)
+        memo = self._fetched([t for _, _, t in outputs], memo)
+        if not all(self._finite(t, memo) for _, _, t in outputs):
+            return self._after_bad(launch, site, sources, values, outputs, memo)
         for _, _, t in outputs if self.bad else ():
             self.bad.discard(t.data_ptr())
 
-    def _after_bad(self, launch, site, sources, values, outputs) -> None:
+    def _after_bad(self, launch, site, sources, values, outputs, memo) -> None:
+        self._fetched([v for (_, role), v in zip(site.args, values)
+                       if role == "in" and _tensor(v) and v.data_ptr() not in self.bad], memo)
         tainted = []
         for (name, role), v in zip(site.args, values):
             if role == "out" or not _tensor(v):
                 continue
-            if v.data_ptr() in self.bad or (role == "in" and not self._finite(v)):
+            if v.data_ptr() in self.bad or (role == "in" and not self._finite(v, memo)):
                 tainted.append(name)
         for k, label, t in outputs:
-            s = self._stats(t)
+            s = self._stats(t, memo)
             if s is None:
                 continue
             bad = self._bad(s)

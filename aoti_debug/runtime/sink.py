@@ -63,9 +63,11 @@ def tensor_block(t, level: int, depth: int, stats=None):
     """A Tensor block's lines (format.tensor_block's signature): a plain CPU
     tensor's by the compiled core, as the C++ shim writes it (byte-identical
     to format.tensor_block's, by the parity tests, in one call instead of a
-    hundred Python ones); anything else, or given `stats`, by format.py."""
+    hundred Python ones); anything else, or one whose statistics `stats`
+    (a stats.Memo) already holds, by format.py."""
     core = native()
-    if core is not None and stats is None and type(t) in core.tensor_types() and t.device.type == "cpu":
+    if (core is not None and type(t) in core.tensor_types() and t.device.type == "cpu"
+            and (stats is None or stats.get(t) is None)):
         try:
             return core.render_tensor_block(t, level, 2 * depth)[:-1].split("\n")
         except Exception:

@@ -64,13 +64,25 @@ def _INT_DTYPES():
             torch.uint16, torch.uint32, torch.uint64}
 
 
+def on_device(t) -> bool:
+    """Is ``t`` reduced on its device by torch ops (compute_with_torch)?  The
+    tests widen it to CPU tensors to run the device path here."""
+    return t.device.type == "cuda"
+
+
+def _capturing() -> bool:
+    """Is a CUDA graph being captured (device.py's hooks: tests inject theirs)?"""
+    from . import device
+    hooks = device.hooks()
+    return hooks is not None and hooks.capturing()
+
+
 def compute(t, hash: bool = False) -> Stats:
     """Statistics of ``t``; with ``hash`` its content hash too (records print it)."""
     if t.numel() == 0:
         return Stats(kind=kind_of(t.dtype), skipped=SKIP_EMPTY)
-    if t.device.type == "cuda":
-        import torch
-        if torch.cuda.is_current_stream_capturing():
+    if on_device(t):
+        if _capturing():
             return Stats(kind=kind_of(t.dtype), skipped=SKIP_CAPTURE)
         return compute_with_torch(t, hash)
     if t.device.type != "cpu":
@@ -89,21 +101,24 @@ def holds_bad(s: Stats, count_inf: bool) -> bool:
     return s.nan_count > 0 or (count_inf and s.inf_count > 0)
 
 
-def finite(t, count_inf: bool) -> bool:
+def finite(t, count_inf: bool, memo: Optional["Memo"] = None) -> bool:
     """No NaN (and, with ``count_inf``, no Inf) in ``t``?  The NaN/Inf check's
     clean path: on the CPU one scan of the raw bits by the compiled core, no
-    statistics.  What cannot be read here (other devices, CUDA graph capture,
-    empty tensors) counts as finite, as in compute()'s skips."""
-    if t.numel() == 0 or t.device.type not in ("cpu", "cuda"):
+    statistics; a device tensor by its statistics (from ``memo`` when it
+    holds them).  What cannot be read here (other devices, CUDA graph
+    capture, empty tensors) counts as finite, as in compute()'s skips."""
+    if t.numel() == 0:
         return True
-    if t.device.type == "cpu":
+    if not on_device(t):
+        if t.device.type != "cpu":
+            return True
         try:
             from ..native import core as _native
             if _native.lib() is not None:
                 return _native.all_finite(t, count_inf)
         except ImportError:
             pass
-    s = compute(t)
+    s = (memo or compute)(t)
     return bool(s.skipped) or not holds_bad(s, count_inf)
 
 
@@ -112,6 +127,33 @@ def compute_native(t, max_threads: int = 0, isa_limit: int = 0, hash: bool = Fal
     and ISA limits exist for tests: results never depend on them."""
     from ..native import core as _native
     return Stats(**_native.compute_stats(t, max_threads, isa_limit, hash))
+
+
+class Memo:
+    """The statistics of one record's tensors, for the record and the NaN/Inf
+    check after it: the device ones fetched together before the record is
+    formatted (compute_many: one transfer, not one per tensor), each tensor
+    read once.  Called as compute() is; kept by identity, with the tensor."""
+
+    def __init__(self, tensors=(), hash: bool = True) -> None:
+        self.hash = hash
+        self._kept = {}
+        self.prefetch(tensors)
+
+    def prefetch(self, tensors) -> None:
+        want = [t for t in tensors if id(t) not in self._kept and t.numel() and on_device(t)]
+        if not want or _capturing():
+            return
+        for t, s in zip(want, compute_many(want, self.hash)):
+            self._kept[id(t)] = (t, s)
+
+    def get(self, t) -> Optional[Stats]:
+        kept = self._kept.get(id(t))
+        return kept[1] if kept is not None and kept[0] is t else None
+
+    def __call__(self, t, hash: bool = False) -> Stats:
+        s = self.get(t)
+        return s if s is not None and (s.hash is not None or not hash) else compute(t, hash)
 
 
 def compute_with_torch(t, hash: bool = False) -> Stats:
@@ -123,13 +165,41 @@ def compute_with_torch(t, hash: bool = False) -> Stats:
     indexing), no `.item()` per scalar.  The mean's summation order is
     torch's, so its last digit may differ from the core's.
     """
+    return compute_many([t], hash)[0]
+
+
+def compute_many(tensors, hash: bool = False) -> list:
+    """compute_with_torch of each tensor, the scalars of all of them (on one
+    device) gathered and brought back in one transfer."""
+    done, by_device = [None] * len(tensors), {}
+    for i, t in enumerate(tensors):
+        by_device.setdefault(t.device, []).append(i)
+    for group in by_device.values():
+        parts, finishers = [], []
+        for i in group:
+            finishers.append((i, len(parts), _queue(tensors[i], hash, parts)))
+        got = transfer(parts) if parts else []
+        for i, first, finish in finishers:
+            done[i] = finish(got[first:])
+    return done
+
+
+def transfer(parts) -> list:
+    """The one transfer: 0-d int64 tensors on one device, as Python ints."""
+    import torch
+    return torch.stack(parts).tolist()
+
+
+def _queue(t, hash: bool, parts: list):
+    """Queues the reductions of ``t`` onto ``parts`` (0-d int64 tensors: an
+    integer, or a double's bits); returns the function that makes its Stats
+    from the fetched words, starting at its first."""
     import torch
     kind = kind_of(t.dtype)
     if kind == "none":
-        return Stats(skipped=SKIP_DEVICE)
+        return lambda got: Stats(skipped=SKIP_DEVICE)
     flat = t.reshape(-1)
     numel = flat.numel()
-    parts = []                                  # 0-d int64 tensors: integers, or a double's bits
     unsigned64 = t.dtype == getattr(torch, "uint64", None)
     want_int = lambda x: parts.append(x.to(torch.int64).reshape(()))
     want_double = lambda x: parts.append(x.to(torch.float64).reshape(()).view(torch.int64))
@@ -163,18 +233,22 @@ def compute_with_torch(t, hash: bool = False) -> Stats:
         want_double(torch.where(nan, float("inf"), values).amin())
         want_double(torch.where(nan, float("-inf"), values).amax())
         want_double(torch.where(nan, 0, values).sum(dtype=torch.float64) / (numel - nans).clamp(min=1))
-    got = torch.stack(parts).tolist()           # the one transfer
-    digest = _hash_finish(got.pop(0), numel, flat.element_size()) if hash else None
-    if kind == "bool":
-        return Stats(kind=kind, true_count=got[0], false_count=numel - got[0], hash=digest)
-    if kind == "int":
-        wrap = (1 << 64) if unsigned64 else 0
-        return Stats(kind=kind, imin=got[0] + wrap * (got[0] < 0), imax=got[1] + wrap * (got[1] < 0),
-                     mean=_double(got[2]), hash=digest, unsigned=t.dtype in _UNSIGNED())
-    s = Stats(kind=kind, nan_count=got[0], inf_count=got[1], first_nan=got[2], first_inf=got[3], hash=digest)
-    if s.nan_count < numel:
-        s.min, s.max, s.mean = _double(got[4]), _double(got[5]), _double(got[6])
-    return s
+    unsigned, itemsize = t.dtype in _UNSIGNED(), flat.element_size()
+
+    def finish(got: list) -> Stats:
+        digest = _hash_finish(got[0], numel, itemsize) if hash else None
+        got = got[1:] if hash else got
+        if kind == "bool":
+            return Stats(kind=kind, true_count=got[0], false_count=numel - got[0], hash=digest)
+        if kind == "int":
+            wrap = (1 << 64) if unsigned64 else 0
+            return Stats(kind=kind, imin=got[0] + wrap * (got[0] < 0), imax=got[1] + wrap * (got[1] < 0),
+                         mean=_double(got[2]), hash=digest, unsigned=unsigned)
+        s = Stats(kind=kind, nan_count=got[0], inf_count=got[1], first_nan=got[2], first_inf=got[3], hash=digest)
+        if s.nan_count < numel:
+            s.min, s.max, s.mean = _double(got[4]), _double(got[5]), _double(got[6])
+        return s
+    return finish
 
 
 def _double(bits: int) -> float:
