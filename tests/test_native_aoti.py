@@ -22,6 +22,7 @@ ADAPTER = r"""
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <vector>
 extern "C" __attribute__((visibility("default")))
 long long render(void* h, int level, int indent, char* buf, long long cap) {
   const aoti_debug::Value v = aoti_debug::tensor(static_cast<AtenTensorHandle>(h));
@@ -43,6 +44,21 @@ int device_stats(void* h, aoti_debug::Stats* out) {
     return -1;
   }
 }
+// Several tensors at once (device_ops::reduce_many, one fetch): ok[i] 1 or 0.
+extern "C" __attribute__((visibility("default")))
+void device_stats_many(void** hs, long long n, aoti_debug::Stats* out, unsigned char* ok) {
+  std::vector<AtenTensorHandle> handles(static_cast<size_t>(n));
+  std::vector<aoti_debug::Value> values(static_cast<size_t>(n));
+  std::vector<const aoti_debug::TensorView*> views(static_cast<size_t>(n));
+  bool done[64] = {};
+  for (long long i = 0; i < n; ++i) {
+    handles[i] = static_cast<AtenTensorHandle>(hs[i]);
+    values[i] = aoti_debug::tensor(handles[i]);
+    views[i] = &values[i].t;
+  }
+  aoti_debug::detail::device_ops::reduce_many(handles.data(), views.data(), static_cast<size_t>(n), out, done);
+  for (long long i = 0; i < n; ++i) ok[i] = done[i];
+}
 """
 
 
@@ -60,6 +76,8 @@ def adapter(tmp_path_factory):
     lib = ctypes.CDLL(str(out))
     lib.device_stats.restype = ctypes.c_int
     lib.device_stats.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    lib.device_stats_many.restype = None
+    lib.device_stats_many.argtypes = [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p, ctypes.c_void_p]
     lib.render.restype = ctypes.c_longlong
     lib.render.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_char_p,
                            ctypes.c_longlong]
@@ -152,6 +170,32 @@ def test_device_statistics_by_torch_ops_equal_the_compiled_cores(adapter, name):
         assert (got["imin"], got["imax"]) == (want["imin"], want["imax"])
     if "mean" in want:
         assert mean == pytest.approx(want["mean"], rel=1e-12, abs=1e-300, nan_ok=True)
+
+
+def test_device_statistics_of_many_tensors_in_one_fetch_equal_each_ones(adapter):
+    """A record's device tensors reduced together (one stack, one copy): each tensor's figures
+    are its own, whatever sits before it among the fetched words (kinds of different word
+    counts interleaved, what is left to the copy in between)."""
+    names = sorted(DEVICE_CASES)
+    order = [DEVICE_CASES[n] for n in names[::2] + names[1::2]]
+    order.insert(3, torch.complex(torch.ones(3), torch.ones(3)))   # left to the copy
+    caps = [torch._C._aoti.unsafe_alloc_void_ptr_from_tensor(t) for t in order]
+    try:
+        handles = (ctypes.c_void_p * len(order))(*[_get(c, None) for c in caps])
+        out = (_native._StatsC * len(order))()
+        ok = (ctypes.c_ubyte * len(order))()
+        adapter.device_stats_many(handles, len(order), out, ok)
+    finally:
+        for c in caps:
+            torch._C._aoti.alloc_tensor_by_stealing_from_void_ptr(c)
+    assert list(ok) == [0 if i == 3 else 1 for i in range(len(order))]
+    for i, t in enumerate(order):
+        if i == 3:
+            continue
+        status, want = device_stats(adapter, t)
+        got = {name: getattr(out[i], name) for name, _ in _native._StatsC._fields_}
+        assert status == 1
+        assert all(got[f] == want[f] or (got[f] != got[f] and want[f] != want[f]) for f in want), i
 
 
 @pytest.mark.parametrize("name, t", [("complex", torch.complex(torch.ones(3), torch.ones(3))),
