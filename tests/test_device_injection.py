@@ -19,6 +19,7 @@ HARNESS = r"""
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -50,9 +51,16 @@ static const char* no_error(void*) { return nullptr; }
 static bool is_capturing(void*) { return capturing; }
 static const aoti_debug::DeviceHooks device{&no_error, &is_capturing};
 
+// a CUDA tensor's bytes, injected: a copy of the same memory (a level-10 dump's)
+static bool injected_read(const Value& v, void* dst, uint64_t bytes) {
+  std::memcpy(dst, v.t.data, static_cast<size_t>(bytes));
+  return true;
+}
+
 static Value on_cuda(float* data) {
   Value v(TensorView{data, 6, 1, s4, st4, 1, 0});
   v.device_stats = &injected_stats;
+  v.device_read = &injected_read;
   return v;
 }
 
@@ -60,13 +68,15 @@ int main(int, char** argv) {
   const std::string mode = argv[1];
   capturing = mode == "capture";
   static aoti_debug::Model model(
-      aoti_debug::ModelConfig{"toy", 5, "", "warn:nan", mode == "guard", "2.13.0+cpu"});
+      aoti_debug::ModelConfig{"toy", mode.rfind("many", 0) == 0 ? 10 : 5, "", "warn:nan", mode == "guard",
+                              "2.13.0+cpu"});
   static const aoti_debug::ArgSpec a0[] = {{"in_ptr0", Role::In}, {"out_ptr0", Role::Out}};
   static aoti_debug::Site s0{"triton_poi_fused_mul_0", "mul", "model.py:11", "scale", a0, 2};
   static const char* const ins[] = {"x"};
   static const char* const sources[] = {"", ""};
   const Value x = on_cuda(in_data), y = on_cuda(out_data);
-  if (mode == "many") {   // two inputs, three outputs, all finite
+  capturing = capturing || mode == "many-capture";
+  if (mode.rfind("many", 0) == 0) {   // two inputs, three outputs, all finite
     static const aoti_debug::ArgSpec a1[] = {{"in_ptr0", Role::In}, {"in_ptr1", Role::In},
                                              {"out_ptr0", Role::Out}, {"out_ptr1", Role::Out},
                                              {"out_ptr2", Role::Out}};
@@ -173,6 +183,35 @@ def test_a_records_device_tensors_are_read_in_one_call_and_once(harness, tmp_pat
     if level == "5":   # every block has its statistics, the sums the injected core's
         assert text.count("nan_count=0") == 2 + 2 + 3 + 3, text
         assert "  out out_ptr0:\n    Tensor(\n" in text and "      min=1.500000\n" in text, text
+
+
+@pytest.mark.parametrize("capture", [False, True])
+def test_a_level_10_dump_holds_cuda_tensors_copied_to_the_host_but_none_during_capture(harness, tmp_path, capture):
+    """The C++ runtime's dumps of CUDA tensors: their bytes through the adapter's device read (a
+    CPU tensor in the file, as torch.compile's dumps hold), and while the stream is being captured
+    no file, with the reason (the launch then reads as incomplete)."""
+    import json
+    import torch
+    dumps = tmp_path / "dumps"
+    run(harness, ["many-capture" if capture else "many"], tmp_path / "log.txt", AOTI_DEBUG_LOGLEVEL="10",
+        AOTI_DEBUG_DUMP_DIR=str(dumps))
+    manifests = list(dumps.rglob("manifest.jsonl"))
+    assert len(manifests) == 1, manifests
+    folder = manifests[0].parent
+    launch = [json.loads(line) for line in manifests[0].read_text().splitlines()
+              if json.loads(line)["kind"] == "launch"]
+    files = {(rec["event"], f["name"]): f for rec in launch for f in rec["files"]}
+    a, b = torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([0.5, 0.25, 2.0, 8.0])
+    want = {("before", "in_ptr0"): a, ("before", "in_ptr1"): b, ("after", "out_ptr0"): a + b,
+            ("after", "out_ptr1"): a * b, ("after", "out_ptr2"): a - b}
+    assert sorted(files) == sorted(want), files
+    for key, t in want.items():
+        if capture:
+            assert files[key] == {"name": key[1], "role": "in" if key[0] == "before" else "out",
+                                  "file": None, "error": "CUDA graph capture in progress"}
+        else:
+            got = torch.load(folder / files[key]["file"], weights_only=True)
+            assert got.device.type == "cpu" and torch.equal(got, t), (key, got)
 
 
 # -- the Python runtime's twin branches ------------------------------------------

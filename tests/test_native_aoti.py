@@ -44,6 +44,13 @@ int device_stats(void* h, aoti_debug::Stats* out) {
     return -1;
   }
 }
+// A level-10 dump's read of a device tensor's storage span (aoti.h), on any device.
+extern "C" __attribute__((visibility("default")))
+int device_read(void* h, void* dst, unsigned long long bytes) {
+  const aoti_debug::Value v = aoti_debug::tensor(static_cast<AtenTensorHandle>(h));
+  return aoti_debug::detail::aoti_device_read(v, dst, bytes) ? 1 : 0;
+}
+
 // Several tensors at once (device_ops::reduce_many, one fetch): ok[i] 1 or 0.
 extern "C" __attribute__((visibility("default")))
 void device_stats_many(void** hs, long long n, aoti_debug::Stats* out, unsigned char* ok) {
@@ -78,6 +85,8 @@ def adapter(tmp_path_factory):
     lib.device_stats.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     lib.device_stats_many.restype = None
     lib.device_stats_many.argtypes = [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p, ctypes.c_void_p]
+    lib.device_read.restype = ctypes.c_int
+    lib.device_read.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_ulonglong]
     lib.render.restype = ctypes.c_longlong
     lib.render.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_char_p,
                            ctypes.c_longlong]
@@ -196,6 +205,26 @@ def test_device_statistics_of_many_tensors_in_one_fetch_equal_each_ones(adapter)
         got = {name: getattr(out[i], name) for name, _ in _native._StatsC._fields_}
         assert status == 1
         assert all(got[f] == want[f] or (got[f] != got[f] and want[f] != want[f]) for f in want), i
+
+
+@pytest.mark.parametrize("name", ["contiguous", "transposed", "offset", "bf16", "int64", "bool", "scalar",
+                                  "complex"])
+def test_a_dumps_device_read_copies_the_views_storage_span(adapter, name):
+    """What a level-10 dump keeps of a CUDA tensor (aoti.h aoti_device_read, run here on CPU
+    tensors through the same shim calls): the bytes of the smallest storage span covering the
+    view, from its first element, as dump.h writes a CPU tensor's."""
+    t = tensors()[name]
+    span = 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+    want = t.as_strided((span,), (1,), t.storage_offset()).contiguous().view(torch.uint8).numpy().tobytes()
+    buf = ctypes.create_string_buffer(len(want))
+    cap = torch._C._aoti.unsafe_alloc_void_ptr_from_tensor(t)
+    try:
+        assert adapter.device_read(_get(cap, None), buf, len(want)) == 1
+        assert buf.raw == want
+        if t.element_size() > 1:   # not a whole number of elements: refused, nothing read
+            assert adapter.device_read(_get(cap, None), buf, len(want) - 1) == 0
+    finally:
+        torch._C._aoti.alloc_tensor_by_stealing_from_void_ptr(cap)
 
 
 @pytest.mark.parametrize("name, t", [("complex", torch.complex(torch.ones(3), torch.ones(3))),

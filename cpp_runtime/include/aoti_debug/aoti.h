@@ -4,6 +4,7 @@
 
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 
+#include <cstring>
 #include <vector>
 
 #include "detail/launch.h"
@@ -81,6 +82,33 @@ AOTI_DEBUG_CORE_FN void aoti_device_stats(const Value* const* vals, size_t n, St
 #endif  // AOTI_DEBUG_CORE_BODIES
 #endif
 
+#if AOTI_DEBUG_ENABLE_DUMPS
+// A device tensor's storage span for a level-10 dump (DeviceReadFn): the
+// span viewed as one row of elements from the view's first, copied into a
+// CPU tensor through the shim (a blocking copy), then into `dst`.
+#if !AOTI_DEBUG_CORE_BODIES
+AOTI_DEBUG_CORE_FN bool aoti_device_read(const Value& v, void* dst, uint64_t bytes);
+#else
+AOTI_DEBUG_CORE_FN bool aoti_device_read(const Value& v, void* dst, uint64_t bytes) {
+  AtenTensorHandle src = const_cast<AtenTensorHandle>(static_cast<const AtenTensorOpaque*>(v.handle));
+  const DtypeInfo* info = dtype_info(v.t.dtype);
+  if (src == nullptr || info == nullptr || bytes % static_cast<uint64_t>(info->itemsize) != 0) return false;
+  const int64_t span = static_cast<int64_t>(bytes / static_cast<uint64_t>(info->itemsize)), one = 1;
+  AtenTensorHandle row = nullptr, host = nullptr;
+  bool ok = aoti_torch__reinterpret_tensor(src, 1, &span, &one, 0, &row) == AOTI_TORCH_SUCCESS &&
+            aoti_torch_empty_strided(1, &span, &one, v.t.dtype, aoti_torch_device_type_cpu(), 0, &host) ==
+                AOTI_TORCH_SUCCESS &&
+            aoti_torch_copy_(host, row, 0) == AOTI_TORCH_SUCCESS;
+  void* data = nullptr;
+  ok = ok && aoti_torch_get_data_ptr(host, &data) == AOTI_TORCH_SUCCESS && data != nullptr;
+  if (ok) std::memcpy(dst, data, static_cast<size_t>(bytes));
+  if (row != nullptr) aoti_torch_delete_tensor_object(row);
+  if (host != nullptr) aoti_torch_delete_tensor_object(host);
+  return ok;
+}
+#endif  // AOTI_DEBUG_CORE_BODIES
+#endif
+
 }  // namespace detail
 
 // A tensor argument from an AtenTensorHandle (borrowed: keep the tensor alive
@@ -105,6 +133,9 @@ inline Value tensor(AtenTensorHandle h) {
   val.handle = h;
 #if AOTI_DEBUG_ENABLE_STATS
   val.device_stats = &detail::aoti_device_stats;
+#endif
+#if AOTI_DEBUG_ENABLE_DUMPS
+  val.device_read = &detail::aoti_device_read;
 #endif
   return val;
 }

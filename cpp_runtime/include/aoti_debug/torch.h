@@ -10,6 +10,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstring>
+
 #include "aoti_debug.h"
 
 AOTI_DEBUG_NAMESPACE_BEGIN
@@ -32,6 +34,19 @@ inline void torch_device_stats(const Value* const* vals, size_t n, Stats* out, b
 }
 #endif
 
+#if AOTI_DEBUG_ENABLE_DUMPS
+// The storage span of a device tensor's view, copied to the host (DeviceReadFn).
+inline bool torch_device_read(const Value& v, void* dst, uint64_t bytes) {
+  const at::Tensor* t = static_cast<const at::Tensor*>(v.handle);
+  const int64_t itemsize = static_cast<int64_t>(t ? t->element_size() : 0);
+  if (t == nullptr || itemsize == 0 || bytes % static_cast<uint64_t>(itemsize) != 0) return false;
+  const int64_t span = static_cast<int64_t>(bytes) / itemsize;
+  const at::Tensor host = t->detach().as_strided({span}, {1}, t->storage_offset()).to(at::kCPU).contiguous();
+  std::memcpy(dst, host.data_ptr(), static_cast<size_t>(bytes));
+  return true;
+}
+#endif
+
 }  // namespace detail
 
 // A tensor argument (borrowed: `t` must outlive the Value); undefined: None.
@@ -50,6 +65,9 @@ inline Value tensor(const at::Tensor& t) {
   val.handle = &t;
 #if AOTI_DEBUG_ENABLE_STATS
   val.device_stats = &detail::torch_device_stats;
+#endif
+#if AOTI_DEBUG_ENABLE_DUMPS
+  val.device_read = &detail::torch_device_read;
 #endif
   return val;
 }

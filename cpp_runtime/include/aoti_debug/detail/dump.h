@@ -181,14 +181,15 @@ struct Pickler {
 
 // A torch.save file in memory.
 // The bytes of the smallest storage covering a CPU view (what a .pt file and
-// the black box keep): "" or why it cannot be kept.  Sizes and strides are
+// the black box keep; `any_device`: a device view's too, which a dump copies
+// to the host): "" or why it cannot be kept.  Sizes and strides are
 // checked, not trusted: the black box's reader hands over what a file said.
-inline std::string storage_span(const TensorView& t, uint64_t* bytes) {
+inline std::string storage_span(const TensorView& t, uint64_t* bytes, bool any_device = false) {
   *bytes = 0;
   const char* cls = storage_class(t.dtype);
   const DtypeInfo* info = dtype_info(t.dtype);
   if (cls == nullptr || info == nullptr) return std::string("dtype not supported (") + (info ? info->name : "?") + ")";
-  if (t.device_type != 0) return "device not supported";
+  if (t.device_type != 0 && !any_device) return "device not supported";
   uint64_t span = 1;
   for (int64_t d = 0; d < t.ndim; ++d) {
     if (t.strides[d] < 0) return "negative stride";
@@ -243,20 +244,36 @@ struct PtWriter {
         for (int64_t k = 0; k < v.i; ++k) pkl.integer(v.list[k]);
         pkl.op('e');
         return true;
-      case Value::kTensor: return tensor(v.t);
+      case Value::kTensor: return tensor(v);
     }
     error = "value not supported";
     return false;
   }
 
-  bool tensor(const TensorView& t) {
+  // A CPU tensor's bytes as they are; a CUDA tensor's copied to the host
+  // (the file holds a CPU tensor, as torch.compile's dumps do), never while
+  // its stream is being captured into a CUDA graph.
+  bool tensor(const Value& v) {
+    const TensorView& t = v.t;
     uint64_t bytes = 0;
-    error = storage_span(t, &bytes);
+    error = storage_span(t, &bytes, t.device_type == 1);
+    if (!error.empty()) return false;
+    std::string data;
+    if (t.device_type == 0) {
+      data.assign(static_cast<const char*>(t.data), static_cast<size_t>(bytes));
+    } else if (v.device_read == nullptr) {
+      error = "device not supported";
+    } else if (capturing_now()) {
+      error = "CUDA graph capture in progress";
+    } else {
+      data.resize(static_cast<size_t>(bytes));
+      if (bytes > 0 && !v.device_read(v, &data[0], bytes)) error = "could not be copied from the device";
+    }
     if (!error.empty()) return false;
     const char* cls = storage_class(t.dtype);
     const int64_t span = static_cast<int64_t>(bytes / static_cast<uint64_t>(dtype_info(t.dtype)->itemsize));
     const std::string key = std::to_string(storages.size());
-    storages.emplace_back(key, std::string(static_cast<const char*>(t.data), static_cast<size_t>(bytes)));
+    storages.emplace_back(key, std::move(data));
     pkl.global("torch._utils", "_rebuild_tensor_v2");
     pkl.op('(');
     pkl.op('(');

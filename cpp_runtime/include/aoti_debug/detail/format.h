@@ -29,6 +29,12 @@ struct Value;
 // asks for all of a record's device tensors at once.
 typedef void (*DeviceStatsFn)(const Value* const* vals, size_t n, Stats* out, bool* ok);
 
+// Copies the `bytes` bytes of the smallest storage span covering a device
+// tensor's view (from its data pointer on; dump.h storage_span) into `dst`
+// on the host, for a level-10 dump; false when it cannot.  Supplied by the
+// same adapters.
+typedef bool (*DeviceReadFn)(const Value& v, void* dst, uint64_t bytes);
+
 // What a run on a device needs from that device's own runtime.  The CUDA
 // wrapper passes the driver's (cpp_emit.CUDA_HOOKS); tests inject their own,
 // so every branch that uses them also runs on a CPU.
@@ -66,6 +72,7 @@ struct Value {
   TensorView t{};
   const void* handle = nullptr;   // kTensor: the framework's tensor
   DeviceStatsFn device_stats = nullptr;
+  DeviceReadFn device_read = nullptr;
 
   Value() = default;
   Value(std::nullptr_t) {}
