@@ -552,13 +552,17 @@ struct Cursor {
     while (n > 0) {
       int64_t m = sizes[last] - idx[last];
       if (m > n) m = n;
-      switch (itemsize) {
-        case 1: copy_run<uint8_t>(dst, ptr, m, step); break;
-        case 2: copy_run<uint16_t>(dst, ptr, m, step); break;
-        case 4: copy_run<uint32_t>(dst, ptr, m, step); break;
-        case 8: copy_run<uint64_t>(dst, ptr, m, step); break;
-        default:
-          for (int64_t k = 0; k < m; ++k) std::memcpy(dst + k * itemsize, ptr + k * step, itemsize);
+      if (step == itemsize) {   // a contiguous run (permuted or sliced views): one copy
+        std::memcpy(dst, ptr, static_cast<size_t>(m * itemsize));
+      } else {
+        switch (itemsize) {
+          case 1: copy_run<uint8_t>(dst, ptr, m, step); break;
+          case 2: copy_run<uint16_t>(dst, ptr, m, step); break;
+          case 4: copy_run<uint32_t>(dst, ptr, m, step); break;
+          case 8: copy_run<uint64_t>(dst, ptr, m, step); break;
+          default:
+            for (int64_t k = 0; k < m; ++k) std::memcpy(dst + k * itemsize, ptr + k * step, itemsize);
+        }
       }
       dst += m * itemsize;
       n -= m;
@@ -705,52 +709,6 @@ struct StatsPartial {
   uint64_t umin = UINT64_MAX, umax = 0;
 };
 
-// Elements [start + off, start + off + *m) in logical order: in place when
-// contiguous (the whole rest at once), else gathered into buf by the cursor,
-// which must sit at start + off.  No lambdas here: a lambda would not inherit
-// the instruction set of the function that calls it.
-AOTI_DEBUG_ALWAYS_INLINE const unsigned char* next_chunk(const StatsJob& j, Cursor& c,
-                                                         unsigned char* buf, int64_t start,
-                                                         int64_t off, int64_t len, int64_t* m) {
-  if (j.contiguous) {
-    *m = len - off;
-    return j.base + (start + off) * j.itemsize;
-  }
-  *m = len - off < kStatsChunk ? len - off : kStatsChunk;
-  c.gather(buf, *m);
-  return buf;
-}
-
-// One pass P of the floating path over block [start, start + len): chunks
-// (in place or gathered) converted to doubles, then the kernel.
-template <int W, int P>
-AOTI_DEBUG_ALWAYS_INLINE void float_block_pass(const StatsJob& j, Cursor& c, unsigned char* buf,
-                                               double* dbuf, int64_t start, int64_t len,
-                                               FloatAcc<W>& fa, FastAcc<W>& fast,
-                                               typename VecOf<double, W>::type* lanes) {
-  if (!j.contiguous) c.seek(start);
-  for (int64_t off = 0, m = 0; off < len; off += m) {
-    int64_t avail = 0;
-    const unsigned char* p = next_chunk(j, c, buf, start, off, len, &avail);
-    m = avail < kStatsChunk ? avail : kStatsChunk;
-    const double* d = reinterpret_cast<const double*>(p);
-    if (j.code != kDouble) {
-      convert_chunk(p, m, j.code, dbuf);
-      d = dbuf;
-    }
-    float_kernel<W, P>(d, m, fa, fast, lanes);
-  }
-}
-
-inline void zero_scan_block(const StatsJob& j, Cursor& c, unsigned char* buf, int64_t start,
-                            int64_t len, bool* negz, bool* posz) {
-  if (!j.contiguous) c.seek(start);
-  for (int64_t off = 0, m = 0; off < len; off += m) {
-    const unsigned char* p = next_chunk(j, c, buf, start, off, len, &m);  // sets m
-    zero_scan(p, m, j.code, negz, posz);
-  }
-}
-
 // hash_words once per instruction set, called once per block or chunk.  The
 // AVX-512 one is written with intrinsics: from vector extensions GCC makes
 // the 32x32-bit product a vpmullq, three times the cost of vpmuludq.
@@ -806,6 +764,58 @@ AOTI_DEBUG_ALWAYS_INLINE uint64_t hash_words_best(const unsigned char* p, int64_
   if (W >= 4) return hash_words_w4(p, nbytes, word0);
 #endif
   return hash_words_w2(p, nbytes, word0);
+}
+
+// Elements [start + off, start + off + *m) in logical order: in place when
+// contiguous (the whole rest at once), else gathered into buf by the cursor,
+// which must sit at start + off.  No lambdas here: a lambda would not inherit
+// the instruction set of the function that calls it.
+AOTI_DEBUG_ALWAYS_INLINE const unsigned char* next_chunk(const StatsJob& j, Cursor& c,
+                                                         unsigned char* buf, int64_t start,
+                                                         int64_t off, int64_t len, int64_t* m) {
+  if (j.contiguous) {
+    *m = len - off;
+    return j.base + (start + off) * j.itemsize;
+  }
+  *m = len - off < kStatsChunk ? len - off : kStatsChunk;
+  c.gather(buf, *m);
+  return buf;
+}
+
+// One pass P of the floating path over block [start, start + len): chunks
+// (in place or gathered) converted to doubles, then the kernel; with
+// `hash_sum`, each chunk's content-hash sum added while it is at hand (a
+// gathered view is then gathered once, not again by hash_block).
+template <int W, int P>
+AOTI_DEBUG_ALWAYS_INLINE void float_block_pass(const StatsJob& j, Cursor& c, unsigned char* buf,
+                                               double* dbuf, int64_t start, int64_t len,
+                                               FloatAcc<W>& fa, FastAcc<W>& fast,
+                                               typename VecOf<double, W>::type* lanes,
+                                               uint64_t* hash_sum = nullptr) {
+  if (!j.contiguous) c.seek(start);
+  for (int64_t off = 0, m = 0; off < len; off += m) {
+    int64_t avail = 0;
+    const unsigned char* p = next_chunk(j, c, buf, start, off, len, &avail);
+    m = avail < kStatsChunk ? avail : kStatsChunk;
+    // start and off are multiples of 2048 elements: whole words
+    if (hash_sum != nullptr)
+      *hash_sum += hash_words_best<W>(p, m * j.itemsize, static_cast<uint64_t>((start + off) * j.itemsize / 8));
+    const double* d = reinterpret_cast<const double*>(p);
+    if (j.code != kDouble) {
+      convert_chunk(p, m, j.code, dbuf);
+      d = dbuf;
+    }
+    float_kernel<W, P>(d, m, fa, fast, lanes);
+  }
+}
+
+inline void zero_scan_block(const StatsJob& j, Cursor& c, unsigned char* buf, int64_t start,
+                            int64_t len, bool* negz, bool* posz) {
+  if (!j.contiguous) c.seek(start);
+  for (int64_t off = 0, m = 0; off < len; off += m) {
+    const unsigned char* p = next_chunk(j, c, buf, start, off, len, &m);  // sets m
+    zero_scan(p, m, j.code, negz, posz);
+  }
 }
 
 // The content-hash sum of elements [start, start + len): read in place when
@@ -908,6 +918,8 @@ AOTI_DEBUG_ALWAYS_INLINE void stats_blocks_impl(const StatsJob& j, int64_t b0, i
       if (!j.contiguous) c.seek(start);
       for (int64_t off = 0, m = 0; off < len; off += m) {
         const unsigned char* p = next_chunk(j, c, buf, start, off, len, &m);
+        if (j.hash)   // while the chunk is at hand, as float_block_pass does
+          out.hash_sum += hash_words_best<W>(p, m * j.itemsize, static_cast<uint64_t>((start + off) * j.itemsize / 8));
         if (j.kind == kStatsBool) {
           int64_t t = 0;
           for (int64_t e = 0; e < m; ++e) t += p[e] != 0;
@@ -921,7 +933,6 @@ AOTI_DEBUG_ALWAYS_INLINE void stats_blocks_impl(const StatsJob& j, int64_t b0, i
       double l[8];
       for (int e = 0; e < 8; ++e) l[e] = lanes[0][e / W][e % W];
       j.block_sums[b] = combine_lanes(l);
-      if (j.hash) out.hash_sum += hash_block<W>(j, c, buf, start, len);
       ++b;
     } else if (j.contiguous && has_fast_blocks(j.code) && b + NB <= b1 &&
                (b + NB) * kStatsBlock <= j.numel) {
@@ -944,9 +955,9 @@ AOTI_DEBUG_ALWAYS_INLINE void stats_blocks_impl(const StatsJob& j, int64_t b0, i
       ++b;
     } else {
       FastAcc<W> fast;
-      float_block_pass<W, kPassFast>(j, c, buf, dbuf, start, len, fa, fast, lanes[0]);
+      float_block_pass<W, kPassFast>(j, c, buf, dbuf, start, len, fa, fast, lanes[0],
+                                     j.hash ? &out.hash_sum : nullptr);
       finish_block<W>(j, c, buf, dbuf, b, fa, fast, lanes[0]);
-      if (j.hash) out.hash_sum += hash_block<W>(j, c, buf, start, len);
       ++b;
     }
   }
