@@ -293,7 +293,8 @@ def garble(folder, name, content=b"garbage\n"):
     return path
 
 
-GARBAGE = "cannot be read as a torch.save file (UnpicklingError: Unsupported operand 103)"
+GARBAGE = ("cannot be read as a torch.save file (not a ZIP archive: only the format torch.save and "
+           "aoti-debug's runtimes write is read, not torch's legacy one)")
 # nan-origin when launch 1.2's outputs (the NaN) cannot be read, and launch 1.3 sees NaN in its inputs
 HIDDEN_ORIGIN = ("no launch or call whose outputs can be read turned finite inputs into NaN/Inf: "
                  "NaN/Inf were already in the inputs")
@@ -706,6 +707,24 @@ def test_a_zip_bomb_is_refused_before_it_is_inflated(made, tmp_path, capsys):
     assert cli(capsys, "nan-origin", folder)[2] == (
         f"aoti-debug nan-origin: {path}: its record 'plain/data/0' holds 4194368 bytes, but the tensor "
         "metadata says 4194304 (refused before inflating); without it, whether NaN/Inf appear cannot be told\n")
+
+
+def test_a_legacy_torch_save_file_is_refused_before_torch_load_allocates_what_it_declares(made, tmp_path,
+                                                                                          capsys):
+    """torch's pre-ZIP format declares each storage's size ahead of its bytes, and torch.load
+    allocates that size before reading: such a file is never handed to it (neither writer makes
+    one)."""
+    import struct
+    folder = copy(made["clean"][2], tmp_path)
+    path = os.path.join(folder, "launch000002_out_buf1.pt")
+    torch.save(torch.zeros(4), path, _use_new_zipfile_serialization=False)
+    data = open(path, "rb").read()
+    at = data.rfind(struct.pack("<q", 4))            # the storage's element count, before its bytes
+    assert at == len(data) - 8 - 16
+    with open(path, "wb") as f:                      # now it declares 2**40 elements (4 TiB)
+        f.write(data[:at] + struct.pack("<q", 2**40) + data[at + 8:])
+    assert cli(capsys, "nan-origin", folder)[2] == (
+        f"aoti-debug nan-origin: {path}: {GARBAGE}; without it, whether NaN/Inf appear cannot be told\n")
 
 
 @pytest.mark.parametrize("count", ["nan", "-1", "1.5", "inf"])

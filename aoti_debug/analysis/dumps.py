@@ -14,8 +14,10 @@ The manifest is checked line by line (manifest.py) and tensor files are read
 with torch.load(weights_only=True) from regular files only (untrusted.py); a
 loaded value may nest containers at most MAX_DEPTH deep and a tensor may have
 at most MAX_ELEMENTS elements (an expanded tensor counts its repeats), so a
-crafted file cannot make the statistics run for hours.  Before anything is
-inflated, the sizes the ZIP's central directory declares are checked
+crafted file cannot make the statistics run for hours.  Only ZIP files are
+read (torch's legacy format allocates the sizes a file declares before
+reading it).  Before anything is inflated, the sizes the ZIP's central
+directory declares are checked
 (`_check_sizes`): no record may be larger than the file (both writers store
 records uncompressed, so only a ZIP bomb is), and each tensor's record must
 hold the bytes its metadata says.  A tensor must have its values (on the
@@ -38,6 +40,8 @@ from .untrusted import InputError, open_regular, printable, reason
 Ref = Tuple[str, Tuple[Any, ...]]           # (file, keys from the file's object down to the tensor)
 MAX_DEPTH = 64                              # nesting of lists, tuples and dicts in one file
 MAX_ELEMENTS = 2**32                        # elements of one dumped tensor
+NOT_ZIP = ("cannot be read as a torch.save file (not a ZIP archive: only the format torch.save and "
+           "aoti-debug's runtimes write is read, not torch's legacy one)")
 
 
 def manifest_lines(folder: str) -> List[Tuple[int, Dict[str, Any]]]:
@@ -98,7 +102,9 @@ def _check_sizes(path: str, f, torch) -> None:
     try:
         archive = zipfile.ZipFile(f)
     except (zipfile.BadZipFile, OSError, ValueError, EOFError):
-        return                          # not a ZIP (or a broken one): torch.load says what it is
+        # torch.load's legacy format allocates whatever sizes its storages declare
+        # before reading them: a file that is not a ZIP is never handed to it
+        raise InputError(f"{path}: {NOT_ZIP}") from None
     records = {info.filename: info for info in archive.infolist()}
     for info in records.values():
         if info.file_size > size:
