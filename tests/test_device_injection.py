@@ -223,6 +223,7 @@ widened = {widened}
 calls, tensors = [0], [0]
 if widened:   # CPU tensors take the device path: reduced by torch ops, fetched in one transfer
     stats.on_device = lambda t: True
+    stats.device_path_on = lambda: True
     many = stats.compute_many
     def counted(ts, hash=False):
         calls[0] += 1

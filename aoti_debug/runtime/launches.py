@@ -213,7 +213,8 @@ class Model:
 class Run:
     """One call of the compiled graph: run number R, launch counter K, level."""
 
-    __slots__ = ("model", "run", "level", "launch", "nan", "dumps", "mem", "box", "device", "synced", "memo")
+    __slots__ = ("model", "run", "level", "launch", "nan", "dumps", "mem", "box", "device", "synced", "memo",
+                 "devices")
 
     def __init__(self, model: Model, run: int, level: int) -> None:
         self.model, self.run, self.level, self.launch = model, run, level, 0
@@ -224,6 +225,11 @@ class Run:
         self.mem: Optional[memcheck.MemChecks] = None      # set when the memory check is on
         self.box: Optional[blackbox.BlackBox] = None       # set while the black box is on
         self.memo = None   # (K, stats.Memo) of launch K's launch-end record, for its NaN/Inf check
+        # level 5 with a device: each record's device tensors fetched together (stats.Memo)
+        self.devices = level >= 5 and stats_mod.device_path_on()
+
+    def _memo(self) -> Optional[stats_mod.Memo]:
+        return stats_mod.Memo() if self.devices else None
 
     def _id(self) -> str:
         return f"{self.model.name}:{self.run}.{self.launch}"
@@ -231,7 +237,7 @@ class Run:
     def _write_begin(self, names, values) -> None:
         body = []
         if self.level >= 3:
-            body = _named("in", names, values, self.level)
+            body = _named("in", names, values, self.level, self._memo())
         s = state.settings()
         facts = fmt.header_facts(threading.get_native_id(), s.rank, s.world, self.model.reference)
         state.emit(fmt.record(fmt.header("run", str(self.run), self.model.name, state.pid(), None, facts), body))
@@ -255,7 +261,7 @@ class Run:
         (the compiled core does both in one call)."""
         body = []
         if self.level >= 3:
-            body = [site.origin_line()] + site.lines.splitlines() + _args(site, values, False, self.level)
+            body = [site.origin_line()] + site.lines.splitlines() + _args(site, values, False, self.level, self._memo())
         core = sink.native()
         if core is not None:
             try:
@@ -317,9 +323,9 @@ class Run:
         _safely(self._write_launch_end, site, values)
 
     def _write_launch_end(self, site: Site, values) -> None:
-        memo = stats_mod.Memo() if self.level >= 5 else None
-        if memo is not None and self.nan is not None:   # for the NaN/Inf check right after
-            self.memo = (self.launch, memo)
+        memo = self._memo()
+        if memo is not None and self.nan is not None:
+            self.memo = (self.launch, memo)    # for the NaN/Inf check right after
         body = _args(site, values, True, self.level, memo)
         state.emit(fmt.record(fmt.header("launch-end", self._id(), site.kernel, state.pid()), body))
         if self.dumps is not None:
@@ -332,7 +338,7 @@ class Run:
         _safely(self._write_end, names, values)
 
     def _write_end(self, names, values) -> None:
-        body = _named("out", names, values, self.level)
+        body = _named("out", names, values, self.level, self._memo())
         state.emit(fmt.record(fmt.header("run-end", str(self.run), self.model.name, state.pid()), body))
         if self.dumps is not None:
             self.dumps.end(self.launch)
@@ -489,25 +495,25 @@ def _checked(check, *args, what: str = "NaN check") -> None:
 
 
 def _args(site: Site, values, out_side: bool, level: int, memo=None):
-    shown = [(f"{role} {name or '-'}", value) for (name, role), value in zip(site.args, values)
+    """A launch record's items; `memo` (a stats.Memo, level 5 of a run with a
+    device) fetches their device tensors' statistics together first."""
+    shown = [(name, role, value) for (name, role), value in zip(site.args, values)
              if role == INOUT or (role == OUT) == out_side]
-    return _items(shown, level, memo)
-
-
-def _named(role: str, names, values, level: int):
-    return _items([(f"{role} {names[i] if i < len(names) and names[i] else '-'}", value)
-                   for i, value in enumerate(values)], level)
-
-
-def _items(labelled, level: int, memo=None):
-    """A record's items; at level 5 its device tensors' statistics fetched
-    together first (stats.Memo: one transfer, not one per tensor)."""
-    if level >= 5:
-        memo = memo if memo is not None else stats_mod.Memo()
-        memo.prefetch([t for _, value in labelled for t in fmt.tensors_in(value)])
+    if memo is not None:
+        memo.prefetch([t for _, _, value in shown for t in fmt.tensors_in(value)])
     lines = []
-    for label, value in labelled:
-        lines += fmt.item(label, value, level, stats=memo, tensor=sink.tensor_block)
+    for name, role, value in shown:
+        lines += fmt.item(f"{role} {name or '-'}", value, level, stats=memo, tensor=sink.tensor_block)
+    return lines
+
+
+def _named(role: str, names, values, level: int, memo=None):
+    if memo is not None:
+        memo.prefetch([t for value in values for t in fmt.tensors_in(value)])
+    lines = []
+    for i, value in enumerate(values):
+        name = names[i] if i < len(names) and names[i] else "-"
+        lines += fmt.item(f"{role} {name}", value, level, stats=memo, tensor=sink.tensor_block)
     return lines
 
 

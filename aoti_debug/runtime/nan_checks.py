@@ -59,11 +59,12 @@ class NanChecks:
         self.kernels: List[str] = []
         self.failed_launch = -1
         self.fired = None   # the black box's BlackBox.fired, while it is on
+        self.devices = stats_mod.device_path_on()   # device outputs fetched together (_fetched)
 
-    def _stats(self, t, memo: stats_mod.Memo) -> Optional[stats_mod.Stats]:
+    def _stats(self, t, memo: Optional[stats_mod.Memo]) -> Optional[stats_mod.Stats]:
         if not _tensor(t) or t.device.type not in ("cpu", "cuda") or t.numel() == 0:
             return None
-        s = memo(t)
+        s = (memo or stats_mod.compute)(t)
         return None if s.skipped else s
 
     def _bad(self, s: stats_mod.Stats) -> bool:
@@ -72,10 +73,12 @@ class NanChecks:
     def _finite(self, t, memo: Optional[stats_mod.Memo] = None) -> bool:
         return not _tensor(t) or stats_mod.finite(t, self.count_inf, memo)
 
-    @staticmethod
-    def _fetched(tensors, memo: Optional[stats_mod.Memo] = None) -> stats_mod.Memo:
+    def _fetched(self, tensors, memo: Optional[stats_mod.Memo] = None) -> Optional[stats_mod.Memo]:
         """`memo` (a new one if None) with the device tensors among `tensors`
-        read together: one transfer, not one per tensor."""
+        read together: one transfer, not one per tensor.  In a run without a
+        device (device_path_on when it began), `memo` as it is."""
+        if not self.devices:
+            return memo
         memo = memo if memo is not None else stats_mod.Memo(hash=False)
         memo.prefetch([t for t in tensors if _tensor(t)])
         return memo
@@ -113,8 +116,8 @@ class NanChecks:
             self.bad.discard(t.data_ptr())
 
     def _after_bad(self, launch, site, sources, values, outputs, memo) -> None:
-        self._fetched([v for (_, role), v in zip(site.args, values)
-                       if role == "in" and _tensor(v) and v.data_ptr() not in self.bad], memo)
+        memo = self._fetched([v for (_, role), v in zip(site.args, values)
+                              if role == "in" and _tensor(v) and v.data_ptr() not in self.bad], memo)
         tainted = []
         for (name, role), v in zip(site.args, values):
             if role == "out" or not _tensor(v):

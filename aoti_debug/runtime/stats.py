@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+import sys
 from typing import Optional
 
 SKIP_EMPTY = "empty tensor"
@@ -68,6 +69,14 @@ def on_device(t) -> bool:
     """Is ``t`` reduced on its device by torch ops (compute_with_torch)?  The
     tests widen it to CPU tensors to run the device path here."""
     return t.device.type == "cuda"
+
+
+def device_path_on() -> bool:
+    """Can a tensor take the device path now (a CUDA context exists)?  Records
+    and checks skip gathering device tensors otherwise (a CPU run pays
+    nothing for it); the tests turn it on with on_device."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.cuda.is_initialized()
 
 
 def _capturing() -> bool:
