@@ -140,8 +140,8 @@ class NanChecks {
   bool is_finite(const Value& v) const {
 #if AOTI_DEBUG_ENABLE_STATS
     if (v.kind != Value::kTensor || v.t.data == nullptr) return true;
-    if (const Stats* kept = memo_for_launch(v.t)) return !holds_bad(*kept, count_inf_);
-    if (v.t.device_type != 0) {
+    if (v.t.device_type != 0) {  // fetched with the launch's others when it could be
+      if (const Stats* kept = memo_for_launch(v.t)) return !holds_bad(*kept, count_inf_);
       Stats s{};
       const char* reason = nullptr;
       return !detail::device_stats(v, &s, &reason) || !holds_bad(s, count_inf_);
@@ -156,6 +156,12 @@ class NanChecks {
   // What the statistics memo holds for `v` from this run's current launch
   // (the launch-end record, clean(), after()).
   const Stats* memo_for_launch(const TensorView& v) const;
+
+#if AOTI_DEBUG_ENABLE_STATS
+  // The statistics memo of this launch: what its launch-end record read (level
+  // 5), or its device outputs fetched together now (empty when neither).
+  const detail::StatsMemo* launch_memo(const Site& site, Values outs) const;
+#endif
 
   // Buffers known to hold NaN/Inf, by data pointer: model inputs found bad and
   // outputs last written bad.  Clean buffers are not kept -- an input a launch
@@ -325,6 +331,20 @@ AOTI_DEBUG_CORE_FN const Stats* NanChecks::memo_for_launch(const TensorView& v) 
 #endif
 }
 
+#if AOTI_DEBUG_ENABLE_STATS
+AOTI_DEBUG_CORE_FN const detail::StatsMemo* NanChecks::launch_memo(const Site& site, Values outs) const {
+  detail::StatsMemo& memo = detail::stats_memo();
+  if (!memo.holds(&run_, run_.launch)) {
+    memo.open(&run_, run_.launch);
+    memo.prefetch(outs.begin(), outs.size(), [&site](size_t k) {
+      return k < static_cast<size_t>(site.nargs) && site.args[k].role != Role::In;
+    });
+    memo.close(true);
+  }
+  return &memo;
+}
+#endif
+
 AOTI_DEBUG_CORE_FN void NanChecks::inputs(Values vals) {
 #if AOTI_DEBUG_ENABLE_STATS
   detail::StatsMemo& memo = detail::stats_memo();  // the device inputs fetched together
@@ -339,23 +359,19 @@ AOTI_DEBUG_CORE_FN void NanChecks::inputs(Values vals) {
 }
 
 AOTI_DEBUG_CORE_FN bool NanChecks::clean(const Site& site, Values outs) {
-#if AOTI_DEBUG_ENABLE_STATS
-  // At level >= 5 the launch-end record has just read these outputs; else the
-  // device ones are fetched here, together (one transfer for the launch).
-  detail::StatsMemo& memo = detail::stats_memo();
-  if (!memo.holds(&run_, run_.launch)) {
-    memo.open(&run_, run_.launch);
-    memo.prefetch(outs.begin(), outs.size(), [&site](size_t k) {
-      return k < static_cast<size_t>(site.nargs) && site.args[k].role != Role::In;
-    });
-    memo.close(true);
-  }
-#endif
   int k = 0;
+#if AOTI_DEBUG_ENABLE_STATS
+  const detail::StatsMemo* kept = nullptr;
+  bool looked = false;  // a CPU run below level 5 never looks
+#endif
   for (const Value* arg = outs.begin(); k < site.nargs && arg != outs.end(); ++k, ++arg) {
     if (site.args[k].role == Role::In || arg->kind != Value::kTensor) continue;
 #if AOTI_DEBUG_ENABLE_STATS
-    const Stats* s = memo.find(arg->t);
+    const Stats* s = nullptr;
+    if (arg->t.device_type != 0 || run_.level >= 5) {
+      if (!looked) kept = launch_memo(site, outs), looked = true;
+      if (kept != nullptr) s = kept->find(arg->t);
+    }
     const bool ok = s != nullptr ? !holds_bad(*s, count_inf_) : is_finite(*arg);
 #else
     const bool ok = is_finite(*arg);

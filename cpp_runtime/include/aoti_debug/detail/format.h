@@ -47,6 +47,8 @@ struct DeviceHooks {
 };
 
 namespace detail {
+struct StatsMemo;  // below, with the core's bodies
+
 // The device and stream of the run this thread is in (on_device sets them),
 // asked before anything reads a device tensor.
 struct DeviceContext {
