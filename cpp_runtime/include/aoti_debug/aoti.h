@@ -26,6 +26,13 @@
 AOTI_DEBUG_NAMESPACE_BEGIN
 namespace detail {
 
+#if (AOTI_DEBUG_ENABLE_STATS || AOTI_DEBUG_ENABLE_DUMPS) && AOTI_DEBUG_CORE_BODIES
+// The handle tensor() kept, for the adapters below that call back into the shim.
+inline AtenTensorHandle handle_of(const Value& v) {
+  return const_cast<AtenTensorHandle>(static_cast<const AtenTensorOpaque*>(v.handle));
+}
+#endif
+
 #if AOTI_DEBUG_ENABLE_STATS
 // Statistics of device tensors (DeviceStatsFn): reduced on their device by
 // libtorch's own operators, every figure of the call back in one small
@@ -36,10 +43,6 @@ namespace detail {
 #if !AOTI_DEBUG_CORE_BODIES
 AOTI_DEBUG_CORE_FN void aoti_device_stats(const Value* const* vals, size_t n, Stats* out, bool* ok);
 #else
-inline AtenTensorHandle handle_of(const Value& v) {
-  return const_cast<AtenTensorHandle>(static_cast<const AtenTensorOpaque*>(v.handle));
-}
-
 // One tensor by a copy to the host.
 inline bool copied_stats(const Value& v, Stats* out) {
   AtenTensorHandle src = handle_of(v);
@@ -90,7 +93,7 @@ AOTI_DEBUG_CORE_FN void aoti_device_stats(const Value* const* vals, size_t n, St
 AOTI_DEBUG_CORE_FN bool aoti_device_read(const Value& v, void* dst, uint64_t bytes);
 #else
 AOTI_DEBUG_CORE_FN bool aoti_device_read(const Value& v, void* dst, uint64_t bytes) {
-  AtenTensorHandle src = const_cast<AtenTensorHandle>(static_cast<const AtenTensorOpaque*>(v.handle));
+  AtenTensorHandle src = handle_of(v);
   const DtypeInfo* info = dtype_info(v.t.dtype);
   if (src == nullptr || info == nullptr || bytes % static_cast<uint64_t>(info->itemsize) != 0) return false;
   const int64_t span = static_cast<int64_t>(bytes / static_cast<uint64_t>(info->itemsize)), one = 1;

@@ -159,8 +159,8 @@ class NanChecks {
 
 #if AOTI_DEBUG_ENABLE_STATS
   // The statistics memo of this launch: what its launch-end record read (level
-  // 5), or its device outputs fetched together now (empty when neither).
-  const detail::StatsMemo* launch_memo(const Site& site, Values outs) const;
+  // 5), or else its device outputs fetched together now (empty when none).
+  detail::StatsMemo& launch_memo(const Site& site, Values outs) const;
 #endif
 
   // Buffers known to hold NaN/Inf, by data pointer: model inputs found bad and
@@ -332,7 +332,7 @@ AOTI_DEBUG_CORE_FN const Stats* NanChecks::memo_for_launch(const TensorView& v) 
 }
 
 #if AOTI_DEBUG_ENABLE_STATS
-AOTI_DEBUG_CORE_FN const detail::StatsMemo* NanChecks::launch_memo(const Site& site, Values outs) const {
+AOTI_DEBUG_CORE_FN detail::StatsMemo& NanChecks::launch_memo(const Site& site, Values outs) const {
   detail::StatsMemo& memo = detail::stats_memo();
   if (!memo.holds(&run_, run_.launch)) {
     memo.open(&run_, run_.launch);
@@ -341,7 +341,7 @@ AOTI_DEBUG_CORE_FN const detail::StatsMemo* NanChecks::launch_memo(const Site& s
     });
     memo.close(true);
   }
-  return &memo;
+  return memo;
 }
 #endif
 
@@ -361,16 +361,15 @@ AOTI_DEBUG_CORE_FN void NanChecks::inputs(Values vals) {
 AOTI_DEBUG_CORE_FN bool NanChecks::clean(const Site& site, Values outs) {
   int k = 0;
 #if AOTI_DEBUG_ENABLE_STATS
-  const detail::StatsMemo* kept = nullptr;
-  bool looked = false;  // a CPU run below level 5 never looks
+  const detail::StatsMemo* kept = nullptr;  // a CPU run below level 5 never looks
 #endif
   for (const Value* arg = outs.begin(); k < site.nargs && arg != outs.end(); ++k, ++arg) {
     if (site.args[k].role == Role::In || arg->kind != Value::kTensor) continue;
 #if AOTI_DEBUG_ENABLE_STATS
     const Stats* s = nullptr;
     if (arg->t.device_type != 0 || run_.level >= 5) {
-      if (!looked) kept = launch_memo(site, outs), looked = true;
-      if (kept != nullptr) s = kept->find(arg->t);
+      if (kept == nullptr) kept = &launch_memo(site, outs);
+      s = kept->find(arg->t);
     }
     const bool ok = s != nullptr ? !holds_bad(*s, count_inf_) : is_finite(*arg);
 #else
@@ -390,11 +389,7 @@ AOTI_DEBUG_CORE_FN void NanChecks::after(const Site& site, const char* const* so
 #if AOTI_DEBUG_ENABLE_STATS
   // the outputs' statistics as clean() or the launch-end record left them; the
   // device inputs not known bad fetched together
-  detail::StatsMemo& memo = detail::stats_memo();
-  if (!memo.holds(&run_, run_.launch)) {
-    memo.open(&run_, run_.launch);
-    memo.close(true);
-  }
+  detail::StatsMemo& memo = launch_memo(site, args);
   memo.prefetch(args.begin(), args.size(), [&](size_t k) {
     return k < static_cast<size_t>(site.nargs) && site.args[k].role == Role::In && !known_bad(args.p[k].t.data);
   });

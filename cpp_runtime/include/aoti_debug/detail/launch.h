@@ -342,11 +342,20 @@ inline size_t record_size(const Run& run, const Site& site) {
          static_cast<size_t>(site.nargs) * (run.level >= 5 ? 384 : 224);
 }
 
-// The items of `vals` whose role passes `want` (a launch's in side or out side).
-
+// Whether a launch's argument belongs to its in side (the record before it:
+// in and inout) or its out side (the record after it: out and inout).
 inline bool shown(const ArgSpec& a, bool out_side) {
   return a.role == Role::InOut || (a.role == Role::Out) == out_side;
 }
+
+// The same, by position in a launch's argument list (a StatsMemo prefetch's want).
+struct SideOf {
+  const Site& site;
+  bool out_side;
+  bool operator()(size_t k) const {
+    return k < static_cast<size_t>(site.nargs) && shown(site.args[k], out_side);
+  }
+};
 
 inline void append_args(std::string& out, const Site& site, Values vals,
                         bool out_side, int level) {
@@ -451,8 +460,7 @@ inline void save_side(Recorder& rec, const std::string& dir, int64_t launch, con
   for (const Value& v : args) {
     if (k >= site.nargs) break;
     const ArgSpec& a = site.args[k++];
-    const bool show = a.role == Role::InOut || (a.role == Role::Out) == out_side;
-    if (!show) continue;
+    if (!shown(a, out_side)) continue;
     ++*wanted;
     const size_t before = files.size();
     rec.save(dir, prefix + safe_name(a.name) + ".pt", or_dash(a.name), role_name(a.role), v, files, bytes);
@@ -677,10 +685,7 @@ AOTI_DEBUG_CORE_FN void before_launch(Run& run, const Site& site,
       rec += detail::or_dash(site.source);
       rec += '\n';
       if (site.lines != nullptr) rec += site.lines;
-      const auto in_side = [&site](size_t k) {
-        return k < static_cast<size_t>(site.nargs) && detail::shown(site.args[k], false);
-      };
-      detail::RecordStats stats(run, args, false, in_side);
+      detail::RecordStats stats(run, args, false, detail::SideOf{site, false});
       detail::append_args(rec, site, args, false, run.level);
     }
     m.write(std::move(rec));  // flushed (one write(2)) before the kernel runs
@@ -699,10 +704,8 @@ AOTI_DEBUG_CORE_FN void after_launch(Run& run, const Site& site,
   std::string rec = detail::header_line("launch-end", detail::launch_id(m.name(), run.run, run.launch),
                                         site.kernel, std::string(), detail::record_size(run, site));
   {
-    const auto out_side = [&site](size_t k) {
-      return k < static_cast<size_t>(site.nargs) && detail::shown(site.args[k], true);
-    };
-    detail::RecordStats stats(run, args, true, out_side);  // kept for the NaN/Inf check right after
+    // kept for the NaN/Inf check right after
+    detail::RecordStats stats(run, args, true, detail::SideOf{site, true});
     detail::append_args(rec, site, args, true, run.level);
   }
   m.write(std::move(rec));
