@@ -69,3 +69,32 @@ def test_no_compiler_means_one_warning_and_none(tmp_path):
                                        CXX="/nonexistent/c++"),
                           capture_output=True, text=True, timeout=120)
     assert proc.stdout.split() == ["1", "True", "raised"], proc.stderr
+
+
+# The functions that choose their instruction set at run time (stats.h:
+# __attribute__((target)) with a CPU check before each call).
+DISPATCHED = ("stats_blocks_w4", "stats_blocks_w8", "hash_words_w4", "hash_words_w8",
+              "convert_chunk_w4", "convert_chunk_w8", "any_above_w4", "any_above_w8")
+
+
+def test_the_core_object_runs_on_any_x86_64_cpu():
+    """An artifact may be built on one CPU and served on another: outside the
+    dispatched functions, the core object linked into it uses no AVX register
+    (it was built with -march=native, which put AVX-512 across 30 functions)."""
+    import platform
+    import shutil
+    import pytest
+    from aoti_debug.native import build
+    if platform.machine() != "x86_64" or shutil.which("objdump") is None:
+        pytest.skip("needs x86_64 and objdump")
+    obj = build.core_object(build.core_flags(stats=True, dumps=True))
+    listing = subprocess.run(["objdump", "-d", "--no-show-raw-insn", "-C", str(obj)],
+                             capture_output=True, text=True, check=True, timeout=300).stdout
+    using, fn = set(), None
+    for line in listing.splitlines():
+        if line.endswith(">:") and " <" in line:
+            fn = line.split(" <", 1)[1][:-2]
+        elif fn is not None and ("%ymm" in line or "%zmm" in line):
+            using.add(fn)
+    names = {u.split("(")[0].rsplit("::", 1)[-1] for u in using}
+    assert using and names <= set(DISPATCHED), sorted(using)

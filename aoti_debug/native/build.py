@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Iterable, List, Optional, Sequence, Tuple
+from typing import Iterable, Optional, Sequence, Tuple
 
 CXX_STD = "-std=c++17"
 
@@ -61,18 +61,6 @@ def compiler() -> Optional[str]:
     return None
 
 
-def _cpu_flags() -> str:
-    # -march=native code is only valid on CPUs with the same features
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith(("flags", "Features", "isa")):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
 @functools.lru_cache(maxsize=None)
 def _compiler_version(cxx: str) -> str:   # asked at every instrumented AOTI compile
     try:
@@ -87,8 +75,7 @@ def _build_key(root: Path, source: Path, cxx: str, flags: Sequence[str]) -> str:
     for path in sorted((root / "include").rglob("*.h")) + [root / source]:
         h.update(path.relative_to(root).as_posix().encode() + b"\0")
         h.update(path.read_bytes() + b"\0")
-    for part in (cxx, _compiler_version(cxx), " ".join(flags), platform.machine(), sys.platform,
-                 _cpu_flags() if "-march=native" in flags else ""):
+    for part in (cxx, _compiler_version(cxx), " ".join(flags), platform.machine(), sys.platform):
         h.update(part.encode() + b"\0")
     return h.hexdigest()[:20]
 
@@ -115,22 +102,20 @@ def _compile(cxx: str, flags: Sequence[str], root: Path, source: Path, out: Path
 
 def build(source: Path, flags: Sequence[str], name: str, force: bool = False) -> Path:
     """`source` (relative to cpp_runtime/) compiled with `flags` into the cache
-    as `name` (its `{key}` filled in); tried with -march=native first."""
+    as `name` (its `{key}` filled in).  No -march=native: the core object is
+    linked into artifacts that may run on another CPU than the one that built
+    them, and the loops that need vectors choose them at run time."""
     root = runtime_dir()
     cxx = compiler()
     if cxx is None:
         raise BuildError("no C++ compiler found (set CXX, or install c++/g++/clang++)")
-    problems: List[str] = []
-    for arch in (("-march=native",), ()):  # some compilers reject -march=native
-        all_flags = (*flags, *arch)
-        out = cache_dir() / name.format(key=_build_key(root, source, cxx, all_flags))
-        if out.is_file() and not force:
-            return out
-        err = _compile(cxx, all_flags, root, source, out)
-        if err is None:
-            return out
-        problems.append(err)
-    raise BuildError(f"building {source} of the aoti-debug C++ runtime failed:\n" + "\n".join(problems))
+    out = cache_dir() / name.format(key=_build_key(root, source, cxx, tuple(flags)))
+    if out.is_file() and not force:
+        return out
+    err = _compile(cxx, tuple(flags), root, source, out)
+    if err is None:
+        return out
+    raise BuildError(f"building {source} of the aoti-debug C++ runtime failed:\n{err}")
 
 
 def torch_flags() -> Tuple[str, ...]:

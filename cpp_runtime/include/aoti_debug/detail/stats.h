@@ -219,9 +219,11 @@ struct LoadHalf {
 };
 
 // Any dtype into doubles (complex: magnitudes), for everything the direct
-// fast path (fast_blocks) does not take: one plain loop per dtype, compiled once.
-AOTI_DEBUG_NOINLINE inline void convert_chunk(const unsigned char* p, int64_t n, int32_t code,
-                                              double* out) {
+// fast path (fast_blocks) does not take (gathered views, odd dtypes): one
+// plain loop per dtype, compiled once per instruction set below (exact
+// conversions: the same doubles from each).
+AOTI_DEBUG_ALWAYS_INLINE void convert_chunk_body(const unsigned char* p, int64_t n, int32_t code,
+                                                 double* out) {
   switch (code) {
 #define AOTI_DEBUG_CONVERT(T)                     \
   for (int64_t i = 0; i < n; ++i) {               \
@@ -258,6 +260,31 @@ AOTI_DEBUG_NOINLINE inline void convert_chunk(const unsigned char* p, int64_t n,
       for (int64_t i = 0; i < n; ++i) out[i] = element_as_double(p + i * size, code);
     }
   }
+}
+
+AOTI_DEBUG_NOINLINE inline void convert_chunk_w2(const unsigned char* p, int64_t n, int32_t code, double* out) {
+  convert_chunk_body(p, n, code, out);
+}
+
+#if AOTI_DEBUG_STATS_X86_DISPATCH
+__attribute__((target("avx2"))) AOTI_DEBUG_NOINLINE inline void convert_chunk_w4(
+    const unsigned char* p, int64_t n, int32_t code, double* out) {
+  convert_chunk_body(p, n, code, out);
+}
+
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) AOTI_DEBUG_NOINLINE inline void
+convert_chunk_w8(const unsigned char* p, int64_t n, int32_t code, double* out) {
+  convert_chunk_body(p, n, code, out);
+}
+#endif
+
+template <int W>
+AOTI_DEBUG_ALWAYS_INLINE void convert_chunk(const unsigned char* p, int64_t n, int32_t code, double* out) {
+#if AOTI_DEBUG_STATS_X86_DISPATCH
+  if (W >= 8) return convert_chunk_w8(p, n, code, out);
+  if (W >= 4) return convert_chunk_w4(p, n, code, out);
+#endif
+  convert_chunk_w2(p, n, code, out);
 }
 
 // Saw -0.0 / +0.0 among n raw floating elements?  Bit tests on the stored
@@ -540,13 +567,26 @@ struct Cursor {
     }
   }
 
+  // Unrolled by four: the loads are independent, and -O2 without
+  // -march=native would otherwise issue them one loop trip at a time.
   template <class T>
-  static void copy_run(unsigned char* dst, const unsigned char* src, int64_t m, int64_t step) {
-    for (int64_t k = 0; k < m; ++k) std::memcpy(dst + k * sizeof(T), src + k * step, sizeof(T));
+  AOTI_DEBUG_ALWAYS_INLINE static void copy_run(unsigned char* dst, const unsigned char* src, int64_t m, int64_t step) {
+    T* out = reinterpret_cast<T*>(dst);  // dst: the chunk buffer, aligned for any T
+    int64_t k = 0;
+    for (; k + 4 <= m; k += 4, src += 4 * step) {
+      T a, b, c, d;
+      std::memcpy(&a, src, sizeof(T));
+      std::memcpy(&b, src + step, sizeof(T));
+      std::memcpy(&c, src + 2 * step, sizeof(T));
+      std::memcpy(&d, src + 3 * step, sizeof(T));
+      out[k] = a, out[k + 1] = b, out[k + 2] = c, out[k + 3] = d;
+    }
+    for (; k < m; ++k, src += step) std::memcpy(&out[k], src, sizeof(T));
   }
 
-  // Copies the next n elements to dst and advances.
-  void gather(unsigned char* dst, int64_t n) {
+  // Copies the next n elements to dst and advances.  Inlined: it takes the
+  // instruction set of the statistics loop that calls it.
+  AOTI_DEBUG_ALWAYS_INLINE void gather(unsigned char* dst, int64_t n) {
     const int last = nd - 1;
     const int64_t step = strides[last] * itemsize;
     while (n > 0) {
@@ -802,7 +842,7 @@ AOTI_DEBUG_ALWAYS_INLINE void float_block_pass(const StatsJob& j, Cursor& c, uns
       *hash_sum += hash_words_best<W>(p, m * j.itemsize, static_cast<uint64_t>((start + off) * j.itemsize / 8));
     const double* d = reinterpret_cast<const double*>(p);
     if (j.code != kDouble) {
-      convert_chunk(p, m, j.code, dbuf);
+      convert_chunk<W>(p, m, j.code, dbuf);
       d = dbuf;
     }
     float_kernel<W, P>(d, m, fa, fast, lanes);
