@@ -679,6 +679,16 @@ inline void restamp(std::string& text, const char* ts, size_t n) {
 #if !AOTI_DEBUG_CORE_BODIES
 AOTI_DEBUG_CORE_FN void write_record(const std::string& dest, std::string text, const char* torch_version);
 #else
+// The storage of this thread's last written record, handed back by
+// write_record for the next one (header_line, format.h): a record costs no
+// allocation and free of its size (a level-5 launch record is kilobytes).
+constexpr size_t kSpareRecordMax = 64 * 1024;  // a larger one is not kept
+
+inline std::string& spare_record() {
+  static thread_local std::string spare;
+  return spare;
+}
+
 AOTI_DEBUG_CORE_FN void write_record(const std::string& dest, std::string text, const char* torch_version) {
   Registry* r = registry();
   if (r == nullptr) {  // no registry (mmap failed): still never lose the record
@@ -721,6 +731,10 @@ AOTI_DEBUG_CORE_FN void write_record(const std::string& dest, std::string text, 
   }
   e.used = 1;
   pthread_mutex_unlock(&r->lock);
+  if (text.capacity() <= kSpareRecordMax) {
+    text.clear();
+    spare_record().swap(text);
+  }
 }
 #endif
 
