@@ -98,3 +98,22 @@ def test_the_core_object_runs_on_any_x86_64_cpu():
             using.add(fn)
     names = {u.split("(")[0].rsplit("::", 1)[-1] for u in using}
     assert using and names <= set(DISPATCHED), sorted(using)
+
+
+def test_the_headers_build_in_a_strict_users_project(tmp_path):
+    """A custom op's library includes the runtime's headers with its own
+    warnings as errors: -Wall -Wextra -Wpedantic -Werror (torch's headers as
+    system headers, as CMake's imported targets give them)."""
+    import torch
+    from aoti_debug.native import build
+    torch_inc = os.path.join(os.path.dirname(torch.__file__), "include")
+    src = tmp_path / "strict.cpp"
+    src.write_text("#include <aoti_debug/aoti_debug.h>\n#include <aoti_debug/torch.h>\n"
+                   "#include <aoti_debug/aoti.h>\nint main() { return 0; }\n")
+    cmd = [build.compiler(), "-std=c++17", "-Wall", "-Wextra", "-Wpedantic", "-Werror",
+           f"-D_GLIBCXX_USE_CXX11_ABI={int(bool(torch._C._GLIBCXX_USE_CXX11_ABI))}",
+           "-isystem", torch_inc, "-isystem", os.path.join(torch_inc, "torch", "csrc", "api", "include"),
+           "-I", _native.include_dir(), "-c", str(src), "-o", str(tmp_path / "strict.o")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr == ""

@@ -46,6 +46,9 @@ inline int format_i64(int64_t v, char* buf) {
 // integer shifted right by -e bits, rounded half-to-even on the exact value
 // in 128-bit arithmetic -- printf's answer without printf's cost (the
 // statistics lines hold three of these per tensor).
+// __extension__: a user's -Wpedantic -Werror build includes this header too.
+__extension__ typedef unsigned __int128 u128;
+
 inline int format_fixed6(double x, char* buf) {
   int n = 0;
   if (std::signbit(x)) buf[n++] = '-';
@@ -53,13 +56,13 @@ inline int format_fixed6(double x, char* buf) {
   const double frac = std::frexp(std::fabs(x), &e);  // |x| = frac * 2^e, frac in [0.5, 1)
   const uint64_t m = static_cast<uint64_t>(std::ldexp(frac, 53));  // exact: 53 bits
   e -= 53;                                                         // |x| = m * 2^e
-  unsigned __int128 q = static_cast<unsigned __int128>(m) * 1000000u;
+  u128 q = static_cast<u128>(m) * 1000000u;
   if (e >= 0) {
     q <<= e;  // |x| < 1e16 < 2^54: e <= 1, q < 2^75
   } else if (e > -128) {
     const int s = -e;
-    const unsigned __int128 rem = q & ((static_cast<unsigned __int128>(1) << s) - 1);
-    const unsigned __int128 half = static_cast<unsigned __int128>(1) << (s - 1);
+    const u128 rem = q & ((static_cast<u128>(1) << s) - 1);
+    const u128 half = static_cast<u128>(1) << (s - 1);
     q >>= s;
     if (rem > half || (rem == half && (q & 1))) ++q;
   } else {
