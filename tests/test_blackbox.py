@@ -163,7 +163,8 @@ def test_replay_of_the_recovered_launches_passes(killed, hang, membugs_so, capsy
                         r"\(\S+/\d+-hang-run40/manifest\.jsonl:\d+ has no after line\); its outputs are unknown",
                         "\n".join(out.splitlines()[:2])), out
     assert out.splitlines()[-1] == "64 passed, 0 failed"
-    assert f"PASS launch 40.2 membugs.hang.default (inputs) max_abs=0 max_rel=0" in out.splitlines()
+    # named as the log names it (model:R.K)
+    assert f"PASS launch hang:40.2 membugs.hang.default (inputs) max_abs=0 max_rel=0" in out.splitlines()
 
 
 def test_replay_names_the_launches_that_kept_nothing(packages, tmp_path, capsys):
@@ -182,17 +183,18 @@ def test_replay_names_the_launches_that_kept_nothing(packages, tmp_path, capsys)
     (run,) = manifests(folder).values()
     kernel = {e["id"]: e["kernel"] for e in run if e["kind"] == "launch"}
     assert list(kernel) == ["1.1", "1.2", "1.3", "1.4", "1.5"]
+    assert [e["model"] for e in run if e["event"] == "run"] == ["weighted"]
     code, out, err = command("replay", folder, "--package", weighted, capsys=capsys)
     weights = ("a, b: a constant of the artifact (a weight): the black box does not copy it "
                "(replay takes it from --package)")
     no_outputs = "the black box keeps a launch's inputs, not its outputs"
     assert (code, err) == (0, ""), out + err
     assert out.splitlines() == [
-        f"SKIP launch 1.1 {kernel['1.1']} nothing kept to compare: {weights}; buf0: {no_outputs}",
-        f"PASS launch 1.2 {kernel['1.2']} (inputs) max_abs=0 max_rel=0",
-        f"PASS launch 1.3 {kernel['1.3']} (inputs) max_abs=0 max_rel=0",
-        f"SKIP launch 1.4 {kernel['1.4']} nothing kept to compare: buf3: {no_outputs}",
-        f"PASS launch 1.5 {kernel['1.5']} (inputs) max_abs=0 max_rel=0",
+        f"SKIP launch weighted:1.1 {kernel['1.1']} nothing kept to compare: {weights}; buf0: {no_outputs}",
+        f"PASS launch weighted:1.2 {kernel['1.2']} (inputs) max_abs=0 max_rel=0",
+        f"PASS launch weighted:1.3 {kernel['1.3']} (inputs) max_abs=0 max_rel=0",
+        f"SKIP launch weighted:1.4 {kernel['1.4']} nothing kept to compare: buf3: {no_outputs}",
+        f"PASS launch weighted:1.5 {kernel['1.5']} (inputs) max_abs=0 max_rel=0",
         "3 passed, 0 failed, 2 skipped"]
 
 

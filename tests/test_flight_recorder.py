@@ -365,7 +365,7 @@ def test_replay_aoti_runs_pass(recorded, capsys):
     code, lines = replay(capsys, "--dir", str(recorded[0]), "--trust-dump-code")   # we recorded it
     assert code == cli.OK, lines
     assert len(lines) == 13 and lines[-1] == "12 passed, 0 failed"
-    assert all(re.fullmatch(r"PASS launch [12]\.[1-6] \w+ max_abs=0 max_rel=0", line) for line in lines[:-1])
+    assert all(re.fullmatch(r"PASS launch mlp:[12]\.[1-6] \w+ max_abs=0 max_rel=0", line) for line in lines[:-1])
 
 
 def test_replay_names_the_corrupted_launch(recorded, tmp_path, capsys):
@@ -382,7 +382,7 @@ def test_replay_names_the_corrupted_launch(recorded, tmp_path, capsys):
     code, lines = replay(capsys, "--dir", str(dump_dir), "--allow-module", "replaymod", "--trust-dump-code")
     assert code == cli.FOUND
     failed = [line for line in lines if line.startswith("FAIL")]
-    assert failed == [f"FAIL launch 1.3 {after['kernel']} max_abs=0.25 max_rel={failed[0].split('max_rel=')[1]}"]
+    assert failed == [f"FAIL launch mlp:1.3 {after['kernel']} max_abs=0.25 max_rel={failed[0].split('max_rel=')[1]}"]
     assert lines[-1] == "5 passed, 1 failed"
 
 

@@ -52,7 +52,7 @@ class ReplayInputError(InputError):
 @dataclass
 class Item:
     kind: str           # "call" or "launch"
-    ident: str          # call number N or launch id R.K
+    ident: str          # call number N or launch id M:R.K
     name: str
     ok: bool
     max_abs: float = 0.0
@@ -379,6 +379,9 @@ def replay_run(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: fl
     A launch recorded with its outputs is compared on them; one recorded with its
     inputs only, on those (they are what the launches before it computed)."""
     recorded = _compared(entries)
+    # launches named as the log and nan-origin name them (model:R.K): a dump directory may
+    # hold run 1 of several models
+    model = next((e["model"] for e in entries if e.get("event") == "run"), None)
     with tempfile.TemporaryDirectory(prefix="aoti-debug-replay-") as tmp:
         package, so = os.path.abspath(plan.package) if plan.package else "", ""
         if package.endswith(".so"):     # absolute: dlopen looks a bare name up on the library path
@@ -404,7 +407,8 @@ def replay_run(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: fl
         new_lines = _replayed_launches(os.path.join(tmp, "dumps"))
         items = []
         for e, nothing_kept in recorded:
-            item = Item("launch", e["id"], e["kernel"], False, skipped=nothing_kept)
+            item = Item("launch", f"{model}:{e['id']}" if model else e["id"], e["kernel"], False,
+                        skipped=nothing_kept)
             items.append(item)
             if nothing_kept:
                 continue
