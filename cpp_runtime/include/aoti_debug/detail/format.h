@@ -199,7 +199,8 @@ class Text {
 inline std::string header_line(const char* kind, const std::string& id, const char* name,
                                const std::string& facts = std::string(), size_t reserve = 160) {
   std::string out;
-  out.swap(spare_record());  // empty, or the last record's cleared storage
+  SpareRecord& spare = spare_record();
+  if (!spare.gone) out.swap(spare.text);  // empty, or the last record's cleared storage
   out.reserve(reserve);  // 160: a level-1 record in one allocation
   append_line_prefix(out);
   out += kind;

@@ -684,8 +684,14 @@ AOTI_DEBUG_CORE_FN void write_record(const std::string& dest, std::string text, 
 // allocation and free of its size (a level-5 launch record is kilobytes).
 constexpr size_t kSpareRecordMax = 64 * 1024;  // a larger one is not kept
 
-inline std::string& spare_record() {
-  static thread_local std::string spare;
+struct SpareRecord {
+  std::string text;
+  bool gone = false;  // past its thread's exit: a record written later allocates its own
+  ~SpareRecord() { gone = true; }
+};
+
+inline SpareRecord& spare_record() {
+  static thread_local SpareRecord spare;
   return spare;
 }
 
@@ -731,9 +737,10 @@ AOTI_DEBUG_CORE_FN void write_record(const std::string& dest, std::string text, 
   }
   e.used = 1;
   pthread_mutex_unlock(&r->lock);
-  if (text.capacity() <= kSpareRecordMax) {
+  SpareRecord& spare = spare_record();
+  if (!spare.gone && text.capacity() <= kSpareRecordMax) {
     text.clear();
-    spare_record().swap(text);
+    spare.text.swap(text);
   }
 }
 #endif
