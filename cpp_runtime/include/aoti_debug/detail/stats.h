@@ -568,20 +568,21 @@ struct Cursor {
   }
 
   // Unrolled by four: the loads are independent, and -O2 without
-  // -march=native would otherwise issue them one loop trip at a time.
+  // -march=native would otherwise issue them one loop trip at a time.  Both
+  // sides by memcpy: the chunk is read back as another type (double, floats
+  // for the hash), which a store through T* would not be guaranteed to reach.
   template <class T>
   AOTI_DEBUG_ALWAYS_INLINE static void copy_run(unsigned char* dst, const unsigned char* src, int64_t m, int64_t step) {
-    T* out = reinterpret_cast<T*>(dst);  // dst: the chunk buffer, aligned for any T
     int64_t k = 0;
-    for (; k + 4 <= m; k += 4, src += 4 * step) {
-      T a, b, c, d;
-      std::memcpy(&a, src, sizeof(T));
-      std::memcpy(&b, src + step, sizeof(T));
-      std::memcpy(&c, src + 2 * step, sizeof(T));
-      std::memcpy(&d, src + 3 * step, sizeof(T));
-      out[k] = a, out[k + 1] = b, out[k + 2] = c, out[k + 3] = d;
+    for (; k + 4 <= m; k += 4, src += 4 * step, dst += 4 * sizeof(T)) {
+      T a[4];
+      std::memcpy(&a[0], src, sizeof(T));
+      std::memcpy(&a[1], src + step, sizeof(T));
+      std::memcpy(&a[2], src + 2 * step, sizeof(T));
+      std::memcpy(&a[3], src + 3 * step, sizeof(T));
+      std::memcpy(dst, a, sizeof a);
     }
-    for (; k < m; ++k, src += step) std::memcpy(&out[k], src, sizeof(T));
+    for (; k < m; ++k, src += step, dst += sizeof(T)) std::memcpy(dst, src, sizeof(T));
   }
 
   // Copies the next n elements to dst and advances.  Inlined: it takes the
