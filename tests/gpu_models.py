@@ -38,29 +38,43 @@ def line_of(tag):
 
 
 # AOTI_DEBUG_SYNC's model: a user-defined Triton kernel whose store lands
-# `offset` elements past its output, far outside any allocation: an
-# asynchronous illegal memory access planted at a known line.
-def faulty(offset=1 << 36):
+# `shift` elements past its output, far outside any allocation: an
+# asynchronous illegal memory access planted at a known line.  The shift is an
+# input, read by the kernel at run time: AOTI runs (autotunes) Triton kernels
+# while it compiles, with made-up inputs (an integer tensor is all zeros), so a
+# bad offset fixed in the code would fault inside aoti_compile_and_package,
+# before any instrumented run.
+FAR = 1 << 36
+
+
+def faulty():
     import triton
     import triton.language as tl
 
     @triton.jit
-    def shifted_store(x_ptr, out_ptr, n, offset, BLOCK: tl.constexpr):
+    def shifted_store(x_ptr, out_ptr, shift_ptr, n, BLOCK: tl.constexpr):
         i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         keep = i < n
-        tl.store(out_ptr + i + offset, tl.load(x_ptr + i, mask=keep), mask=keep)
+        shift = tl.load(shift_ptr)
+        tl.store(out_ptr + i + shift, tl.load(x_ptr + i, mask=keep), mask=keep)
 
     @torch.library.triton_op("aotid_gpu::shifted_copy", mutates_args=())
-    def shifted_copy(x: torch.Tensor, offset: int) -> torch.Tensor:
+    def shifted_copy(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
         out = torch.empty_like(x)
         n = x.numel()
-        torch.library.wrap_triton(shifted_store)[(triton.cdiv(n, 256),)](x, out, n, offset, BLOCK=256)
+        torch.library.wrap_triton(shifted_store)[(triton.cdiv(n, 256),)](x, out, shift, n, BLOCK=256)
         return out
 
     class Faulty(torch.nn.Module):
-        def forward(self, x):
+        def forward(self, x, shift):
             y = torch.relu(x)
-            z = shifted_copy(y, offset)  # LINE:gpu.oob
+            z = shifted_copy(y, shift)  # LINE:gpu.oob
             return z * 2.0
 
     return Faulty()
+
+
+def faulty_inputs(shift=0, device="cuda"):
+    """(x, shift): shift 0 is harmless (what the model is exported with), FAR faults."""
+    x = torch.randn(1024, generator=torch.Generator().manual_seed(2))
+    return x.to(device), torch.tensor([shift], dtype=torch.int64, device=device)
