@@ -18,6 +18,9 @@ Differences between the tested releases (2.11 to 2.15), all absorbed here:
   (_bound), so added parameters, and keyword/positional spelling, do not matter.
 - 2.13 links AOTI's wrapper object through codecache.CppBuilder, which
   linked_core() relies on; before 2.13 the runtime is compiled header-only.
+- 2.13 keeps the message of an error the model raised for its caller
+  (AOTInductorGetLastError); before, the caller reads only "run_func_(...)
+  API call failed", so pass_caller_errors lets aoti-debug's own through.
 """
 
 from __future__ import annotations
@@ -462,6 +465,36 @@ def package_stem(package_path) -> Optional[str]:
     if isinstance(path, bytes):
         path = os.fsdecode(path)
     return os.path.splitext(os.path.basename(path))[0] or None
+
+
+# -- errors for the model's caller --------------------------------------------------
+
+_CONVERT = "#define CONVERT_EXCEPTION_TO_ERROR_CODE"
+_CATCH = "} catch (const std::exception& e) {"
+
+
+def pass_caller_errors(wrapper, declaration: str) -> bool:
+    """Where torch's AOTI interface (spliced into the wrapper's header) keeps no
+    last error for its caller, its catch-all lets aoti-debug's CallerError
+    (cpp_runtime/include/aoti_debug/detail/caller_error.h, `declaration`) go on to
+    the caller, which then raises it with aoti-debug's message instead of "API call
+    failed".  Every other error is handled as upstream handles it.  True if done."""
+    lines = getattr(wrapper.header, "_lines", None)
+    if not isinstance(lines, list):
+        return False
+    text = [line if isinstance(line, str) else "" for line in lines]
+    if any("AOTInductorGetLastError" in line for line in text):
+        return False            # 2.13 on: upstream hands the message over itself
+    start = next((i for i, line in enumerate(text) if line.lstrip().startswith(_CONVERT)), None)
+    if start is None:
+        return False
+    catch = next((i for i in range(start + 1, min(start + 12, len(text))) if _CATCH in text[i]), None)
+    if catch is None:
+        return False
+    lines[catch] = text[catch].replace(
+        _CATCH, "} catch (const ::aoti_debug::CallerError&) { throw; " + _CATCH, 1)
+    lines[start:start] = declaration.splitlines()
+    return True
 
 
 # -- the linked core ----------------------------------------------------------------

@@ -57,6 +57,17 @@ def runtime_source(settings, core: Optional[Tuple[str, Sequence[str]]] = None) -
     """The runtime, inlined; with `core` (the path of a core object built with
     the same options, and its compiler flags) only the declarations of its
     out-of-line functions are compiled here, and the core is linked in."""
+    return _options(settings, core) + _runtime_text()
+
+
+def caller_error_source(settings, core: Optional[Tuple[str, Sequence[str]]] = None) -> str:
+    """The type of the errors aoti-debug raises to the model's caller, inlined
+    after the same options as the runtime (adapter.pass_caller_errors puts it
+    before torch's AOTI interface; the runtime's own inlining of it is then empty)."""
+    return _options(settings, core) + _inliner()("detail", "caller_error.h")
+
+
+def _options(settings, core) -> str:
     stats, dumps, memcheck = runtime_options(settings)
     options = ("" if stats else "#define AOTI_DEBUG_ENABLE_STATS 0\n") + \
         ("" if dumps else "#define AOTI_DEBUG_ENABLE_DUMPS 0\n") + \
@@ -65,7 +76,7 @@ def runtime_source(settings, core: Optional[Tuple[str, Sequence[str]]] = None) -
         path, flags = core
         options += (f"#define AOTI_DEBUG_LINKED_CORE 1\n{CORE_MARKER}{path}\n"
                     f"{CORE_FLAGS_MARKER}{json.dumps(list(flags))}\n")
-    return options + _runtime_text()
+    return options
 
 
 def core_objects_for(sources: Iterable[str]) -> List[str]:
@@ -100,13 +111,14 @@ def core_objects_for(sources: Iterable[str]) -> List[str]:
     return found
 
 
-@functools.lru_cache(maxsize=None)
-def _runtime_text() -> str:
-    """aoti.h and checks.h with every project include inlined (no include path needed).
+def _inliner():
+    """A function that returns a header with every project include inlined (no
+    include path needed).
 
     Each header keeps an include guard in place of `#pragma once`, and is
     inlined once unless its include sits inside an #if, where a later
-    unconditional include must still see it."""
+    unconditional include must still see it.  The guards are the same for every
+    inliner, so a header inlined twice in one file is compiled once."""
     from aoti_debug.native.core import include_dir
     root = include_dir()
     done: set = set()
@@ -135,9 +147,14 @@ def _runtime_text() -> str:
             else:
                 out.append(line)
         return f"#ifndef {guard}\n#define {guard}\n" + "".join(out) + f"\n#endif  // {guard}\n"
+    return lambda *parts: expand(os.path.join(root, "aoti_debug", *parts))
 
-    body = expand(os.path.join(root, "aoti_debug", "aoti.h"))
-    body += expand(os.path.join(root, "aoti_debug", "detail", "checks.h"))
+
+@functools.lru_cache(maxsize=None)
+def _runtime_text() -> str:
+    """aoti.h and checks.h with every project include inlined."""
+    expand = _inliner()
+    body = expand("aoti.h") + expand("detail", "checks.h")
     return ("// ---- aoti-debug runtime (cpp_runtime/include, inlined) ----\n"
             + body + _HANDLE_GLUE + "// ---- end of aoti-debug runtime ----\n")
 

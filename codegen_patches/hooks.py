@@ -315,6 +315,7 @@ def on_header(wrapper) -> None:
     if st is not None and not st.header_written:   # the GPU wrapper calls the CPU one's too
         st.header_written = True
         core = adapter.linked_core(*cpp_emit.runtime_options(_active))
+        adapter.pass_caller_errors(wrapper, cpp_emit.caller_error_source(_active, core))
         wrapper.header.splice(cpp_emit.runtime_source(_active, core) + cpp_emit.device_glue(adapter.wrapper_device(wrapper)))
         wrapper.header.writeline(cpp_emit.model_decl(_active, adapter.model_name()))
 

@@ -318,7 +318,7 @@ AOTI_DEBUG_CORE_FN void InputGuard::finish(const Run& run, const char* const* la
 #if AOTI_DEBUG_ENABLE_DUMPS
   detail::box_fired(model_, run, "input-check", nullptr, {});
 #endif
-  throw std::runtime_error(text);
+  throw CallerError(text);
 }
 
 AOTI_DEBUG_CORE_FN const Stats* NanChecks::memo_for_launch(const TensorView& v) const {
@@ -460,7 +460,7 @@ AOTI_DEBUG_CORE_FN void NanChecks::report(const Site& site, const char* buffer, 
 #else
   (void)args;
 #endif
-  if (raising) throw std::runtime_error("aoti-debug NaN check: " + msg);
+  if (raising) throw CallerError("aoti-debug NaN check: " + msg);
   failures_.push_back(msg);
   if (failed_launch_ != run_.launch) {  // a launch with several bad outputs counts once
     failed_launch_ = run_.launch;
@@ -482,7 +482,7 @@ AOTI_DEBUG_CORE_FN void NanChecks::finish() {
   for (size_t i = 0; i < order.size(); ++i)
     summary += (i ? ", " : " ") + order[i] + " x" + std::to_string(per_kernel[order[i]]);
   model_.tell(run_.level, "nan-check", summary);
-  if (raise_) throw std::runtime_error("aoti-debug NaN check: " + failures_.front());
+  if (raise_) throw CallerError("aoti-debug NaN check: " + failures_.front());
 }
 #endif  // AOTI_DEBUG_CORE_BODIES
 

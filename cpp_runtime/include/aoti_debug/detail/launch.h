@@ -80,6 +80,7 @@
 #include <vector>
 
 #include "../config.h"
+#include "caller_error.h"
 #if AOTI_DEBUG_ENABLE_DUMPS
 #include "dump.h"
 #endif
@@ -630,7 +631,7 @@ AOTI_DEBUG_CORE_FN void sync_failed(Run& run, const Site* site, const char* erro
   rec += "  error: " + text + "\n  raised-by: " + by + "\n";
   m.write(std::move(rec));
   detail::clear_inflight();
-  throw std::runtime_error(message);
+  throw CallerError(message);
 }
 
 // Ties the run to a device stream (AOTI_DEBUG_BEGIN_RUN_ON), before anything

@@ -375,7 +375,7 @@ AOTI_DEBUG_CORE_FN void MemChecks::report(const std::string& msg, const Site* si
 #else
   (void)site, (void)args;
 #endif
-  if (raise_) throw std::runtime_error("aoti-debug memcheck: " + msg);
+  if (raise_) throw CallerError("aoti-debug memcheck: " + msg);
 }
 
 namespace detail {
