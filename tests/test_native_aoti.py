@@ -1,6 +1,9 @@
 """The AtenTensorHandle adapter (cpp_runtime/include/aoti_debug/aoti.h) against
 the real AOTI C shim of the installed torch: a Tensor block rendered from a
-handle equals the Python logger's block for the same tensor."""
+handle equals the Python logger's block for the same tensor, and a device
+tensor's statistics (run here on CPU tensors sent down the device path) are
+the CPU core's, by libtorch's operators from torch 2.13 on (device_ops.h) and
+by a copy to the host before."""
 
 from __future__ import annotations
 
@@ -32,6 +35,33 @@ long long render(void* h, int level, int indent, char* buf, long long cap) {
   if (static_cast<long long>(out.size()) < cap) std::memcpy(buf, out.c_str(), out.size() + 1);
   return static_cast<long long>(out.size());
 }
+// Whether the device statistics by libtorch's operators are compiled (torch 2.13 on).
+extern "C" __attribute__((visibility("default")))
+int device_ops_compiled() { return AOTI_DEBUG_DEVICE_OPS; }
+
+// What a CUDA tensor's Value calls for its statistics (Value::device_stats): several
+// tensors at once, each by libtorch's operators or else by a copy to the host.
+extern "C" __attribute__((visibility("default")))
+void device_stats_entry(void** hs, long long n, aoti_debug::Stats* out, unsigned char* ok) {
+  std::vector<aoti_debug::Value> values(static_cast<size_t>(n));
+  std::vector<const aoti_debug::Value*> ptrs(static_cast<size_t>(n));
+  bool done[64] = {};
+  for (long long i = 0; i < n; ++i) {
+    values[i] = aoti_debug::tensor(static_cast<AtenTensorHandle>(hs[i]));
+    ptrs[i] = &values[i];
+  }
+  values[0].device_stats(ptrs.data(), static_cast<size_t>(n), out, done);
+  for (long long i = 0; i < n; ++i) ok[i] = done[i];
+}
+
+// A level-10 dump's read of a device tensor's storage span (aoti.h), on any device.
+extern "C" __attribute__((visibility("default")))
+int device_read(void* h, void* dst, unsigned long long bytes) {
+  const aoti_debug::Value v = aoti_debug::tensor(static_cast<AtenTensorHandle>(h));
+  return aoti_debug::detail::aoti_device_read(v, dst, bytes) ? 1 : 0;
+}
+
+#if AOTI_DEBUG_DEVICE_OPS
 // The device statistics path (detail/device_ops.h) on whatever device the tensor is:
 // 1 with *out filled, 0 when it leaves the tensor to the copy path, -1 when it threw.
 extern "C" __attribute__((visibility("default")))
@@ -44,13 +74,6 @@ int device_stats(void* h, aoti_debug::Stats* out) {
     return -1;
   }
 }
-// A level-10 dump's read of a device tensor's storage span (aoti.h), on any device.
-extern "C" __attribute__((visibility("default")))
-int device_read(void* h, void* dst, unsigned long long bytes) {
-  const aoti_debug::Value v = aoti_debug::tensor(static_cast<AtenTensorHandle>(h));
-  return aoti_debug::detail::aoti_device_read(v, dst, bytes) ? 1 : 0;
-}
-
 // Several tensors at once (device_ops::reduce_many, one fetch): ok[i] 1 or 0.
 extern "C" __attribute__((visibility("default")))
 void device_stats_many(void** hs, long long n, aoti_debug::Stats* out, unsigned char* ok) {
@@ -66,6 +89,7 @@ void device_stats_many(void** hs, long long n, aoti_debug::Stats* out, unsigned 
   aoti_debug::detail::device_ops::reduce_many(handles.data(), views.data(), static_cast<size_t>(n), out, done);
   for (long long i = 0; i < n; ++i) ok[i] = done[i];
 }
+#endif
 """
 
 
@@ -81,10 +105,13 @@ def adapter(tmp_path_factory):
                     "-L", os.path.join(torch_dir, "lib"), "-ltorch_cpu", "-lc10",
                     "-Wl,-rpath," + os.path.join(torch_dir, "lib")], check=True)
     lib = ctypes.CDLL(str(out))
-    lib.device_stats.restype = ctypes.c_int
-    lib.device_stats.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-    lib.device_stats_many.restype = None
-    lib.device_stats_many.argtypes = [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p, ctypes.c_void_p]
+    lib.device_stats_entry.restype = None
+    lib.device_stats_entry.argtypes = [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p, ctypes.c_void_p]
+    if lib.device_ops_compiled():
+        lib.device_stats.restype = ctypes.c_int
+        lib.device_stats.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        lib.device_stats_many.restype = None
+        lib.device_stats_many.argtypes = [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p, ctypes.c_void_p]
     lib.device_read.restype = ctypes.c_int
     lib.device_read.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_ulonglong]
     lib.render.restype = ctypes.c_longlong
@@ -124,6 +151,16 @@ def test_handle_block_matches_python_logger(adapter, name, level):
     assert render(adapter, t, level, 4) == "\n".join(pyfmt.tensor_block(t, level, 2)) + "\n"
 
 
+# torch's stable C API that device_ops.h calls came with 2.13 (aoti.h)
+DEVICE_OPS = (2, 13) <= tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+needs_device_ops = pytest.mark.skipif(not DEVICE_OPS, reason=f"torch {torch.__version__}: device statistics by "
+                                      "libtorch's operators need torch 2.13 on; before, the copy path (tested here)")
+
+
+def test_device_ops_are_compiled_from_torch_2_13_on(adapter):
+    assert adapter.device_ops_compiled() == int(DEVICE_OPS)
+
+
 def device_stats(adapter, t):
     """(status, fields of the statistics) of detail/device_ops.h's reduction of `t`."""
     cap = torch._C._aoti.unsafe_alloc_void_ptr_from_tensor(t)
@@ -161,6 +198,7 @@ def device_corpus():
 DEVICE_CASES = dict(device_corpus())
 
 
+@needs_device_ops
 @pytest.mark.parametrize("name", sorted(DEVICE_CASES))
 def test_device_statistics_by_torch_ops_equal_the_compiled_cores(adapter, name):
     """The C++ runtime's statistics of a device tensor, reduced by libtorch's operators where
@@ -181,6 +219,7 @@ def test_device_statistics_by_torch_ops_equal_the_compiled_cores(adapter, name):
         assert mean == pytest.approx(want["mean"], rel=1e-12, abs=1e-300, nan_ok=True)
 
 
+@needs_device_ops
 def test_device_statistics_of_many_tensors_in_one_fetch_equal_each_ones(adapter):
     """A record's device tensors reduced together (one stack, one copy): each tensor's figures
     are its own, whatever sits before it among the fetched words (kinds of different word
@@ -230,5 +269,37 @@ def test_a_dumps_device_read_copies_the_views_storage_span(adapter, name):
 @pytest.mark.parametrize("name, t", [("complex", torch.complex(torch.ones(3), torch.ones(3))),
                                      ("uint64", torch.tensor([1, 2], dtype=torch.int64).view(torch.uint64)),
                                      ("empty", torch.empty(0))])
+@needs_device_ops
 def test_device_statistics_leave_what_they_do_not_reduce_to_the_copy(adapter, name, t):
     assert device_stats(adapter, t)[0] == 0
+
+
+def test_a_device_tensors_statistics_are_the_cores_on_every_release(adapter):
+    """What a CUDA tensor's Value asks for its statistics, on every tested torch: every
+    corpus tensor, complex and uint64 among them, in one call, each figure the CPU core's
+    (the mean to 1e-12: torch's operators sum in another order; the copy path's exactly)."""
+    order = [t for _, t in sorted(DEVICE_CASES.items())] + [
+        torch.complex(torch.ones(3), torch.arange(3.0)), torch.tensor([1, 2], dtype=torch.int64).view(torch.uint64)]
+    caps = [torch._C._aoti.unsafe_alloc_void_ptr_from_tensor(t) for t in order]
+    try:
+        handles = (ctypes.c_void_p * len(order))(*[_get(c, None) for c in caps])
+        out = (_native._StatsC * len(order))()
+        ok = (ctypes.c_ubyte * len(order))()
+        adapter.device_stats_entry(handles, len(order), out, ok)
+    finally:
+        for c in caps:
+            torch._C._aoti.alloc_tensor_by_stealing_from_void_ptr(c)
+    assert list(ok) == [1] * len(order)
+    for i, t in enumerate(order):
+        got = {name: getattr(out[i], name) for name, _ in _native._StatsC._fields_}
+        want = _native.compute_stats(t, hash=True)
+        assert got["numel"] == t.numel() and got["hash"] == want["hash"], i
+        unsigned = {"imin": "umin", "imax": "umax"} if want["unsigned"] else {}
+        for field, value in want.items():
+            if field in ("kind", "unsigned", "numel", "hash"):
+                continue
+            mine = got[unsigned.get(field, field)]
+            if field == "mean":
+                assert mine == pytest.approx(value, rel=1e-12, abs=1e-300, nan_ok=True), (i, field)
+            else:
+                assert mine == value or (mine != mine and value != value), (i, field)
