@@ -101,6 +101,11 @@ HOOKS = (
     # ... and the compile workers' cache of device properties
     ("torch._dynamo.device_interface", "caching_worker_device_properties",
      lambda orig: {**orig, "cuda": [SM90]}),
+    # compiled in this process: Inductor's compile workers are other processes, where none of
+    # this is installed (2.11's Triton there finds no GPU backend)
+    ("torch._inductor.config", "compile_threads", lambda orig: 1),
+    # 2.11's fake tensors allocate one real tensor on a device torch.cuda calls available
+    ("torch._subclasses.fake_tensor", "init_gpu_context", lambda orig: _no_device),
     # Triton: an sm_90 target, compiled for but never loaded
     ("triton.runtime.driver", "driver.set_active", None),
     ("triton.backends.nvidia.driver", "CudaDriver.get_current_target", None),
@@ -129,9 +134,19 @@ INTERPRETER_HOOKS = (
      lambda orig: lambda size, stride, dtype: _cpu_empty_strided(size, stride, dtype)),
     # where the interpreter keeps a block's numpy array, for the routed libdevice functions
     ("triton.runtime.interpreter", "TensorHandle", None),
+    # a scalar as a loop bound (tl.range): Triton 3.6 (torch 2.11) converts its one-element
+    # array with int(), which NumPy 2 refuses for an array of one dimension; 3.9 squeezes it first
+    ("triton.runtime.interpreter", "_patch_lang_tensor", lambda orig: _index_by_squeeze(orig)),
     ("triton.language.extra.libdevice", "sqrt", None),
     ("triton.language", "math.sqrt", None),
 )
+
+
+def _index_by_squeeze(patch_tensor):
+    def patched(tensor, scope):
+        patch_tensor(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+    return patched
 
 
 def _rng_state():
