@@ -17,7 +17,7 @@
 # Variables: GPU_CHECK_LIMIT (seconds for everything, default 480),
 # GPU_CHECK_TEST_TIMEOUT (seconds a test, default 300, with pytest-timeout),
 # OUT (a folder: the whole log, report, JUnit XML, build logs and the bench's
-# output are written there), AOTI_DEBUG_COMMIT (the commit, where .git is absent).
+# output are written there), GPU_CHECK_COMMIT (the commit, where .git is absent).
 #
 # Exit codes: 0 every GPU test passed on a GPU; 1 a test failed or errored;
 # 2 bad usage; 3 no CUDA device (nothing was checked on a GPU); 4 set-up failed;
@@ -40,14 +40,14 @@ WORK="$(mktemp -d "${TMPDIR:-/tmp}/aoti-debug-gpu-check.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 
 # -- the header: always, before anything that can fail ------------------------
-commit="${AOTI_DEBUG_COMMIT:-}" dirty=""
+commit="${GPU_CHECK_COMMIT:-}" dirty=""
 if [ -z "$commit" ] && [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$(pwd -P)" ]; then
   commit="$(git rev-parse --short=12 HEAD 2>/dev/null)"
   [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] && dirty=" (with uncommitted changes)"
 fi
 echo "==== aoti-debug GPU check ===="
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'), limit ${LIMIT} s, ${TEST_TIMEOUT} s a test"
-echo "commit: ${commit:-unknown: no .git here and AOTI_DEBUG_COMMIT unset}${dirty}"
+echo "commit: ${commit:-unknown: no .git here and GPU_CHECK_COMMIT unset}${dirty}"
 echo "sources: $(bash scripts/source-fingerprint.sh)  (scripts/source-fingerprint.sh at a commit gives the same)"
 
 finish() {   # status, then a last line saying what it means

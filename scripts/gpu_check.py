@@ -129,7 +129,9 @@ def layer(venv):
     # "00-" sorts before the editable install's and aoti-debug's own start-up hook
     site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           capture_output=True, text=True, check=True).stdout.strip()
-    dirs = [p for p in dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])]
+    import site as _site
+    dirs = list(dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
+                               *_site.getsitepackages()]))
     with open(os.path.join(site, "00-aoti-debug-base.pth"), "w") as f:
         f.write("import site; " + "; ".join(f"site.addsitedir({d!r})" for d in dirs) + "\n")
     env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
@@ -156,7 +158,7 @@ def report(log, junit):
     """Each test's outcome (from the JUnit XML), the text of every failure and error,
     and one summary line.  Without the XML (the run was ended), the log's tail."""
     if not os.path.exists(junit):
-        print("no JUnit XML: the test run was ended before it finished; the end of its log:")
+        print("no JUnit XML (pytest ended before writing it); the end of its log:")
         with open(log, errors="replace") as f:
             print("".join(f.readlines()[-60:]), end="")
         return 0
