@@ -175,11 +175,21 @@ def _below(lo, name: str, declared: Optional[tuple]) -> str:
 
 
 def _range(vr) -> tuple:
+    """(lowest, highest) size a symbol's value range allows; an unbounded end is 0
+    below and INT64_MAX above (a Dim without max, Dim.AUTO, Dim.DYNAMIC)."""
     if vr is None:
         return 0, "INT64_MAX"
-    lo = int(vr.lower) if vr.lower.is_finite else 0
-    hi = int(vr.upper) if vr.upper.is_finite and int(vr.upper) < 2**62 else "INT64_MAX"
-    return max(lo, 0), hi
+    lo, hi = _finite(vr.lower), _finite(vr.upper)
+    return max(lo or 0, 0), hi if hi is not None and hi < 2**62 else "INT64_MAX"
+
+
+def _finite(bound) -> Optional[int]:
+    """The bound as an int, None if infinite: torch's int_oo says is_finite but has no
+    value int() can take."""
+    try:
+        return int(bound) if bound.is_finite else None
+    except (TypeError, ValueError, AttributeError, OverflowError):
+        return None
 
 
 def _relations(shape_env, symbols) -> list:

@@ -154,6 +154,22 @@ def test_a_bound_the_compile_raised_from_the_declared_min_says_why_and_how_to_ac
         "  input_ids.shape[1] is 1, but this artifact was compiled for 2 <= seq <= 32"]
 
 
+@pytest.mark.torch_matrix
+def test_a_size_range_without_an_upper_end_is_guarded_from_below_only():
+    """A Dim without max (and Dim.AUTO, Dim.DYNAMIC) leaves export's range open above with
+    torch's int_oo, which says it is finite but has no value: the guard bounds it by
+    INT64_MAX instead of failing the compile."""
+    import sympy
+    from torch.utils._sympy.numbers import int_oo
+    from torch.utils._sympy.value_ranges import ValueRanges
+    from aoti_debug.codegen_patches import guards
+    assert guards._range(ValueRanges(2, int_oo)) == (2, "INT64_MAX")
+    assert guards._range(ValueRanges(-int_oo, int_oo)) == (0, "INT64_MAX")
+    assert guards._range(ValueRanges(sympy.Integer(2), sympy.oo)) == (2, "INT64_MAX")
+    assert guards._range(ValueRanges(3, 64)) == (3, 64)
+    assert guards._range(None) == (0, "INT64_MAX")
+
+
 def test_guard_nan_inputs_with_nan_check(dynamic):
     assert guard_error(dynamic, f"(torch.tensor([[1.0, float('nan'), 2, 3]] * 4), {Y})") == [
         "  x holds 4 NaN (first at flat index 1)"]
