@@ -95,21 +95,23 @@ def write_stderr(text: str) -> None:
         pass
 
 
-_PIPE = {signal.SIGPIPE}
+# What a write raises instead of only failing: SIGPIPE (EPIPE) and SIGXFSZ (EFBIG)
+_HELD = {signal.SIGPIPE: errno.EPIPE, signal.SIGXFSZ: errno.EFBIG}
 
 
 def write_full(fd: int, data: bytes, guard: bool) -> Tuple[int, Optional[OSError]]:
     """Write all of `data` unless a write fails: (bytes written, the error or None).
 
-    `guard`: the fd may be a pipe or socket whose reader went away.  The write
-    must then fail with EPIPE, not kill a process that set SIGPIPE back to its
-    default action: SIGPIPE is blocked in this thread around the write and the
-    one the write raised is taken back, as the C++ write_no_sigpipe does
-    (detail/registry.h); the disposition and a SIGPIPE already pending are
-    left as they were."""
+    `guard`: the write may raise SIGPIPE (a pipe or socket whose reader went away)
+    or SIGXFSZ (a file past the process's file-size limit).  It must then fail
+    with EPIPE or EFBIG, not kill a process that set the signal back to its
+    default action: both are held in this thread around the write and the one
+    the write raised is taken back, as the C++ HeldSignals does
+    (detail/registry.h); the dispositions and a signal already pending are left
+    as they were."""
     if guard:
-        was_blocked = signal.SIGPIPE in signal.pthread_sigmask(signal.SIG_BLOCK, _PIPE)
-        was_pending = was_blocked and signal.SIGPIPE in signal.sigpending()
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+        pending = signal.sigpending() & before
     done, error = 0, None
     try:
         while done < len(data):
@@ -121,10 +123,10 @@ def write_full(fd: int, data: bytes, guard: bool) -> Tuple[int, Optional[OSError
         error = exc
     finally:
         if guard:
-            if error is not None and error.errno == errno.EPIPE and not was_pending:
-                signal.sigtimedwait(_PIPE, 0)   # directed at this thread: dequeued first
-            if not was_blocked:
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, _PIPE)
+            for sig, code in _HELD.items():
+                if error is not None and error.errno == code and sig not in pending:
+                    signal.sigtimedwait({sig}, 0)   # directed at this thread: dequeued first
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, set(_HELD) - before)
     return done, error
 
 
@@ -169,15 +171,19 @@ class _Dest:
     def __init__(self, fd: int, path: str) -> None:
         self.fd, self.path, self.bannered = fd, path, False
         self.lost, self.torn, self.error = 0, False, ""
-        self.pipe = fd <= 2 or _may_raise_sigpipe(fd)
+        self.pipe = fd <= 2 or _may_raise_signal(fd)
 
 
-def _may_raise_sigpipe(fd: int) -> bool:
-    """Whether writing an opened path can raise SIGPIPE (a FIFO or socket); stdout and
-    stderr always can, as the process may point them at a pipe at any time."""
+def _may_raise_signal(fd: int) -> bool:
+    """Whether writing an opened path can raise SIGPIPE (a FIFO or socket) or SIGXFSZ
+    (any file, under a file-size limit); stdout and stderr always can, as the process
+    may point them at a pipe at any time."""
     try:
+        import resource
+        if resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY:
+            return True
         mode = os.fstat(fd).st_mode
-    except OSError:
+    except (OSError, ImportError, ValueError):
         return True
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 

@@ -206,8 +206,12 @@ inline std::string box_create(BoxState* b, const Settings& s, int64_t launches, 
   if (fd < 0) return "cannot create " + py_repr(dir + "/" + used) + " (" + errno_text(-fd) + ")";
   const std::string path = dir + "/" + used;
   if (used != name) *taken = py_repr(dir + "/" + name) + " already exists; writing " + py_repr(path) + " instead";
-  // allocated now: a full disk must fail here, not as SIGBUS on a later store
-  err = posix_fallocate(fd, 0, static_cast<off_t>(size));
+  // allocated now: a full disk must fail here, not as SIGBUS on a later store (and a
+  // file-size limit as EFBIG, not as a SIGXFSZ that kills the process)
+  {
+    HeldSignals held;
+    err = posix_fallocate(fd, 0, static_cast<off_t>(size));
+  }
   void* mem = err == 0 ? mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
   if (err == 0 && mem == MAP_FAILED) err = errno;
   ::close(fd);

@@ -420,13 +420,9 @@ class Recorder {
       if (used != name) taken(dir + "/" + name, dir + "/" + used);
       auto put = [&](const char* p, size_t n) {
         if (sha != nullptr) sha->update(p, n);
-        size_t done = 0;
-        while (fd >= 0 && err == 0 && done < n) {
-          const ssize_t w = ::write(fd, p + done, n - done);
-          if (w < 0 && errno == EINTR) continue;
-          if (w <= 0) err = w < 0 ? errno : ENOSPC;
-          else done += static_cast<size_t>(w);
-        }
+        if (fd < 0 || err != 0) return;
+        // past a file-size limit: EFBIG, not a SIGXFSZ that kills the process (registry.h)
+        if ((file_size_limited() ? write_held(fd, p, n) : write_full(fd, p, n)) < n) err = errno ? errno : ENOSPC;
       };
       if (src == nullptr) {
         put(data.data(), data.size());

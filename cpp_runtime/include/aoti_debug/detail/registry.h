@@ -26,6 +26,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -35,6 +36,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 
 #include "../config.h"
@@ -156,38 +158,69 @@ inline size_t write_full(int fd, const char* p, size_t n) {
   return done;
 }
 
-// write_full() for a log or stderr, which may be a pipe or socket whose
-// reader went away: the write fails with EPIPE (a failed sink) instead of the
-// SIGPIPE killing the process, whatever the process's disposition (a server
-// that never ignored it).  SIGPIPE is blocked in this thread alone around the
-// write and the one the write raised is taken back with sigtimedwait; the
-// disposition, other threads and a SIGPIPE that was already pending are left
-// as they were.  Async-signal-safe (the crash trailer uses it).
-inline size_t write_no_sigpipe(int fd, const char* p, size_t n) {
-  sigset_t pipe_only, old;
-  sigemptyset(&pipe_only);
-  sigaddset(&pipe_only, SIGPIPE);
-  if (pthread_sigmask(SIG_BLOCK, &pipe_only, &old) != 0) return write_full(fd, p, n);
-  const bool was_blocked = sigismember(&old, SIGPIPE) == 1;
-  bool was_pending = false;  // ours would merge into it: then it is not ours to take
-  if (was_blocked) {
-    sigset_t pending;
-    was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+// The signals a write raises instead of only failing: SIGPIPE (a pipe or
+// socket whose reader went away: EPIPE) and SIGXFSZ (a file past the
+// process's file-size limit, RLIMIT_FSIZE: EFBIG).  Either would kill a
+// process that left its default action (a C++ server), and a failed write
+// must never stop the model.  Held in this thread alone while it writes: the
+// one a write raised is taken back with sigtimedwait; the disposition, other
+// threads and a signal that was already pending are left as they were.
+// Async-signal-safe (the crash trailer uses it).
+class HeldSignals {
+ public:
+  HeldSignals() {
+    sigemptyset(&held_);
+    sigaddset(&held_, SIGPIPE);
+    sigaddset(&held_, SIGXFSZ);
+    ok_ = pthread_sigmask(SIG_BLOCK, &held_, &old_) == 0;
+    sigemptyset(&pending_);
+    if (ok_) sigpending(&pending_);  // ours would merge into one pending already: not ours to take
   }
-  const size_t done = write_full(fd, p, n);
-  const int err = errno;
-  if (done < n && err == EPIPE && !was_pending) {
-    // the signal is directed at this thread, so it is the one dequeued first
-    const struct timespec zero = {0, 0};
-    while (sigtimedwait(&pipe_only, nullptr, &zero) < 0 && errno == EINTR) {
+  ~HeldSignals() {
+    if (!ok_) return;
+    const int err = errno;
+    sigset_t unblock;
+    sigemptyset(&unblock);
+    for (const int sig : {SIGPIPE, SIGXFSZ}) {
+      const bool was_blocked = sigismember(&old_, sig) == 1;
+      if (!(was_blocked && sigismember(&pending_, sig) == 1)) {
+        sigset_t one;
+        sigemptyset(&one);
+        sigaddset(&one, sig);
+        const struct timespec zero = {0, 0};
+        while (sigtimedwait(&one, nullptr, &zero) < 0 && errno == EINTR) {
+        }
+      }
+      if (!was_blocked) sigaddset(&unblock, sig);
     }
+    pthread_sigmask(SIG_UNBLOCK, &unblock, nullptr);
+    errno = err;
   }
-  if (!was_blocked) pthread_sigmask(SIG_UNBLOCK, &pipe_only, nullptr);
-  errno = err;
-  return done;
+  HeldSignals(const HeldSignals&) = delete;
+  HeldSignals& operator=(const HeldSignals&) = delete;
+
+ private:
+  sigset_t held_, old_, pending_;
+  bool ok_ = false;
+};
+
+// write_full() with HeldSignals around it.
+inline size_t write_held(int fd, const char* p, size_t n) {
+  HeldSignals held;
+  return write_full(fd, p, n);
 }
 
-inline void write_all(int fd, const char* p, size_t n) { (void)write_no_sigpipe(fd, p, n); }
+// Whether this process has a file-size limit (then a write to a regular file
+// can raise SIGXFSZ); looked at once per copy of the runtime.
+inline bool file_size_limited() {
+  static const int limited = [] {
+    struct rlimit rl;
+    return getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? 1 : 0;
+  }();
+  return limited == 1;
+}
+
+inline void write_all(int fd, const char* p, size_t n) { (void)write_held(fd, p, n); }
 
 // "YYYY-MM-DD hh:mm:ss.micro" (UTC) of `secs`.`micro` into buf (>= 27 bytes);
 // returns 26.  Async-signal-safe.
@@ -517,13 +550,13 @@ inline void make_parent_dirs(const std::string& path) {
     if (path[i] == '/') mkdir(path.substr(0, i).c_str(), 0755);  // errors show up at open()
 }
 
-// Whether a write to entry i can raise SIGPIPE (and so goes through
-// write_no_sigpipe): stdout and stderr always, as the process may point them
-// at a pipe at any time; an opened path when it is a FIFO or a socket, looked
-// at once per copy of the runtime (the entries are shared, this cache is not;
-// an entry's fd never changes).  Lock held.
-inline bool may_raise_sigpipe(const DestEntry& e, int i) {
-  if (e.fd <= 2) return true;
+// Whether a write to entry i can raise SIGPIPE or SIGXFSZ (and so goes through
+// write_held): stdout and stderr always, as the process may point them at a
+// pipe at any time; any path under a file-size limit; an opened path when it
+// is a FIFO or a socket, looked at once per copy of the runtime (the entries
+// are shared, this cache is not; an entry's fd never changes).  Lock held.
+inline bool may_raise_signal(const DestEntry& e, int i) {
+  if (e.fd <= 2 || file_size_limited()) return true;
   static unsigned gen = ~0u;
   static int8_t kind[kMaxDests];  // -1: not looked at, 0: no, 1: yes
   const unsigned g = __atomic_load_n(&fork_generation(), __ATOMIC_RELAXED);
@@ -719,8 +752,8 @@ AOTI_DEBUG_CORE_FN void write_record(const std::string& dest, std::string text, 
   }
   char ts[32];
   restamp(*out, ts, static_cast<size_t>(format_timestamp_fast(ts)));
-  const size_t done = may_raise_sigpipe(e, i) ? write_no_sigpipe(e.fd, out->data(), out->size())
-                                               : write_full(e.fd, out->data(), out->size());
+  const size_t done = may_raise_signal(e, i) ? write_held(e.fd, out->data(), out->size())
+                                              : write_full(e.fd, out->data(), out->size());
   if (done == out->size()) {
     e.banner_done = 1;
     e.lost = 0, e.torn = 0, e.lost_errno = 0;
