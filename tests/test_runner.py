@@ -110,9 +110,9 @@ def package(_started):
     return _started["package"]
 
 
-def run_exe(built, *args, env=None, cwd=None):
+def run_exe(built, *args, env=None, cwd=None, timeout=300):
     return subprocess.run([str(built["exe"]), *map(str, args)], capture_output=True, text=True,
-                          env=clean_env(**(env or {})), cwd=cwd, timeout=300)
+                          env=clean_env(**(env or {})), cwd=cwd, timeout=timeout)
 
 
 # ---- building -----------------------------------------------------------------
@@ -290,6 +290,12 @@ ERRORS = [
      "cannot read inputs: '{tmp}/int_item.pt': item 1 has type Int, expected a tensor"),
     (["{pkg}", "--inputs", "{tmp}"], 2,
      "cannot read inputs: '{tmp}' is a directory, expected a file written by aoti_debug.runner.save_inputs"),
+    # a FIFO is refused before it is opened (opening one waits for a writer forever)
+    (["{tmp}/fifo", "--inputs", "{inputs}"], 2,
+     "cannot read package: '{tmp}/fifo' is a FIFO (named pipe), expected a .pt2 file or a folder it was unpacked into"),
+    (["{pkg}", "--inputs", "{tmp}/fifo"], 2,
+     "cannot read inputs: '{tmp}/fifo' is a FIFO (named pipe), expected a file written by "
+     "aoti_debug.runner.save_inputs"),
     (["{pkg}", "--inputs", "{inputs}", "--outputs", "{tmp}/no/such/dir/out.pt"], 1,
      "cannot write outputs: '{tmp}/no/such/dir/out.pt': No such file or directory"),
 ]
@@ -300,12 +306,38 @@ ERRORS = [
 def test_errors_exit_status_and_message(built, package, tmp_path, args, status, message):
     torch.save({"x": 1}, tmp_path / "dict.pt")
     torch.save([torch.ones(2), 3], tmp_path / "int_item.pt")
+    os.mkfifo(tmp_path / "fifo")
     fill = {"pkg": package / "model.pt2", "inputs": package / "inputs.pt", "tmp": tmp_path}
-    proc = run_exe(built, *(a.format(**fill) for a in args))
+    proc = run_exe(built, *(a.format(**fill) for a in args), timeout=60)
     assert proc.returncode == status
     assert proc.stderr == f"aoti-debug-run: {message.format(**fill)}\n"
     if status == 2:
         assert proc.stdout == ""
+
+
+@slow
+@pytest.mark.parametrize("form", ["pt2", "folder"])
+def test_a_package_whose_compiled_model_is_cut_short_is_refused_before_it_is_loaded(built, package, tmp_path, form):
+    """The model's .so cut to 1,000 bytes: dlopen would map it and die of SIGBUS; the runner
+    names the file and exits 2 without loading it."""
+    cut = tmp_path / "cut.pt2"
+    with zipfile.ZipFile(package / "model.pt2") as z, zipfile.ZipFile(cut, "w") as out:
+        names = [n for n in z.namelist() if n.endswith(".so")]
+        assert len(names) == 1, z.namelist()
+        for n in z.namelist():
+            out.writestr(n, z.read(n)[:1000] if n.endswith(".so") else z.read(n))
+    target = cut
+    if form == "folder":
+        target = tmp_path / "unpacked"
+        zipfile.ZipFile(cut).extractall(target)
+    proc = run_exe(built, target, "--inputs", package / "inputs.pt", timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    record = names[0].split("/", 1)[1]          # the archive's records, without its top folder
+    where = (f"'{cut}': its {record}" if form == "pt2" else f"'{target / names[0]}'")
+    assert re.fullmatch(rf"aoti-debug-run: cannot read package: {re.escape(where)} has (segment \d+ ending at "
+                        r"byte \d+|its section headers past its end), the file has 1000 bytes: it was cut short\n",
+                        proc.stderr), proc.stderr
+    assert proc.stdout == ""
 
 
 @slow

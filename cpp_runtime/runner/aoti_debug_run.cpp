@@ -25,11 +25,13 @@
 
 #include <aoti_debug/config.h>
 
+#include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -183,17 +185,85 @@ std::string library_path(const std::string& lib) {
   return lib;
 }
 
+// What a path is, where it is not a regular file or a folder: opening a FIFO
+// would wait for a writer forever.
+const char* special_kind(const struct stat& st) {
+  if (S_ISFIFO(st.st_mode)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(st.st_mode)) return "a socket";
+  if (S_ISCHR(st.st_mode)) return "a character device";
+  if (S_ISBLK(st.st_mode)) return "a block device";
+  return S_ISREG(st.st_mode) || S_ISDIR(st.st_mode) ? nullptr : "not a regular file";
+}
+
 // Names what is wrong with a path the user gave, or returns "" when it can be
-// opened for reading.
-std::string unreadable(const std::string& path) {
+// opened for reading; `expected` says what it should be.  Looked at before it
+// is opened.
+std::string unreadable(const std::string& path, const std::string& expected) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0) {
+    if (const char* kind = special_kind(st)) return "'" + path + "' is " + kind + ", expected " + expected;
+  }
   errno = 0;
   std::ifstream f(path, std::ios::binary);
   if (!f) return "'" + path + "': " + (errno ? std::strerror(errno) : "cannot be opened");
   return "";
 }
 
+// Why a shared object of `n` bytes cannot be loaded without reading past its
+// end (a package cut short: dlopen would map it and die of SIGBUS), or "".
+std::string elf_problem(const unsigned char* d, uint64_t n) {
+  if (n < sizeof(Elf64_Ehdr) || std::memcmp(d, ELFMAG, SELFMAG) != 0)
+    return "is not an ELF shared object (" + std::to_string(n) + " bytes)";
+  if (d[EI_CLASS] != ELFCLASS64) return "is not a 64-bit ELF shared object";
+  Elf64_Ehdr h;
+  std::memcpy(&h, d, sizeof h);
+  const auto within = [n](uint64_t off, uint64_t size) { return off <= n && size <= n - off; };
+  const std::string have = ", the file has " + std::to_string(n) + " bytes: it was cut short";
+  if (h.e_phentsize != sizeof(Elf64_Phdr) ||
+      !within(h.e_phoff, static_cast<uint64_t>(h.e_phnum) * sizeof(Elf64_Phdr)))
+    return "has its program headers past its end" + have;
+  for (uint64_t i = 0; i < h.e_phnum; ++i) {
+    Elf64_Phdr ph;
+    std::memcpy(&ph, d + h.e_phoff + i * sizeof ph, sizeof ph);
+    if (!within(ph.p_offset, ph.p_filesz))
+      return "has segment " + std::to_string(i) + " ending at byte " + std::to_string(ph.p_offset + ph.p_filesz) +
+             have;
+  }
+  if (h.e_shnum != 0 && !within(h.e_shoff, static_cast<uint64_t>(h.e_shnum) * h.e_shentsize))
+    return "has its section headers past its end" + have;
+  return "";
+}
+
+// The first compiled model (.so) in a package, or in the folder it was
+// unpacked into, that could not be loaded safely, named with why; "" when
+// every one can (or the package is no archive: the loader says so).
+std::string cut_short_library(const std::string& package, bool folder) {
+  if (folder) {
+    std::error_code ec;
+    for (std::filesystem::recursive_directory_iterator it(package, ec), end; !ec && it != end; it.increment(ec)) {
+      if (!it->is_regular_file(ec) || it->path().extension() != ".so") continue;
+      std::ifstream f(it->path(), std::ios::binary);
+      std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      const std::string why = elf_problem(bytes.data(), bytes.size());
+      if (!why.empty()) return "'" + it->path().string() + "' " + why;
+    }
+    return "";
+  }
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(package);
+    for (const std::string& name : reader.getAllRecords()) {
+      if (name.size() < 3 || name.compare(name.size() - 3, 3, ".so") != 0) continue;
+      auto [data, size] = reader.getRecord(name);
+      const std::string why = elf_problem(static_cast<const unsigned char*>(data.get()), size);
+      if (!why.empty()) return "'" + package + "': its " + name + " " + why;
+    }
+  } catch (const std::exception&) {
+  }
+  return "";
+}
+
 std::vector<at::Tensor> read_inputs(const std::string& path) {
-  std::string why = unreadable(path);
+  std::string why = unreadable(path, "a file written by aoti_debug.runner.save_inputs");
   if (why.empty() && std::filesystem::is_directory(path)) {
     why = "'" + path + "' is a directory, expected a file written by aoti_debug.runner.save_inputs";
   }
@@ -289,10 +359,13 @@ std::string summary(size_t index, const at::Tensor& t) {
 
 int run(const Options& opt) {
   // A package is a .pt2 file or a directory it was unpacked into.
-  if (!std::filesystem::is_directory(opt.package)) {
-    std::string why = unreadable(opt.package);
+  const bool folder = std::filesystem::is_directory(opt.package);
+  if (!folder) {
+    std::string why = unreadable(opt.package, "a .pt2 file or a folder it was unpacked into");
     if (!why.empty()) throw Failure{kUsage, "cannot read package", why};
   }
+  const std::string cut = cut_short_library(opt.package, folder);
+  if (!cut.empty()) throw Failure{kUsage, "cannot read package", cut};
   std::vector<at::Tensor> inputs = read_inputs(opt.inputs);
   for (const std::string& lib : opt.libraries) {
     // RTLD_GLOBAL: an op library may export symbols other libraries use.
