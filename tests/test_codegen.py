@@ -185,6 +185,24 @@ def capture_wrapper(tmp_path, tag, prelude="", **env):
     return out.read_text()
 
 
+def upstream_stable(code):
+    """`code` less what upstream's own wrapper leaves to the process's heap: before torch
+    2.13, CppWrapperCpu.codegen_int_array_var caches a size array's declaration under
+    id(writeline), the address of a bound method made for the call, which a later call
+    may or may not get again (any import changes that), so whether a size array is
+    declared again or reused varies from process to process.  There each use of a size
+    array is replaced by its values and the declarations are dropped; elsewhere the
+    code is compared as it is."""
+    import inspect
+    from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
+    source = inspect.getsource(CppWrapperCpu.codegen_int_array_var)
+    if "id(writeline)" not in source or "id(writeline.__self__)" in source:     # 2.13 keys on the buffer
+        return code
+    declared = re.compile(r"^[ \t]*static constexpr int64_t (int_array_\d+)\[\] = (\{[^}]*\});\n", re.M)
+    values = dict(declared.findall(code))
+    return re.sub(r"\bint_array_\d+\b", lambda m: values.get(m.group(0), m.group(0)), declared.sub("", code))
+
+
 def test_generated_code_is_upstreams_when_nothing_is_on(tmp_path):
     plain = capture_wrapper(tmp_path, "plain")
     # patches installed, then switched off again
@@ -193,14 +211,15 @@ def test_generated_code_is_upstreams_when_nothing_is_on(tmp_path):
                             "scope.__exit__(None, None, None)")
     level0 = capture_wrapper(tmp_path, "level0", AOTI_DEBUG_LOGLEVEL="0", AOTI_DEBUG_KERNELS="*")
     assert "aoti_debug" not in plain
-    assert inert == plain
-    assert level0 == plain
+    assert upstream_stable(inert) == upstream_stable(plain)
+    assert upstream_stable(level0) == upstream_stable(plain)
     on = capture_wrapper(tmp_path, "on", AOTI_DEBUG_LOGLEVEL="3")
     assert "AOTI_DEBUG_LAUNCH(" in on
     # kernels are untouched: the kernel sources are identical
     assert on.split("// ---- kernels ----")[1] == plain.split("// ---- kernels ----")[1]
-    # same settings -> same source (so the same cache key); other settings -> another
-    assert capture_wrapper(tmp_path, "on-again", AOTI_DEBUG_LOGLEVEL="3") == on
+    # same settings -> same source (so the same cache key, where upstream's own is stable);
+    # other settings -> another
+    assert upstream_stable(capture_wrapper(tmp_path, "on-again", AOTI_DEBUG_LOGLEVEL="3")) == upstream_stable(on)
     assert capture_wrapper(tmp_path, "on-5", AOTI_DEBUG_LOGLEVEL="5") != on
 
 
