@@ -157,6 +157,20 @@ needs_device_ops = pytest.mark.skipif(not DEVICE_OPS, reason=f"torch {torch.__ve
                                       "libtorch's operators need torch 2.13 on; before, the copy path (tested here)")
 
 
+def stats_of_many(entry, tensors):
+    """(Stats array, ok array) of an adapter entry that takes several tensors' handles at once."""
+    caps = [torch._C._aoti.unsafe_alloc_void_ptr_from_tensor(t) for t in tensors]
+    try:
+        handles = (ctypes.c_void_p * len(tensors))(*[_get(c, None) for c in caps])
+        out = (_native._StatsC * len(tensors))()
+        ok = (ctypes.c_ubyte * len(tensors))()
+        entry(handles, len(tensors), out, ok)
+    finally:
+        for c in caps:
+            torch._C._aoti.alloc_tensor_by_stealing_from_void_ptr(c)
+    return out, ok
+
+
 def test_device_ops_are_compiled_from_torch_2_13_on(adapter):
     assert adapter.device_ops_compiled() == int(DEVICE_OPS)
 
@@ -227,15 +241,7 @@ def test_device_statistics_of_many_tensors_in_one_fetch_equal_each_ones(adapter)
     names = sorted(DEVICE_CASES)
     order = [DEVICE_CASES[n] for n in names[::2] + names[1::2]]
     order.insert(3, torch.complex(torch.ones(3), torch.ones(3)))   # left to the copy
-    caps = [torch._C._aoti.unsafe_alloc_void_ptr_from_tensor(t) for t in order]
-    try:
-        handles = (ctypes.c_void_p * len(order))(*[_get(c, None) for c in caps])
-        out = (_native._StatsC * len(order))()
-        ok = (ctypes.c_ubyte * len(order))()
-        adapter.device_stats_many(handles, len(order), out, ok)
-    finally:
-        for c in caps:
-            torch._C._aoti.alloc_tensor_by_stealing_from_void_ptr(c)
+    out, ok = stats_of_many(adapter.device_stats_many, order)
     assert list(ok) == [0 if i == 3 else 1 for i in range(len(order))]
     for i, t in enumerate(order):
         if i == 3:
@@ -280,15 +286,7 @@ def test_a_device_tensors_statistics_are_the_cores_on_every_release(adapter):
     (the mean to 1e-12: torch's operators sum in another order; the copy path's exactly)."""
     order = [t for _, t in sorted(DEVICE_CASES.items())] + [
         torch.complex(torch.ones(3), torch.arange(3.0)), torch.tensor([1, 2], dtype=torch.int64).view(torch.uint64)]
-    caps = [torch._C._aoti.unsafe_alloc_void_ptr_from_tensor(t) for t in order]
-    try:
-        handles = (ctypes.c_void_p * len(order))(*[_get(c, None) for c in caps])
-        out = (_native._StatsC * len(order))()
-        ok = (ctypes.c_ubyte * len(order))()
-        adapter.device_stats_entry(handles, len(order), out, ok)
-    finally:
-        for c in caps:
-            torch._C._aoti.alloc_tensor_by_stealing_from_void_ptr(c)
+    out, ok = stats_of_many(adapter.device_stats_entry, order)
     assert list(ok) == [1] * len(order)
     for i, t in enumerate(order):
         got = {name: getattr(out[i], name) for name, _ in _native._StatsC._fields_}
