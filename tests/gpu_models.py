@@ -66,6 +66,8 @@ def faulty():
         return out
 
     class Faulty(torch.nn.Module):
+        kernel = shifted_store      # for tests/test_gpu_scripts.py
+
         def forward(self, x, shift):
             y = torch.relu(x)
             z = shifted_copy(y, shift)  # LINE:gpu.oob

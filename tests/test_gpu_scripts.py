@@ -70,13 +70,14 @@ def test_the_sync_test_plants_its_fault_through_an_input_read_at_run_time():
 @needs_triton
 @pytest.mark.skipif(importlib.util.find_spec("numpy") is None, reason="Triton's interpreter needs numpy")
 def test_the_faulty_kernel_is_right_apart_from_its_shift(tmp_path):
-    """Run through Triton's interpreter on the CPU with shift 0: the kernel copies, the
-    model doubles the ReLU (so on a GPU only the shift can make it fault)."""
+    """Run through Triton's interpreter on the CPU with shift 0: the kernel copies its input
+    (so on a GPU only the shift can make it fault)."""
     proc = run_python(f"""
         import sys; sys.path.insert(0, {TESTS!r})
         import torch, gpu_models
         x, shift = gpu_models.faulty_inputs(device="cpu")
-        out = gpu_models.faulty()(x, shift)
-        print("EQUAL", bool(torch.equal(out, torch.relu(x) * 2.0)))
+        out = torch.full_like(x, float("nan"))
+        gpu_models.faulty().kernel[(4,)](x, out, shift, x.numel(), BLOCK=256)
+        print("EQUAL", bool(torch.equal(out, x)))
     """, env=clean_env(TRITON_INTERPRET="1"), timeout=120)
     assert proc.stdout.strip().endswith("EQUAL True"), proc.stdout + proc.stderr
