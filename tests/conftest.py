@@ -95,7 +95,7 @@ def shared_dir(tmp_path_factory, name):
     """A folder of this test run that every pytest-xdist worker of the run sees (each
     worker's own base folder lies inside the run's), or the folder AOTID_TEST_SHARED
     names, for pytest processes that run side by side on one torch and one vector ISA
-    (.ci/run names one for its suite's pass): what is built there is built once."""
+    (.ci/run splits the suite so): what is built there is built once."""
     base = tmp_path_factory.getbasetemp()
     given = os.environ.get("AOTID_TEST_SHARED")
     root = (pathlib.Path(given) if given else
