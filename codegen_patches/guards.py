@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, List, Optional, Sequence
 
+from . import sizeexpr
 from .cpp_emit import c_string
 
 # c10::ScalarType codes (torch/headeronly/core/ScalarType.h)
@@ -66,9 +67,14 @@ def _symbol_cpp(sym) -> str:
 
 
 def emit(names: Sequence[str], labels: Sequence[str], nan_check) -> List[str]:
-    """C++ lines of the guard block (placed after AOTI_DEBUG_BEGIN_RUN)."""
+    """C++ lines of the guard block (placed after AOTI_DEBUG_BEGIN_RUN).
+
+    Sizes come first: a relation export recorded is evaluated only once every size
+    in it is within its compiled range (outside, the range says what is wrong, and
+    Mod(1, width//16) may divide by zero); derived sizes and strides over the sizes
+    given.  All of it with checked arithmetic (sizeexpr.py), so nothing traps.  A check that cannot be expressed is left out, said once at
+    compile time and once at run time (left_out)."""
     import sympy
-    from torch._inductor.codegen.cpp_utils import cexpr
     from torch._inductor.virtualized import V
 
     graph = V.graph
@@ -77,9 +83,11 @@ def emit(names: Sequence[str], labels: Sequence[str], nan_check) -> List[str]:
     unaligned = getattr(graph, "unaligned_buffers", set())
     ctx = _context
     symbol_names: Dict[object, str] = {}
+    left_out: List[str] = []
 
     lines = ["if (AOTI_DEBUG_UNLIKELY(aotid_model.check_inputs())) {",
-             "  aoti_debug::InputGuard aotid_guard(aotid_model);"]
+             "  aoti_debug::InputGuard aotid_guard(aotid_model);",
+             "  namespace aotid_sx = aoti_debug::detail::sizeexpr;"]
     inputs = [graph.graph_inputs[n] for n in names]
     values = []
     for i, (name, node) in enumerate(zip(names, inputs)):
@@ -92,20 +100,28 @@ def emit(names: Sequence[str], labels: Sequence[str], nan_check) -> List[str]:
         for e in list(node.get_size()) + list(node.get_stride()):
             free |= set(sympy.sympify(e).free_symbols)
     for sym in sorted(free, key=str):
-        lines.append(f"  int64_t {_symbol_cpp(sym)} = 0; bool {_symbol_cpp(sym)}_bound = false;")
+        lines.append(f"  int64_t {_symbol_cpp(sym)} = 0; bool {_symbol_cpp(sym)}_bound = false, "
+                     f"{_symbol_cpp(sym)}_in = false;")
 
-    def bound(expr) -> str:
+    def bound(expr, within: bool = False) -> str:
+        """Every symbol of expr read (and, `within`, inside its range)."""
         syms = sorted(sympy.sympify(expr).free_symbols, key=str)
-        return " && ".join(f"{_symbol_cpp(s)}_bound" for s in syms) or "true"
-
-    def cpp(expr) -> str:
-        expr = sympy.sympify(expr)
-        return cexpr(expr.subs({s: sympy.Symbol(_symbol_cpp(s), integer=True) for s in expr.free_symbols}))
+        return " && ".join(f"{_symbol_cpp(s)}_{'in' if within else 'bound'}" for s in syms) or "true"
 
     def human(expr) -> str:
         expr = sympy.sympify(expr)
-        return str(expr.subs({s: sympy.Symbol(symbol_names.get(s, str(s)), integer=True)
-                              for s in expr.free_symbols}))
+        try:
+            return str(expr.subs({s: sympy.Symbol(symbol_names.get(s, str(s)), integer=True)
+                                  for s in expr.free_symbols}))
+        except Exception:        # substitution re-evaluates torch's functions, which may assert
+            return str(expr)
+
+    def checked(expr, what: str) -> Optional[str]:
+        try:
+            return sizeexpr.cpp(expr, _symbol_cpp)
+        except Exception as e:
+            left_out.append(f"{what} ({human(expr)}: {e.__class__.__name__} {e})")
+            return None
 
     deferred: List[str] = []
     for i, (label, node) in enumerate(zip(labels, inputs)):
@@ -128,20 +144,25 @@ def emit(names: Sequence[str], labels: Sequence[str], nan_check) -> List[str]:
                 lo, hi = _range(ranges.get(size))
                 below = _below(lo, symbol_names[size], ctx.declared.get((i, d)) if ctx else None)
                 body.append(f"{_symbol_cpp(size)} = aotid_guard.size(aotid_g{i}, {d}); "
-                            f"{_symbol_cpp(size)}_bound = true;")
-                body.append(f"aotid_guard.range({c_string(label)}, aotid_g{i}, {d}, {lo}, {hi}, "
+                            f"{_symbol_cpp(size)}_bound = true; {_symbol_cpp(size)}_in = "
+                            f"aotid_guard.range({c_string(label)}, aotid_g{i}, {d}, {lo}, {hi}, "
                             f"{c_string(symbol_names[size])}" + (f", {c_string(below)}" if below else "") + ");")
             else:
-                deferred.append(f"  if (aotid_ok{i} && {bound(size)}) aotid_guard.equals({c_string(label)}, "
-                                f"aotid_g{i}, {d}, {cpp(size)}, {c_string(human(size))});")
+                value = checked(size, f"{label}.shape[{d}]")
+                if value is not None:
+                    deferred.append(f"  if (aotid_ok{i} && {bound(size)}) aotid_guard.equals({c_string(label)}, "
+                                    f"aotid_g{i}, {d}, {value}, {c_string(human(size))});")
         static_strides = []
         for d, stride in enumerate(strides):
             stride = sympy.sympify(stride)
             if stride.is_number:
                 static_strides.append(f"aotid_guard.stride({c_string(label)}, aotid_g{i}, {d}, {int(stride)});")
-            else:
+                continue
+            value = checked(stride, f"{label}.stride({d})")
+            if value is not None:
                 deferred.append(f"  if (aotid_ok{i} && aotid_guard.count() == aotid_n{i} && {bound(stride)}) "
-                                f"aotid_guard.stride({c_string(label)}, aotid_g{i}, {d}, {cpp(stride)});")
+                                f"aotid_guard.stride({c_string(label)}, aotid_g{i}, {d}, {value}, "
+                                f"{c_string(human(stride))});")
         if static_strides:
             body.append(f"if (aotid_guard.count() == aotid_n{i}) {{ {' '.join(static_strides)} }}")
         if nan_check.enabled and node.get_dtype().is_floating_point:
@@ -152,14 +173,44 @@ def emit(names: Sequence[str], labels: Sequence[str], nan_check) -> List[str]:
         lines.append(f"  if (aotid_ok{i}) {{ " + " ".join(body) + " }")
     lines += deferred
     for relation in _relations(shape_env, free):
+        value = checked(relation, "the relation")
+        if value is None:
+            continue
         values_text = " + \", \" + ".join(
             f"std::string({c_string(symbol_names.get(s, str(s)) + ' = ')}) + std::to_string({_symbol_cpp(s)})"
             for s in sorted(relation.free_symbols, key=str))
-        lines.append(f"  if ({bound(relation)}) aotid_guard.relation(({cpp(relation)}), "
+        lines.append(f"  if ({bound(relation, within=True)}) aotid_guard.relation({value}, "
                      f"{c_string(human(relation))}, {values_text or 'std::string()'});")
+    for what in left_out:
+        lines.append(f"  aotid_guard.left_out(aotid_run, {c_string(what)});")
     lines.append(f"  aotid_guard.finish(aotid_run, aotid_inputs, {{{', '.join(values)}}});")
     lines.append("}")
+    if left_out:
+        _say_left_out(left_out)
     return lines
+
+
+def emit_or_leave_out(names: Sequence[str], labels: Sequence[str], nan_check) -> List[str]:
+    """emit(), or, where building the guard fails on something unforeseen, a guard
+    that only says it was left out: instrumentation never fails a compile."""
+    try:
+        return emit(names, labels, nan_check)
+    except Exception as e:
+        what = f"the whole input guard ({e.__class__.__name__}: {e})"
+        _say_left_out([what])
+        return ["if (AOTI_DEBUG_UNLIKELY(aotid_model.check_inputs())) {",
+                f"  aoti_debug::InputGuard(aotid_model).left_out(aotid_run, {c_string(what)});",
+                "}"]
+
+
+def _say_left_out(what: List[str]) -> None:
+    """The compile-time half of left_out: one line per check on stderr."""
+    import sys
+    from . import adapter
+    for w in what:
+        sys.stderr.write(f"aoti-debug: the input guard of model '{adapter.model_name()}' leaves out "
+                         f"a check it cannot express: {w}\n")
+    sys.stderr.flush()
 
 
 def _below(lo, name: str, declared: Optional[tuple]) -> str:
@@ -200,8 +251,7 @@ def _relations(shape_env, symbols) -> list:
     for asserts in getattr(shape_env, "deferred_runtime_asserts", {}).values():
         candidates += [ra.expr for ra in asserts]
     for expr in candidates:
-        expr = shape_env.replace(expr) if hasattr(shape_env, "replace") else expr
-        expr = sympy.simplify(expr)
+        expr = _simplified(shape_env, expr)
         if expr in (sympy.true, sympy.false) or not expr.free_symbols <= set(symbols):
             continue
         if _is_range_only(expr) or _outside_range(expr, shape_env.var_to_range):
@@ -209,6 +259,18 @@ def _relations(shape_env, symbols) -> list:
         if expr not in found:
             found.append(expr)
     return found
+
+
+def _simplified(shape_env, expr):
+    """The expression under the shape environment's replacements and its own
+    (deterministic) simplification; as it is where either fails.  Never
+    sympy.simplify: it evaluates at random points, where torch's Mod asserts."""
+    for step in ("replace", "simplify"):
+        try:
+            expr = getattr(shape_env, step)(expr)
+        except Exception:
+            pass
+    return expr
 
 
 def _outside_range(expr, ranges) -> bool:

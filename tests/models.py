@@ -84,6 +84,30 @@ class Dynamic(torch.nn.Module):
         return x.sum(0) + y.reshape(2, -1, 4).sum(0).sum(0)  # LINE:dynamic.sum
 
 
+class Patches(torch.nn.Module):
+    """A ConvNeXt-like stem and stage with dynamic batch, height and width: a
+    4x4 patchify convolution, a depthwise 3x3, a channels-last LayerNorm, an MLP
+    and a 2x2 downsampling, pooled into a head."""
+
+    def __init__(self, c=8):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, c, 4, stride=4)
+        self.dw = torch.nn.Conv2d(c, c, 3, padding=1, groups=c)
+        self.norm = torch.nn.LayerNorm(c)
+        self.fc1 = torch.nn.Linear(c, 2 * c)
+        self.fc2 = torch.nn.Linear(2 * c, c)
+        self.down = torch.nn.Conv2d(c, 2 * c, 2, stride=2)
+        self.head = torch.nn.Linear(2 * c, 4)
+
+    def forward(self, img):
+        x = self.stem(img)  # LINE:patches.stem
+        h = self.norm(self.dw(x).permute(0, 2, 3, 1))  # LINE:patches.norm
+        h = self.fc2(F.gelu(self.fc1(h)))  # LINE:patches.mlp
+        x = x + h.permute(0, 3, 1, 2)  # LINE:patches.residual
+        x = self.down(x)  # LINE:patches.down
+        return self.head(x.mean((2, 3)))  # LINE:patches.head
+
+
 class Gather(torch.nn.Module):
     """A C++ custom op (run through AOTI's proxy executor) between Inductor kernels."""
 
@@ -369,6 +393,9 @@ def example(name):
         batch = Dim("batch", min=1, max=64)
         return Dynamic(), (torch.randn(4, 4, generator=g), torch.randn(8, 4, generator=g)), \
             ({0: batch}, {0: 2 * batch})
+    if name == "patches":
+        batch, height, width = Dim("batch", min=2, max=8), Dim("height", min=32, max=64), Dim("width", min=32, max=64)
+        return Patches(), (torch.randn(2, 3, 32, 48, generator=g),), ({0: batch, 2: height, 3: width},)
     raise KeyError(name)
 
 

@@ -1,9 +1,10 @@
 """Input guards and NaN/Inf checks on real artifacts, each bug planted on purpose.
 
 Every run is a fresh process, as a server would be; the C++ runner's view of
-the same errors is in test_runner_checks.py.
+the same errors is in test_runner.py.
 """
 
+import os
 import re
 
 import pytest
@@ -168,6 +169,125 @@ def test_a_size_range_without_an_upper_end_is_guarded_from_below_only():
     assert guards._range(ValueRanges(sympy.Integer(2), sympy.oo)) == (2, "INT64_MAX")
     assert guards._range(ValueRanges(3, 64)) == (3, 64)
     assert guards._range(None) == (0, "INT64_MAX")
+
+
+# -- a dynamic model's guard: bounds first, checked arithmetic, no randomness ----
+
+@pytest.fixture(scope="module")
+def patches(packages):
+    """models.Patches (batch 2..8, height and width 32..64), everything compiled in."""
+    return packages.get("patches", AOTI_DEBUG_COMPILE="all")
+
+
+@pytest.mark.parametrize("shape,problems", [
+    # width//4 == 1 and width//8 == 0: export's relations divide by zero there
+    ((2, 3, 32, 6), ["  img.shape[3] is 6, but this artifact was compiled for 32 <= width <= 64"]),
+    ((2, 3, 7, 7), ["  img.shape[2] is 7, but this artifact was compiled for 32 <= height <= 64",
+                    "  img.shape[3] is 7, but this artifact was compiled for 32 <= width <= 64"]),
+    ((9, 3, 65, 32), ["  img.shape[0] is 9, but this artifact was compiled for 2 <= batch <= 8",
+                      "  img.shape[2] is 65, but this artifact was compiled for 32 <= height <= 64"]),
+])
+@pytest.mark.torch_matrix
+def test_sizes_outside_their_range_are_said_before_any_relation_is_evaluated(patches, shape, problems):
+    """A relation such as Ne(8*Mod(1, width//4), 0) is only evaluated over sizes within
+    their ranges: width 6 once killed the process with SIGFPE inside the guard."""
+    assert guard_error(patches, f"(torch.randn{shape},)", "patches", AOTI_DEBUG_CHECK_INPUTS="1") == problems
+
+
+def test_sizes_within_range_pass_the_guard(patches):
+    out = run_package(patches, "patches", inputs="(torch.randn(3, 3, 36, 60),)", AOTI_DEBUG_CHECK_INPUTS="1")
+    assert out.stdout.startswith("OUTPUT (3, 4)") and "RAISED" not in out.stdout
+
+
+def test_checked_size_expressions_follow_python_and_never_trap(tmp_path):
+    """codegen_patches/sizeexpr.py prints each expression over detail/sizeexpr.h; run
+    in C++ they give Python's floor division and modulo, and "undefined" (never a
+    trap) for a division or modulo by zero and an int64 overflow."""
+    import subprocess
+    import sympy
+    from torch.utils._sympy.functions import FloorDiv, Mod, ModularIndexing, PythonMod
+    from aoti_debug.codegen_patches import sizeexpr
+    from conftest import REPO
+    a, b = sympy.symbols("a b", integer=True)
+    big = 2**62
+    cases = [  # (expression, a, b, expected value or None for undefined)
+        (FloorDiv(a, b), 7, 2, 3), (FloorDiv(a, b), -7, 2, -4), (FloorDiv(a, b), 7, -2, -4),
+        (FloorDiv(a, b), 7, 0, None), (PythonMod(a, b), -7, 3, 2), (PythonMod(a, b), 7, -3, -2),
+        (Mod(1, FloorDiv(a, 8)), 6, 0, None), (Mod(a, b), 9, 4, 1), (ModularIndexing(a, 2, b), 13, 4, 2),
+        (a * b, big, 2, None), (a * b, big, -2, -2**63), (a + b, big, big, None), (a - b, -big, big + 1, None),
+        (a**3, 2**21, 0, None), (a**2, -3, 0, 9), (sympy.Max(a, b, 3), 1, 2, 3), (sympy.Min(a, b), 5, -1, -1),
+        (sympy.Eq(Mod(a, 4), 0), 12, 0, True), (sympy.Ne(8 * Mod(1, FloorDiv(a, 4)), 0), 40, 0, True),
+        (sympy.Ne(8 * Mod(1, FloorDiv(a, 4)), 0), 3, 0, None), (a < b, 1, 2, True), (a >= b, 1, 2, False),
+        # a false conjunct decides, even beside an undefined one
+        (sympy.And(sympy.Eq(a, 1), sympy.Eq(FloorDiv(b, a - 2), 0)), 2, 5, False),
+        (sympy.Or(sympy.Eq(a, 2), sympy.Eq(FloorDiv(b, a - 2), 0)), 2, 5, True),
+    ]
+    body = []
+    for i, (expr, x, y, _) in enumerate(cases):
+        code = sizeexpr.cpp(expr, lambda s: str(s))
+        body.append(f"{{ int64_t a = {x}LL, b = {y}LL; auto r = {code}; (void)a; (void)b; "
+                    f"std::printf(\"%d %d %lld\\n\", {i}, r.ok ? 1 : 0, (long long)r.v); }}")
+    src = tmp_path / "sizeexpr.cpp"
+    src.write_text('#include <cstdio>\n#include "aoti_debug/detail/sizeexpr.h"\n'
+                   "namespace aotid_sx = aoti_debug::detail::sizeexpr;\n"
+                   "int main() {\n" + "\n".join(body) + "\n}\n")
+    exe = tmp_path / "sizeexpr"
+    subprocess.run(["c++", "-std=c++17", "-Wall", "-Werror", "-fsanitize=undefined",
+                    "-fno-sanitize-recover=all", "-I", os.path.join(REPO, "cpp_runtime", "include"), str(src),
+                    "-o", str(exe)], check=True, timeout=120)
+    got = subprocess.run([str(exe)], capture_output=True, text=True, check=True, timeout=60).stdout.split("\n")
+    for i, (expr, x, y, want) in enumerate(cases):
+        assert got[i] == (f"{i} 0 0" if want is None else f"{i} 1 {int(want)}"), (expr, x, y, got[i])
+
+
+def test_a_relation_sympy_simplify_would_assert_on_is_kept_and_the_same_every_time():
+    """guards._relations once ran sympy.simplify, which evaluates expressions at random
+    points, where torch's Mod asserts on a negative number (a compile failing at
+    random); now the shape environment's own simplification, and the expression as it
+    is where that fails."""
+    import random
+    import sympy
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from torch.utils._sympy.functions import Mod
+    from torch.utils._sympy.value_ranges import ValueRanges
+    from aoti_debug.codegen_patches import guards
+    s0, s1 = sympy.symbols("s0 s1", integer=True, positive=True)
+    relation = sympy.Eq(s1, s0 + Mod(-s0, 4))
+    shape_env = ShapeEnv()
+    shape_env.var_to_range.update({s0: ValueRanges(2, 1024), s1: ValueRanges(2, 1028)})
+    shape_env.guards = [type("Guard", (), {"expr": relation})()]
+    found = set()
+    for seed in range(8):
+        random.seed(seed)
+        found.add(tuple(map(str, guards._relations(shape_env, {s0, s1}))))
+    assert found == {(str(relation),)}
+
+
+def test_the_same_model_gives_the_same_generated_code_under_any_random_seed(tmp_path, aoti_cache):
+    """Code generation (with every check in) has no random state: two compiles of
+    models.Patches under different random seeds and hash seeds give the same wrapper,
+    byte for byte (the compile's own temporary paths in its comments aside)."""
+    import zipfile
+    from conftest import TESTS, clean_env, run_python
+    wrappers = []
+    for seed in (1, 2):
+        out = tmp_path / str(seed) / "patches.pt2"
+        out.parent.mkdir()
+        run_python(f"""
+            import random, sys; sys.path.insert(0, {TESTS!r})
+            import torch, models
+            random.seed({seed}); torch.manual_seed({seed})
+            ep = models.export("patches")
+            with torch._inductor.config.patch({{"aot_inductor.package_cpp_only": True,
+                                                "force_disable_caches": True}}):
+                torch._inductor.aoti_compile_and_package(ep, package_path={str(out)!r})
+        """, env=clean_env(AOTI_DEBUG_COMPILE="all", PYTHONHASHSEED=str(seed), TORCHINDUCTOR_CACHE_DIR=aoti_cache))
+        with zipfile.ZipFile(out) as z:
+            [name] = [n for n in z.namelist() if n.endswith(".wrapper.cpp")]
+            text = z.read(name).decode()
+        wrappers.append([line for line in text.splitlines() if not line.startswith("// g++ ")])
+    assert "aotid_guard.relation(" in "\n".join(wrappers[0])
+    assert wrappers[0] == wrappers[1]
 
 
 def test_guard_nan_inputs_with_nan_check(dynamic):

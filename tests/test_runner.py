@@ -233,6 +233,20 @@ def test_model_exception_text_reaches_stderr(built, package):
 
 
 @slow
+def test_the_input_guard_reports_sizes_that_would_divide_by_zero_and_the_runner_lives(built, packages, tmp_path):
+    """models.Patches' relations divide by width//8, 0 at width 6: the guard says the range,
+    and the runner exits 1 with it (it once died of SIGFPE, exit 136)."""
+    inputs = tmp_path / "narrow.pt"
+    runner.save_inputs(inputs, (torch.randn(2, 3, 32, 6),))
+    pt2 = packages.get("patches", AOTI_DEBUG_COMPILE="all")
+    proc = run_exe(built, pt2, "--inputs", inputs, env={"AOTI_DEBUG_CHECK_INPUTS": "1"})
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr.splitlines()[-2:] == [
+        "aoti-debug-run: model run failed: aoti-debug: the inputs of model 'patches' do not match what it "
+        "was compiled for:", "  img.shape[3] is 6, but this artifact was compiled for 32 <= width <= 64"]
+
+
+@slow
 def test_an_error_inside_the_model_is_said_without_its_backtrace(built, package, tmp_path):
     """A wrong dtype fails in an ATen op called through the C shim: the message reaches
     the runner with the op's C++ backtrace in it, which is not part of the message."""

@@ -19,6 +19,7 @@
 #include "format.h"
 #include "launch.h"
 #include "poison.h"
+#include "sizeexpr.h"
 #include "stats.h"
 #if AOTI_DEBUG_ENABLE_DUMPS
 #include "blackbox.h"
@@ -49,19 +50,27 @@ class InputGuard {
 
   void static_dim(const char* label, const Value& v, int d, int64_t expected);
 
-  // A dynamic dimension bound to a symbol: its compiled range.
-  // `below`: appended when the size is under `lo` (why the declared minimum was not compiled for)
-  void range(const char* label, const Value& v, int d, int64_t lo, int64_t hi, const char* symbol,
+  // A dynamic dimension bound to a symbol: its compiled range; false outside it, and
+  // nothing computed from the symbol is checked then (a relation over sizes out of range
+  // may divide by zero).  `below`: appended when the size is under `lo` (why the
+  // declared minimum was not compiled for)
+  bool range(const char* label, const Value& v, int d, int64_t lo, int64_t hi, const char* symbol,
              const char* below = "");
 
   // A dimension that must equal an expression of symbols bound earlier.
-  void equals(const char* label, const Value& v, int d, int64_t expected, const char* expr);
+  void equals(const char* label, const Value& v, int d, detail::sizeexpr::Int expected, const char* expr);
 
   // A relation between symbols recorded by export (e.g. Eq(Mod(s0, 8), 0)).
-  void relation(bool holds, const char* text, const std::string& values);
+  void relation(detail::sizeexpr::Bool holds, const char* text, const std::string& values);
 
   // A stride the compiled kernels index with (only dimensions of size > 1).
   void stride(const char* label, const Value& v, int d, int64_t expected);
+  void stride(const char* label, const Value& v, int d, detail::sizeexpr::Int expected, const char* expr);
+
+  // A check the compile could not express (said once, at run time as at compile time).
+  void left_out(const Run& run, const char* what) const {
+    model_.tell(run.level, "input-check", std::string("not checked: ") + what, true);
+  }
 
   // Kernels compiled for aligned inputs (Triton's 16-byte specialisation).
   void aligned(const char* label, const Value& v, int64_t bytes);
@@ -235,25 +244,31 @@ AOTI_DEBUG_CORE_FN void InputGuard::static_dim(const char* label, const Value& v
          std::to_string(expected));
 }
 
-AOTI_DEBUG_CORE_FN void InputGuard::range(const char* label, const Value& v, int d, int64_t lo, int64_t hi, const char* symbol,
+AOTI_DEBUG_CORE_FN bool InputGuard::range(const char* label, const Value& v, int d, int64_t lo, int64_t hi, const char* symbol,
                                           const char* below) {
   const int64_t got = v.t.sizes[d];
-  if (got >= lo && got <= hi) return;
+  if (got >= lo && got <= hi) return true;
   fail(dim_text(label, d) + " is " + std::to_string(got) +
        ", but this artifact was compiled for " + std::to_string(lo) + " <= " + symbol +
        " <= " + (hi == INT64_MAX ? std::string("inf") : std::to_string(hi)) + (got < lo ? below : ""));
+  return false;
 }
 
-AOTI_DEBUG_CORE_FN void InputGuard::equals(const char* label, const Value& v, int d, int64_t expected, const char* expr) {
+AOTI_DEBUG_CORE_FN void InputGuard::equals(const char* label, const Value& v, int d, detail::sizeexpr::Int expected,
+                                           const char* expr) {
   const int64_t got = v.t.sizes[d];
-  if (got == expected) return;
-  fail(dim_text(label, d) + " is " + std::to_string(got) +
-       ", but this artifact was compiled for " + dim_text(label, d) + " == " + expr + " (= " +
-       std::to_string(expected) + " here)");
+  if (expected.ok && got == expected.v) return;
+  fail(dim_text(label, d) + " is " + std::to_string(got) + ", but this artifact was compiled for " +
+       dim_text(label, d) + " == " + expr +
+       (expected.ok ? " (= " + std::to_string(expected.v) + " here)"
+                    : std::string(", which these sizes leave undefined (a division by zero or an overflow)")));
 }
 
-AOTI_DEBUG_CORE_FN void InputGuard::relation(bool holds, const char* text, const std::string& values) {
-  if (!holds)
+AOTI_DEBUG_CORE_FN void InputGuard::relation(detail::sizeexpr::Bool holds, const char* text, const std::string& values) {
+  if (!holds.ok)
+    fail(std::string("the inputs leave the relation ") + text + " this artifact was compiled for undefined (" +
+         values + ": a division by zero or an overflow), so they are outside what it was compiled for");
+  else if (!holds.v)
     fail(std::string("the inputs break the relation ") + text + " this artifact was compiled for (" +
          values + ")");
 }
@@ -265,6 +280,15 @@ AOTI_DEBUG_CORE_FN void InputGuard::stride(const char* label, const Value& v, in
   fail(std::string(label) + ".stride(" + std::to_string(d) + ") is " +
        std::to_string(v.t.strides[d]) + ", but the compiled kernels index it with stride " +
        std::to_string(expected) + " (strides are " + got + ")");
+}
+
+AOTI_DEBUG_CORE_FN void InputGuard::stride(const char* label, const Value& v, int d, detail::sizeexpr::Int expected,
+                                           const char* expr) {
+  if (expected.ok) return stride(label, v, d, expected.v);
+  if (v.t.sizes[d] <= 1) return;
+  fail(std::string(label) + ".stride(" + std::to_string(d) + ") is " + std::to_string(v.t.strides[d]) +
+       ", but the compiled kernels index it with stride " + expr +
+       ", which these sizes leave undefined (a division by zero or an overflow)");
 }
 
 AOTI_DEBUG_CORE_FN void InputGuard::aligned(const char* label, const Value& v, int64_t bytes) {
