@@ -632,11 +632,14 @@ def test_extract_never_writes_through_a_link_or_into_a_fifo(made, tmp_path, caps
         f"aoti-debug extract: {out}/repro.py: is a symbolic link, which is not followed (only regular "
         "files are written: a file outside the folder must not be reached through a link)\n"))
     assert target.read_text() == "print('mine')\n"
+    # every target is checked before any is written: a refusal leaves nothing behind
+    assert sorted(os.listdir(out)) == ["repro.py"]
     os.unlink(out / "repro.py")
     os.mkfifo(out / "repro.py")          # no reader: opening it for writing would block
     assert cli(capsys, "extract", "1.2", "--dir", folder, "-o", str(out)) == (2, "", (
         f"aoti-debug extract: {out}/repro.py: is a FIFO, not a regular file (only regular files are "
         "written)\n"))
+    assert sorted(os.listdir(out)) == ["repro.py"]
     os.unlink(out / "repro.py")
     code, text, _ = cli(capsys, "extract", "1.2", "--dir", folder, "-o", str(out))
     assert (code, text.splitlines()[-1]) == (0, f"run it: python {out}/repro.py")

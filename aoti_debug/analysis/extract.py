@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional
 
 from . import ops as opsmod
 from .check import held_outputs, known_sizes, launches, origin_of, tensors
-from .untrusted import InputError, create, printable
+from .untrusted import InputError, create, printable, writable_targets
 
 FORMATS = ("contiguous_format", "channels_last", "channels_last_3d", "preserve_format")
 
@@ -180,6 +180,8 @@ def extract(root: str, ident: str, out_dir: str, package: Optional[str] = None) 
     except opsmod.NotCheckable as exc:
         raise NotExtractable(str(exc)) from None
     source = kernel_source(package, before["kernel"]) if package else None
+    names = ["inputs.pt", "recorded.pt"] + ["kernel.cpp"] * (source is not None) + ["repro.py"]
+    writable_targets(os.path.join(out_dir, name) for name in names)     # all, before any is written
     os.makedirs(out_dir, exist_ok=True)
     written = []
 

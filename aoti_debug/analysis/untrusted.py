@@ -129,6 +129,21 @@ def open_regular(path: str) -> BinaryIO:
     raise refused(path, mode)
 
 
+def writable_targets(paths) -> None:
+    """Refuse (InputError naming the first) when any of `paths` is there and is not a
+    regular file: checked for all before anything is written, so a refusal writes
+    nothing (create() checks each again as it opens it)."""
+    for path in paths:
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise InputError(f"{path}: cannot be written ({exc.strerror or exc})") from None
+        if not stat.S_ISREG(mode):
+            raise refused(path, mode, "written")
+
+
 def create(path: str) -> BinaryIO:
     """`path` opened for writing, emptied: created, or a regular file that is there replaced;
     a symbolic link, FIFO or device there is refused (InputError naming it), never written
