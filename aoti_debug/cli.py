@@ -16,7 +16,7 @@ OK = 0            # success; for checks: nothing found / everything agrees
 FOUND = 1         # a check found something: a failure, a NaN origin, a divergence
 USAGE = 2         # bad command line or unreadable input
 CRASHED = 3       # the run in the log or dump crashed or never finished (said first)
-INCOMPLETE = 4    # records or tensors of the run were lost (said first)
+INCOMPLETE = 4    # records or tensors of the run were lost (said first), or most launches unjudged
 CLOSED = 141      # the reader of our output went away (`| head`): 128 + SIGPIPE, as a shell says
 
 EXIT_STATUS = f"""exit status (every command):
@@ -27,7 +27,8 @@ EXIT_STATUS = f"""exit status (every command):
   {CRASHED}    the run never finished: crashed, or cut short (no end record of a launch,
        call or run); what is missing is said first
   {INCOMPLETE}    records or tensors of the run were lost: the logger's "records lost" note,
-       a recorder that stopped (a limit, a full disk), a dumped file that is absent
+       a recorder that stopped (a limit, a full disk), a dumped file that is absent;
+       or `check` could judge less than half of the run's launches
   {CLOSED}  the output's reader went away (e.g. | head)"""
 
 # name -> (module implementing add_arguments(parser) and run(args) -> int, one-line help)

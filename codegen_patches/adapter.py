@@ -93,6 +93,7 @@ HOOK_POINTS = (
     ("torch._inductor.codegen.cpp_wrapper_cpu", "CppWrapperCpu.write_header", ()),
     ("torch._inductor.codegen.cpp_wrapper_gpu", "CppWrapperGpu.write_header", ()),
     ("torch._inductor.codegen.cpp_wrapper_cpu", "CppWrapperCpu.write_wrapper_decl", ()),
+    ("torch._inductor.codegen.cpp_wrapper_cpu", "CppWrapperCpu.generate_input_output_runtime_checks", ()),
     ("torch._inductor.codegen.cpp_wrapper_cpu", "CppWrapperCpu.generate_return", ("output_refs",)),
     ("torch.export", "export", ("mod", "args", "kwargs", "dynamic_shapes")),
     ("torch._inductor", "aoti_compile_and_package", ("exported_program", "package_path")),
@@ -676,6 +677,17 @@ def install_patches(hooks) -> None:
     # phase 2: launches
     patch(CppWrapperCpu, "_generate_kernel_call_helper", _kernel_call(hooks.around_kernel_call))
     patch(CppWrapperGpu, "_generate_kernel_call_helper", _kernel_call(hooks.around_kernel_call))
+
+    def input_checks(orig):
+        def patched(self, *args, **kwargs):
+            before, after = hooks.around_upstream_input_checks(self)
+            for line in before:
+                self.prefix.writeline(line)
+            result = orig(self, *args, **kwargs)
+            self.prefix.splice("\n".join(after))
+            return result
+        return patched
+    patch(CppWrapperCpu, "generate_input_output_runtime_checks", input_checks)
 
     def extern_out(orig):
         def patched(self, *args, **kwargs):

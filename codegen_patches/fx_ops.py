@@ -24,7 +24,7 @@ import math
 import re
 from typing import Any, Dict, List, Optional, Sequence
 
-from .plan import IN, INOUT, Arg
+from .plan import IN, INOUT, OUT, Arg
 
 # ops that only look at their input's storage differently: never a launch of their own
 VIEW_OPS = frozenset({
@@ -101,11 +101,52 @@ def value_of(buffer: str) -> str:
         buf = V.graph.get_buffer(buffer)
         if type(getattr(buf, "data", None)) is not ir.Pointwise:     # not a Scatter, Reduction, ...
             return ""
+        copied = _copy_of(buf)
+        if copied:
+            return copied
         origins = set(buf.origins) - adapter.extern_launch_nodes()
     except Exception:
         return ""
     sinks = [n for n in origins if n.op == "call_function" and not (set(n.users) & origins)]
     return sinks[0].name if len(sinks) == 1 else ""
+
+
+def _model_input_labels(labels: Dict[str, str]) -> Dict[str, str]:
+    """Placeholder node name -> the user's label of that model input (`labels`: graph
+    input name -> label)."""
+    from torch._inductor.virtualized import V
+    return {n.name: labels[n.target] for n in _nodes_by_name().values()
+            if n.op == "placeholder" and n.target in labels and n.target in V.graph.graph_inputs}
+
+
+def _copy_of_buffer(buffer: str) -> str:
+    from torch._inductor import ir
+    from torch._inductor.virtualized import V
+    try:
+        buf = V.graph.get_buffer(buffer)
+        return _copy_of(buf) if type(getattr(buf, "data", None)) is ir.Pointwise else ""
+    except Exception:
+        return ""
+
+
+def _copy_of(buf) -> str:
+    """A buffer that is a copy of a model input or a constant in another layout (what
+    an extern kernel requires, e.g. channels-last for a convolution): that input's or
+    constant's FX node.  The copy's inner function is one load and nothing else."""
+    from torch._inductor.virtualized import V
+    reads = list(buf.get_read_names())
+    if len(reads) != 1:
+        return ""
+    body = buf.data.inner_fn_str()
+    if body.count("ops.") != 1 or "ops.load(" not in body:
+        return ""
+    source = reads[0]
+    for n in _nodes_by_name().values():
+        if n.op == "placeholder" and n.target == source and source in V.graph.graph_inputs:
+            return n.name
+        if n.op == "get_attr" and source in V.graph.constants and n.target.replace(".", "_") == source:
+            return n.name
+    return ""
 
 
 class _Builder:
@@ -140,6 +181,9 @@ class _Builder:
                     and not (n in self.held and not self.held[n][1])]
         self.own_set = set(self.own)
         self._same_as: Dict[str, str] = {}
+        self.read_as: Dict[str, dict] = {}     # record name -> the layout its value is read with
+        self.model_inputs: Dict[str, str] = {}     # placeholder node -> the user's label
+        self.copies: List[str] = []
 
     def _values_of(self, buffer: str, holds: Dict[str, str]) -> List[str]:
         from torch._inductor.virtualized import V
@@ -166,6 +210,8 @@ class _Builder:
         `holds:` record line says so already (the others are marked on their op)."""
         for name in self.own:
             self._op(self.nodes[name], True, 0)
+        for name in self.copies:
+            self._copy(name)
         for name in outputs.values():        # an output that views what the launch computed
             if name in self.nodes and name not in self.done:
                 self._ref(self.nodes[name], 0)
@@ -174,6 +220,21 @@ class _Builder:
             if buffer not in said and name in by_node:
                 by_node[name].setdefault("holds", []).append(buffer)
         return self.ops
+
+    def _copy(self, name: str) -> None:
+        """The copy of a model input or constant the launch made, as aten.clone of it."""
+        if name in self.done or name not in self.nodes:
+            return
+        node = self.nodes[name]
+        source = self._ref(node, 0)
+        self.done[name] = True
+        op = {"node": name, "op": "aten.clone.default", "args": [source], "kwargs": {}, "own": True}
+        shape, dtype = _shape(node), _dtype(node)
+        if shape is not None:
+            op["shape"] = shape
+        if dtype is not None:
+            op["dtype"] = dtype
+        self.ops.append(op)
 
     def _op(self, node, own: bool, depth: int) -> None:
         if node.name in self.done:
@@ -242,6 +303,10 @@ class _Builder:
                 entry["shape"] = shape
             if viewed:          # the recorded tensor is a view of this node's value
                 entry["view"] = True
+            elif name in self.read_as:
+                entry["read_as"] = self.read_as[name]
+            if node.name in self.model_inputs and shape is not None:   # (a copy of) a model input
+                entry["model_input"] = self.model_inputs[node.name]
             return entry
         if node.name in self.own_set and depth < _MAX_DEPTH:
             self._op(node, True, depth + 1)
@@ -252,7 +317,12 @@ class _Builder:
         why = ("a model input this launch is not handed" if node.op == "placeholder"
                else "a constant the kernel reads without being handed it" if node.op == "get_attr"
                else "computed by another launch, and not among this launch's inputs")
-        return {"missing": node.name, "why": why}
+        entry = {"missing": node.name, "why": why}
+        label = self.model_inputs.get(node.name) if node.op == "placeholder" else None
+        if label and _shape(node) is not None:
+            # its sizes bind symbols from the run's recorded inputs (check's run-wide symbols)
+            entry.update(model_input=label, shape=_shape(node))
+        return entry
 
     def _value(self, v: Any, depth: int) -> Any:
         import torch
@@ -277,18 +347,46 @@ class _Builder:
         return {"unsupported": type(v).__name__}
 
 
+def layout_of(buffer: str) -> Optional[dict]:
+    """A buffer's shape, strides and storage offset as size expressions, None where
+    Inductor gives no fixed layout."""
+    from torch._inductor.virtualized import V
+    try:
+        layout = V.graph.get_buffer(buffer).get_layout()
+        return {"shape": [str(s) for s in layout.size], "stride": [str(s) for s in layout.stride],
+                "offset": str(layout.offset)}
+    except Exception:
+        return None
+
+
 def program(own_nodes: Sequence[str], args: Sequence[Arg], names: Sequence[str],
-            before: Dict[str, str], after: Dict[str, str]) -> List[dict]:
+            before: Dict[str, str], after: Dict[str, str],
+            read_as: Optional[Dict[str, dict]] = None, labels: Optional[Dict[str, str]] = None) -> List[dict]:
     """The launch's ops (see the module docstring); [] when Inductor names none.
     `names`: each argument's record name (hooks.record_names).
     `before`/`after`: the FX node whose value each buffer holds before and after the
-    launch (an inout buffer holds one node's value before and another's after)."""
-    if not own_nodes:
-        return []
+    launch (an inout buffer holds one node's value before and another's after).
+    `read_as`: buffer -> the layout its value is read with, where it holds another
+    buffer's value in place (the recorded tensor is the buffer's own view of those bytes).
+    `labels`: graph input name -> the user's label (a model input's sizes bind symbols)."""
     outputs = {name: a.value or after.get(a.name, "") for a, name in zip(args, names) if a.role != IN}
     said = [name for a, name in zip(args, names) if a.role != IN and a.value]
     try:
-        return _Builder(own_nodes, args, names, before).build({k: v for k, v in outputs.items() if v}, said)
+        # a layout copy of a model input or constant (no FX op of its own): checked as a clone
+        copies = [outputs[name] for a, name in zip(args, names)
+                  if a.role != IN and outputs.get(name) and _copy_of_buffer(a.name) == outputs[name]]
+        if not own_nodes and not copies:
+            return []
+        builder = _Builder(own_nodes, args, names, before)
+        builder.copies = copies
+        builder.model_inputs = _model_input_labels(labels or {})
+        for a, name in zip(args, names):
+            own = layout_of(a.name)
+            if a.role != OUT and (read_as or {}).get(a.name) and own:
+                layout = dict(read_as[a.name])
+                layout["offset"] = f"({layout['offset']}) - ({own['offset']})"   # from the recorded view's start
+                builder.read_as[name] = layout
+        return builder.build({k: v for k, v in outputs.items() if v}, said)
     except Exception as exc:       # never fail a compile over a description; say why instead
         return [{"error": f"the ops could not be described ({type(exc).__name__}: {exc})"}]
 

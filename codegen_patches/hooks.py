@@ -52,6 +52,10 @@ class WrapperState:
     fresh: Set[str] = dataclasses.field(default_factory=set)
     # the FX node whose value each buffer holds at this point of the run (fx_ops)
     holds: Dict[str, str] = dataclasses.field(default_factory=dict)
+    # a buffer updated in place that holds another buffer's value in that buffer's
+    # layout (Inductor reuses a conv output as a layer norm's NHWC result): the
+    # layout the value is read with, until a launch writes the buffer (fx_ops)
+    read_as: Dict[str, dict] = dataclasses.field(default_factory=dict)
 
     def input_names(self) -> Dict[str, str]:
         """The user's names of model inputs (x, batch["mask"], not arg4_1)."""
@@ -145,9 +149,15 @@ def on_reuse(line) -> None:
     if in_place and old not in st.fresh:
         st.fresh.discard(new)
         st.holds[new] = st.holds.get(old) or adapter.buffer_value(old)
+        layout = st.read_as.get(old) or fx_ops.layout_of(old)
+        if layout and layout != fx_ops.layout_of(new):
+            st.read_as[new] = layout
+        else:
+            st.read_as.pop(new, None)
     else:
         st.fresh.add(new)
         st.holds.pop(new, None)
+        st.read_as.pop(new, None)
 
 
 def by_data_flow(st: WrapperState, args: List[Arg]) -> List[Arg]:
@@ -185,6 +195,8 @@ def held_before(st: WrapperState, args: List[Arg]) -> Dict[str, str]:
 _IDENT = re.compile(r"^[A-Za-z_]\w*$")
 # a view Inductor builds inline for an extern call: reinterpret_tensor_wrapper(NAME, ...)
 _VIEW = re.compile(r"^(?:wrap_with_raii_handle_if_needed\()?reinterpret_tensor_wrapper\((\w+),")
+# an optional tensor argument of an extern call (a convolution's bias): &temporary_reference(NAME.get())
+_OPTIONAL = re.compile(r"^&temporary_reference\((\w+)\.get\(\)\)$")
 
 
 def kernel_call_args(st: WrapperState, kernel_name: str, call_args, arg_types) -> List[Arg]:
@@ -235,6 +247,9 @@ def around_extern_call(wrapper, kernel: str, args: List[str], emit_call) -> None
             tensors.append(Arg(a, a, OUT if a == out_name else IN))
         elif _VIEW.match(a) and adapter.is_tensor_name(_VIEW.match(a).group(1)):
             tensors.append(Arg(_VIEW.match(a).group(1), a, IN))
+        elif _OPTIONAL.match(a) and adapter.is_tensor_name(_OPTIONAL.match(a).group(1)):
+            name = _OPTIONAL.match(a).group(1)
+            tensors.append(Arg(name, name, IN))
     launch(wrapper, st, kernel, prov, tensors, "extern", emit_call)
 
 
@@ -285,8 +300,11 @@ def launch(wrapper, st: WrapperState, kernel: str, prov: Provenance, args: List[
     if _active.level >= 10 or _active.blackbox > 0:   # dump folders carry the ops (extract, check)
         held = held_before(st, args)
         after = {a.name: a.value or fx_ops.value_of(a.name) for a in args if a.role != IN}
-        ops = fx_ops.program(prov.nodes, args, names, held, after)
+        ops = fx_ops.program(prov.nodes, args, names, held, after, st.read_as, labels)
         st.holds.update((k, v) for k, v in after.items() if v)
+    for a in args:               # written now: its value is in its own layout
+        if a.role != IN:
+            st.read_as.pop(a.name, None)
     from torch._inductor.virtualized import V
     args = [dataclasses.replace(a, name=name, constant=a.name in V.graph.constants)
             for a, name in zip(args, names)]
@@ -329,10 +347,24 @@ def on_wrapper_decl(wrapper) -> None:
     labels = guards.labels_for(names)
     lines = cpp_emit.run_begin(_active, names, labels, adapter.wrapper_device(wrapper))
     if _active.check_inputs:
-        lines += guards.emit(names, labels, _active.nan_check)
+        lines += guards.emit_or_leave_out(names, labels, _active.nan_check)
     with wrapper.prefix.indent():
         for line in lines:
             wrapper.prefix.writeline(line)
+
+
+def around_upstream_input_checks(wrapper) -> tuple:
+    """Lines around upstream's input checks (AOTI_RUNTIME_CHECK_INPUTS): with the input
+    guard compiled in, upstream's run only while the guard is off at run time, so one
+    problem gets one message, the guard's, in the user's terms."""
+    st = state(wrapper)
+    if st is None or not _active.check_inputs:
+        return [], []
+    return (["#define __check_inputs_outputs aotid_upstream_input_checks"],
+            ["#undef __check_inputs_outputs",
+             "static void __check_inputs_outputs(AtenTensorHandle* inputs, AtenTensorHandle* outputs) {",
+             "  if (!aotid_model.guards_inputs()) aotid_upstream_input_checks(inputs, outputs);",
+             "}"])
 
 
 def model_outputs(refs: List[str], labels: Dict[str, str]) -> List[Arg]:

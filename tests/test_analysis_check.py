@@ -121,6 +121,37 @@ def test_a_clean_model_is_within_tolerance_at_every_launch(mlp_dump):
     assert lines[-1] == "6 launch(es): 6 within tolerance, 0 beyond, 0 not checkable"
 
 
+@pytest.fixture(scope="module")
+def patches_dumps(packages, tmp_path_factory):
+    """Level-10 dumps of models.Patches (dynamic batch, height and width) at a square and
+    a wide image: the same artifact, every size from the run's inputs."""
+    root = tmp_path_factory.mktemp("patches-dumps")
+    pt2 = packages.get("patches", **LEVEL10)
+    for shape in ((2, 3, 32, 32), (3, 3, 36, 60)):
+        name = "x".join(map(str, shape))
+        run_package(pt2, "patches", inputs=f"(torch.randn{shape},)", AOTI_DEBUG_LOGLEVEL="10",
+                    AOTI_DEBUG_DUMP_DIR=str(root / name), AOTI_DEBUG_LOGDEST=str(root / f"{name}.log"))
+    return {name: str(root / name) for name in ("2x3x32x32", "3x3x36x60")}
+
+
+@pytest.mark.parametrize("shape", ["2x3x32x32", "3x3x36x60"])
+def test_every_launch_of_a_dynamic_model_is_checked(patches_dumps, shape):
+    """Each symbol is bound from the run's recorded inputs (a launch whose own tensors
+    give only (s23//4) is checked all the same); a buffer the layer norm updates in
+    place holds the convolution's value in the convolution's layout (a square image once
+    made that a BEYOND of values read in the wrong order); the layout copies of the
+    input and weights are checked as clones.  What is left names why: a kernel that
+    writes a bias compiled into it reads nothing that was recorded."""
+    code, out, err = check(patches_dumps[shape])
+    lines = out.splitlines()
+    assert code == 0, out + err
+    skipped = [line for line in lines[:-1] if "not checkable" in line]
+    assert [line.split()[2] for line in lines[:-1]].count("ok") == len(lines) - 1 - len(skipped), out
+    assert len(skipped) == 1 and re.fullmatch(r"1\.\d+ cpp_fused_\d+  not checkable: no ops recorded .*", skipped[0]), out
+    assert re.fullmatch(r"(\d+) launch\(es\): (\d+) within tolerance, 0 beyond, 1 not checkable", lines[-1]), out
+    assert int(lines[-1].split()[0]) >= 10
+
+
 @pytest.mark.isa_sensitive   # compiled kernels against eager
 def test_one_recorded_element_off_by_a_thousandth_is_found(mlp_dump, tmp_path):
     folder = tmp_path / "run"
@@ -254,6 +285,24 @@ def test_ops_naming_anything_but_a_torch_op_are_not_run(mlp_dump, tmp_path, caps
     assert not (tmp_path / "ran").exists()
     assert code == 0, out + err
     assert "not checkable" in out.splitlines()[0] and "os.system" in out.splitlines()[0], out
+
+
+def test_a_run_mostly_not_checkable_is_not_a_clean_verdict(mlp_dump, tmp_path, capsys):
+    """Four of the mlp's six launches without their ops: nothing beyond tolerance, but the
+    check judged a third of the run, so it says so and exits 4, never 0."""
+    folder = tmp_path / "mostly"
+    shutil.copytree(only_folder(mlp_dump), folder)
+    path = folder / "manifest.jsonl"
+    entries = [json.loads(line) for line in path.read_text().splitlines()]
+    for e in entries:
+        if e.get("kind") == "launch" and e["index"] <= 4:
+            e.pop("ops", None)
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    code, out, err = in_process(capsys, "check", str(folder))
+    assert (code, err) == (4, ""), out + err
+    assert out.splitlines()[-2:] == [
+        "6 launch(es): 2 within tolerance, 0 beyond, 4 not checkable",
+        "not a verdict: 4 of 6 launches could not be checked (each line above says why)"]
 
 
 @pytest.mark.parametrize("change, says", [
@@ -396,11 +445,12 @@ def test_attention_without_dropout_is_re_run_and_compared(tmp_path, capsys, sdpa
 
 def test_attention_with_dropout_is_not_re_run_and_says_which_argument(tmp_path, capsys):
     code, out, err = in_process(capsys, "check", attention_dump(str(tmp_path / "d"), [0.1]))
-    assert (code, err) == (0, "")
+    assert (code, err) == (4, "")      # the run's one launch unjudged: not a clean verdict
     assert out.splitlines() == [
         f"{KERNEL}  not checkable: buf2: aten._scaled_dot_product_flash_attention_for_cpu is not re-run: "
         "it draws random numbers (dropout_p=0.1; re-run only when dropout_p=0)",
-        "1 launch(es): 0 within tolerance, 0 beyond, 1 not checkable"]
+        "1 launch(es): 0 within tolerance, 0 beyond, 1 not checkable",
+        "not a verdict: 1 of 1 launches could not be checked (each line above says why)"]
 
 
 @pytest.mark.parametrize("op, args, kwargs, says", [

@@ -156,6 +156,22 @@ def test_a_bound_the_compile_raised_from_the_declared_min_says_why_and_how_to_ac
 
 
 @pytest.mark.torch_matrix
+def test_upstream_input_checks_give_way_to_the_guard_one_message_for_one_problem(dynamic):
+    """AOTI_RUNTIME_CHECK_INPUTS=1 switches the guard on (its upstream name) and upstream's own
+    checks, which ran first and said some problems their way; with the guard compiled in they
+    run only while the guard is off."""
+    too_big = "(torch.randn(65, 4), torch.randn(130, 4))"
+    assert guard_error(dynamic, too_big, AOTI_RUNTIME_CHECK_INPUTS="1") == [
+        "  x.shape[0] is 65, but this artifact was compiled for 2 <= batch <= 64"]
+    assert guard_error(dynamic, "(torch.randn(4, 5), torch.randn(8, 4))", AOTI_RUNTIME_CHECK_INPUTS="1") == [
+        "  x.shape[1] is 5, expected 4"]
+    # the guard off at run time: upstream's checks are what is left
+    upstream = raised(run_package(dynamic, "dynamic", inputs="(torch.randn(4, 5), torch.randn(8, 4))",
+                                  AOTI_RUNTIME_CHECK_INPUTS="1", AOTI_DEBUG_CHECK_INPUTS="0"))
+    assert upstream.startswith("input_handles[0]: unmatched dim value at 1, expected: 4, but got: 5"), upstream
+
+
+@pytest.mark.torch_matrix
 def test_a_size_range_without_an_upper_end_is_guarded_from_below_only():
     """A Dim without max (and Dim.AUTO, Dim.DYNAMIC) leaves export's range open above with
     torch's int_oo, which says it is finite but has no value: the guard bounds it by

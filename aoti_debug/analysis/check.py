@@ -241,7 +241,7 @@ def _abs_rel(g, e):
 
 
 def check_launch(folder: str, before: Dict[str, Any], after: Optional[Dict[str, Any]], number: int,
-                 atol: Optional[float], rtol: Optional[float]) -> Launch:
+                 atol: Optional[float], rtol: Optional[float], symbols: Optional[Dict[str, int]] = None) -> Launch:
     where = f"{os.path.join(folder, MANIFEST)}:{number}"
     program = opsmod.decode(before["ops"], where) if "ops" in before else None
     launch = Launch(before["id"], before["kernel"], before["source"], folder, number, program,
@@ -268,8 +268,8 @@ def check_launch(folder: str, before: Dict[str, Any], after: Optional[Dict[str, 
     held = held_outputs(launch.origin, program)
     upstream = all(opsmod.is_upstream(op.op) for op in program.ops)
     known = known_sizes(program, held, outputs)
-    eager = opsmod.Runner(program, inputs, known=known)
-    wide = opsmod.Runner(program, inputs, wide=True, known=known)
+    eager = opsmod.Runner(program, inputs, known=known, run_symbols=symbols)
+    wide = opsmod.Runner(program, inputs, wide=True, known=known, run_symbols=symbols)
     for name, got in outputs.items():
         node = held.get(name, "")
         out = Output(name, node)
@@ -300,10 +300,39 @@ def check_launch(folder: str, before: Dict[str, Any], after: Optional[Dict[str, 
     return launch
 
 
+def run_symbols(folder: str, entries) -> Dict[str, int]:
+    """Symbols of a dynamic shape bound from the run's recorded model inputs
+    (inputs.pt), by the size expressions the launches' ops give those inputs: a
+    launch whose own tensors do not bind a symbol (`(s0//4)` alone) is checked
+    with it all the same."""
+    from .dumps import manifest_lines
+    run = next((e for _, e in manifest_lines(folder) if e["kind"] == "run"), None)
+    labels = run.get("inputs") if run else None
+    if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+        return {}
+    shapes: Dict[str, List[str]] = {}
+    for before, _, number in entries:
+        if "ops" in before:
+            program = opsmod.decode(before["ops"], f"{os.path.join(folder, MANIFEST)}:{number}")
+            for label, shape in opsmod.model_input_shapes(program, labels).items():
+                shapes.setdefault(label, shape)
+    files = [f for f in run.get("files", []) if f.get("name") == "inputs" and f.get("file")]
+    if not shapes or not files or not os.path.lexists(os.path.join(folder, files[0]["file"])):
+        return {}
+    values = load(os.path.join(folder, files[0]["file"]))
+    import torch
+    if not isinstance(values, (list, tuple)):
+        return {}
+    return opsmod.bind_pairs([(shapes[label], t) for label, t in zip(labels, values)
+                              if label in shapes and isinstance(t, torch.Tensor)])
+
+
 def check(root: str, atol: Optional[float] = None, rtol: Optional[float] = None) -> List[Launch]:
     from .replay import folders
     found: List[Launch] = []
     for folder in folders(root):
-        for before, after, number in launches(folder):
-            found.append(check_launch(folder, before, after, number, atol, rtol))
+        entries = launches(folder)
+        symbols = run_symbols(folder, entries)
+        for before, after, number in entries:
+            found.append(check_launch(folder, before, after, number, atol, rtol, symbols))
     return found

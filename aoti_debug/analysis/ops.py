@@ -123,6 +123,13 @@ def decode(raw: Any, where: str) -> Program:
     return Program(ops)
 
 
+def _is_layout(v: Any) -> bool:
+    """A `read_as` layout: shape and strides as lists of size expressions, an offset."""
+    return (isinstance(v, dict) and set(v) == {"shape", "stride", "offset"} and isinstance(v["offset"], str)
+            and all(isinstance(v[k], list) and all(isinstance(s, str) for s in v[k]) for k in ("shape", "stride"))
+            and len(v["shape"]) == len(v["stride"]))
+
+
 def _check_value(v: Any, here: str, seen, depth: int) -> None:
     if depth > 16:
         raise InputError(f"{here}: arguments nest too deep")
@@ -131,7 +138,9 @@ def _check_value(v: Any, here: str, seen, depth: int) -> None:
             _check_value(x, here, seen, depth + 1)
     elif isinstance(v, dict):
         tags = [k for k in v if k in _TAGS]
-        if len(tags) != 1 or not all(isinstance(x, (str, bool, list)) for x in v.values()):
+        plain = {k: x for k, x in v.items() if k != "read_as"}
+        if len(tags) != 1 or not all(isinstance(x, (str, bool, list)) for x in plain.values()) or (
+                "read_as" in v and not (tags[0] == "input" and _is_layout(v["read_as"]))):
             raise InputError(f"{here}: argument {shorten(repr(v))} is not one the codegen writes")
         if tags[0] == "node" and v["node"] not in seen:
             raise InputError(f"{here}: reads node {shorten(repr(v['node']))} before any op computes it")
@@ -387,6 +396,11 @@ def bind(program: Program, inputs: Dict[str, Any], known: Sequence = ()) -> Dict
         for leaf in _leaves(op.args + list(op.kwargs.values())):
             if leaf.get("input") in inputs and leaf.get("shape") is not None and not leaf.get("view"):
                 pairs.append((leaf["shape"], inputs[leaf["input"]]))
+    return bind_pairs(pairs)
+
+
+def bind_pairs(pairs: Sequence) -> Dict[str, int]:
+    """Symbols from (size expressions, tensor) pairs: each size written `s` or `c*s`."""
     symbols: Dict[str, int] = {}
     for shape, t in pairs:
         if len(shape) != t.dim():
@@ -399,12 +413,34 @@ def bind(program: Program, inputs: Dict[str, Any], known: Sequence = ()) -> Dict
     return symbols
 
 
+def model_input_shapes(program: Program, labels: Sequence[str]) -> Dict[str, List[str]]:
+    """Model input label -> its size expressions, where the program reads the input
+    (handed, or named as a model input it is not handed)."""
+    found: Dict[str, List[str]] = {}
+    for op in program.ops:
+        for leaf in _all_leaves(op.args + list(op.kwargs.values())):
+            if leaf.get("view"):
+                continue
+            name = leaf.get("model_input") or leaf.get("input")
+            if name in labels and isinstance(leaf.get("shape"), list):
+                found.setdefault(name, leaf["shape"])
+    return found
+
+
 def _leaves(values):
     for v in values:
         if isinstance(v, dict) and "input" in v:
             yield v
         elif isinstance(v, list):
             yield from _leaves(v)
+
+
+def _all_leaves(values):
+    for v in values:
+        if isinstance(v, dict):
+            yield v
+        elif isinstance(v, list):
+            yield from _all_leaves(v)
 
 
 # -- running --------------------------------------------------------------------------
@@ -416,9 +452,11 @@ class Runner:
     a floating dtype becomes a cast to float64, so the result is the launch's math
     carried out in float64 on the same input values."""
 
-    def __init__(self, program: Program, inputs: Dict[str, Any], wide: bool = False, known: Sequence = ()):
+    def __init__(self, program: Program, inputs: Dict[str, Any], wide: bool = False, known: Sequence = (),
+                 run_symbols: Optional[Dict[str, int]] = None):
         self.program, self.inputs, self.wide = program, inputs, wide
-        self.symbols = bind(program, inputs, known)
+        # the launch's own tensors first; the run's (its recorded model inputs) for the rest
+        self.symbols = {**(run_symbols or {}), **bind(program, inputs, known)}
         self.values: Dict[str, Any] = {}
 
     def value(self, node: str) -> Any:
@@ -448,6 +486,19 @@ class Runner:
             raise NotCheckable(f"{op.short} is not re-run: it returned {foreign}")
         return value
 
+    def _read_as(self, name: str, t, layout: Dict[str, Any]):
+        """The value a buffer updated in place holds, in the layout of the buffer whose
+        value it is: the recorded tensor is the buffer's own view of the same bytes."""
+        shape = [evaluate(s, self.symbols) for s in layout["shape"]]
+        stride = [evaluate(s, self.symbols) for s in layout["stride"]]
+        offset = t.storage_offset() + evaluate(layout["offset"], self.symbols)
+        room = t.untyped_storage().nbytes() // max(t.element_size(), 1)
+        end = offset + sum((n - 1) * s for n, s in zip(shape, stride)) + 1
+        if offset < 0 or min(shape + stride, default=0) < 0 or (min(shape, default=1) > 0 and end > room):
+            raise NotCheckable(f"input {printable(name)} holds its value in a layout that reaches outside "
+                               "what was recorded")
+        return t.as_strided(shape, stride, offset)
+
     def _leaf_tensor(self, t):
         import torch
         t = t.clone()                  # an op may write its input: the recording stays as it was
@@ -471,6 +522,8 @@ class Runner:
                 shape = [evaluate(s, self.symbols) for s in v["shape"]]
                 if list(t.shape) != shape:
                     raise NotCheckable(f"input {printable(v['input'])} is a view the ops cannot place")
+            if "read_as" in v:
+                t = self._read_as(v["input"], t, v["read_as"])
             return self._leaf_tensor(t)
         if "sym" in v:
             return evaluate(v["sym"], self.symbols)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from . import add_dump_dir, add_library, allow_modules, dump_dir, load_libraries
-from ..cli import UsageError, echo, verdict
+from ..cli import INCOMPLETE, OK, UsageError, echo, verdict
 
 
 def add_arguments(parser) -> None:
@@ -60,4 +60,10 @@ def run(args) -> int:
               f"  source: {first.where(out.name)}"])
     echo([f"{len(found)} launch(es): {checked - len(failed)} within tolerance, {len(failed)} beyond, "
           f"{len(found) - checked} not checkable"])
-    return verdict(bool(failed), gaps)       # a launch beyond tolerance is one whatever is missing
+    status = verdict(bool(failed), gaps)     # a launch beyond tolerance is one whatever is missing
+    if status == OK and (len(found) - checked) * 2 > len(found):
+        # most of the run unjudged is not a clean run
+        echo([f"not a verdict: {len(found) - checked} of {len(found)} launches could not be checked "
+              "(each line above says why)"])
+        return INCOMPLETE
+    return status

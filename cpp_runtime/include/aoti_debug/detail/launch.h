@@ -167,6 +167,13 @@ class Model {
     return Run{level_, __atomic_add_fetch(&runs_, 1, __ATOMIC_RELAXED), 0, this};
   }
 
+  // Whether the input guard runs, the settings read first if no run has read them yet
+  // (upstream's own input checks, which come before the first run, run only when it does not).
+  bool guards_inputs() {
+    if (AOTI_DEBUG_UNLIKELY(!__atomic_load_n(&ready_, __ATOMIC_ACQUIRE))) init();
+    return check_inputs_;
+  }
+
   // Effective run-time settings (after the first begin_run()).
   int level() const { return level_; }
   const detail::NanCheck& nan_check() const { return nan_check_; }
