@@ -88,6 +88,17 @@ class Site:
 # -- provenance -------------------------------------------------------------
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+# what a name from the model (a file, a module path) may not carry into a record raw:
+# control characters (a newline would start a forged record; an escape sequence acts on a
+# terminal), C1 controls and Unicode's line and paragraph separators
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def inert(text: str) -> str:
+    """A name from the model as records carry it: control characters as \\xNN / \\uNNNN
+    (docs/log-format.md), so that it is one inert piece of its line in both runtimes."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                        else f"\\u{ord(m.group()):04x}", text)
 
 
 def user_frame(stack_trace: Optional[str]) -> Optional[str]:
@@ -100,9 +111,9 @@ def user_frame(stack_trace: Optional[str]) -> Optional[str]:
         if "/site-packages/torch/" in normalized or "/torch/nn/modules/" in normalized \
                 or "/torch/_" in normalized or normalized.startswith("<"):   # <eval_with_key>.55: FX-generated
             continue
-        return f"{path}:{line}"
+        return f"{inert(path)}:{line}"
     real = [f for f in frames if not f[0].startswith("<")]     # never FX-generated code
-    return f"{real[-1][0]}:{real[-1][1]}" if real else None
+    return f"{inert(real[-1][0])}:{real[-1][1]}" if real else None
 
 
 # Ops that can turn finite inputs into NaN/Inf, most telling first: a domain
@@ -298,4 +309,4 @@ _DYNAMO_SELF = re.compile(r"^L\['self'\]\.?")
 
 def module_path(path: str) -> str:
     """Dynamo spells module paths from the local `self` (L['self'].fc1); AOTI as fc1."""
-    return _DYNAMO_SELF.sub("", path) or path
+    return inert(_DYNAMO_SELF.sub("", path) or path)

@@ -76,3 +76,39 @@ def test_instances_are_numbered_across_runtimes_in_a_process():
         print(Model("m", 1).name, _native.instance_name("m"), sink.instance_name("m"), Model("n", 1).name)
     """, env=clean_env())
     assert proc.stdout.split() == ["m", "m#2", "m#3", "n"]
+
+
+FORGED = "evil.py\n[2026-11-21 05:30:45.123456] [pid 1] crash 1.1 fake_kernel\n  signal: SIGSEGV\x1b]0;pwned\x07"
+
+
+def test_a_source_file_name_cannot_forge_a_record_in_either_runtime(tmp_path):
+    """A model compiled from a file whose name holds a newline, a fake crash record and a
+    terminal escape: both runtimes write the name inert (\\x0a, \\x1b), so the log holds
+    the model's records only, and the NaN check's warning prints nothing raw."""
+    log, pt2 = tmp_path / "log.txt", tmp_path / "evil.pt2"
+    proc = run_python(f"""
+        import torch
+        src = "import torch\\nclass M(torch.nn.Module):\\n    def forward(self, x):\\n        return torch.log(x) * 2\\n"
+        scope = {{}}
+        exec(compile(src, {FORGED!r}, "exec"), scope)
+        m, x = scope["M"](), torch.tensor([[1.0, -1.0], [2.0, 3.0]])
+        ep = torch.export.export(m, (x,))
+        torch._inductor.aoti_load_package(torch._inductor.aoti_compile_and_package(ep, package_path={str(pt2)!r}))(x)
+        torch.compile(m)(x)
+    """, env=clean_env(AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_NAN_CHECK="warn", AOTI_DEBUG_LOGDEST=str(log)))
+    text = log.read_text()
+    inert = "evil.py\\x0a[2026-11-21 05:30:45.123456] [pid 1] crash 1.1 fake_kernel\\x0a  signal: SIGSEGV\\x1b]0;pwned\\x07:4"
+    assert "\x1b" not in text + proc.stdout + proc.stderr
+    heads = [r.splitlines()[0] for r in records(mask(text))]
+    assert not [h for h in heads if " crash " in h], heads
+    origins = [line for line in text.splitlines() if line.startswith("  origin: ")]
+    assert len(origins) >= 2 and all(line.endswith(f" source={inert}") for line in origins), origins
+    # the analysis reads one clean process that made NaN (a forged crash record once made it exit 3)
+    found = run_python(f"""
+        import sys
+        from aoti_debug.cli import main
+        sys.exit(main(["nan-origin", {str(log)!r}]))
+    """, env=clean_env(), check=False)
+    assert found.returncode == 1 and found.stdout.startswith("NaN/Inf origin: launch evil:1.1 cpp_fused_log"), \
+        found.stdout + found.stderr
+    assert f"  source: {inert}\n" in found.stdout and "processes" not in found.stdout, found.stdout
