@@ -388,6 +388,12 @@ CRAFTED_OPS = {
     "aten.add.out": ([{"input": "buf0"}, 1.5], {"out": "NODE"}),
     "aten.log.default": ([{"input": "buf0"}], {}),
     "aten.clone.default": (["NODE"], {}),
+    # memory: an index past the size densified, storage grown or asked for by the gigabyte
+    "aten.full.default": ([[1, 1], 10**6], {"dtype": {"dtype": "int64"}}),
+    "aten._sparse_coo_tensor_unsafe.default": (["NODE", "NODE", [4]], {}),
+    "aten._to_dense.default": (["NODE"], {}),
+    "aten.resize_.default": (["NODE", [1 << 20]], {}),
+    "aten.ones.default": ([[32768, 32768]], {}),
 }
 CRAFTED_ARGS = ["VICTIM", True, 16, 88, 1.5, "\x1b[2J", [2, 3], [10**8, 1], {"dtype": "uint8"},
                 {"input": "buf0"}, "NODE"]
@@ -426,6 +432,9 @@ def crafted(*names):
 @example(ops=crafted("aten._print.default"))
 @example(ops=crafted("aten.manual_seed.default"))
 @example(ops=crafted("aten.set_grad_enabled.default"))
+@example(ops=crafted("aten.full.default", "aten._sparse_coo_tensor_unsafe.default", "aten._to_dense.default"))
+@example(ops=crafted("aten.ones.default", "aten.clone.default"))
+@example(ops=crafted("aten.log.default", "aten.resize_.default"))
 def test_crafted_ops_never_act_outside_the_computation(real, capfd, ops):
     """check, and nan-origin and report with --rerun-ops, on the NaN origin launch given crafted
     ops: the contract holds, no file changes or appears, nothing reaches the terminal raw, and

@@ -244,9 +244,41 @@ def test_a_replay_refusing_the_inputs_names_their_shape(mlp10, tmp_path, capsys)
                        AOTI_DEBUG_LOGDEST=tmp_path / "log.txt"))
     (folder,) = [dump_dir / d for d in os.listdir(dump_dir) if d.endswith("-mlp-run1")]
     torch.save([torch.ones(5, 3)], folder / "inputs.pt")          # mlp takes (4, 8)
-    assert cli(capsys, "replay", "--dir", str(folder), "--package", mlp10) == (2, "", (
-        f"aoti-debug replay: {folder}: the replay process failed (exit status 1): RuntimeError: mat1 and mat2 "
-        "shapes cannot be multiplied (5x3 and 8x16); nothing was compared\n"))
+    code, out, err = cli(capsys, "replay", "--dir", str(folder), "--package", mlp10)
+    assert (code, out) == (2, "")
+    # the artifact's own input checks run in a replay (upstream's here: mlp10 has no guard compiled in)
+    assert err.startswith(f"aoti-debug replay: {folder}: the replay process failed (exit status 1): "
+                          "RuntimeError: input_handles[0]: unmatched dim value at 0, expected: 4, but got: 5"), err
+    assert err.endswith("; nothing was compared\n"), err
+
+
+def test_a_view_past_its_storage_is_named_before_anything_reads_it():
+    """torch.load refuses such a file itself; replay's and check's own test (dumps.outside_storage)
+    stands behind it, on a tensor whose storage shrank under its view."""
+    from aoti_debug.analysis.dumps import outside_storage
+    t = torch.ones(4, 8)
+    assert outside_storage(t) == "" and outside_storage(t.t()) == "" and outside_storage(t[:, 7:]) == ""
+    assert outside_storage(torch.ones(1, 8).expand(4, 8)) == ""        # stride 0 stays within
+    t.untyped_storage().resize_(64)                                     # 16 of its 32 elements left
+    assert outside_storage(t) == "is a view of 32 elements over a storage of 16"
+
+
+def test_a_replay_checks_crafted_inputs_before_any_kernel_reads_them(mlp10, tmp_path, capsys):
+    """A stride-0 view where the kernels index 4x8 elements: the input checks run in a replay
+    (the guard where it was compiled in, upstream's where not) and refuse it before any kernel
+    would read past its storage."""
+    dump_dir = tmp_path / "dumps"
+    run_python(f"""
+        import sys; sys.path.insert(0, {TESTS!r})
+        import torch, models
+        torch._inductor.aoti_load_package({mlp10!r})(*models.example("mlp")[1])
+    """, env=clean_env(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=dump_dir,
+                       AOTI_DEBUG_LOGDEST=tmp_path / "log.txt"))
+    (folder,) = [dump_dir / d for d in os.listdir(dump_dir) if d.endswith("-mlp-run1")]
+    torch.save([torch.ones(1, 8).expand(4, 8)], folder / "inputs.pt")
+    code, out, err = cli(capsys, "replay", "--dir", str(folder), "--package", mlp10)
+    assert (code, out) == (2, "")
+    assert "unmatched stride value at 0, expected: 8, but got: 0" in err and "nothing was compared" in err, err
 
 
 # ---------------------------------------------------------------- 3. links planted at the recorders' names
@@ -518,6 +550,49 @@ def test_ops_that_act_outside_the_computation_are_refused(made, tmp_path, capfd,
     out, err = capfd.readouterr()
     assert (code, out.splitlines()[3], err) == (1, f"  op:     not narrowed: {why}", "")
     assert torch.initial_seed() == seed and not saved.exists() and torch.is_grad_enabled()
+
+
+ALLOW_LIST = ("is not among torch's operators re-run on a dump's values (the core ATen opset, pointwise and "
+              "reduction ops, and those docs/dumps.md lists)")
+TRUSTING = "trusts sizes, indices or storage it is given (refused on a dump's values)"
+
+
+@pytest.mark.parametrize("ops, why", [
+    # an index past the size, densified: a chosen value written at a chosen offset (SIGSEGV, heap corruption)
+    ([op("idx", "aten.full.default", [1, 1], 10**6, dtype={"dtype": "int64"}),
+      op("vals", "aten.full.default", [1], 7.0),
+      op("sp", "aten._sparse_coo_tensor_unsafe.default", {"node": "idx"}, {"node": "vals"}, [4]),
+      op("dense", "aten._to_dense.default", {"node": "sp"}, holds=["buf1"])],
+     f"aten._to_dense is not re-run: it {ALLOW_LIST}"),
+    ([op("idx", "aten.full.default", [1, 1], 10**6, dtype={"dtype": "int64"}),
+      op("vals", "aten.full.default", [1], 7.0),
+      op("sp", "aten._sparse_coo_tensor_unsafe.default", {"node": "idx"}, {"node": "vals"}, [4], holds=["buf1"])],
+     f"aten._sparse_coo_tensor_unsafe is not re-run: it {TRUSTING}"),
+    ([op("grown", "aten.resize_.default", {"input": "buf0", "shape": ["2", "3"]}, [1 << 20], holds=["buf1"])],
+     f"aten.resize_ is not re-run: it {TRUSTING}"),
+    # the unchecked index runs as its checked form: past the end is an error, never a read
+    ([op("at", "aten.full.default", [2], 10**6, dtype={"dtype": "int64"}),
+      op("picked", "aten._unsafe_index.Tensor", {"input": "buf0", "shape": ["2", "3"]}, [{"node": "at"}],
+         holds=["buf1"])],
+     "aten._unsafe_index raised IndexError: index 1000000 is out of bounds for dimension 0 with size 2"),
+    # 343 bytes asking for 4 GiB: refused from its sizes, on fake tensors, before anything is allocated
+    ([op("big", "aten.ones.default", [32768, 32768]), op("total", "aten.sum.default", {"node": "big"}, holds=["buf1"])],
+     "aten.ones is not re-run: its results would take 4294967296 bytes, more than 268435456 (8 times the "
+     "largest tensor the launch recorded, 268435456 at least)"),
+], ids=["sparse-to-dense", "sparse-unsafe", "resize", "unsafe-index", "unbounded"])
+def test_re_run_ops_are_torchs_checked_operators_within_the_dumps_sizes(made, tmp_path, ops, why):
+    """Only torch's operators known to compute safely on dense strided tensors run (an allow-list),
+    within memory the dump's own tensors justify; in a fresh process, whose peak memory is measured."""
+    folder = planted_ops(made, tmp_path, ops)
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import resource, sys
+        from aoti_debug.cli import main
+        code = main(["check", sys.argv[1]])
+        print("PEAK", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+        sys.exit(code)"""), folder], capture_output=True, text=True, timeout=120, env=clean_env())
+    assert (proc.returncode, check_line(proc.stdout), proc.stderr) == (
+        4, f"1.2 cpp_fused_log_1  not checkable: buf1: {why}", "")
+    assert int(proc.stdout.split("PEAK ")[1]) < 1500      # MiB: nothing near the 4 GiB asked for
 
 
 def test_a_view_reaching_outside_its_storage_is_never_read(made, tmp_path):

@@ -75,6 +75,21 @@ def load(path: str) -> Any:
     return value
 
 
+def outside_storage(t) -> str:
+    """Why a strided tensor's view reaches outside its storage ("" when it does not): a
+    negative stride, or an element past the storage's end (a crafted file's view
+    that a kernel indexing with its own strides would read past)."""
+    if t.numel() == 0:
+        return ""
+    if min(t.stride(), default=0) < 0:
+        return "has a negative stride"
+    end = t.storage_offset() + sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1
+    room = t.untyped_storage().nbytes() // t.element_size()
+    if end > room:
+        return f"is a view of {end} elements over a storage of {room}"
+    return ""
+
+
 def _check_value(path: str, value: Any, torch) -> None:
     pending = [(value, 0)]
     while pending:

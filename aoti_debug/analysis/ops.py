@@ -5,7 +5,9 @@ A dump folder is data: an op runs only when it names a `torch.ops` operator
 that is registered in this process (aten and prims always; a custom op once
 the user loaded its library with `--library` or `--allow-module`), looked up by name, and
 only when it computes (`refusal`): nothing a dump names reads or writes files,
-prints, or changes the state of the process or a device.  Every tensor an op
+prints, or changes the state of the process or a device.  Of torch's own
+operators only those on an allow-list run (`unlisted`), and no op's results may
+outgrow what the dump's tensors justify (`Runner._bounded`).  Every tensor an op
 gets is one the re-run made (a copy of a dumped input, or an earlier op's
 result), so an in-place or `out=` op writes only those.  Nothing is imported
 for an op.  Symbolic sizes are evaluated by a small arithmetic reader
@@ -174,10 +176,87 @@ def operator(name: str, args: Optional[list] = None, kwargs: Optional[dict] = No
                            "with --allow-module MODULE)") from None
     if not isinstance(fn, torch._ops.OpOverload):
         raise NotCheckable(f"{printable(name)} is not an operator")
-    why = refusal(fn, None if args is None else (args, kwargs or {}))
+    why = refusal(fn, None if args is None else (args, kwargs or {})) or unlisted(fn)
     if why:
         raise NotCheckable(f"{ns}.{op} is not re-run: it {why}")
+    checked = _CHECKED_FORM.get(fn._schema.name, {}).get(overload)
+    if checked:
+        _, cop, cov = checked.split(".")
+        return getattr(getattr(torch.ops.aten, cop), cov)
     return fn
+
+
+# -- torch's own operators: an allow-list ---------------------------------------------
+#
+# A dump's ops run on values nobody vouches for, so torch's own operators run only when
+# they are known to compute on dense strided tensors with their arguments checked: the
+# core ATen opset and the pointwise and reduction ops (by their tags), and the ops below
+# that Inductor's graphs hold.  A constructor of sparse, nested or mkldnn tensors, an op
+# that trusts its indices or sizes (`*_unsafe`), or one that reinterprets or resizes
+# storage is refused by name.  An op of any other namespace is a custom op: it is there
+# only when the user loaded its library or module, and runs as the user's code.
+_TORCH_NAMESPACES = frozenset({
+    "aten", "prims", "_c10d_functional", "_c10d_functional_autograd", "_dtensor", "_native", "_quantized",
+    "_test", "c10d", "c10d_functional", "debug_mode_ops", "debugprims", "export", "inductor", "inductor_prims",
+    "mkl", "mkldnn", "mkldnn_prepacked", "onednn", "profiler", "quantization", "quantized",
+    "quantized_decomposed", "rngprims", "sparse", "static_runtime", "symm_mem", "_inductor_test", "flex_lib",
+    "fsdp", "onnx", "onnx_symbolic", "streams", "higher_order", "prim", "_quantized_decomposed",
+})
+_ALSO_LISTED = frozenset({
+    "aten::_unsafe_view",                # a view whose size is checked against the input's
+    "aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_flash_attention",
+    "aten::_scaled_dot_product_efficient_attention", "aten::_scaled_dot_product_cudnn_attention",
+    "aten::scaled_dot_product_attention", "aten::_weight_int8pack_mm", "aten::_int_mm", "aten::_scaled_mm",
+    "aten::linear", "aten::matmul", "aten::einsum", "aten::lstm", "aten::gru", "aten::rnn_tanh", "aten::rnn_relu",
+    "aten::native_dropout", "aten::dropout", "aten::alpha_dropout", "aten::feature_dropout",
+    "aten::feature_alpha_dropout", "aten::_log_softmax", "aten::_softmax", "aten::copy", "aten::lift_fresh_copy",
+    "aten::alias", "aten::_assert_async", "aten::_assert_scalar", "aten::_assert_tensor_metadata",
+    "aten::sym_constrain_range", "aten::sym_constrain_range_for_size", "aten::_linalg_check_errors",
+    "aten::_to_copy", "aten::view_as", "aten::reshape", "aten::contiguous", "aten::flatten", "aten::unflatten",
+    "aten::_reshape_alias", "aten::unbind", "aten::split", "aten::chunk", "aten::movedim", "aten::t",
+    "aten::expand_as", "aten::narrow", "aten::repeat_interleave", "aten::index", "aten::index_put",
+    "aten::_unsafe_index", "aten::_unsafe_index_put",       # run as their checked forms (_CHECKED_FORM)
+    "aten::empty_like", "aten::empty_strided", "aten::ones", "aten::zeros", "aten::ones_like", "aten::zeros_like",
+    "aten::full_like", "aten::new_zeros", "aten::new_ones", "aten::new_full", "aten::new_empty", "aten::arange",
+    "aten::fill", "aten::fill_", "aten::zero_", "aten::copy_", "aten::transpose", "aten::baddbmm", "aten::sort",
+    "aten::argsort", "aten::max_pool2d_with_indices", "aten::max_pool3d_with_indices", "aten::_local_scalar_dense",
+    "aten::item", "aten::bucketize", "aten::searchsorted", "aten::index_add", "aten::index_copy",
+    "aten::index_fill", "aten::masked_scatter", "aten::masked_select", "aten::count_nonzero", "aten::roll",
+    "aten::diagonal", "aten::diag_embed", "aten::tril", "aten::triu", "aten::_fft_r2c", "aten::_fft_c2r",
+    "aten::_fft_c2c", "aten::_native_batch_norm_legit_no_training", "aten::_native_batch_norm_legit_functional",
+    "aten::_embedding_bag", "aten::embedding_bag", "aten::grid_sampler_2d", "aten::upsample_bilinear2d",
+    "aten::_upsample_bilinear2d_aa", "aten::_cdist_forward", "aten::cdist", "aten::linalg_vector_norm",
+    "aten::_weight_norm_interface", "aten::adaptive_max_pool2d", "aten::im2col", "aten::col2im",
+    "prims::convert_element_type", "prims::iota", "prims::broadcast_in_dim", "prims::squeeze",
+    "prims::collapse_view", "prims::split_dim", "prims::transpose", "prims::sum", "prims::prod",
+    "prims::amax", "prims::amin", "prims::var", "prims::fma",
+})
+_LISTED_TAGS = ("core", "pointwise", "reduction")
+# refused whatever their tags: they trust sizes, indices or storage they are given
+_UNCHECKED = re.compile(r"sparse|nested|mkldnn|_unsafe|^set_|resize|^as_strided_|_make_dep_token"
+                        r"|^_nnz$|^_indices$|^_values$|coalesce|quantize|_fbgemm|_cslt|_cufft|from_padded")
+# ops that skip a bounds check, and the checked op that computes the same
+_CHECKED_FORM = {"aten::_unsafe_index": {"Tensor": "aten.index.Tensor"},
+                 "aten::_unsafe_index_put": {"default": "aten.index_put.default"}}
+
+
+def unlisted(fn) -> str:
+    """Why one of torch's own operators may not run on a dump's values ("" when it may)."""
+    import torch
+    name = fn._schema.name
+    ns, _, op = name.partition("::")
+    if ns not in _TORCH_NAMESPACES:
+        return ""                            # a custom op the user loaded
+    if name in _CHECKED_FORM:
+        return ""
+    if _UNCHECKED.search(op) and name != "aten::_unsafe_view":
+        return "trusts sizes, indices or storage it is given (refused on a dump's values)"
+    listed = name in _ALSO_LISTED or (ns == "aten" and any(
+        getattr(torch.Tag, t, None) in fn.tags for t in _LISTED_TAGS))
+    if not listed:
+        return ("is not among torch's operators re-run on a dump's values (the core ATen opset, pointwise "
+                "and reduction ops, and those docs/dumps.md lists)")
+    return ""
 
 
 # What an operator's schema cannot tell: it acts outside the computation (files, the
@@ -309,15 +388,16 @@ def _foreign(value) -> str:
     import torch
     if isinstance(value, (list, tuple)):
         return next((why for why in map(_foreign, value) if why), "")
-    if not isinstance(value, torch.Tensor) or value.numel() == 0 or value.layout != torch.strided:
+    if not isinstance(value, torch.Tensor):
         return ""
-    storage = value.untyped_storage()
-    if storage.filename:
+    if value.layout != torch.strided or value.is_nested or value.is_mkldnn or value.is_quantized:
+        return f"a tensor that is not dense and strided ({str(value.layout).replace('torch.', '')})"
+    if value.numel() == 0:
+        return ""
+    if value.untyped_storage().filename:
         return "a tensor backed by a file"
-    end = value.storage_offset() + sum((n - 1) * s for n, s in zip(value.shape, value.stride())) + 1
-    if min(value.stride(), default=0) < 0 or end * value.element_size() > storage.nbytes():
-        return "a view reaching outside its storage"
-    return ""
+    from .dumps import outside_storage
+    return "a view reaching outside its storage" if outside_storage(value) else ""
 
 
 def is_upstream(name: str) -> bool:
@@ -457,6 +537,7 @@ class Runner:
         self.program, self.inputs, self.wide = program, inputs, wide
         # the launch's own tensors first; the run's (its recorded model inputs) for the rest
         self.symbols = {**(run_symbols or {}), **bind(program, inputs, known)}
+        self._recorded = list(inputs.values()) + [t for _, t in known]
         self.values: Dict[str, Any] = {}
 
     def value(self, node: str) -> Any:
@@ -475,6 +556,7 @@ class Runner:
         fn = operator(op.op, op.args, op.kwargs)
         args = [self._arg(a) for a in op.args]
         kwargs = {k: self._arg(v) for k, v in op.kwargs.items()}
+        self._bounded(op, fn, args, kwargs)
         try:
             with torch.no_grad():
                 value = fn(*args, **kwargs)
@@ -485,6 +567,20 @@ class Runner:
         if foreign:                    # no later op reads or writes it
             raise NotCheckable(f"{op.short} is not re-run: it returned {foreign}")
         return value
+
+    def _bounded(self, op: Op, fn, args, kwargs) -> None:
+        """Refuse an op whose results would take more memory than the dump justifies: at most
+        LIMIT_FACTOR times the largest tensor the launch recorded (and LIMIT_FLOOR bytes
+        whatever it recorded), its results' sizes found first on fake tensors, which hold no
+        memory (a 343-byte ops list once asked for ones([32768, 32768]))."""
+        import torch
+        limit = max(LIMIT_FLOOR, LIMIT_FACTOR * max(
+            [t.numel() * t.element_size() for t in self._recorded if isinstance(t, torch.Tensor)], default=0))
+        need = _result_bytes(fn, args, kwargs)
+        if need is not None and need > limit:
+            raise NotCheckable(f"{op.short} is not re-run: its results would take {need} bytes, more than "
+                               f"{limit} ({LIMIT_FACTOR} times the largest tensor the launch recorded, "
+                               f"{LIMIT_FLOOR} at least)")
 
     def _read_as(self, name: str, t, layout: Dict[str, Any]):
         """The value a buffer updated in place holds, in the layout of the buffer whose
@@ -548,6 +644,25 @@ class Runner:
                 raise NotCheckable(f"memory format {printable(shorten(fmt))} is not known")
             return getattr(torch, fmt)
         raise NotCheckable(f"an argument of type {printable(shorten(str(v.get('unsupported'))))} is not recorded")
+
+
+LIMIT_FACTOR = 8               # an op's results: at most this many times the launch's largest tensor
+LIMIT_FLOOR = 256 * 2**20       # bytes, whatever the launch recorded
+
+
+def _result_bytes(fn, args, kwargs) -> Optional[int]:
+    """The bytes of what `fn` returns for these arguments, found on fake tensors (no memory
+    taken); None where the fake run cannot tell (a size that depends on the values)."""
+    import torch
+    import torch.utils._pytree as pytree
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    try:
+        with FakeTensorMode() as mode:
+            fake_args, fake_kwargs = pytree.tree_map_only(torch.Tensor, mode.from_tensor, (args, kwargs))
+            out = fn(*fake_args, **fake_kwargs)
+        return sum(t.numel() * t.element_size() for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor))
+    except Exception:
+        return None
 
 
 def dependencies(program: Program, node: str) -> List[Op]:

@@ -41,7 +41,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .. import settings
 from . import blackbox, closeness, runnable
-from .dumps import MANIFEST, call_arguments, load, manifest_lines, read_manifest
+from .dumps import MANIFEST, call_arguments, load, manifest_lines, outside_storage, read_manifest
 from .untrusted import InputError, shorten
 
 
@@ -253,6 +253,12 @@ def _inputs(folder: str) -> str:
     if not isinstance(inputs, (list, tuple)):
         raise ReplayInputError(f"{path}: holds a {type(inputs).__name__}, not the list of the "
                                "run's inputs (the run cannot be reproduced)")
+    import torch
+    for i, t in enumerate(inputs):
+        why = outside_storage(t) if isinstance(t, torch.Tensor) else ""
+        if why:     # the artifact would read past it: nothing runs
+            raise ReplayInputError(f"{path}: input {i} {why}, so the artifact would read memory no "
+                                   "tensor owns (nothing was run)")
     return path
 
 
@@ -393,6 +399,9 @@ def replay_run(folder: str, entries: List[Dict[str, Any]], atol: float, rtol: fl
                if not k.startswith(("AOTI_DEBUG_DUMP", "AOTI_DEBUG_BLACKBOX")) and k != "AOTI_DEBUG_RUNTIME_REGISTRY"}
         # level 10 where it was compiled in, else the black box (dumped after the run): either
         # way every launch of the run is recorded again
+        # the input guard on where it was compiled in (upstream's input checks where it was not):
+        # a crafted inputs.pt meets the artifact's checks before any kernel reads it
+        env.update(AOTI_DEBUG_CHECK_INPUTS="1", AOTI_RUNTIME_CHECK_INPUTS="1")
         env.update(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=os.path.join(tmp, "dumps"),
                    AOTI_DEBUG_DUMP_MAX_COUNT="1000000000", AOTI_DEBUG_DUMP_MAX_SIZE_GB="1000000",
                    AOTI_DEBUG_LOGDEST=os.path.join(tmp, "replay.log"), AOTI_DEBUG_BLACKBOX="100000",

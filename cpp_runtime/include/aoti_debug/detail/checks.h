@@ -302,6 +302,7 @@ AOTI_DEBUG_CORE_FN void InputGuard::aligned(const char* label, const Value& v, i
 
 AOTI_DEBUG_CORE_FN void InputGuard::finite(const char* label, const Value& v, bool count_inf) {
 #if AOTI_DEBUG_ENABLE_STATS
+  if (model_.nan_check().action == detail::kNanOff) return;  // the NaN check switched off at run time
   Stats s{};
   const char* reason = nullptr;
   if (v.t.device_type == 0) {
