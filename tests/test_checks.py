@@ -168,7 +168,10 @@ def test_upstream_input_checks_give_way_to_the_guard_one_message_for_one_problem
     # the guard off at run time: upstream's checks are what is left
     upstream = raised(run_package(dynamic, "dynamic", inputs="(torch.randn(4, 5), torch.randn(8, 4))",
                                   AOTI_RUNTIME_CHECK_INPUTS="1", AOTI_DEBUG_CHECK_INPUTS="0"))
-    assert upstream.startswith("input_handles[0]: unmatched dim value at 1, expected: 4, but got: 5"), upstream
+    if torch.__version__ >= "2.13":
+        assert upstream.startswith("input_handles[0]: unmatched dim value at 1, expected: 4, but got: 5"), upstream
+    else:       # before 2.13 AOTI's interface keeps an error's text from its caller
+        assert "aoti-debug" not in upstream and "API call failed" in upstream, upstream
 
 
 @pytest.mark.torch_matrix
