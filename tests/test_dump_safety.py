@@ -32,7 +32,7 @@ from aoti_debug.analysis.untrusted import shorten   # long values are cut: the t
 from aoti_debug.cli import main
 from conftest import TESTS, clean_env, run_python
 from test_analysis_untrusted import RUN_DRIVER, copy, in_fresh_process, lines_of, made, rewrite  # noqa: F401  (fixture)
-from test_flight_recorder import NOTE_TAIL, dir_size, manifest, mlp10, notes  # noqa: F401  (fixture)
+from test_flight_recorder import NOTE_TAIL, dir_size, manifest, mlp10, notes, run_model  # noqa: F401  (fixture)
 
 torch = pytest.importorskip("torch")
 
@@ -661,3 +661,56 @@ def test_a_ring_naming_no_valid_process_is_refused_without_kill_advice(ring, tmp
     path.write_bytes(ring)
     code, out, _ = cli(capsys, "blackbox", "recover", str(tmp_path))
     assert (code, out.splitlines()[0].split(" into ")[0]) == (0, f"recovered {path}")
+
+
+# ---------------------------------------------------------------- dumps are private
+
+def modes_under(root):
+    """{path relative to root: its permission bits} of root and everything under it (no link followed)."""
+    found = {".": oct(os.lstat(root).st_mode & 0o777)}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = os.path.join(folder, name)
+            found[os.path.relpath(path, root)] = oct(os.lstat(path).st_mode & 0o777)
+    return found
+
+
+def test_dumps_of_both_runtimes_are_private(mlp10, made, tmp_path):
+    """Model inputs and weights are the user's: every folder 0700, every file 0600 (the
+    artifact's copy too), whatever the umask lets through."""
+    dump = tmp_path / "dumps"
+    run_model(mlp10, dump, tmp_path / "log.txt", AOTI_DEBUG_LOGLEVEL="10")
+    cpp = modes_under(dump)
+    assert any(p.endswith("-mlp-artifact.so") for p in cpp) and any(p.endswith(".pt") for p in cpp), cpp
+    assert {p: m for p, m in cpp.items() if m != ("0o700" if os.path.isdir(dump / p) else "0o600")} == {}
+    python = modes_under(made["nan"][0])       # the Python runtime's dumps of the same kind
+    assert any(p.endswith(".pt") for p in python), python
+    assert {p: m for p, m in python.items()
+            if m != ("0o700" if os.path.isdir(os.path.join(made["nan"][0], p)) else "0o600")} == {}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a folder another user's needs root")
+@pytest.mark.parametrize("planted", ["folder", "link"])
+def test_a_dump_directory_another_user_controls_is_refused(mlp10, tmp_path, planted):
+    """A dump directory another user made (0777, so that the model's weights land where they can
+    read them), or a link of theirs to one: no dump is written there, and the log says why."""
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    os.chmod(theirs, 0o777)
+    dump = theirs
+    if planted == "folder":
+        os.chown(theirs, NOBODY, NOBODY)
+        why = "owned by another user, who could read what is written there"
+    else:
+        dump = tmp_path / "dumps"
+        os.symlink(theirs, dump)
+        os.lchown(dump, NOBODY, NOBODY)
+        why = "a symbolic link another user owns, which is not followed"
+    log = tmp_path / "log.txt"
+    proc = run_model(mlp10, dump, log, AOTI_DEBUG_LOGLEVEL="10")
+    assert proc.stdout.startswith("OUTPUT ")          # the model runs on
+    assert os.listdir(theirs) == []
+    assert f"({why}); no more dumps" in log.read_text(), log.read_text()
+
+
+NOBODY = 65534

@@ -209,3 +209,61 @@ def test_info_tries_a_fifo_destination_without_opening_it(tmp_path):
         os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
         tried.join()
     assert (hung, result) == (False, [None])
+
+
+NOBODY = 65534
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="making a file another user's needs root")
+
+
+@as_root
+@pytest.mark.parametrize("planted", ["link", "file"])
+@pytest.mark.parametrize("writer", ["native", "python"])
+def test_a_log_path_another_user_planted_is_never_written(tmp_path, writer, planted):
+    """In a sticky, world-writable directory another user can plant a link at the log's path
+    (to a file only the victim may write) or a file of their own: neither is followed or
+    appended to; the records go to stderr after one note, as for any path that cannot be opened."""
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    victim, log = tmp_path / "victim.txt", shared / "log.txt"
+    victim.write_text("root's own\n")
+    if planted == "link":
+        os.symlink(victim, log)
+        os.lchown(log, NOBODY, NOBODY)
+        why = "a symbolic link another user owns, which is not followed"
+    else:
+        log.write_text("theirs\n")
+        os.chown(log, NOBODY, NOBODY)
+        why = "a file another user owns, which is not appended to"
+    proc = run_python(f"""
+        import os, sys
+        from aoti_debug.runtime import format as fmt, sink
+        if {writer!r} == "python":
+            sink.native = lambda: None
+        elif sink.native() is None:
+            sys.exit("the compiled core is not available")
+        sink.write({str(log)!r}, fmt.record(fmt.header("note", "-", "r1", os.getpid()), []))
+    """, timeout=60)
+    assert victim.read_text() == "root's own\n"
+    assert planted == "link" or log.read_text() == "theirs\n"
+    text = mask(proc.stderr)
+    assert text == (banners(text)[0] + "[TIMESTAMP] [pid PID] note - settings\n"
+                    + f"  AOTI_DEBUG_LOGDEST={str(log)!r} is not valid: cannot open {log} ({why}); keeping stderr\n"
+                    + "[TIMESTAMP] [pid PID] note - r1\n")
+
+
+@pytest.mark.parametrize("writer", ["native", "python"])
+def test_a_new_log_and_its_folders_are_private(tmp_path, writer):
+    log = tmp_path / "logs" / "day" / "log.txt"
+    run_python(f"""
+        import os, sys
+        from aoti_debug.runtime import format as fmt, sink
+        if {writer!r} == "python":
+            sink.native = lambda: None
+        elif sink.native() is None:
+            sys.exit("the compiled core is not available")
+        os.umask(0o022)
+        sink.write({str(log)!r}, fmt.record(fmt.header("note", "-", "r1", os.getpid()), []))
+    """, timeout=60)
+    modes = [oct(os.lstat(p).st_mode & 0o777) for p in (tmp_path / "logs", log.parent, log)]
+    assert modes == ["0o700", "0o700", "0o600"]

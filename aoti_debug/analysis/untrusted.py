@@ -150,7 +150,7 @@ def create(path: str) -> BinaryIO:
     through."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-                     | os.O_NOFOLLOW, 0o644)
+                     | os.O_NOFOLLOW, 0o600)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise refused(path, stat.S_IFLNK, "written") from None

@@ -8,7 +8,7 @@ both honour one ledger:
   O_CREAT | O_EXCL | O_NOFOLLOW, so a link planted at a name the recorder will
   use is never followed.  A name in the dump directory itself that is taken
   gives way to the next free one of <stem>.2<ext> .. <stem>.100<ext> (the
-  caller says so in a note); in a folder the recorder created (mode 0755:
+  caller says so in a note); in a folder the recorder created (mode 0700:
   nobody else can add to it) a taken name is an error.
 - The limits hold for the directory, whatever writes into it: the ledger file
   .aoti-debug-ledger holds the bytes and dumps written so far, read and
@@ -37,13 +37,29 @@ def nth_name(stem: str, ext: str, n: int) -> str:
     return stem + ext if n <= 1 else f"{stem}.{n}{ext}"
 
 
+def own_dir(path: str) -> None:
+    """mkdir -p of the dump directory (0700), as dumpdir.h's mkdirs: OSError unless it ends as
+    a directory the user owns, reached through no symbolic link another user owns (dumps
+    hold the model's inputs and weights)."""
+    from .sink import private_dirs
+    private_dirs(path)          # a file there: the checks below say what is wrong
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode) and st.st_uid != os.geteuid():
+        raise OSError(errno.EPERM, "a symbolic link another user owns, which is not followed")
+    st = os.stat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise OSError(errno.ENOTDIR, "Not a directory")
+    if st.st_uid != os.geteuid():
+        raise OSError(errno.EPERM, "owned by another user, who could read what is written there")
+
+
 def make_folder(parent: str, stem: str) -> str:
     """Create a new folder parent/<stem>, or the first free alternative; its name.
     OSError (EEXIST when every name is taken)."""
     for n in range(1, NAME_TRIES + 1):
         name = nth_name(stem, "", n)
         try:
-            os.mkdir(os.path.join(parent, name), 0o755)
+            os.mkdir(os.path.join(parent, name), 0o700)
             return name
         except FileExistsError:
             continue
@@ -58,7 +74,7 @@ def create_file(folder: str, name: str, alternatives: bool = False) -> Tuple[int
     for n in range(1, (NAME_TRIES if alternatives else 1) + 1):
         chosen = nth_name(stem, ext, n)
         try:
-            return os.open(os.path.join(folder, chosen), flags, 0o644), chosen
+            return os.open(os.path.join(folder, chosen), flags, 0o600), chosen
         except FileExistsError:
             continue
     raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), os.path.join(folder, name))
@@ -67,7 +83,7 @@ def create_file(folder: str, name: str, alternatives: bool = False) -> Tuple[int
 def append_to(folder: str, name: str) -> int:
     """folder/<name> opened for appending (the manifest), created if needed, never through a link."""
     return os.open(os.path.join(folder, name),
-                   os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+                   os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
 
 
 def dir_bytes(path: str, depth: int = 0) -> int:
@@ -105,7 +121,7 @@ def with_ledger(dump_dir: str, update: Callable[[Counts], bool]) -> str:
     (Too many levels of symbolic links)"."""
     path = os.path.join(dump_dir, LEDGER)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
     except OSError as exc:
         return f"cannot write {path!r} ({exc.strerror or exc})"
     try:

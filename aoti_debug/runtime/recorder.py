@@ -56,10 +56,7 @@ class Recorder:
             stem = f"{pid}-{self.label}"
             self._folder = os.path.join(dump_dir, stem)
             try:
-                try:
-                    os.makedirs(dump_dir, exist_ok=True)
-                except FileExistsError:
-                    pass                # a file there: creating the folder in it says what is wrong
+                dumpdir.own_dir(dump_dir)
                 name = dumpdir.make_folder(dump_dir, stem)
             except OSError as exc:
                 self._stop(f"cannot create dump folder {self._folder!r} ({exc.strerror or exc})")

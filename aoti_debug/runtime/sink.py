@@ -244,23 +244,59 @@ class _PythonWriter:
         parent = os.path.dirname(path)
         try:
             if parent:
-                os.makedirs(parent, exist_ok=True)
+                private_dirs(parent)
         except OSError:
             pass  # the open below reports the reason
         try:
-            # O_NONBLOCK: a FIFO without a reader fails with ENXIO instead of blocking
-            # the model until one comes; writes block again as for a file
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
+            fd = open_own_log(path)
         except OSError as exc:
             return self._stderr(), fmt.record(
                 fmt.header("note", "-", "settings", pid),
                 [f"  AOTI_DEBUG_LOGDEST={dest!r} is not valid: cannot open {path} "
                  f"({exc.strerror}); keeping stderr"])
-        try:
-            os.set_blocking(fd, True)
-        except OSError:
-            pass
         return _Dest(fd, path), ""
+
+
+def private_dirs(path: str) -> None:
+    """mkdir -p where every folder made is 0700 (os.makedirs gives the mode to the last only)."""
+    head = os.path.dirname(path)
+    if head and head != path and not os.path.isdir(head):
+        private_dirs(head)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+
+
+def open_own_log(path: str) -> int:
+    """The log `path` opened to append to, as the C++ runtime opens it (registry.h,
+    open_own_log): never through a symbolic link another user owns, never into a regular
+    file another user owns (a link planted in a sticky, world-writable /tmp); a new file
+    is 0600.  OSError with why."""
+    try:
+        st = os.lstat(path)
+        link = stat.S_ISLNK(st.st_mode)
+    except OSError:
+        link = False
+    if link and st.st_uid != os.geteuid():
+        raise OSError(errno.EPERM, "a symbolic link another user owns, which is not followed")
+    # O_NONBLOCK: a FIFO without a reader fails with ENXIO instead of blocking
+    # the model until one comes; writes block again as for a file
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
+                 | (0 if link else os.O_NOFOLLOW), 0o600)
+    try:
+        own = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        raise
+    if stat.S_ISREG(own.st_mode) and own.st_uid != os.geteuid():
+        os.close(fd)
+        raise OSError(errno.EPERM, "a file another user owns, which is not appended to")
+    try:
+        os.set_blocking(fd, True)
+    except OSError:
+        pass
+    return fd
 
 
 def try_destination(dest: str, pid: int) -> Optional[str]:

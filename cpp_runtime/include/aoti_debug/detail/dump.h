@@ -410,7 +410,7 @@ class Recorder {
       int fd, err = 0;
       if (append) {
         const std::string path = dir + "/" + name;
-        do fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+        do fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
         while (fd < 0 && errno == EINTR);
         if (fd < 0) err = errno;
       } else {

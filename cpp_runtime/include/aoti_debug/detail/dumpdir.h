@@ -8,7 +8,7 @@
 //   recorder will use is never followed.  A name in the dump directory itself
 //   that is taken gives way to the next free one of <stem>.2<ext> ..
 //   <stem>.100<ext> (the caller says so in a note); in a folder the recorder
-//   created (mode 0755: nobody else can add to it) a taken name is an error.
+//   created (mode 0700: nobody else can add to it or read it) a taken name is an error.
 // - The limits hold for the directory, whatever writes into it: the ledger
 //   file .aoti-debug-ledger holds the bytes and dumps written so far, read
 //   and rewritten in place under flock().  It is created with the bytes
@@ -53,7 +53,7 @@ inline std::string nth_name(const std::string& stem, const std::string& ext, int
 // or the errno.
 inline int make_folder(const std::string& parent, const std::string& stem, bool alternatives, int* n) {
   for (*n = 1; *n <= (alternatives ? kNameTries : 1); ++*n) {
-    if (::mkdir((parent + "/" + nth_name(stem, "", *n)).c_str(), 0755) == 0) return 0;
+    if (::mkdir((parent + "/" + nth_name(stem, "", *n)).c_str(), 0700) == 0) return 0;
     if (errno != EEXIST) return errno;
   }
   *n = 1;
@@ -65,7 +65,7 @@ inline int make_folder(const std::string& parent, const std::string& stem, bool 
 // with its name in *chosen, or -errno.  `access`: O_WRONLY, or O_RDWR for a
 // file that is mapped.
 inline int create_file(const std::string& dir, const std::string& name, bool alternatives,
-                       std::string* chosen, int access = O_WRONLY, mode_t mode = 0644) {
+                       std::string* chosen, int access = O_WRONLY, mode_t mode = 0600) {
   const size_t dot = name.rfind('.');
   const std::string stem = dot == std::string::npos || dot == 0 ? name : name.substr(0, dot);
   const std::string ext = name.substr(stem.size());
@@ -99,19 +99,28 @@ inline int64_t dir_bytes(const std::string& path, int depth = 0) {
   return total;
 }
 
-// mkdir -p; false with *err set when `path` is not a directory in the end.
+// mkdir -p (0700); false with *err set when `path` is not, in the end, a directory the
+// user owns, reached through no link another user owns.
 inline bool mkdirs(const std::string& path, int* err) {
   for (size_t i = 1; i <= path.size(); ++i) {
     if (i != path.size() && path[i] != '/') continue;
     const std::string part = path.substr(0, i);
-    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) {
+    if (::mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) {
       *err = errno;
       return false;
     }
   }
   struct stat st;
+  if (lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode) && st.st_uid != geteuid()) {
+    *err = kErrForeignLink;
+    return false;
+  }
   if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     *err = ENOTDIR;
+    return false;
+  }
+  if (st.st_uid != geteuid()) {  // dumps hold the model's inputs and weights: the user's own folder only
+    *err = kErrNotOwned;
     return false;
   }
   return true;
@@ -138,7 +147,7 @@ template <class Update>
 std::string with_ledger(const std::string& dir, Update update) {
   const std::string path = dir + "/" + kLedgerName;
   int fd;
-  do fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+  do fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
   while (fd < 0 && errno == EINTR);
   int err = fd < 0 ? errno : 0;
   struct stat st;

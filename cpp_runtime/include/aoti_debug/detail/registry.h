@@ -504,8 +504,14 @@ inline std::string banner(const char* torch_version) {
 
 // English strerror() text for what opening a log file can meet (fixed, so
 // tests and logs do not depend on the locale).
+// Not errnos: a path another user controls, which dumps and logs never use.
+constexpr int kErrNotOwned = -1001;     // a directory another user owns
+constexpr int kErrForeignLink = -1002;  // a symbolic link another user owns
+
 inline std::string errno_text(int e) {
   switch (e) {
+    case kErrNotOwned: return "owned by another user, who could read what is written there";
+    case kErrForeignLink: return "a symbolic link another user owns, which is not followed";
     case EACCES: return "Permission denied";
     case ENOENT: return "No such file or directory";
     case ENOTDIR: return "Not a directory";
@@ -544,10 +550,41 @@ inline std::string expand_dest(const std::string& dest) {
   return out;
 }
 
-// mkdir -p of the path's parent directory.
+// mkdir -p of the path's parent directory (private: what is written there is the user's).
 inline void make_parent_dirs(const std::string& path) {
   for (size_t i = 1; i < path.size(); ++i)
-    if (path[i] == '/') mkdir(path.substr(0, i).c_str(), 0755);  // errors show up at open()
+    if (path[i] == '/') mkdir(path.substr(0, i).c_str(), 0700);  // errors show up at open()
+}
+
+// Opens the log `path` to append to, the way aoti_debug/runtime/sink.py does: never
+// through a symbolic link another user owns, never into a regular file another user
+// owns (a link planted in a sticky, world-writable /tmp); a new file is 0600.  The
+// descriptor, or -1 with *err (an errno) or *why set.
+inline int open_own_log(const std::string& path, int* err, const char** why) {
+  struct stat ln;
+  const bool link = lstat(path.c_str(), &ln) == 0 && S_ISLNK(ln.st_mode);
+  if (link && ln.st_uid != geteuid()) {
+    *why = "a symbolic link another user owns, which is not followed";
+    return -1;
+  }
+  int fd;
+  // O_NONBLOCK: a FIFO without a reader fails with ENXIO instead of blocking
+  // the model until one comes; writes block again as for a file.
+  do fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK | (link ? 0 : O_NOFOLLOW), 0600);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0) {
+    *err = errno;
+    return -1;
+  }
+  struct stat st;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid != geteuid()) {
+    ::close(fd);
+    *why = "a file another user owns, which is not appended to";
+    return -1;
+  }
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags != -1) (void)fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  return fd;
 }
 
 // Whether a write to entry i can raise SIGPIPE or SIGXFSZ (and so goes through
@@ -603,16 +640,9 @@ inline int resolve_dest(Registry* r, const std::string& dest, std::string* note_
   make_parent_dirs(path);
   int fd = -1;
   int err = 0;
+  const char* why = nullptr;
   if (r->ndest < kMaxDests - 2) {  // keep room for stdout/stderr
-    // O_NONBLOCK: a FIFO without a reader fails with ENXIO instead of
-    // blocking the model until one comes; writes block again as for a file.
-    do fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
-    while (fd < 0 && errno == EINTR);
-    err = errno;
-    if (fd >= 0) {
-      const int flags = fcntl(fd, F_GETFL);
-      if (flags != -1) (void)fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-    }
+    fd = open_own_log(path, &err, &why);
   } else {
     err = EMFILE;
   }
@@ -626,7 +656,7 @@ inline int resolve_dest(Registry* r, const std::string& dest, std::string* note_
   if (se < 0) se = add_dest(r, "stderr", 2, -1);
   add_dest(r, path, 2, se);  // later records for this path go to stderr without a new note
   *note_text = "AOTI_DEBUG_LOGDEST=" + py_repr(dest) + " is not valid: cannot open " + path +
-               " (" + errno_text(err) + "); keeping stderr";
+               " (" + (why ? std::string(why) : errno_text(err)) + "); keeping stderr";
   return se < 0 ? 0 : se;
 }
 
