@@ -146,7 +146,9 @@ def test_percent_i_mkdir_p_and_mode(tmp_path):
     pid = int(proc.stdout)
     path = tmp_path / "x" / "y" / f"log_{pid}_{pid}.txt"
     assert mask(path.read_text()) == banner("v") + "[TIMESTAMP] [pid PID] note - hi\n"
-    assert (os.stat(path).st_mode & 0o777) == 0o644
+    # private whatever the umask lets through: the log and the folders made for it
+    assert [oct(os.stat(p).st_mode & 0o777) for p in (tmp_path / "x", tmp_path / "x" / "y", path)] == [
+        "0o700", "0o700", "0o600"]
 
 
 def test_unopenable_destination_falls_back_to_stderr_with_one_note(tmp_path):
