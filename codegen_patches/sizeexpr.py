@@ -14,6 +14,11 @@ from typing import Callable
 NS = "aotid_sx::"     # the guard block aliases aoti_debug::detail::sizeexpr
 
 
+# sympy's relation -> (sizeexpr.h's function, operands swapped): a > b is b < a
+_RELATIONS = {"Eq": ("eq", False), "Ne": ("ne", False), "StrictLessThan": ("lt", False),
+              "LessThan": ("le", False), "StrictGreaterThan": ("lt", True), "GreaterThan": ("le", True)}
+
+
 class Unprintable(ValueError):
     """An expression the checked printer has no form for."""
 
@@ -56,18 +61,10 @@ def cpp(expr, symbol: Callable[[object], str]) -> str:
             return fold("max", e.args)
         if isinstance(e, (F.Min, sympy.Min)):
             return fold("min", e.args)
-        if isinstance(e, sympy.Eq):
-            return f"{NS}eq({walk(e.lhs)}, {walk(e.rhs)})"
-        if isinstance(e, sympy.Ne):
-            return f"{NS}ne({walk(e.lhs)}, {walk(e.rhs)})"
-        if isinstance(e, sympy.StrictLessThan):
-            return f"{NS}lt({walk(e.lhs)}, {walk(e.rhs)})"
-        if isinstance(e, sympy.LessThan):
-            return f"{NS}le({walk(e.lhs)}, {walk(e.rhs)})"
-        if isinstance(e, sympy.StrictGreaterThan):
-            return f"{NS}lt({walk(e.rhs)}, {walk(e.lhs)})"
-        if isinstance(e, sympy.GreaterThan):
-            return f"{NS}le({walk(e.rhs)}, {walk(e.lhs)})"
+        for kind, (fn, flipped) in _RELATIONS.items():
+            if isinstance(e, getattr(sympy, kind)):
+                a, b = (e.rhs, e.lhs) if flipped else (e.lhs, e.rhs)
+                return f"{NS}{fn}({walk(a)}, {walk(b)})"
         if isinstance(e, sympy.And):
             return fold("all", e.args)
         if isinstance(e, sympy.Or):

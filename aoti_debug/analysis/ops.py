@@ -537,7 +537,11 @@ class Runner:
         self.program, self.inputs, self.wide = program, inputs, wide
         # the launch's own tensors first; the run's (its recorded model inputs) for the rest
         self.symbols = {**(run_symbols or {}), **bind(program, inputs, known)}
-        self._recorded = list(inputs.values()) + [t for _, t in known]
+        # what _bounded lets one op's results take: LIMIT_FACTOR times the launch's largest recorded tensor
+        import torch
+        recorded = list(inputs.values()) + [t for _, t in known]
+        self._limit = max(LIMIT_FLOOR, LIMIT_FACTOR * max(
+            [t.numel() * t.element_size() for t in recorded if isinstance(t, torch.Tensor)], default=0))
         self.values: Dict[str, Any] = {}
 
     def value(self, node: str) -> Any:
@@ -573,9 +577,7 @@ class Runner:
         LIMIT_FACTOR times the largest tensor the launch recorded (and LIMIT_FLOOR bytes
         whatever it recorded), its results' sizes found first on fake tensors, which hold no
         memory (a 343-byte ops list once asked for ones([32768, 32768]))."""
-        import torch
-        limit = max(LIMIT_FLOOR, LIMIT_FACTOR * max(
-            [t.numel() * t.element_size() for t in self._recorded if isinstance(t, torch.Tensor)], default=0))
+        limit = self._limit
         need = _result_bytes(fn, args, kwargs)
         if need is not None and need > limit:
             raise NotCheckable(f"{op.short} is not re-run: its results would take {need} bytes, more than "
