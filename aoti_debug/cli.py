@@ -95,9 +95,11 @@ def _main(argv: List[str]) -> int:
     if not args.command:
         parser.print_help()
         return USAGE
+    # a log read again mid-answer (records.py) that changed meanwhile: said as bad input is
+    from .analysis.untrusted import InputError
     try:
         return modules[args.command].run(args)
-    except UsageError as exc:
+    except (UsageError, InputError) as exc:
         say_error(args.command, printable(str(exc)))
         return USAGE
     except BrokenPipeError:

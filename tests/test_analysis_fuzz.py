@@ -239,11 +239,40 @@ def command(*argv):
 
 
 def parse(text, path):
+    """Parsed from memory and from a file (read a block at a time, values read again when
+    asked): one Log, or one refusal."""
     try:
         with alarm():
-            records.parse(text, path)
+            said = repr(shape(records.parse(text, path)))
     except untrusted.InputError as exc:
         assert "\n" not in str(exc) and str(exc).startswith(f"{path}:"), str(exc)
+        said = str(exc)
+    try:
+        data = text.encode("utf-8")         # a lone surrogate: no file holds it as such
+    except UnicodeEncodeError:
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        name = os.path.join(tmp, path)
+        with open(name, "wb") as f:
+            f.write(data)
+        try:
+            with alarm():
+                read = repr(shape(records.parse_file(name)))
+        except untrusted.InputError as exc:
+            read = str(exc)
+    assert read.replace(name, path) == said
+
+
+def shape(log):
+    """All a Log says, as text: its records with their values, banners, lines left out, events."""
+    def record(r):
+        return (r.kind, r.id, r.name, r.pid, r.timestamp, r.line, r.truncated, r.header_cut, r.damage,
+                r.thread, r.rank, r.world, r.reference, r.notes, r.unparsed,
+                r.origin and (r.origin.text(), r.origin.module, list(r.origin.lines), r.origin.holds,
+                              dict(r.origin.output_sources), dict(r.origin.output_modules)),
+                repr(r.items), r.finiteness)
+    return (tuple(record(r) for r in log.records), tuple(map(repr, log.banners)), tuple(log.unknown_lines),
+            tuple(e.title for e in log.events), tuple(log.left_out), log.level_hint(), tuple(log.unreadable()))
 
 
 @pytest.fixture(scope="module")

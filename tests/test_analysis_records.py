@@ -246,3 +246,60 @@ def test_module_lines_name_each_outputs_layer_and_a_bad_one_is_not_read():
     assert first.start.unparsed == []
     # a module path has no space: the line is kept aside, not read as a module
     assert second.origin.module is None and second.start.unparsed == ["  module: two words"]
+
+
+# -- a long run's log: read a block at a time, values read again when asked ------------------
+
+def big_record_log(path, launches, tensors, nan_at):
+    """`launches` launches, each reading a list of `tensors` tensors (a record of ~330 bytes
+    per tensor); launch `nan_at` turns them into NaN."""
+    w = LogWriter()
+    with open(path, "w") as f:
+        for k in range(1, launches + 1):
+            many = Seq("list", [(f"[{i}]", T(0.0, 1.0, 0.5)) for i in range(tensors)])
+            w.launch(f"model:1.{k}", f"cpp_fused_add_{k}", "add", f"/srv/app/model.py:{k}",
+                     inputs=[("in bufs", many)], outputs=[("out buf", T(0.0, 1.0, 0.5, nan=int(k == nan_at)))])
+            f.write(w.text())
+            w.parts = []
+    return path
+
+
+PEAK = '''
+import resource
+from aoti_debug.cli import main
+code = main(["nan-origin", LOG])
+print(code, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+'''
+
+
+def test_nan_origin_memory_grows_with_the_records_not_with_what_they_hold(tmp_path):
+    small = big_record_log(tmp_path / "small.log", 1, 1, 1)
+    large = big_record_log(tmp_path / "large.log", 60, 1000, 50)
+    size = large.stat().st_size
+    assert size > 17 * 2**20
+    peaks = {}
+    for log, k in ((small, 1), (large, 50)):
+        header = f"launch model:1.{k} cpp_fused_add_{k}"
+        line = next(n for n, text in enumerate(open(log), 1) if text.endswith(header + "\n"))
+        out = run_python(PEAK.replace("LOG", repr(str(log))), env=clean_env()).stdout.splitlines()
+        assert out[0] == f"NaN/Inf origin: {header} (pid {PID}, {log.name}:{line})"
+        code, peak = out[-1].split()
+        assert code == "1"
+        peaks[log] = int(peak)
+    # held whole, the parsed values took 11 times the log (+208 MB); now a few records' worth
+    assert peaks[large] - peaks[small] < size, (peaks, size)
+
+
+def test_a_log_rewritten_while_it_is_read_is_refused_not_misread(tmp_path):
+    path = write_log(tmp_path, "x.log", nan_model_log())
+    log = load.read(path)
+    launch = log.launches[1]
+    assert [i.label for i in launch.inputs] == ["in buf0"]
+    text = open(path).read()
+    open(path, "w").write(text.replace("launch model:1.2 ", "launch model:1.9 ").replace("launch 1.2 ", "launch 1.9 "))
+    header = launch.start.line
+    with pytest.raises(records.InputError) as info:
+        records._reread.cache_clear()
+        launch.inputs
+    assert str(info.value) == (f"{path}:{header}: the file changed while it was being read "
+                               "(read a log once its process has stopped writing it, or a copy)")

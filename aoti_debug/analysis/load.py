@@ -12,8 +12,8 @@ import os
 from typing import List, Sequence, Tuple
 
 from . import dumps
-from .records import Log, LogInputError, merge, parse
-from .untrusted import read_text, walk
+from .records import Log, LogInputError, merge, parse_file
+from .untrusted import walk
 
 LOG_SUFFIXES = (".log",)
 
@@ -29,7 +29,7 @@ def read(path: str) -> Log:
     if not os.path.exists(path):
         raise LogInputError(f"{path}: no such file or directory "
                             "(expected a log file written by aoti-debug, or a dump directory)")
-    log = parse(read_text(path), path)
+    log = parse_file(path)
     if not log.records:
         raise LogInputError(f"{path}: holds no aoti-debug records "
                             "(expected a log written with AOTI_DEBUG_LOGLEVEL >= 1)")
@@ -80,7 +80,7 @@ def read_many(patterns: Sequence[str]) -> Log:
 def _read_dir(path: str) -> Log:
     files = list(walk(path, depth=2))        # logs and dumps live in <dir>/ and <dir>/<pid>-<label>/
     logs = [f for f in files if f.endswith(LOG_SUFFIXES)]
-    every = [parse(read_text(p), p) for p in logs]
+    every = [parse_file(p) for p in logs]
     parsed = [log for log in every if log.records]
     # named, not passed over: a rank whose log was cut inside its first record
     empty = [f"{log.path}: holds no aoti-debug record (left out)" for log in every if not log.records]

@@ -12,64 +12,36 @@ import dataclasses
 from typing import Dict, List, Optional, Tuple
 
 from . import completeness, op_origin
-from .records import Event, Item, Log, Process, Record, Tensor, inline_nonfinite, moment
+from .records import (FINITE, NONFINITE, UNKNOWN, Event, Evidence, Log, Process, Record, damage,
+                      Finiteness, evidence, moment, overall)
 
-FINITE, NONFINITE, UNKNOWN = "finite", "nonfinite", "unknown"
-
-
-@dataclasses.dataclass
-class Evidence:
-    """One tensor or scalar of an event, and what the log says about its finiteness."""
-    label: str
-    value: object                           # Tensor or the inline text
-    state: str                              # FINITE | NONFINITE | UNKNOWN
-    unreadable: Optional[str] = None        # what could not be read (a dumped file, a damaged record)
-
-    def line(self) -> str:
-        if isinstance(self.value, Tensor):
-            return f"{self.label}: {self.value.summary()}"
-        return f"{self.label}: {self.value}"
-
-
-def evidence(items: List[Item]) -> List[Evidence]:
-    out: List[Evidence] = []
-    for item in items:
-        for label, tensor in item.tensors():
-            nonfinite = tensor.nonfinite()
-            state = UNKNOWN if nonfinite is None else NONFINITE if nonfinite else FINITE
-            out.append(Evidence(label, tensor, state, tensor.unreadable))
-        for label, text in item.inline_values():
-            out.append(Evidence(label, text, NONFINITE if inline_nonfinite(text) else FINITE))
-    return out
-
-
-def damage(record: Optional[Record]) -> List[Evidence]:
-    """A damaged record says less than it held: one unknown piece of evidence for what is lost."""
-    if record is None or record.damage is None:
-        return []
-    return [Evidence("unreadable", record.damage, UNKNOWN, record.damage)]
-
-
-def overall(evs: List[Evidence]) -> str:
-    states = {e.state for e in evs}
-    return NONFINITE if NONFINITE in states else UNKNOWN if UNKNOWN in states else FINITE
-
-
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Check:
+    """What one event's records say of its finiteness.  Only the states are kept; the evidence
+    is read again for the few events the answer describes (a long log holds millions)."""
     event: Event
-    inputs: List[Evidence]
-    outputs: List[Evidence]
     start: int                              # record positions, for order and nesting
     end: int
+    inputs_state: str                       # FINITE | NONFINITE | UNKNOWN
+    outputs_bad: bool
+    outputs_unreadable: bool
+    unmeasured: int                         # outputs without statistics
+    first_unmeasured: Optional[str]         # the first of them: "launch 1.3 ... buf2: ..."
+
+    @classmethod
+    def of(cls, event: Event, start: int, end: int) -> "Check":
+        ins = event.start.finiteness if event.start else Finiteness()
+        outs = event.end.finiteness if event.end else Finiteness()
+        first = f"{_named(event)} {outs.first_unknown}" if outs.first_unknown else None
+        return cls(event, start, end, ins.state, outs.nonfinite, outs.unreadable, outs.unknown, first)
 
     @property
-    def inputs_state(self) -> str:
-        return overall(self.inputs)
+    def inputs(self) -> List[Evidence]:
+        return evidence(self.event.inputs) + damage(self.event.start)
 
     @property
-    def outputs_bad(self) -> bool:
-        return any(e.state == NONFINITE for e in self.outputs)
+    def outputs(self) -> List[Evidence]:
+        return evidence(self.event.outputs) + damage(self.event.end)
 
     def contains(self, other: "Check") -> bool:
         return (self.event.pid == other.event.pid and self.start < other.start
@@ -93,8 +65,10 @@ class Finding:
     # ended before the origin (or the first NaN/Inf input) with outputs that cannot be read
     earlier_unknown: List[Check] = dataclasses.field(default_factory=list)
     left_out: List[str] = dataclasses.field(default_factory=list)     # parts of the log not understood
-    # outputs the log has no statistics for (skipped, or a dump's file not kept): "launch 1.3 buf2: ..."
-    unmeasured: List[str] = dataclasses.field(default_factory=list)
+    # how many outputs the log has no statistics for (skipped, or a dump's file not kept), and
+    # the first: "launch 1.3 buf2: ..."
+    unmeasured: int = 0
+    first_unmeasured: Optional[str] = None
     crashes: List[Record] = dataclasses.field(default_factory=list)   # every crash trailer
     processes: Dict[int, Process] = dataclasses.field(default_factory=dict)  # by pid: rank where known
     # what the run is missing: never finished, records or tensors lost (completeness.py)
@@ -132,9 +106,7 @@ def checks(log: Log) -> List[Check]:
     out = []
     for event in log.events:
         last = event.end or event.crash or event.first
-        out.append(Check(event, evidence(event.inputs) + damage(event.start),
-                         evidence(event.outputs) + damage(event.end),
-                         position[id(event.first)], position[id(last)]))
+        out.append(Check.of(event, position[id(event.first)], position[id(last)]))
     return out
 
 
@@ -145,8 +117,8 @@ def find(log: Log, rerun_ops: bool = False) -> Finding:
                       left_out=list(log.left_out), crashes=list(log.crashes),
                       processes={p.pid: p for p in log.processes()}, gaps=completeness.of_log(log))
     finding.unfinished = [c.event for c in all_checks if not c.event.finished]
-    finding.unmeasured = [f"{_named(c.event)} {e.line()}" for c in all_checks for e in c.outputs
-                          if e.state == UNKNOWN and not e.unreadable]
+    finding.unmeasured = sum(c.unmeasured for c in all_checks)
+    finding.first_unmeasured = next((c.first_unmeasured for c in all_checks if c.unmeasured), None)
     by_output_time = sorted(all_checks, key=lambda c: c.end)
     candidates = [c for c in by_output_time if c.outputs_bad and c.inputs_state != NONFINITE]
     if candidates:
@@ -173,8 +145,7 @@ def find(log: Log, rerun_ops: bool = False) -> Finding:
     if finding.found:
         seen = min([finding.origin.end] if finding.origin else []
                    + ([finding.entered.start] if finding.entered else []))
-        finding.earlier_unknown = [c for c in by_output_time if c.end < seen
-                                   and any(e.unreadable for e in c.outputs)]
+        finding.earlier_unknown = [c for c in by_output_time if c.end < seen and c.outputs_unreadable]
     return finding
 
 
@@ -218,7 +189,7 @@ def ranked_text(ranked: Ranked) -> List[str]:
         else:
             lines.append(f"  {process.label}: no NaN/Inf in {len(f.all_events)} "
                          f"{_nouns(f.all_events) if f.all_events else 'launches'}"
-                         + (f" ({len(f.unmeasured)} output(s) without statistics)" if f.unmeasured else ""))
+                         + (f" ({f.unmeasured} output(s) without statistics)" if f.unmeasured else ""))
     # said once for the job: the merged log's files that cannot be read and what it left out
     lines += finding_text(whole) if ranked.first is None else job_notes(whole)
     return lines
@@ -369,8 +340,8 @@ def _unmeasured(finding: Finding) -> str:
     """What "no NaN/Inf" leaves out: the outputs the log has no statistics for."""
     if not finding.unmeasured:
         return ""
-    return (f" where it has statistics; {len(finding.unmeasured)} output(s) have none, so their "
-            f"finiteness is unknown (first: {finding.unmeasured[0]})")
+    return (f" where it has statistics; {finding.unmeasured} output(s) have none, so their "
+            f"finiteness is unknown (first: {finding.first_unmeasured})")
 
 
 def job_notes(finding: Finding) -> List[str]:

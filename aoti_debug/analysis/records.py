@@ -16,15 +16,20 @@ load.read picks between a log file, a folder of logs and level-10 dumps.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime
 import functools
 import heapq
+import itertools
 import os
 import re
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+import sys
+import types
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
 from ..runtime import format as fmt
+from . import untrusted
 from .untrusted import InputError, shorten, where
 
 RULE = "=" * 80
@@ -60,6 +65,9 @@ TENSOR_KEYS = ("shape", "stride", "dtype", "device", "requires_grad", "is_contig
 _HASH = re.compile(r"^[0-9a-f]{16}$")
 COUNT_KEYS = ("nan_count", "inf_count", "true_count", "false_count")
 ITEM_KINDS = {"call", "return", "run", "run-end", "launch", "launch-end"}
+# the roles of the items a launch or call reads from each of its records (None: every item)
+_READ_ROLES = {"launch": ("in", "inout"), "launch-end": ("out", "inout"), "call": None,
+               "return": None, "raise": ()}
 LAUNCH_KINDS = ("launch", "launch-end", "crash")     # their id is `model:R.K`
 INSTANCE = re.compile(r"[A-Za-z0-9_.+-]{1,200}(?:#[0-9]{1,20})?", re.A)   # a model instance (`ranker#2`)
 
@@ -224,7 +232,7 @@ def inline_nonfinite(text: str) -> bool:
 
 # -- records ------------------------------------------------------------------
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Origin:
     nodes: List[str]                        # FX node names; empty when unknown (`-`)
     source: Optional[str]                   # `file:line` as written; None when unknown
@@ -273,7 +281,7 @@ class Origin:
         return f"nodes={','.join(self.nodes) or '-'} source={self.source or '-'}"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Record:
     kind: str
     id: str
@@ -283,7 +291,7 @@ class Record:
     line: int                               # 1-based line of the header in its file
     file: Optional[str] = None
     origin: Optional[Origin] = None
-    items: List[Item] = dataclasses.field(default_factory=list)
+    held: List[Item] = dataclasses.field(default_factory=list)     # see `items`
     notes: List[str] = dataclasses.field(default_factory=list)     # note / exception / signal lines
     unparsed: List[str] = dataclasses.field(default_factory=list)  # body lines not understood
     truncated: bool = False
@@ -293,6 +301,33 @@ class Record:
     rank: Optional[int] = None              # run records: the process's rank, where known
     world: Optional[int] = None             # run records: the world size, where known
     reference: Optional[str] = None         # run records: "eager" for an eager reference's run
+    # read from a file by `parse_file`: where its body is, to read its items again when asked
+    # (which reading, header offset, body lines, whether the file ended inside it), and the
+    # level they show
+    body_at: Optional[Tuple[int, int, int, bool]] = None
+    level: int = 0
+    kept_finiteness: Optional[Finiteness] = None
+
+    @property
+    def items(self) -> List[Item]:
+        """The values the record holds.  A record `parse_file` read keeps none in memory
+        (a long run's log is gigabytes): they are read again from its file, each time."""
+        if self.body_at is None:
+            return self.held
+        return list(_reread(self.file, self.line, self.kind, self.id, self.timestamp, *self.body_at))
+
+    @property
+    def values(self) -> List[Item]:
+        """The items its launch or call reads from it: a launch's inputs, a launch-end's
+        outputs, a call's arguments, a return's value; none of a raise."""
+        roles = _READ_ROLES.get(self.kind)
+        if roles is None:
+            return self.items
+        return [i for i in self.items if i.role in roles] if roles else []
+
+    @property
+    def finiteness(self) -> Finiteness:
+        return self.kept_finiteness or Finiteness.of(self)
 
     @property
     def model(self) -> Optional[str]:
@@ -313,6 +348,67 @@ class Record:
         if name == "manifest.jsonl":      # read from a dump: its folder names the run
             name = os.path.join(os.path.basename(os.path.dirname(self.file)), name)
         return f"{name}:{self.line}"
+
+
+# -- what the log says of NaN/Inf -------------------------------------------------
+
+FINITE, NONFINITE, UNKNOWN = "finite", "nonfinite", "unknown"
+
+
+@dataclasses.dataclass
+class Evidence:
+    """One tensor or scalar of an event, and what the log says about its finiteness."""
+    label: str
+    value: object                           # Tensor or the inline text
+    state: str                              # FINITE | NONFINITE | UNKNOWN
+    unreadable: Optional[str] = None        # what could not be read (a dumped file, a damaged record)
+
+    def line(self) -> str:
+        if isinstance(self.value, Tensor):
+            return f"{self.label}: {self.value.summary()}"
+        return f"{self.label}: {self.value}"
+
+
+def evidence(items: List[Item]) -> List[Evidence]:
+    out: List[Evidence] = []
+    for item in items:
+        for label, tensor in item.tensors():
+            nonfinite = tensor.nonfinite()
+            state = UNKNOWN if nonfinite is None else NONFINITE if nonfinite else FINITE
+            out.append(Evidence(label, tensor, state, tensor.unreadable))
+        for label, text in item.inline_values():
+            out.append(Evidence(label, text, NONFINITE if inline_nonfinite(text) else FINITE))
+    return out
+
+
+def damage(record: Optional[Record]) -> List[Evidence]:
+    """A damaged record says less than it held: one unknown piece of evidence for what is lost."""
+    if record is None or record.damage is None:
+        return []
+    return [Evidence("unreadable", record.damage, UNKNOWN, record.damage)]
+
+
+def overall(evs: List[Evidence]) -> str:
+    states = {e.state for e in evs}
+    return NONFINITE if NONFINITE in states else UNKNOWN if UNKNOWN in states else FINITE
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Finiteness:
+    """What one record's values (`Record.values`) and its damage say of NaN/Inf: what
+    nan-origin needs of every record, kept when the values themselves are not (`parse_file`)."""
+    state: str = FINITE                     # overall(): FINITE | NONFINITE | UNKNOWN
+    nonfinite: bool = False                 # some value holds NaN/Inf
+    unreadable: bool = False                # some value (or the record) cannot be read
+    unknown: int = 0                        # readable values the log has no statistics for
+    first_unknown: Optional[str] = None     # the first of them, as Evidence.line() says it
+
+    @classmethod
+    def of(cls, record: "Record") -> "Finiteness":
+        evs = evidence(record.values) + damage(record)
+        unknown = [e for e in evs if e.state == UNKNOWN and not e.unreadable]
+        return cls(overall(evs), any(e.state == NONFINITE for e in evs), any(e.unreadable for e in evs),
+                   len(unknown), unknown[0].line() if unknown else None)
 
 
 @dataclasses.dataclass
@@ -356,7 +452,7 @@ def _split_id(ident: str) -> Tuple[Optional[int], Optional[int]]:
     return (r, k) if r is not None and k is not None else (None, None)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class _Span:
     """What a launch and a call share: the record that opens it and the one that closes it."""
     start: Optional[Record]
@@ -383,7 +479,7 @@ class _Span:
         return self.end is not None
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Launch(_Span):
     """One kernel launch: its `launch` record, `launch-end` and crash trailer when present."""
     crash: Optional[Record] = None
@@ -420,14 +516,14 @@ class Launch(_Span):
 
     @property
     def inputs(self) -> List[Item]:
-        return [i for i in (self.start.items if self.start else []) if i.role in ("in", "inout")]
+        return self.start.values if self.start else []
 
     @property
     def outputs(self) -> List[Item]:
-        return [i for i in (self.end.items if self.end else []) if i.role in ("out", "inout")]
+        return self.end.values if self.end else []
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Call(_Span):
     """One `log_api` call: `call` record and its `return` or `raise`."""
 
@@ -441,11 +537,11 @@ class Call(_Span):
 
     @property
     def inputs(self) -> List[Item]:
-        return self.start.items if self.start else []
+        return self.start.values if self.start else []
 
     @property
     def outputs(self) -> List[Item]:
-        return self.end.items if self.end is not None and self.end.kind == "return" else []
+        return self.end.values if self.end is not None else []
 
     @property
     def crash(self) -> Optional[Record]:
@@ -500,7 +596,8 @@ class Log:
         """What could not be read, in log order, once each: a dumped file (why), a damaged
         record (where).  What a check finds nothing in without these is not known."""
         return list(dict.fromkeys(
-            [why for r in self.records for why in [r.damage] + [t.unreadable for i in r.items
+            # only a dump's tensors (held in memory) can be unreadable
+            [why for r in self.records for why in [r.damage] + [t.unreadable for i in r.held
                                                                   for _, t in i.tensors()] if why]))
 
     def lost(self) -> List[str]:
@@ -512,71 +609,155 @@ class Log:
         """The least level that explains what the log holds: 0 (nothing), 1, 3 or 5."""
         if not self.records:
             return 0
-        tensors = [t for r in self.records for i in r.items for _, t in i.tensors()]
-        if any(t.has_stats or t.skipped is not None for t in tensors):
-            return 5
-        if any(r.items or r.origin for r in self.records):
-            return 3
-        return 1
+        return max(r.level if r.body_at is not None else _level(r) for r in self.records)
 
 
 # -- parsing ------------------------------------------------------------------
 
 def parse(text: str, path: Optional[str] = None) -> Log:
+    """The records of log text held in memory."""
+    pieces = text.split("\n")
+    last = pieces.pop()                     # "" when the text ends with a newline
     # a copy made on Windows or sent through a tool that writes CRLF: the same records
-    lines = text.replace("\r\n", "\n").split("\n")
-    ends_cleanly = lines[-1] == ""
-    if ends_cleanly:
-        lines.pop()
+    lines = [(piece[:-1] if piece.endswith("\r") else piece, 0, True) for piece in pieces]
+    return _parse(iter(lines + ([(last, 0, False)] if last else [])), path, lazy=False)
+
+
+def parse_file(path: str) -> Log:
+    """The records of a log file, read a block at a time: what is kept of each record is its
+    header, origin, notes and what its values say of NaN/Inf (`Finiteness`); the values are
+    read again when asked for (`Record.items`), so memory grows with the number of records,
+    not with what they hold."""
+    return _parse(untrusted.text_lines(path), path, lazy=True)
+
+
+class _Ahead:
+    """Lines (text, byte offset, ended by a newline) with a look ahead of as many as asked."""
+
+    def __init__(self, source: Iterator[Tuple[str, int, bool]]) -> None:
+        self.source, self.buffer = source, collections.deque()
+        self.number = 0                     # 1-based number of the last line taken
+
+    def peek(self, k: int = 0) -> Optional[Tuple[str, int, bool]]:
+        while len(self.buffer) <= k:
+            got = next(self.source, None)
+            if got is None:
+                return None
+            self.buffer.append(got)
+        return self.buffer[k]
+
+    def take(self) -> Optional[Tuple[str, int, bool]]:
+        got = self.buffer.popleft() if self.buffer else next(self.source, None)
+        if got is not None:
+            self.number += 1
+        return got
+
+
+def _parse(source: Iterator[Tuple[str, int, bool]], path: Optional[str], lazy: bool) -> Log:
+    lines = _Ahead(source)
+    reading = next(_READINGS)               # a record's items are cached for its own reading only
     records: List[Record] = []
     banners: List[Banner] = []
     unknown: List[Tuple[int, str]] = []
     body: List[str] = []
     current: Optional[Record] = None
+    at = 0                                  # the byte offset of current's header
+    ended = True                            # the last line read ended with a newline
 
     def close() -> None:
         nonlocal current, body
         if current is not None:
+            cut = current.truncated         # set only when the file ends inside this record
             _fill_body(current, body)
+            if lazy and current.kind in ITEM_KINDS:
+                current.level = _level(current)
+                current.kept_finiteness = _shared(Finiteness.of(current))
+                current.held = ()               # read again when asked: `items`
+                current.body_at = (reading, at, len(body), cut)
             records.append(current)
         current, body = None, []
 
-    i = 0
-    while i < len(lines):
-        line = lines[i]
+    while True:
+        got = lines.take()
+        if got is None:
+            break
+        line, offset, ended = got
+        number = lines.number
         if line.startswith("  ") and current is not None:
             body.append(line)
-            i += 1
             continue
         close()
         if line == RULE:
-            banner, i = _banner(lines, i, path)
-            if banner is not None:
+            banner = _banner(lines, number, path)
+            if banner is None:
+                unknown.append((number, line))
+            else:
                 banners.append(banner)
-                continue
-            unknown.append((i + 1, line))
-            i += 1
             continue
         # the last line of a file cut short may be any prefix of a header, and so
         # may a line a failed write cut short (the runtime's lost-records note follows)
-        following = lines[i + 1] if i + 1 < len(lines) else None
-        cut = (following is None and not ends_cleanly) or bool(following and _LOST_NOTE.match(following))
-        match = _header(line, path, i + 1, strict=not cut)
+        following = lines.peek()
+        cut = (following is None and not ended) or bool(following and _LOST_NOTE.match(following[0]))
+        match = _header(line, path, number, strict=not cut)
         if match:
-            current = Record(kind=match["kind"], id=match["id"], name=match["name"] or "",
-                             pid=_pid(match), timestamp=match["ts"], line=i + 1, file=path)
+            # kinds and kernel names repeat on every launch: one string each
+            current = Record(kind=sys.intern(match["kind"]), id=match["id"],
+                             name=sys.intern(match["name"] or ""), pid=_pid(match),
+                             timestamp=match["ts"], line=number, file=path)
+            at = offset
             if current.kind in ("run", "call"):
                 _header_facts(current)
         elif line.strip():
-            unknown.append((i + 1, line))
-        i += 1
-    if current is not None and not ends_cleanly:
+            unknown.append((number, line))
+    if current is not None and not ended:
         current.truncated = True
         current.header_cut = not body
     close()
     log = _group(path, records, banners, unknown)
     log.left_out = _left_out(path, unknown)
     return log
+
+
+def _level(record: Record) -> int:
+    """The least level that explains what one record holds: 1, 3 or 5 (`Log.level_hint`)."""
+    if any(t.has_stats or t.skipped is not None for i in record.held for _, t in i.tensors()):
+        return 5
+    return 3 if record.held or record.origin else 1
+
+
+_READINGS = itertools.count()
+_SHARED: Dict[Finiteness, Finiteness] = {}
+
+
+def _shared(finiteness: Finiteness) -> Finiteness:
+    """One object for each of the few summaries most records share."""
+    if finiteness.first_unknown is not None:
+        return finiteness
+    return _SHARED.setdefault(finiteness, finiteness)
+
+
+# a few records' items, for the launch and call being looked at: memory stays within
+# a few of the largest records
+@functools.lru_cache(maxsize=8)
+def _reread(path: str, number: int, kind: str, ident: str, stamp: str,
+            reading: int, at: int, count: int, cut: bool) -> Tuple[Item, ...]:
+    """The items of the record whose header is line `number` of `path`, at byte `at`,
+    read again as `parse_file` first read them.  A file that no longer holds that header
+    there changed while it was read: said, never taken for the record."""
+    with untrusted.open_regular(path) as f:
+        f.seek(at)
+        raw = [f.readline(untrusted.LINE_LIMIT + 1) for _ in range(count + 1)]
+    text = [r.decode("utf-8", errors="replace") for r in raw]
+    text = [t[:-2] if t.endswith("\r\n") else t[:-1] if t.endswith("\n") else t for t in text]
+    match = _HEADER.match(text[0]) if text else None
+    if (match is None or (match["kind"], match["id"], match["ts"]) != (kind, ident, stamp)
+            or len(text) != count + 1 or any(not t.startswith("  ") for t in text[1:])):
+        raise InputError(f"{where(path, number)}: the file changed while it was being read "
+                         "(read a log once its process has stopped writing it, or a copy)")
+    record = Record(kind=kind, id=ident, name="", pid=0, timestamp=stamp, line=number, file=path,
+                    truncated=cut)
+    _fill_body(record, text[1:])
+    return tuple(record.held)
 
 
 def _header(line: str, path: Optional[str], number: int, strict: bool) -> Optional["re.Match[str]"]:
@@ -625,20 +806,29 @@ def _left_out(path: Optional[str], unknown: List[Tuple[int, str]]) -> List[str]:
     return out
 
 
-def _banner(lines: List[str], i: int, path: Optional[str]) -> Tuple[Optional[Banner], int]:
-    match = _header(lines[i + 1], path, i + 2, strict=False) if i + 1 < len(lines) else None
-    if (not match or match["kind"] != "aoti-debug" or i + 2 >= len(lines)
-            or lines[i + 2] != RULE):
-        return None, i
+_NONE: Tuple = ()
+_EMPTY: Mapping = types.MappingProxyType({})
+MAX_BANNER_FACTS = 256                  # lines between a banner's rules; more is no banner
+
+
+def _banner(lines: _Ahead, number: int, path: Optional[str]) -> Optional[Banner]:
+    """The banner whose first rule is line `number` (taken), its lines taken; None, and
+    nothing more taken, when what follows the rule is no banner."""
+    head, rule = lines.peek(0), lines.peek(1)
+    match = _header(head[0], path, number + 1, strict=False) if head else None
+    if not match or match["kind"] != "aoti-debug" or rule is None or rule[0] != RULE:
+        return None
     facts: Dict[str, str] = {}
-    j = i + 3
-    while j < len(lines) and lines[j] != RULE:
-        key, sep, value = lines[j].partition(": ")
-        if not sep or lines[j].startswith(("[", " ")):
-            return None, i          # not a banner's `key: value`: its closing rule is missing
+    j = 2
+    while (line := lines.peek(j)) is not None and line[0] != RULE:
+        key, sep, value = line[0].partition(": ")
+        if not sep or line[0].startswith(("[", " ")) or j > MAX_BANNER_FACTS:
+            return None          # not a banner's `key: value`: its closing rule is missing
         facts[key] = value
         j += 1
-    return Banner(pid=_pid(match), timestamp=match["ts"], facts=facts, line=i + 2), j + 1
+    for _ in range(j + 1):
+        lines.take()
+    return Banner(pid=_pid(match), timestamp=match["ts"], facts=facts, line=number + 1)
 
 
 def parse_origin(body: List[str], lost: Callable[[int], None]) -> Tuple[Optional[Origin], int]:
@@ -688,6 +878,10 @@ def parse_origin(body: List[str], lost: Callable[[int], None]) -> Tuple[Optional
         pairs = [p.rpartition("=") for p in body[j][len("  holds: "):].split(" ")]
         origin.holds = {name: node for name, eq, node in pairs if eq and name and node}
         j += 1
+    if origin is not None:                  # most launches have one line: no empty containers each
+        origin.lines = origin.lines or _NONE
+        origin.output_sources = origin.output_sources or _EMPTY
+        origin.output_modules = origin.output_modules or _EMPTY
     return origin, j
 
 
@@ -707,7 +901,7 @@ def _fill_body(record: Record, body: List[str]) -> None:
             b.lost(j)
             j += 1
             continue
-        record.items.append(item)
+        record.held.append(item)
         record.truncated = record.truncated or truncated
         j = j2
 
@@ -774,7 +968,8 @@ def _block(b: _Body, j: int, depth: int) -> Tuple[Optional[Value], int, bool]:
         fields: Dict[str, str] = {}
         skipped = None
         j += 1
-        while j < len(body) and _depth(body[j]) > depth:
+        deeper = "  " * (depth + 1)           # a line of the block: indented past its head
+        while j < len(body) and body[j].startswith(deeper):
             key, sep, value = body[j].strip(" ").partition("=")
             if sep and key == "stats" and value.startswith("skipped (") and value.endswith(")"):
                 skipped = value[len("skipped ("):-1]
@@ -796,7 +991,8 @@ def _block(b: _Body, j: int, depth: int) -> Tuple[Optional[Value], int, bool]:
         items: List[Item] = []
         j += 1
         truncated = False
-        while j < len(body) and _depth(body[j]) > depth:
+        deeper = "  " * (depth + 1)
+        while j < len(body) and body[j].startswith(deeper):
             item, j2, cut = _item(b, j, depth + 1)
             if item is None:
                 b.lost(j)            # an element we cannot read; skip it, keep the rest

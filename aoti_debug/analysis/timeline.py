@@ -27,8 +27,9 @@ import bisect
 import collections
 import dataclasses
 import datetime
+import functools
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from . import completeness
 from .nan_origin import FINITE, NONFINITE, evidence, overall
@@ -77,7 +78,13 @@ class Slice:
     kind: str                               # launch | run | call
     start: int                              # µs since the epoch
     end: int
-    args: Dict[str, Any]                    # str, int, bool, lists and dicts of them
+    # str, int, bool, lists and dicts of them; a launch's and a call's are made when the trace
+    # is written, from their records: a long run has millions, and their values are read again
+    made: Union[Dict[str, Any], Callable[[], Dict[str, Any]]]
+
+    @property
+    def args(self) -> Dict[str, Any]:
+        return self.made() if callable(self.made) else self.made
 
     @property
     def order(self) -> Tuple[int, int, int]:
@@ -257,20 +264,8 @@ class _Builder:
             self.unknown[(launch.pid, why)] += 1
         elif thread is UNKNOWN:
             self.unknown[(launch.pid, f"run record {launch.run} has no thread=")] += 1
-        args: Dict[str, Any] = {"id": text(launch.ident), "log": text(launch.first.where),
-                                "run": _run_title(run) if run is not None else f"unknown: {why}"}
-        origin = launch.origin
-        if origin is not None:
-            args["nodes"] = text(", ".join(origin.nodes) or "-")
-            args["source"] = text(origin.source or "-")
-            if origin.lines:
-                args["source_lines"] = [text(f"{src} nodes={','.join(nodes)}") for src, nodes in origin.lines]
-        args["inputs"] = _values(launch.inputs)
-        args["outputs"] = _values(launch.outputs)
-        args["inputs_nan_inf"] = _flag(launch.inputs) if launch.start is not None else "unknown"
-        args["outputs_nan_inf"] = _flag(launch.outputs) if launch.end is not None else "unknown"
-        args["end"] = how
-        piece = Slice(text(launch.name), "launch", start, end, args)
+        owner = _run_title(run) if run is not None else f"unknown: {why}"
+        piece = Slice(text(launch.name), "launch", start, end, functools.partial(_launch_args, launch, owner, how))
         key = (launch.pid, thread)
         self.slices[key].append(piece)
         self.placed[id(launch)] = (key, piece)
@@ -334,15 +329,8 @@ class _Builder:
         else:
             end, how = start, "unknown: no return or raise record (level 1 writes no return)"
         thread = call.start.thread if call.start is not None else UNKNOWN
-        args: Dict[str, Any] = {"id": text(call.first.id), "log": text(call.first.where),
-                                "thread": _thread_text(thread), "inputs": _values(call.inputs),
-                                "outputs": _values(call.outputs)}
-        if call.end is not None and call.end.kind == "raise":
-            args["exception"] = [text(line) for line in call.end.notes]
-        args["outputs_nan_inf"] = _flag(call.outputs) if call.end is not None else "unknown"
-        args["end"] = how
         key = (call.pid, thread)
-        piece = Slice(text(call.name), "call", start, end, args)
+        piece = Slice(text(call.name), "call", start, end, functools.partial(_call_args, call, thread, how))
         self.slices[key].append(piece)
         self.placed[id(call)] = (key, piece)
         self._nonfinite(call, key, piece)
@@ -470,6 +458,35 @@ def _unique(taken: Dict[str, Any], label: str) -> str:
     while f"{label} #{n}" in taken:
         n += 1
     return f"{label} #{n}"
+
+
+def _launch_args(launch: Launch, run: str, how: str) -> Dict[str, Any]:
+    args: Dict[str, Any] = {"id": text(launch.ident), "log": text(launch.first.where), "run": run}
+    origin = launch.origin
+    if origin is not None:
+        args["nodes"] = text(", ".join(origin.nodes) or "-")
+        args["source"] = text(origin.source or "-")
+        if origin.lines:
+            args["source_lines"] = [text(f"{src} nodes={','.join(nodes)}") for src, nodes in origin.lines]
+    inputs, outputs = launch.inputs, launch.outputs
+    args["inputs"] = _values(inputs)
+    args["outputs"] = _values(outputs)
+    args["inputs_nan_inf"] = _flag(inputs) if launch.start is not None else "unknown"
+    args["outputs_nan_inf"] = _flag(outputs) if launch.end is not None else "unknown"
+    args["end"] = how
+    return args
+
+
+def _call_args(call: Call, thread: Optional[int], how: str) -> Dict[str, Any]:
+    outputs = call.outputs
+    args: Dict[str, Any] = {"id": text(call.first.id), "log": text(call.first.where),
+                            "thread": _thread_text(thread), "inputs": _values(call.inputs),
+                            "outputs": _values(outputs)}
+    if call.end is not None and call.end.kind == "raise":
+        args["exception"] = [text(line) for line in call.end.notes]
+    args["outputs_nan_inf"] = _flag(outputs) if call.end is not None else "unknown"
+    args["end"] = how
+    return args
 
 
 def _values(items: List[Item]) -> Dict[str, Any]:

@@ -8,7 +8,7 @@ Perfetto's UI and chrome://tracing both open it.  `ts` and `dur` are µs.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List
+from typing import Any, BinaryIO, Dict, Iterator
 
 from .timeline import Instant, Slice, Timeline
 
@@ -16,23 +16,37 @@ NAME = "json"
 
 
 def render(timeline: Timeline) -> bytes:
-    events: List[Dict[str, Any]] = []
+    return b"".join(chunks(timeline))
+
+
+def write(timeline: Timeline, out: BinaryIO) -> None:
+    """The trace written an event at a time: a long run's values are never all in memory."""
+    for chunk in chunks(timeline):
+        out.write(chunk)
+
+
+def chunks(timeline: Timeline) -> Iterator[bytes]:
+    yield b'{"traceEvents":['
+    for n, event in enumerate(_events(timeline)):
+        # no NaN or Infinity can reach the file: every value is text or a whole number
+        yield (b"," if n else b"") + json.dumps(event, allow_nan=False, separators=(",", ":")).encode("ascii")
+    yield b'],"displayTimeUnit":"ms"}'
+
+
+def _events(timeline: Timeline) -> Iterator[Dict[str, Any]]:
     for rank, process in enumerate(timeline.processes):
         pid = process.pid
-        events.append(_meta("process_name", pid, pid, {"name": process.name}))
-        events.append(_meta("process_sort_index", pid, pid, {"sort_index": rank}))
+        yield _meta("process_name", pid, pid, {"name": process.name})
+        yield _meta("process_sort_index", pid, pid, {"sort_index": rank})
         for order, track in enumerate(process.tracks):
-            events.append(_meta("thread_name", pid, track.tid, {"name": track.name}))
-            events.append(_meta("thread_sort_index", pid, track.tid, {"sort_index": order}))
+            yield _meta("thread_name", pid, track.tid, {"name": track.name})
+            yield _meta("thread_sort_index", pid, track.tid, {"sort_index": order})
         for track in process.tracks:
             # in nesting order, so a viewer that keeps the file's order for equal
             # times puts an enclosing slice first
-            events += [_complete(s, pid, track.tid) for s in track.slices]
-            events += [_instant(i, pid, track.tid, "t") for i in track.instants]
-        events += [_instant(i, pid, pid, "p") for i in process.instants]
-    # no NaN or Infinity can reach the file: every value is text or a whole number
-    return json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}, allow_nan=False,
-                      separators=(",", ":")).encode("ascii")
+            yield from (_complete(s, pid, track.tid) for s in track.slices)
+            yield from (_instant(i, pid, track.tid, "t") for i in track.instants)
+        yield from (_instant(i, pid, pid, "p") for i in process.instants)
 
 
 def _meta(name: str, pid: int, tid: int, args: Dict[str, Any]) -> Dict[str, Any]:

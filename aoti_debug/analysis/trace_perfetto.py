@@ -12,7 +12,7 @@ needs incremental state.  Timestamps are ns: the records' µs times 1000.
 from __future__ import annotations
 
 import heapq
-from typing import Any, Iterator, List, Tuple
+from typing import Any, BinaryIO, Iterator, List, Tuple
 
 from .timeline import Slice, Timeline, Track
 
@@ -89,6 +89,10 @@ def render(timeline: Timeline) -> bytes:
             annotation.name = key
             _annotate(annotation, value)
     return builder.serialize()
+
+
+def write(timeline: Timeline, out: BinaryIO) -> None:
+    out.write(render(timeline))
 
 
 def _track_events(track: Track, uuid: int) -> Iterator[Tuple[int, str, Any, int]]:

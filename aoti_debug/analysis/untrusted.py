@@ -198,24 +198,27 @@ def lines(path: str) -> Iterator[Tuple[int, bytes, bool]]:
             yield number, line, ended
 
 
-def read_text(path: str) -> str:
-    """The whole file as text (bad UTF-8 replaced), once every line is known to be within the limit."""
-    chunks = []
+def text_lines(path: str) -> Iterator[Tuple[str, int, bool]]:
+    """(text, byte offset, whether a newline ended it) of every line, read a block at a
+    time: bad UTF-8 replaced, a CRLF line end taken as a newline, no line over the limit."""
     with open_regular(path) as f, _reading(path):
-        number, current = 1, 0              # line number, bytes of it read so far
+        number, offset, carry = 0, 0, b""
         while True:
             block = f.read(_BLOCK)
             if not block:
                 break
-            chunks.append(block)
-            parts = block.split(b"\n")
-            lengths = [current + len(parts[0])] + [len(p) for p in parts[1:]]
-            if max(lengths) > LINE_LIMIT:
-                too_long = next(i for i, n in enumerate(lengths) if n > LINE_LIMIT)
-                raise _too_long(path, number + too_long)
-            number += len(parts) - 1
-            current = lengths[-1]
-    return b"".join(chunks).decode("utf-8", errors="replace")
+            parts = (carry + block).split(b"\n")
+            carry = parts.pop()
+            if len(carry) > LINE_LIMIT:
+                raise _too_long(path, number + len(parts) + 1)
+            for raw in parts:
+                number += 1
+                if len(raw) > LINE_LIMIT:
+                    raise _too_long(path, number)
+                yield (raw[:-1] if raw.endswith(b"\r") else raw).decode("utf-8", errors="replace"), offset, True
+                offset += len(raw) + 1
+        if carry:
+            yield carry.decode("utf-8", errors="replace"), offset, False
 
 
 def _too_long(path: str, number: int) -> InputError:

@@ -34,10 +34,13 @@ def run(args) -> int:
     except (InputError, trace_perfetto.Unavailable) as exc:
         raise UsageError(str(exc)) from None
     model = timeline.build(log)
-    data = writer.render(model)
     try:
         with open(args.output, "wb") as f:
-            f.write(data)
+            try:
+                writer.write(model, f)
+            except InputError:              # a log that changed while it was read: no half trace
+                os.unlink(args.output)
+                raise
     except OSError as exc:
         raise UsageError(f"{args.output}: cannot be written ({exc.strerror or exc}); "
                          "expected a path to a file in a writable directory") from None
