@@ -90,17 +90,14 @@ def value_of(buffer: str) -> str:
     (the end of the computation the kernel stores there), leaving out what extern
     kernels and custom ops compute.  '' when that is not one node.  A reduction's
     buffer is never guessed: `mean` stores its sum there and divides later."""
-    from torch._inductor import ir
-    from torch._inductor.virtualized import V
-
     from . import adapter
     value = adapter.buffer_value(buffer)
     if value:
         return value
+    buf = _pointwise(buffer)
+    if buf is None:
+        return ""
     try:
-        buf = V.graph.get_buffer(buffer)
-        if type(getattr(buf, "data", None)) is not ir.Pointwise:     # not a Scatter, Reduction, ...
-            return ""
         copied = _copy_of(buf)
         if copied:
             return copied
@@ -120,13 +117,23 @@ def _model_input_labels(labels: Dict[str, str]) -> Dict[str, str]:
 
 
 def _copy_of_buffer(buffer: str) -> str:
+    buf = _pointwise(buffer)
+    try:
+        return _copy_of(buf) if buf is not None else ""
+    except Exception:
+        return ""
+
+
+def _pointwise(buffer: str):
+    """`buffer`'s IR buffer when it is a plain pointwise computation (not a Scatter,
+    a Reduction, ...); None otherwise, or when the graph has no such buffer."""
     from torch._inductor import ir
     from torch._inductor.virtualized import V
     try:
         buf = V.graph.get_buffer(buffer)
-        return _copy_of(buf) if type(getattr(buf, "data", None)) is ir.Pointwise else ""
     except Exception:
-        return ""
+        return None
+    return buf if type(getattr(buf, "data", None)) is ir.Pointwise else None
 
 
 def _copy_of(buf) -> str:

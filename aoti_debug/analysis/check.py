@@ -106,17 +106,25 @@ class Launch:
 
 def launches(folder: str) -> List[Tuple[Dict[str, Any], Optional[Dict[str, Any]], int]]:
     """(before line, after line or None, manifest line number) of each dumped launch."""
+    return dumped(folder)[1]
+
+
+def dumped(folder: str) -> Tuple[Optional[Dict[str, Any]], List[Tuple[Dict[str, Any], Optional[Dict[str, Any]], int]]]:
+    """The run's line and `launches(folder)`, from one reading of the manifest."""
     from .dumps import manifest_lines
+    run: Optional[Dict[str, Any]] = None
     befores: Dict[str, Tuple[int, Dict[str, Any]]] = {}
     afters: Dict[str, Dict[str, Any]] = {}
     for number, e in manifest_lines(folder):
-        if e["kind"] != "launch":
+        if e["kind"] == "run":
+            run = run or e
+        elif e["kind"] != "launch":
             continue
-        if e["event"] == "before":
+        elif e["event"] == "before":
             befores[e["id"]] = (number, e)
         else:
             afters[e["id"]] = e
-    return [(e, afters.get(ident), number) for ident, (number, e) in befores.items()]
+    return run, [(e, afters.get(ident), number) for ident, (number, e) in befores.items()]
 
 
 def origin_of(before: Dict[str, Any]) -> Optional[Origin]:
@@ -300,13 +308,11 @@ def check_launch(folder: str, before: Dict[str, Any], after: Optional[Dict[str, 
     return launch
 
 
-def run_symbols(folder: str, entries) -> Dict[str, int]:
+def run_symbols(folder: str, run: Optional[Dict[str, Any]], entries) -> Dict[str, int]:
     """Symbols of a dynamic shape bound from the run's recorded model inputs
-    (inputs.pt), by the size expressions the launches' ops give those inputs: a
-    launch whose own tensors do not bind a symbol (`(s0//4)` alone) is checked
-    with it all the same."""
-    from .dumps import manifest_lines
-    run = next((e for _, e in manifest_lines(folder) if e["kind"] == "run"), None)
+    (inputs.pt, named by `run`, its manifest line), by the size expressions the
+    launches' ops give those inputs: a launch whose own tensors do not bind a symbol
+    (`(s0//4)` alone) is checked with it all the same."""
     labels = run.get("inputs") if run else None
     if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
         return {}
@@ -331,8 +337,8 @@ def check(root: str, atol: Optional[float] = None, rtol: Optional[float] = None)
     from .replay import folders
     found: List[Launch] = []
     for folder in folders(root):
-        entries = launches(folder)
-        symbols = run_symbols(folder, entries)
+        run, entries = dumped(folder)
+        symbols = run_symbols(folder, run, entries)
         for before, after, number in entries:
             found.append(check_launch(folder, before, after, number, atol, rtol, symbols))
     return found

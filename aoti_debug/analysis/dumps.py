@@ -77,14 +77,22 @@ def load(path: str) -> Any:
 
 def outside_storage(t) -> str:
     """Why a strided tensor's view reaches outside its storage ("" when it does not): a
-    negative stride, or an element past the storage's end (a crafted file's view
-    that a kernel indexing with its own strides would read past)."""
-    if t.numel() == 0:
-        return ""
-    if min(t.stride(), default=0) < 0:
+    crafted file's view that a kernel indexing with its own strides would read past."""
+    return view_outside(list(t.shape), list(t.stride()), t.storage_offset(),
+                        t.untyped_storage().nbytes() // t.element_size())
+
+
+def view_outside(shape: List[int], stride: List[int], offset: int, room: int) -> str:
+    """Why a view (sizes, strides and offset in elements) reaches outside a storage of `room`
+    elements ("" when it does not): a negative size, offset or stride, or an element past
+    the storage's end.  A view of no element reaches nothing."""
+    if offset < 0 or min(shape, default=0) < 0:
+        return "has a negative size or offset"
+    if min(stride, default=0) < 0:
         return "has a negative stride"
-    end = t.storage_offset() + sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1
-    room = t.untyped_storage().nbytes() // t.element_size()
+    if min(shape, default=1) == 0:
+        return ""
+    end = offset + sum((n - 1) * s for n, s in zip(shape, stride)) + 1
     if end > room:
         return f"is a view of {end} elements over a storage of {room}"
     return ""

@@ -587,12 +587,11 @@ class Runner:
     def _read_as(self, name: str, t, layout: Dict[str, Any]):
         """The value a buffer updated in place holds, in the layout of the buffer whose
         value it is: the recorded tensor is the buffer's own view of the same bytes."""
+        from .dumps import view_outside
         shape = [evaluate(s, self.symbols) for s in layout["shape"]]
         stride = [evaluate(s, self.symbols) for s in layout["stride"]]
         offset = t.storage_offset() + evaluate(layout["offset"], self.symbols)
-        room = t.untyped_storage().nbytes() // max(t.element_size(), 1)
-        end = offset + sum((n - 1) * s for n, s in zip(shape, stride)) + 1
-        if offset < 0 or min(shape + stride, default=0) < 0 or (min(shape, default=1) > 0 and end > room):
+        if view_outside(shape, stride, offset, t.untyped_storage().nbytes() // max(t.element_size(), 1)):
             raise NotCheckable(f"input {printable(name)} holds its value in a layout that reaches outside "
                                "what was recorded")
         return t.as_strided(shape, stride, offset)
