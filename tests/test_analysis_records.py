@@ -1,6 +1,7 @@
 """The log parser: records, items, tensor blocks, grouping, and tolerance of odd input."""
 
 import math
+import re
 
 import pytest
 
@@ -303,3 +304,28 @@ def test_a_log_rewritten_while_it_is_read_is_refused_not_misread(tmp_path):
         launch.inputs
     assert str(info.value) == (f"{path}:{header}: the file changed while it was being read "
                                "(read a log once its process has stopped writing it, or a copy)")
+
+
+@pytest.mark.parametrize("command", ["report", "timeline"])
+def test_a_page_or_trace_of_a_log_rewritten_meanwhile_is_not_left_half_written(tmp_path, capsys, monkeypatch,
+                                                                               command):
+    from aoti_debug.analysis import report, timeline
+    from aoti_debug.cli import main
+    path = write_log(tmp_path, "x.log", nan_model_log())
+    module, name = (report, "render") if command == "report" else (timeline, "build")
+    made = getattr(module, name)
+
+    def then_rewritten(*args, **kwargs):       # the log changes after it was read, before it is written
+        got = made(*args, **kwargs)
+        text = open(path).read()
+        open(path, "w").write(text.replace("launch model:1.", "launch other:1.").replace("launch 1.", "launch 9."))
+        records._reread.cache_clear()
+        return got
+
+    monkeypatch.setattr(module, name, then_rewritten)
+    out = tmp_path / "out"
+    code = main([command, path, "-o", str(out)])
+    _, err = capsys.readouterr()
+    assert code == 2 and not out.exists()
+    assert re.fullmatch(rf"aoti-debug {command}: {re.escape(path)}:\d+: the file changed while it was being "
+                        r"read \(read a log once its process has stopped writing it, or a copy\)\n", err), err

@@ -7,10 +7,11 @@ mailed, attached to a bug, or opened from a machine without network access.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import html
 import os
 import urllib.parse
-from typing import Dict, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional, TextIO, Union
 
 from . import diff as diff_mod
 from . import completeness, nan_origin
@@ -45,9 +46,27 @@ details { margin: .3em 0; } summary { cursor: pointer; }
 
 @dataclasses.dataclass
 class Page:
-    html: str
+    # the page's sections in order: text, or a section of a row per launch made as it is
+    # written (a long run's page does not fit in memory twice)
+    parts: List[Union[str, Callable[[], Iterator[str]]]]
     summary: str                            # one line for the terminal
     gaps: completeness.Gaps = dataclasses.field(default_factory=completeness.Gaps)   # what the run is missing
+
+    def chunks(self) -> Iterator[str]:
+        for part in self.parts:
+            if callable(part):
+                yield from part()
+                yield "\n"
+            elif part:
+                yield part + "\n"
+
+    def write(self, out: TextIO) -> None:
+        for chunk in self.chunks():
+            out.write(chunk)
+
+    @property
+    def html(self) -> str:
+        return "".join(self.chunks())
 
 
 def esc(value: object) -> str:
@@ -122,8 +141,8 @@ def render(log: Log, against: Optional[Log] = None,
         _divergence_section(divergence, first_div, number, log, against),
         "</section>",
         _ranks(log, level, number),
-        _timeline(events, marks, number, log),
-        _statistics(events, marks, number, level),
+        functools.partial(_timeline, events, marks, number, log),
+        functools.partial(_statistics, events, marks, number, level) if level >= 3 else "",
         _diff_table(divergence),
         _notes(log),
         "</body></html>",
@@ -140,7 +159,7 @@ def render(log: Log, against: Optional[Log] = None,
     unreadable = log.unreadable()
     if unreadable:
         summary += f"; {len(unreadable)} file(s) or record(s) cannot be read (first: {unreadable[0]})"
-    return Page("\n".join(p for p in parts if p) + "\n", summary, gaps)
+    return Page(parts, summary, gaps)
 
 
 def _overview(log: Log, level: int, against: Optional[Log]) -> str:
@@ -306,10 +325,12 @@ def _ranks(log: Log, level: int, number: Dict[int, int]) -> str:
             f'<table id="ranks-table"><thead>{head}</thead><tbody>{body}</tbody></table></section>')
 
 
-def _timeline(events: List[Event], marks, number, log: Log) -> str:
+def _timeline(events: List[Event], marks, number, log: Log) -> Iterator[str]:
     durations = {id(e): duration_us(e) for e in events}
     longest = max((d for d in durations.values() if d), default=0.0)
-    rows = []
+    head = ("<tr><th>#</th><th>index</th><th>pid</th><th>kernel / function</th><th>FX nodes</th>"
+            "<th>source</th><th>µs</th><th>duration</th><th>outputs</th><th></th></tr>")
+    yield f'<section><h2>Timeline</h2><table id="timeline"><thead>{head}</thead><tbody>'
     for e in events:
         n = number[id(e)]
         classes = " ".join(marks[id(e)])
@@ -318,17 +339,14 @@ def _timeline(events: List[Event], marks, number, log: Log) -> str:
         bar = (f'<div class="bar" style="width:{max(d / longest * 100, 0.5):.1f}%"></div>'
                if d is not None and longest > 0 else "")
         nodes = ", ".join(e.origin.nodes) if e.origin and e.origin.nodes else "-"
-        rows.append(
+        yield (
             f'<tr id="event-{n}" class="{classes}" data-index="{esc(e.ident)}">'
             f"<td>{n}</td><td class=\"mono\"><a href=\"#stats-{n}\">{esc(e.ident)}</a></td>"
             f"<td>{esc(e.pid)}</td><td class=\"mono\">{esc(e.name)}</td>"
             f"<td class=\"mono\">{esc(nodes)}</td><td class=\"mono\">{source_link(e.origin, log.path)}</td>"
             f"<td>{'' if d is None else f'{d:.0f}'}</td><td style=\"width:12em\">{bar}</td>"
             f"<td>{esc(_outputs_cell(e))}</td><td>{tags}</td></tr>")
-    head = ("<tr><th>#</th><th>index</th><th>pid</th><th>kernel / function</th><th>FX nodes</th>"
-            "<th>source</th><th>µs</th><th>duration</th><th>outputs</th><th></th></tr>")
-    return (f'<section><h2>Timeline</h2><table id="timeline"><thead>{head}</thead>'
-            f'<tbody>{"".join(rows)}</tbody></table></section>')
+    yield "</tbody></table></section>"
 
 
 def _stats_keys(event: Event) -> List[str]:
@@ -355,10 +373,8 @@ def _stats_rows(role: str, items, keys: List[str]) -> List[str]:
     return rows
 
 
-def _statistics(events: List[Event], marks, number, level: int) -> str:
-    if level < 3:
-        return ""
-    blocks = []
+def _statistics(events: List[Event], marks, number, level: int) -> Iterator[str]:
+    yield '<section id="statistics"><h2>Per-launch statistics</h2>'
     for e in events:
         n = number[id(e)]
         keys = _stats_keys(e)
@@ -368,9 +384,9 @@ def _statistics(events: List[Event], marks, number, level: int) -> str:
         table = (f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
                  if rows else '<p class="muted">no arguments recorded</p>')
         is_open = " open" if {"nan-origin", "divergence"} & set(marks[id(e)]) else ""
-        blocks.append(f'<details id="stats-{n}"{is_open}><summary><a href="#event-{n}">#{n}</a> '
-                      f"<code>{esc(e.title)}</code></summary>{table}</details>")
-    return f'<section id="statistics"><h2>Per-launch statistics</h2>{"".join(blocks)}</section>'
+        yield (f'<details id="stats-{n}"{is_open}><summary><a href="#event-{n}">#{n}</a> '
+               f"<code>{esc(e.title)}</code></summary>{table}</details>")
+    yield "</section>"
 
 
 def _diff_table(result) -> str:

@@ -35,7 +35,11 @@ def run(args) -> int:
     page = report.render(log, against=other, divergence=divergence, rerun_ops=args.rerun_ops)
     try:
         with open(args.output, "w", encoding="utf-8") as f:
-            f.write(page.html)
+            try:
+                page.write(f)
+            except InputError:              # a log that changed while it was read: no half page
+                os.unlink(args.output)
+                raise
     except OSError as exc:
         raise UsageError(f"{args.output}: cannot be written ({exc.strerror})") from None
     echo([f"wrote {os.path.abspath(args.output)}: {page.summary}"])
