@@ -12,8 +12,8 @@ import dataclasses
 from typing import Dict, List, Optional, Tuple
 
 from . import completeness, op_origin
-from .records import (FINITE, NONFINITE, UNKNOWN, Event, Evidence, Log, Process, Record, damage,
-                      Finiteness, evidence, moment, overall)
+from .records import (FINITE, NONFINITE, UNKNOWN, Event, Evidence, Finiteness, Log, Process, Record,
+                      moment, record_evidence)
 
 @dataclasses.dataclass(slots=True)
 class Check:
@@ -37,11 +37,11 @@ class Check:
 
     @property
     def inputs(self) -> List[Evidence]:
-        return evidence(self.event.inputs) + damage(self.event.start)
+        return record_evidence(self.event.start)
 
     @property
     def outputs(self) -> List[Evidence]:
-        return evidence(self.event.outputs) + damage(self.event.end)
+        return record_evidence(self.event.end)
 
     def contains(self, other: "Check") -> bool:
         return (self.event.pid == other.event.pid and self.start < other.start

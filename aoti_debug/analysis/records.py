@@ -17,6 +17,7 @@ load.read picks between a log file, a folder of logs and level-10 dumps.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import datetime
 import functools
@@ -388,6 +389,11 @@ def damage(record: Optional[Record]) -> List[Evidence]:
     return [Evidence("unreadable", record.damage, UNKNOWN, record.damage)]
 
 
+def record_evidence(record: Optional[Record]) -> List[Evidence]:
+    """The evidence of what a launch or call reads from `record` (`Record.values`), and of its damage."""
+    return evidence(record.values) + damage(record) if record is not None else []
+
+
 def overall(evs: List[Evidence]) -> str:
     states = {e.state for e in evs}
     return NONFINITE if NONFINITE in states else UNKNOWN if UNKNOWN in states else FINITE
@@ -405,7 +411,7 @@ class Finiteness:
 
     @classmethod
     def of(cls, record: "Record") -> "Finiteness":
-        evs = evidence(record.values) + damage(record)
+        evs = record_evidence(record)
         unknown = [e for e in evs if e.state == UNKNOWN and not e.unreadable]
         return cls(overall(evs), any(e.state == NONFINITE for e in evs), any(e.unreadable for e in evs),
                    len(unknown), unknown[0].line() if unknown else None)
@@ -726,6 +732,7 @@ def _level(record: Record) -> int:
 
 
 _READINGS = itertools.count()
+_REREAD_BLOCK = 64 * 2**10               # a record's body is read again, not the file's next MiB
 _SHARED: Dict[Finiteness, Finiteness] = {}
 
 
@@ -744,11 +751,8 @@ def _reread(path: str, number: int, kind: str, ident: str, stamp: str,
     """The items of the record whose header is line `number` of `path`, at byte `at`,
     read again as `parse_file` first read them.  A file that no longer holds that header
     there changed while it was read: said, never taken for the record."""
-    with untrusted.open_regular(path) as f:
-        f.seek(at)
-        raw = [f.readline(untrusted.LINE_LIMIT + 1) for _ in range(count + 1)]
-    text = [r.decode("utf-8", errors="replace") for r in raw]
-    text = [t[:-2] if t.endswith("\r\n") else t[:-1] if t.endswith("\n") else t for t in text]
+    with contextlib.closing(untrusted.text_lines(path, at, number - 1, _REREAD_BLOCK)) as lines:
+        text = [line for line, _, _ in itertools.islice(lines, count + 1)]
     match = _HEADER.match(text[0]) if text else None
     if (match is None or (match["kind"], match["id"], match["ts"]) != (kind, ident, stamp)
             or len(text) != count + 1 or any(not t.startswith("  ") for t in text[1:])):

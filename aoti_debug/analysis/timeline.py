@@ -32,8 +32,8 @@ import re
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from . import completeness
-from .nan_origin import FINITE, NONFINITE, evidence, overall
-from .records import STAT_KEYS, Call, Item, Launch, Log, Process, Record, Tensor
+from .records import (FINITE, NONFINITE, STAT_KEYS, Call, Item, Launch, Log, Process, Record, Tensor,
+                      evidence, overall)
 from .untrusted import printable
 
 # trace processors keep nanoseconds in an int64: later times cannot be placed

@@ -198,13 +198,15 @@ def lines(path: str) -> Iterator[Tuple[int, bytes, bool]]:
             yield number, line, ended
 
 
-def text_lines(path: str) -> Iterator[Tuple[str, int, bool]]:
-    """(text, byte offset, whether a newline ended it) of every line, read a block at a
-    time: bad UTF-8 replaced, a CRLF line end taken as a newline, no line over the limit."""
+def text_lines(path: str, at: int = 0, number: int = 0, block_size: int = _BLOCK) -> Iterator[Tuple[str, int, bool]]:
+    """(text, byte offset, whether a newline ended it) of every line from byte `at` on (the
+    line after line `number`), read a block at a time: bad UTF-8 replaced, a CRLF line end
+    taken as a newline, no line over the limit."""
     with open_regular(path) as f, _reading(path):
-        number, offset, carry = 0, 0, b""
+        f.seek(at)
+        offset, carry = at, b""
         while True:
-            block = f.read(_BLOCK)
+            block = f.read(block_size)
             if not block:
                 break
             parts = (carry + block).split(b"\n")
