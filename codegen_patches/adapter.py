@@ -387,6 +387,56 @@ def buffer_value(name: str) -> str:
     return getattr(node, "name", "") or ""
 
 
+def planned_layout(name: str) -> Optional[tuple]:
+    """(dtype, sizes, strides) the graph planned for buffer `name`, an extern
+    kernel's or custom op's output, from the op's fake; None where it planned no
+    one layout (a tuple of outputs, none) or in the constant-folding graph."""
+    from torch._inductor import ir
+    from torch._inductor.virtualized import V
+    if getattr(V.graph, "is_const_graph", False):
+        return None
+    try:
+        layout = getattr(V.graph.get_buffer(name), "layout", None)   # get_layout() raises on a tuple
+    except Exception:
+        return None
+    if isinstance(layout, ir.MultiOutputLayout):
+        # the Python wrapper binds a fallback kernel's one tensor result itself
+        # (buf1), then as a MultiOutput of no index (buf2 = buf1), which has the plan
+        whole = [b for b in V.graph.buffers if isinstance(b, ir.MultiOutput) and not b.indices
+                 and b.inputs and getattr(b.inputs[0], "get_name", lambda: None)() == name]
+        layout = whole[0].get_layout() if len(whole) == 1 else None
+    if not isinstance(layout, ir.Layout):
+        return None
+    return layout.dtype, list(layout.size), list(layout.stride)
+
+
+def python_size(expr) -> str:
+    """A size expression as the Python wrapper writes its own (Python's // and %
+    are sympy's FloorDiv and PythonMod)."""
+    from torch._inductor.codegen.wrapper import pexpr
+    return pexpr(expr)
+
+
+def wrapper_symbols() -> frozenset:
+    """The size symbols the wrapper holds in variables of their own name when its
+    launches run: symbolic inputs, and the sizes and strides of tensor inputs that
+    are a symbol (upstream's codegen_input_symbol_assignment).  A subgraph's code
+    (cond, while_loop) binds its own; none is relied on there."""
+    import sympy
+    from torch._inductor import ir
+    from torch._inductor.virtualized import V
+    if getattr(V.graph, "parent", None) is not None:
+        return frozenset()
+    bound = set()
+    for value in V.graph.graph_inputs.values():
+        if isinstance(value, sympy.Symbol):
+            bound.add(value)
+        elif isinstance(value, ir.TensorBox):
+            bound.update(e for e in list(value.get_size()) + list(value.get_stride())
+                         if isinstance(e, sympy.Symbol))
+    return frozenset(bound)
+
+
 def model_outputs(refs: List[str]) -> List[tuple]:
     """(buffer name, reference) of each tensor among the graph's outputs, whose
     generated references are `refs`.  A view is named by the buffer it views

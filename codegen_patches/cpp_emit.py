@@ -15,7 +15,7 @@ import os
 import re
 from typing import Iterable, List, Optional, Sequence, Tuple
 
-from . import fx_ops
+from . import fx_ops, sizeexpr
 from .plan import IN, INOUT, OUT, Arg, Site, module_path, where
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
@@ -280,6 +280,15 @@ def device_glue(device: str) -> str:
     return CUDA_HOOKS if device == "cuda" else ""
 
 
+# c10::ScalarType codes (torch/headeronly/core/ScalarType.h)
+SCALAR_TYPE = {
+    "uint8": 0, "int8": 1, "int16": 2, "int32": 3, "int64": 4, "float16": 5, "float32": 6,
+    "float64": 7, "complex64": 9, "complex128": 10, "bool": 11, "bfloat16": 15,
+    "float8_e5m2": 23, "float8_e4m3fn": 24, "float8_e5m2fnuz": 25, "float8_e4m3fnuz": 26,
+    "uint16": 27, "uint32": 28, "uint64": 29, "float8_e8m0fnu": 44,
+}
+
+
 ROLE = {IN: "aoti_debug::Role::In", OUT: "aoti_debug::Role::Out", INOUT: "aoti_debug::Role::InOut"}
 
 
@@ -375,9 +384,36 @@ def after_launch(site: Site, nan_check: bool, memcheck: bool = False, blackbox: 
 
 
 def checks_after(site: Site, nan_check: bool, memcheck: bool, blackbox: bool) -> List[str]:
-    """After a launch: the black box marks it returned, then the memory check, then the NaN check."""
-    return ((box_after() if blackbox else []) + (mem_after(site) if memcheck else [])
+    """After a launch: the black box marks it returned, then the plan check (an op's outputs
+    as the graph planned them), the memory check, the NaN check."""
+    return ((box_after() if blackbox else []) + plan_after(site) + (mem_after(site) if memcheck else [])
             + (nan_after(site) if nan_check else []))
+
+
+def _planned(expr) -> str:
+    """A planned size or stride as a checked value (sizeexpr.h); undefined when unknown."""
+    if expr is not None:
+        try:
+            return sizeexpr.cpp(expr, str)    # the wrapper's own variables, s0, s1, ...
+        except sizeexpr.Unprintable:
+            pass
+    return "aotid_sx::undefined()"
+
+
+def plan_after(site: Site) -> List[str]:
+    """Each output of an extern kernel or custom op against the layout the graph
+    planned from the op's fake (plan.Planned): one branch when off at run time."""
+    if not site.planned:
+        return []
+    n = site.index
+    lines = ["if (AOTI_DEBUG_UNLIKELY(aotid_plan.on)) {",
+             "  namespace aotid_sx = aoti_debug::detail::sizeexpr;"]
+    for j, p in enumerate(site.planned):
+        values = [_planned(e) for e in p.sizes + p.strides] or ["aotid_sx::undefined()"]
+        lines += [f"  const aotid_sx::Int aotid_pl_{n}_{j}[] = {{{', '.join(values)}}};",
+                  f"  aotid_plan.output(aotid_site_{n}, {_all_values(site)}, {p.arg}, "
+                  f"{SCALAR_TYPE.get(p.dtype, -1)}, {len(p.sizes)}, aotid_pl_{n}_{j});"]
+    return lines + ["}"]
 
 
 def box_before(site: Site) -> List[str]:
@@ -441,7 +477,7 @@ def output_where(site: Site, a: Arg) -> str:
 def skipped_launch(site: Site, nan_check: bool, memcheck: bool = False, blackbox: bool = False) -> List[str]:
     """A launch the kernel filter leaves out of the log still takes its number
     (and is still checked and kept in the black box: the filter narrows logging only)."""
-    if nan_check or memcheck or blackbox:
+    if nan_check or memcheck or blackbox or site.planned:
         return site_definition(site) + ["++aotid_run.launch;"]
     return ["++aotid_run.launch;"]
 
@@ -510,6 +546,8 @@ def run_begin(settings, inputs: Sequence[str], labels: Sequence[str], device: st
     begin = (["AOTI_DEBUG_BEGIN_RUN_ON", "aotid_run", "aotid_model", "&aoti_debug_gen::cuda_hooks",
               "static_cast<void*>(stream)"] if device_glue(device) else ["AOTI_DEBUG_BEGIN_RUN", "aotid_run", "aotid_model"])
     lines = [_names("aotid_inputs", labels), _call(*begin, "aotid_inputs", *values)]
+    if settings.check_inputs or settings.memcheck != "off":
+        lines.append("aoti_debug::PlanChecks aotid_plan(aotid_model, aotid_run);")
     if settings.memcheck != "off":
         lines.append("aoti_debug::MemChecks aotid_mem(aotid_model, aotid_run);")
     if settings.blackbox > 0:

@@ -14,15 +14,8 @@ import dataclasses
 from typing import Dict, List, Optional, Sequence
 
 from . import sizeexpr
-from .cpp_emit import c_string
+from .cpp_emit import SCALAR_TYPE, c_string
 
-# c10::ScalarType codes (torch/headeronly/core/ScalarType.h)
-SCALAR_TYPE = {
-    "uint8": 0, "int8": 1, "int16": 2, "int32": 3, "int64": 4, "float16": 5, "float32": 6,
-    "float64": 7, "complex64": 9, "complex128": 10, "bool": 11, "bfloat16": 15,
-    "float8_e5m2": 23, "float8_e4m3fn": 24, "float8_e5m2fnuz": 25, "float8_e4m3fnuz": 26,
-    "uint16": 27, "uint32": 28, "uint64": 29, "float8_e8m0fnu": 44,
-}
 DEVICE_TYPE = {"cpu": 0, "cuda": 1}
 
 

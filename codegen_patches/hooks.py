@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Set
 from aoti_debug import settings as settings_mod
 
 from . import adapter, cpp_emit, fx_ops, guards, plan, python_emit, trace
-from .plan import IN, INOUT, OUT, Arg, Provenance, Site, module_path
+from .plan import IN, INOUT, OUT, Arg, Planned, Provenance, Site, module_path
 
 # The compile-time settings in force (set by install.activate / instrument()).
 _active = None
@@ -305,11 +305,13 @@ def launch(wrapper, st: WrapperState, kernel: str, prov: Provenance, args: List[
     for a in args:               # written now: its value is in its own layout
         if a.role != IN:
             st.read_as.pop(a.name, None)
+    planned = planned_outputs(args) if kind in ("extern", "proxy") and plan_checked() else []
     from torch._inductor.virtualized import V
     args = [dataclasses.replace(a, name=name, constant=a.name in V.graph.constants)
             for a, name in zip(args, names)]
     site = new_site(st, kernel, prov, args, kind)
     site.ops = ops
+    site.planned = planned
     # the filter narrows logging only: every launch is checked
     header, before, after = st.emitter.launch(site, selected(kernel, prov), _active.nan_check.enabled,
                                               _active.memcheck != "off", _active.blackbox > 0)
@@ -324,6 +326,32 @@ def launch(wrapper, st: WrapperState, kernel: str, prov: Provenance, args: List[
         st.in_call = False
     for line in after:
         wrapper.writeline(line)
+
+
+def plan_checked() -> bool:
+    """The plan check comes with the input guard and with the memory check."""
+    return _active.check_inputs or _active.memcheck != "off"
+
+
+def planned_outputs(args: List[Arg]) -> List[Planned]:
+    """What the graph planned for each output of an extern kernel or custom op (by
+    buffer name): a size or stride over symbols the wrapper does not hold where
+    the launch returns (an unbacked size the op's output defines) is not compared."""
+    import sympy
+    symbols = adapter.wrapper_symbols()
+
+    def known(e):
+        e = sympy.sympify(e)
+        return e if e.free_symbols <= symbols else None
+
+    out = []
+    for k, a in enumerate(args):
+        layout = adapter.planned_layout(a.name) if a.role != IN else None
+        if layout is not None:
+            dtype, sizes, strides = layout
+            out.append(Planned(k, str(dtype).replace("torch.", ""), tuple(map(known, sizes)),
+                               tuple(map(known, strides))))
+    return out
 
 
 # -- model entry and exit ---------------------------------------------------------

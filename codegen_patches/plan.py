@@ -39,6 +39,17 @@ class Arg:
     constant: bool = False  # one of the artifact's constants (weights): the black box does not copy it
 
 
+@dataclasses.dataclass(frozen=True)
+class Planned:
+    """The layout the graph planned for one output of an extern kernel or custom
+    op, from the op's fake: the dtype, and each size and stride as an expression
+    of the wrapper's symbols (None: not known where the launch returns)."""
+    arg: int                              # its index in Site.args
+    dtype: str                            # "float32"
+    sizes: Tuple[Optional[object], ...]
+    strides: Tuple[Optional[object], ...]
+
+
 @dataclasses.dataclass
 class Site:
     """One instrumented launch point in the generated wrapper."""
@@ -48,6 +59,7 @@ class Site:
     args: List[Arg]
     kind: str                  # cpp | triton | extern | proxy
     ops: List[dict] = dataclasses.field(default_factory=list)   # fx_ops.program (level 10)
+    planned: List[Planned] = dataclasses.field(default_factory=list)   # the plan check's layouts
 
     def inputs(self) -> List[Arg]:
         return [a for a in self.args if a.role in (IN, INOUT)]

@@ -92,6 +92,23 @@ def box_after() -> List[str]:
     return [f"if {RUN}.box: {RUN}.box_after()"]
 
 
+def plan_after(site: Site) -> List[str]:
+    """Each output of an extern kernel or custom op against the layout the graph
+    planned from the op's fake (plan.Planned), as cpp_emit.plan_after: one branch
+    when off at run time.  The sizes are evaluated by the check, which survives
+    a division by zero."""
+    if not site.planned:
+        return []
+    from .adapter import python_size
+
+    def size(e) -> str:
+        return "None" if e is None else f"({python_size(e)})"
+    plans = _tuple([f"({p.arg}, {p.dtype!r}, {_tuple([size(e) for e in p.sizes])}, "
+                    f"{_tuple([size(e) for e in p.strides])})" for p in site.planned])
+    return [f"if {RUN}.plan: {RUN}.plan_after({site_name(site)}, {_tuple([a.expr for a in site.args])}, "
+            f"lambda: {plans})"]
+
+
 def nan_after(site: Site) -> List[str]:
     """The NaN/Inf check of a launch's outputs, each with its own source line:
     one branch when switched off at run time."""
@@ -110,11 +127,11 @@ class Emitter:
     def launch(site: Site, shown: bool, nan_check: bool, memcheck: bool = False, blackbox: bool = False):
         """(header, before, after) lines around the launch."""
         nan = nan_check and bool(site.args)
-        header = [site_definition(site)] if shown or nan or memcheck or blackbox else []
+        header = [site_definition(site)] if shown or nan or memcheck or blackbox or site.planned else []
         before = ((before_launch(site) if shown else skipped_launch(site)) + (mem_before(site) if memcheck else [])
                   + (box_before(site) if blackbox else []))
-        # as in C++: the black box marks the launch returned, then the memory check, then the NaN check
-        after = ((after_launch(site) if shown else []) + (box_after() if blackbox else [])
+        # as in C++: the black box marks the launch returned, then the plan, memory and NaN checks
+        after = ((after_launch(site) if shown else []) + (box_after() if blackbox else []) + plan_after(site)
                  + (mem_after(site) if memcheck else []) + (nan_after(site) if nan else []))
         return header, before, after
 

@@ -29,6 +29,9 @@ from torch.export import Dim
 TEXT = ("gpt2", "llama", "bert")
 VISION = ("vit",)
 NAMES = TEXT + VISION
+# A convolutional vision model with dynamic batch, height and width, for
+# `check` on dynamic shapes only (test_analysis_check.py): not in NAMES.
+DYNAMIC_VISION = ("convnext",)
 VOCAB, HIDDEN, LAYERS, HEADS = 128, 64, 2, 4
 BATCH, SEQ = 2, 8
 IMAGE, PATCH = 32, 8
@@ -52,7 +55,12 @@ def _config(name):
         return transformers.ViTConfig(image_size=IMAGE, patch_size=PATCH, num_channels=3, hidden_size=32,
                                       num_hidden_layers=3, num_attention_heads=HEADS, intermediate_size=64,
                                       num_labels=10, attn_implementation="eager")
-    raise KeyError(f"{name!r} is not a corpus model (accepted: {', '.join(NAMES)})")
+    if name == "convnext":
+        # two stages of one block: the patchify stem, depthwise 7x7 convolutions, channels-last
+        # layer norms and a downsampling convolution, as ConvNeXt's own modeling file runs them
+        return transformers.ConvNextConfig(num_channels=3, patch_size=4, num_stages=2, hidden_sizes=[16, 32],
+                                           depths=[1, 1], num_labels=10, image_size=IMAGE)
+    raise KeyError(f"{name!r} is not a corpus model (accepted: {', '.join(NAMES + DYNAMIC_VISION)})")
 
 
 class Tensors(torch.nn.Module):
@@ -87,6 +95,8 @@ def build(name):
     torch.manual_seed(0)
     if name == "vit":
         return Images(transformers.ViTForImageClassification(config).eval())
+    if name == "convnext":
+        return Images(transformers.ConvNextForImageClassification(config).eval())
     cls = transformers.BertModel if name == "bert" else transformers.AutoModelForCausalLM
     model = cls(config) if name == "bert" else cls.from_config(config)
     return Tensors(name, model.eval())
@@ -94,7 +104,7 @@ def build(name):
 
 def input_names(name):
     """The model's input names, as its `run` records name them."""
-    return ("pixel_values",) if name == "vit" else ("input_ids", "attention_mask")
+    return ("pixel_values",) if name in VISION + DYNAMIC_VISION else ("input_ids", "attention_mask")
 
 
 def planted_module(name):
@@ -162,6 +172,10 @@ def planted_source(name):
 
 
 def example(name):
+    if name == "convnext":   # every size dynamic
+        g = torch.Generator().manual_seed(1)
+        dims = {0: Dim("batch", min=2, max=8), 2: Dim("height", min=32, max=64), 3: Dim("width", min=32, max=64)}
+        return build(name), (torch.randn(BATCH, 3, IMAGE, IMAGE, generator=g),), (dims,)
     if name == "vit":
         # export specialises a batch of 1, so a dynamic batch starts at 2
         return build(name), inputs(name), ({0: Dim("batch", min=2, max=8)},)

@@ -163,6 +163,17 @@ class Scratch(torch.nn.Module):
         return torch.ops.membugs.scratch(h)  # LINE:membugs.scratch
 
 
+class BadFake(torch.nn.Module):
+    """A MoE dispatcher's padding op (membugs::pad4) whose fake claims 4 more rows
+    than its kernel returns when the tokens are a multiple of 4, between Inductor
+    kernels that read its output as the graph planned it."""
+
+    def forward(self, x):
+        h = torch.tanh(x)  # LINE:badfake.tanh
+        y = torch.ops.membugs.pad4(h)  # LINE:badfake.op
+        return y * 3.0  # LINE:badfake.mul
+
+
 class MemoryBugs(torch.nn.Module):
     """Custom ops that return memory they never wrote, read before their input,
     and write past the end of a scratch tensor they free (inside a submodule,
@@ -375,6 +386,8 @@ def example(name):
         return Hang(), (torch.arange(5, dtype=torch.float32),), None
     if name == "membugs":
         return MemoryBugs(), (torch.arange(5, dtype=torch.float32),), None
+    if name == "badfake":   # 6 tokens: fake and kernel agree; 8 (badfake_inputs) they do not
+        return BadFake(), (torch.randn(6, 16, generator=g),), ({0: Dim("tokens", min=2, max=64)},)
     if name == "named":
         seq = Dim("seq", min=2, max=32)
         return Named(), named_inputs(), {"input_ids": {1: seq}, "attention_mask": {1: seq}}

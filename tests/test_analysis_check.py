@@ -152,6 +152,30 @@ def test_every_launch_of_a_dynamic_model_is_checked(patches_dumps, shape):
     assert int(lines[-1].split()[0]) >= 10
 
 
+@pytest.fixture(scope="module")
+def convnext_dump(corpus_packages, tmp_path_factory):
+    """A level-10 dump of transformers' ConvNeXt (tests/corpus.py: dynamic batch, height and
+    width) at sizes other than the example's."""
+    root = tmp_path_factory.mktemp("convnext-dump")
+    run_package(corpus_packages.get("convnext", **LEVEL10), "convnext",
+                inputs="(torch.randn(3, 3, 36, 44, generator=torch.Generator().manual_seed(3)),)",
+                AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=str(root / "d"), AOTI_DEBUG_LOGDEST=str(root / "log"))
+    return only_folder(str(root / "d"))
+
+
+@pytest.mark.isa_sensitive   # compiled kernels against eager
+def test_every_launch_of_transformers_convnext_is_checked(convnext_dump):
+    """Code nobody here wrote, every size dynamic: each launch checked and within tolerance.
+    Its layer norms' means of centred values (near zero) are judged at the scale of what
+    they summed: at their own, Inductor's summation order put one 2e9 ULPs off."""
+    code, out, err = check(convnext_dump)
+    lines = out.splitlines()
+    assert code == 0, out + err
+    assert re.fullmatch(r"(\d+) launch\(es\): \1 within tolerance, 0 beyond, 0 not checkable", lines[-1]), out
+    assert int(lines[-1].split()[0]) >= 15, out
+    assert [line.split()[2] for line in lines[:-1]] == ["ok"] * (len(lines) - 1), out
+
+
 @pytest.mark.isa_sensitive   # compiled kernels against eager
 def test_one_recorded_element_off_by_a_thousandth_is_found(mlp_dump, tmp_path):
     folder = tmp_path / "run"

@@ -5,7 +5,7 @@ outputs judged against both (docs/analysis.md, "check").
 An output element is beyond tolerance when its error against the float64
 reference exceeds `atol + rtol * |reference|` (atol defaults to rtol times
 the largest |reference| of that output: errors are judged at the output's
-own scale), unless every op of the launch is PyTorch's own (aten, prims) and
+own scale, or a reduction's at the scale of the terms it summed), unless every op of the launch is PyTorch's own (aten, prims) and
 the compiled result is at least as close to float64 as eager's is: then the
 loss is the dtype's, not the kernel's.  A custom op re-run is the same code,
 so only float64 judges it.  Integer and boolean outputs must equal eager's.
@@ -175,9 +175,41 @@ def ulp(ref, dtype: str):
     return torch.ldexp(torch.ones_like(ref), exponent - 1 - bits).clamp_min(finfo.tiny * 2.0 ** -bits)
 
 
+# Reductions: an output that sums its operand's elements rounds at the scale of
+# those terms, not at its own (the mean of centred values is near zero, and a
+# summation order of its own moves it by a few ULPs of the terms).
+_SUMS = ("aten.sum", "aten.mean", "aten.var", "aten.var_mean", "aten.std", "aten.std_mean")
+
+
+def term_scale(program, node: str, inputs: Dict[str, Any], runner) -> float:
+    """The largest finite |value| among the terms the op computing `node` sums (0.0
+    when it is no reduction): the floor of that output's scale."""
+    import torch
+    op = program.by_node.get(node)
+    if op is not None and op.op == "getitem" and op.inputs():
+        op = program.by_node.get(op.inputs()[0])
+    if op is None or op.short not in _SUMS:
+        return 0.0
+    terms = [a["input"] for a in op.args if isinstance(a, dict) and isinstance(a.get("input"), str)]
+    values = [inputs.get(name) for name in terms]
+    for name in op.inputs():
+        try:
+            values.append(runner.value(name))
+        except opsmod.NotCheckable:
+            pass
+    scale = 0.0
+    for v in values:
+        if isinstance(v, torch.Tensor) and v.is_floating_point() and v.numel():
+            finite = v[torch.isfinite(v)]
+            if finite.numel():
+                scale = max(scale, float(finite.abs().max()))
+    return scale
+
+
 def judge(out: Output, got, eager, wide, upstream: bool, atol: Optional[float], rtol: Optional[float],
-          no_wide: str = "") -> None:
-    """Measures `got` against float64 (`wide`), else against eager, with `no_wide` saying why."""
+          no_wide: str = "", terms: float = 0.0) -> None:
+    """Measures `got` against float64 (`wide`), else against eager, with `no_wide` saying why;
+    `terms`: the scale of what a reduction summed (term_scale), a floor of the output's own."""
     import torch
     out.numel = got.numel()
     if got.shape != eager.shape:
@@ -208,7 +240,7 @@ def judge(out: Output, got, eager, wide, upstream: bool, atol: Optional[float], 
     out.max_abs, out.max_rel = _abs_rel(g, e)
     r_tol = RTOL[dtype] if rtol is None else rtol
     finite = torch.isfinite(r)
-    scale = float(r[finite].abs().max()) if bool(finite.any()) else 0.0
+    scale = max(float(r[finite].abs().max()) if bool(finite.any()) else 0.0, terms)
     a_tol = r_tol * scale if atol is None else atol
     out.tolerance = f"atol={a_tol:.3g} rtol={r_tol:.3g} for {dtype}, against {out.against}"
     err = _err(g, r)
@@ -304,7 +336,8 @@ def check_launch(folder: str, before: Dict[str, Any], after: Optional[Dict[str, 
             no_wide = f"the float64 run: {exc}"
         if w is not None and not isinstance(w, torch.Tensor):
             w, no_wide = None, f"the float64 run gives no tensor for {node}"
-        judge(out, got, e, w, upstream, atol, rtol, no_wide)
+        terms = term_scale(program, node, inputs, wide if w is not None else eager)
+        judge(out, got, e, w, upstream, atol, rtol, no_wide, terms)
     return launch
 
 

@@ -176,10 +176,10 @@ def unended_runs(records: Sequence[Record]) -> List[Tuple[Record, str]]:
             if (r.pid, r.name, r.id) not in checked and (r.pid, None, r.id) not in checked]
 
 
-# The notes of the checks that may raise (AOTI_DEBUG_NAN_CHECK / AOTI_DEBUG_MEMCHECK=raise): a run
+# The notes of the checks that may raise (AOTI_DEBUG_NAN_CHECK / AOTI_DEBUG_MEMCHECK=raise, the plan check): a run
 # whose last word is such a note about its own launch was stopped by the check, as the user asked,
 # not cut short; its first line names the launch (`launch ranker:1.3 ...` or `launch 1.3 ...`).
-CHECK_NOTES = ("nan-check", "memcheck")
+CHECK_NOTES = ("nan-check", "memcheck", "plan-check")
 _CHECKED_LAUNCH = re.compile(r"launch (?:(\S+):)?(\d+)\.\d+ ")
 
 

@@ -227,6 +227,7 @@ _ALSO_LISTED = frozenset({
     "aten::_embedding_bag", "aten::embedding_bag", "aten::grid_sampler_2d", "aten::upsample_bilinear2d",
     "aten::_upsample_bilinear2d_aa", "aten::_cdist_forward", "aten::cdist", "aten::linalg_vector_norm",
     "aten::_weight_norm_interface", "aten::adaptive_max_pool2d", "aten::im2col", "aten::col2im",
+    "aten::histc", "aten::index_put_",    # a MoE router's token counts; its dispatch (_CHECKED_FORM)
     "prims::convert_element_type", "prims::iota", "prims::broadcast_in_dim", "prims::squeeze",
     "prims::collapse_view", "prims::split_dim", "prims::transpose", "prims::sum", "prims::prod",
     "prims::amax", "prims::amin", "prims::var", "prims::fma",
@@ -236,8 +237,11 @@ _LISTED_TAGS = ("core", "pointwise", "reduction")
 _UNCHECKED = re.compile(r"sparse|nested|mkldnn|_unsafe|^set_|resize|^as_strided_|_make_dep_token"
                         r"|^_nnz$|^_indices$|^_values$|coalesce|quantize|_fbgemm|_cslt|_cufft|from_padded")
 # ops that skip a bounds check, and the checked op that computes the same
+# (an in-place update: its functional form, whose result is the node's value, so the
+# operand keeps the value the ops before it read)
 _CHECKED_FORM = {"aten::_unsafe_index": {"Tensor": "aten.index.Tensor"},
-                 "aten::_unsafe_index_put": {"default": "aten.index_put.default"}}
+                 "aten::_unsafe_index_put": {"default": "aten.index_put.default"},
+                 "aten::index_put_": {"default": "aten.index_put.default"}}
 
 
 def unlisted(fn) -> str:

@@ -35,7 +35,7 @@ import json
 import threading
 from typing import Any, List, Optional, Sequence, Tuple
 
-from . import blackbox, device, memcheck, nan_checks
+from . import blackbox, device, memcheck, nan_checks, plan_checks
 from . import stats as stats_mod
 from . import format as fmt
 from . import sink, state
@@ -95,8 +95,9 @@ class Model:
         self.torch_version = torch_version
         # what a run does while its variables are unset (AOTI_DEBUG_COMPILE=all:
         # less than is compiled in)
-        d_level, d_kernels, d_nan, _, d_mem, d_box = defaults or (level, kernels, nan_check, check_inputs,
-                                                                  memcheck, blackbox)
+        d_level, d_kernels, d_nan, d_inputs, d_mem, d_box = defaults or (level, kernels, nan_check, check_inputs,
+                                                                        memcheck, blackbox)
+        self.check_inputs = bool(check_inputs) and bool(d_inputs)   # what runs do (after _init)
         self.compiled_memcheck = settings_mod._parse_memcheck(memcheck or "off")
         self.memcheck = settings_mod._parse_memcheck(d_mem or "off")   # what runs do (after _init)
         self.compiled_blackbox = int(blackbox)
@@ -140,6 +141,9 @@ class Model:
                 if memcheck.ORDER[r] > memcheck.ORDER[c]:
                     lines.append(self._more(mem_from, c, "AOTI_DEBUG_MEMCHECK", r))
                 self.memcheck = min(c, r, key=memcheck.ORDER.__getitem__)
+            inputs_from = s.sources.get("check_inputs", "default")
+            if "=" in inputs_from and not inputs_from.startswith("default"):
+                self.check_inputs = self.compiled_check_inputs and s.check_inputs
             box_from = s.sources.get("blackbox", "default")
             if "=" in box_from and not box_from.startswith("default"):
                 if s.blackbox > self.compiled_blackbox:
@@ -183,6 +187,11 @@ class Model:
             _safely(run.box.inputs, input_names, inputs)
             if run.mem is not None:
                 run.mem.fired = run.box.fired
+        if self.check_inputs or (run.mem is not None and run.mem.on):
+            run.plan = plan_checks.PlanChecks(self.check_inputs or self.memcheck == "raise",
+                                              self.name, run.run, run.level)
+            if run.box is not None:
+                run.plan.fired = run.box.fired
         if self.nan_check.enabled:
             run.nan = nan_checks.NanChecks(self.nan_check, run.run, run.level, self.name)
             if run.box is not None:
@@ -213,8 +222,8 @@ class Model:
 class Run:
     """One call of the compiled graph: run number R, launch counter K, level."""
 
-    __slots__ = ("model", "run", "level", "launch", "nan", "dumps", "mem", "box", "device", "synced", "memo",
-                 "devices")
+    __slots__ = ("model", "run", "level", "launch", "nan", "dumps", "mem", "box", "plan", "device", "synced",
+                 "memo", "devices")
 
     def __init__(self, model: Model, run: int, level: int) -> None:
         self.model, self.run, self.level, self.launch = model, run, level, 0
@@ -224,6 +233,7 @@ class Run:
         self.dumps: Optional[RunDumps] = None              # level 10: the run's dump folder
         self.mem: Optional[memcheck.MemChecks] = None      # set when the memory check is on
         self.box: Optional[blackbox.BlackBox] = None       # set while the black box is on
+        self.plan: Optional[plan_checks.PlanChecks] = None  # set while the plan check is on
         self.memo = None   # (K, stats.Memo) of launch K's launch-end record, for its NaN/Inf check
         # level 5 with a device: each record's device tensors fetched together (stats.Memo)
         self.devices = level >= 5 and stats_mod.device_path_on()
@@ -367,6 +377,10 @@ class Run:
     def nan_finish(self) -> None:
         _checked(self.nan.finish)
 
+    def plan_after(self, site: Site, values: Sequence[Any], planned) -> None:
+        """An extern kernel's or custom op's outputs against the graph's plan (whatever the level)."""
+        _checked(self.plan.after, self.launch, site, values, planned, what="plan check")
+
     def mem_before(self, site: Site) -> None:
         if self.mem.on:
             _safely(self.mem.before, self.launch, site)
@@ -488,7 +502,7 @@ def _checked(check, *args, what: str = "NaN check") -> None:
     """A check's own failure is the only exception that reaches the model's caller."""
     try:
         check(*args)
-    except (nan_checks.NanCheckError, memcheck.MemcheckError):
+    except (nan_checks.NanCheckError, memcheck.MemcheckError, plan_checks.PlanCheckError):
         raise
     except Exception as exc:
         _safely(state.note, "logger", f"{what} failed: {type(exc).__name__}: {exc}")

@@ -8,7 +8,14 @@
 //   membugs::scratch(x)      writes one float past the end of a scratch
 //                            tensor it frees before returning (y is right).
 // On CPU none of them faults: the stray bytes land in the allocator's slack.
-// A fifth stands for a launch that never returns (the black box's tests):
+// One has a wrong fake (the plan check's tests): its kernel is right, its
+// Meta kernel, which the graph plans its output from, is not:
+//   membugs::pad4(x)         the rows of a 2-D float32 x padded with zeros to a
+//                            multiple of 4 (a MoE dispatcher's padding); its
+//                            Meta kernel always adds 1 to 4 rows, so it claims
+//                            4 rows more than the kernel returns when x's rows
+//                            are already a multiple of 4.
+// A sixth stands for a launch that never returns (the black box's tests):
 //   membugs::hang(x)         y = 2 * x, but with x[0] < 0 and MEMBUGS_HANG_FILE
 //                            set it creates that file and waits forever.
 #include <fcntl.h>
@@ -17,7 +24,9 @@
 #include <cstdlib>
 
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
 namespace {
@@ -71,6 +80,19 @@ at::Tensor hang(const at::Tensor& x) {
   return y;
 }
 
+at::Tensor pad4(const at::Tensor& x) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat, "membugs: pad4 takes a 2-D float32 tensor");
+  const int64_t rows = x.size(0);
+  at::Tensor y = at::zeros({rows + (4 - rows % 4) % 4, x.size(1)}, x.options());
+  y.narrow(0, 0, rows).copy_(x);
+  return y;
+}
+
+at::Tensor pad4_meta(const at::Tensor& x) {
+  const c10::SymInt rows = x.sym_size(0);
+  return at::empty_symint({rows + 4 - rows % 4, x.sym_size(1)}, x.options());  // wrong: (4 - rows % 4) % 4
+}
+
 at::Tensor like_meta(const at::Tensor& x) { return at::empty_like(x); }
 
 }  // namespace
@@ -81,6 +103,7 @@ TORCH_LIBRARY(membugs, m) {
   m.def("read_before(Tensor x) -> Tensor");
   m.def("scratch(Tensor x) -> Tensor");
   m.def("hang(Tensor x) -> Tensor");
+  m.def("pad4(Tensor x) -> Tensor");
 }
 TORCH_LIBRARY_IMPL(membugs, CPU, m) {
   m.impl("overrun", overrun);
@@ -88,6 +111,7 @@ TORCH_LIBRARY_IMPL(membugs, CPU, m) {
   m.impl("read_before", read_before);
   m.impl("scratch", scratch);
   m.impl("hang", hang);
+  m.impl("pad4", pad4);
 }
 TORCH_LIBRARY_IMPL(membugs, Meta, m) {
   m.impl("overrun", like_meta);
@@ -95,4 +119,5 @@ TORCH_LIBRARY_IMPL(membugs, Meta, m) {
   m.impl("read_before", like_meta);
   m.impl("scratch", like_meta);
   m.impl("hang", like_meta);
+  m.impl("pad4", pad4_meta);
 }

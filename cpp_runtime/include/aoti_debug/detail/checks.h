@@ -208,6 +208,34 @@ class NanChecks {
   int64_t failed_launch_ = -1;
 };
 
+// ---- an extern kernel's or custom op's outputs against the graph's plan ------
+
+// The graph plans each output of an extern kernel or custom op (shape,
+// strides, dtype) from the op's fake (register_fake, a Meta kernel), and the
+// launches after it index the tensor with that plan: a fake that disagrees
+// with its kernel makes a later kernel read or write out of bounds.  On while
+// the input guard or the memory check is; raises under the guard or
+// memcheck=raise, else one note per mismatch (docs/checks.md).
+class PlanChecks {
+ public:
+  PlanChecks(const Model& m, const Run& run)
+      : on(m.check_inputs() || m.memcheck() != detail::kNanOff), model_(m), run_(run),
+        raise_(m.check_inputs() || m.memcheck() == detail::kNanRaise) {}
+
+  const bool on;
+
+  // Argument k of the launch (`args`: every site argument) against its plan:
+  // `planned` holds ndim sizes then ndim strides (an undefined one is not
+  // known here and not compared); `dtype` -1: not compared.
+  void output(const Site& site, Values args, int k, int32_t dtype, int ndim,
+              const detail::sizeexpr::Int* planned);
+
+ private:
+  const Model& model_;
+  const Run& run_;
+  const bool raise_;
+};
+
 // ---- out of line (config.h: AOTI_DEBUG_CORE_BODIES) ----------------------
 
 #if AOTI_DEBUG_CORE_BODIES
@@ -508,6 +536,62 @@ AOTI_DEBUG_CORE_FN void NanChecks::finish() {
     summary += (i ? ", " : " ") + order[i] + " x" + std::to_string(per_kernel[order[i]]);
   model_.tell(run_.level, "nan-check", summary);
   if (raise_) throw CallerError("aoti-debug NaN check: " + failures_.front());
+}
+
+namespace detail {
+inline std::string planned_tuple(const sizeexpr::Int* v, int n) {
+  std::string s = "(";
+  for (int i = 0; i < n; ++i)
+    s += (i ? ", " : "") + (v[i].ok ? std::to_string(v[i].v) : std::string("?"));
+  return s + (n == 1 ? ",)" : ")");
+}
+}  // namespace detail
+
+AOTI_DEBUG_CORE_FN void PlanChecks::output(const Site& site, Values args, int k, int32_t dtype, int ndim,
+                                           const detail::sizeexpr::Int* planned) {
+  if (k < 0 || k >= site.nargs || static_cast<size_t>(k) >= args.size()) return;
+  const Value& v = args.begin()[k];
+  if (v.kind != Value::kTensor) return;
+  const TensorView& t = v.t;
+  const detail::sizeexpr::Int* sizes = planned;
+  const detail::sizeexpr::Int* strides = planned + ndim;
+  bool shape_ok = t.ndim == ndim, strides_ok = true;
+  int64_t numel = 1;
+  for (int d = 0; shape_ok && d < ndim; ++d) {
+    shape_ok = !sizes[d].ok || sizes[d].v == t.sizes[d];
+    numel *= t.sizes[d];
+  }
+  // a stride is only meaningful along a dimension longer than 1 (as upstream's assert_size_stride)
+  for (int d = 0; shape_ok && numel > 0 && d < ndim; ++d)
+    strides_ok = strides_ok && (t.sizes[d] <= 1 || !strides[d].ok || strides[d].v == t.strides[d]);
+  const bool dtype_ok = dtype < 0 || t.dtype == dtype;
+  if (shape_ok && strides_ok && dtype_ok) return;
+  const char* name = site.args[k].name;
+  std::vector<std::string> parts;
+  if (!shape_ok) {
+    std::string got;
+    detail::append_tuple(got, t.sizes, t.ndim);
+    parts.push_back("of shape " + got + " where the graph planned " + detail::planned_tuple(sizes, ndim));
+  } else if (!strides_ok) {
+    std::string got;
+    detail::append_tuple(got, t.strides, t.ndim);
+    parts.push_back("with strides " + got + " where the graph planned " + detail::planned_tuple(strides, ndim));
+  }
+  if (!dtype_ok) {
+    const char* got = detail::dtype_name(t.dtype);
+    const char* want = detail::dtype_name(dtype);
+    parts.push_back(std::string("of dtype ") + (got ? got : std::to_string(t.dtype).c_str()) +
+                    " where the graph planned " + (want ? want : std::to_string(dtype).c_str()));
+  }
+  std::string msg = detail::launch_words(run_, site) + " returned " + name + " " + parts[0];
+  if (parts.size() > 1) msg += ", and " + parts[1];
+  msg += std::string(": the op's fake (register_fake or Meta kernel) disagrees with its kernel on these "
+                     "inputs, and the launches after it use ") + name + " as planned";
+  if (run_.level >= 1 || !raise_) model_.tell(run_.level, "plan-check", msg);  // level 0: the exception says it
+#if AOTI_DEBUG_ENABLE_DUMPS
+  detail::box_fired(model_, run_, "plan-check", &site, args);
+#endif
+  if (raise_) throw CallerError("aoti-debug plan check: " + msg);
 }
 #endif  // AOTI_DEBUG_CORE_BODIES
 

@@ -74,6 +74,7 @@
 #include <pthread.h>
 
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
@@ -342,6 +343,32 @@ inline const char* role_name(Role r) {
 }
 
 #if AOTI_DEBUG_CORE_BODIES  // record formatting, for the core functions
+// How the checks name a launch and a tensor in their messages (docs/checks.md).
+// ", module a.b.c" from the launch's `  module:` body line, which the codegen
+// writes first when the launch runs inside a submodule (plan.launch_module)
+inline std::string module_words(const char* lines) {
+  static const char kHead[] = "  module: ";
+  if (lines == nullptr || std::strncmp(lines, kHead, sizeof(kHead) - 1) != 0) return "";
+  const char* start = lines + sizeof(kHead) - 1;
+  const char* end = std::strchr(start, '\n');
+  return ", module " + std::string(start, end != nullptr ? static_cast<size_t>(end - start) : std::strlen(start));
+}
+
+inline std::string launch_words(const Run& run, const Site& site) {
+  return "launch " + launch_id(run.model->name(), run.run, run.launch) + " " + site.kernel + " (nodes=" +
+         or_dash(site.nodes) + " source=" + or_dash(site.source) + module_words(site.lines) + ")";
+}
+
+inline std::string tensor_words(const char* name, const char* role, const TensorView& v) {
+  std::string s = std::string(name) + " (";
+  if (role != nullptr) s += std::string(role) + ", ";
+  const char* dt = dtype_name(v.dtype);
+  s += dt ? dt : "dtype " + std::to_string(v.dtype);
+  append_tuple(s, v.sizes, v.ndim);
+  return s + ")";
+}
+
+
 // A launch record's likely size, reserved at once: a Tensor block is about
 // 200 bytes, 350 with statistics (growing a string copies it each time).
 inline size_t record_size(const Run& run, const Site& site) {

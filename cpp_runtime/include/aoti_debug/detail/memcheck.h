@@ -378,31 +378,6 @@ AOTI_DEBUG_CORE_FN void MemChecks::report(const std::string& msg, const Site* si
   if (raise_) throw CallerError("aoti-debug memcheck: " + msg);
 }
 
-namespace detail {
-// ", module a.b.c" from the launch's `  module:` body line, which the codegen
-// writes first when the launch runs inside a submodule (plan.launch_module)
-inline std::string module_words(const char* lines) {
-  static const char kHead[] = "  module: ";
-  if (lines == nullptr || std::strncmp(lines, kHead, sizeof(kHead) - 1) != 0) return "";
-  const char* start = lines + sizeof(kHead) - 1;
-  const char* end = std::strchr(start, '\n');
-  return ", module " + std::string(start, end != nullptr ? static_cast<size_t>(end - start) : std::strlen(start));
-}
-
-inline std::string launch_words(const Run& run, const Site& site) {
-  return "launch " + launch_id(run.model->name(), run.run, run.launch) + " " + site.kernel + " (nodes=" +
-         or_dash(site.nodes) + " source=" + or_dash(site.source) + module_words(site.lines) + ")";
-}
-
-inline std::string tensor_words(const char* name, const char* role, const TensorView& v) {
-  std::string s = std::string(name) + " (";
-  if (role != nullptr) s += std::string(role) + ", ";
-  const char* dt = dtype_name(v.dtype);
-  s += dt ? dt : "dtype " + std::to_string(v.dtype);
-  append_tuple(s, v.sizes, v.ndim);
-  return s + ")";
-}
-}  // namespace detail
 
 AOTI_DEBUG_CORE_FN void MemChecks::damage(const Site* site, Values args,
                                           const char* const* names) {
