@@ -42,6 +42,7 @@ COMMANDS = {
     "check": ("aoti_debug.commands.check", "re-run each dumped launch's ops in eager (its dtype and float64) and name the first launch beyond tolerance"),
     "extract": ("aoti_debug.commands.extract", "write one dumped launch as a standalone folder (script, inputs, kernel source) for a bug report"),
     "blackbox": ("aoti_debug.commands.blackbox", "recover the black box rings that crashed or killed processes left, as dump folders"),
+    "triage": ("aoti_debug.commands.triage", "run a command (or a package) under the guide's chain of checks and name the launch, kernel, line and layer that went wrong"),
     "build-runner": ("aoti_debug.commands.build_runner", "build aoti-debug-run, the C++ runner for .pt2 packages, and print its path"),
 }
 

@@ -87,8 +87,8 @@ def _dtype(node) -> Optional[str]:
 def value_of(buffer: str) -> str:
     """The FX node whose value `buffer` holds: Inductor's origin node, else, for a
     plain pointwise buffer, the one origin that none of its other origins reads
-    (the end of the computation the kernel stores there), leaving out what extern
-    kernels and custom ops compute.  '' when that is not one node.  A reduction's
+    (the end of the computation the kernel stores there; where several, the one
+    that is no view), leaving out what extern kernels and custom ops compute.  '' when that is not one node.  A reduction's
     buffer is never guessed: `mean` stores its sum there and divides later."""
     from . import adapter
     value = adapter.buffer_value(buffer)
@@ -105,6 +105,10 @@ def value_of(buffer: str) -> str:
     except Exception:
         return ""
     sinks = [n for n in origins if n.op == "call_function" and not (set(n.users) & origins)]
+    if len(sinks) > 1:
+        # a view among the origins that computes nothing stored here (a weight's transpose
+        # handed on to a custom op next to the tokens it gathers) is not the value
+        sinks = [n for n in sinks if not getattr(n.target, "is_view", False)]
     return sinks[0].name if len(sinks) == 1 else ""
 
 
@@ -122,6 +126,17 @@ def _copy_of_buffer(buffer: str) -> str:
         return _copy_of(buf) if buf is not None else ""
     except Exception:
         return ""
+
+
+def _target(node) -> str:
+    return str(node.target)     # aten.empty.memory_format
+
+
+def _uninitialised(node) -> bool:
+    """An allocation that leaves its memory as it was (aten.empty, empty_strided, empty_like)."""
+    parts = _target(node).split(".")
+    return (node.op == "call_function" and len(parts) == 3 and parts[0] == "aten"
+            and parts[1] in ("empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided"))
 
 
 def _pointwise(buffer: str):
@@ -323,6 +338,8 @@ class _Builder:
             return {"node": node.name}
         why = ("a model input this launch is not handed" if node.op == "placeholder"
                else "a constant the kernel reads without being handed it" if node.op == "get_attr"
+               else (f"memory that {_target(node)} allocated and nobody wrote before this launch updates "
+                     "it in place: what it leaves unwritten has no value to re-run") if _uninitialised(node)
                else "computed by another launch, and not among this launch's inputs")
         entry = {"missing": node.name, "why": why}
         label = self.model_inputs.get(node.name) if node.op == "placeholder" else None

@@ -29,9 +29,12 @@ from torch.export import Dim
 TEXT = ("gpt2", "llama", "bert")
 VISION = ("vit",)
 NAMES = TEXT + VISION
-# A convolutional vision model with dynamic batch, height and width, for
-# `check` on dynamic shapes only (test_analysis_check.py): not in NAMES.
+# For `check` on dynamic shapes only (test_analysis_check.py), not in NAMES: a
+# convolutional vision model with dynamic batch, height and width, and a
+# mixture of experts with dynamic batch and sequence (its router sorts and
+# counts tokens, transformers' own custom op multiplies them by the experts).
 DYNAMIC_VISION = ("convnext",)
+DYNAMIC_TEXT = ("qwen2moe",)
 VOCAB, HIDDEN, LAYERS, HEADS = 128, 64, 2, 4
 BATCH, SEQ = 2, 8
 IMAGE, PATCH = 32, 8
@@ -55,12 +58,17 @@ def _config(name):
         return transformers.ViTConfig(image_size=IMAGE, patch_size=PATCH, num_channels=3, hidden_size=32,
                                       num_hidden_layers=3, num_attention_heads=HEADS, intermediate_size=64,
                                       num_labels=10, attn_implementation="eager")
+    if name == "qwen2moe":
+        return transformers.Qwen2MoeConfig(num_hidden_layers=LAYERS, hidden_size=32, intermediate_size=64,
+                                           moe_intermediate_size=32, shared_expert_intermediate_size=32,
+                                           num_attention_heads=HEADS, num_key_value_heads=2, num_experts=4,
+                                           num_experts_per_tok=2, max_position_embeddings=64, **common)
     if name == "convnext":
         # two stages of one block: the patchify stem, depthwise 7x7 convolutions, channels-last
         # layer norms and a downsampling convolution, as ConvNeXt's own modeling file runs them
         return transformers.ConvNextConfig(num_channels=3, patch_size=4, num_stages=2, hidden_sizes=[16, 32],
                                            depths=[1, 1], num_labels=10, image_size=IMAGE)
-    raise KeyError(f"{name!r} is not a corpus model (accepted: {', '.join(NAMES + DYNAMIC_VISION)})")
+    raise KeyError(f"{name!r} is not a corpus model (accepted: {', '.join(NAMES + DYNAMIC_VISION + DYNAMIC_TEXT)})")
 
 
 class Tensors(torch.nn.Module):
@@ -176,6 +184,9 @@ def example(name):
         g = torch.Generator().manual_seed(1)
         dims = {0: Dim("batch", min=2, max=8), 2: Dim("height", min=32, max=64), 3: Dim("width", min=32, max=64)}
         return build(name), (torch.randn(BATCH, 3, IMAGE, IMAGE, generator=g),), (dims,)
+    if name == "qwen2moe":
+        batch, seq = Dim("batch", min=2, max=8), Dim("seq", min=2, max=64)
+        return build(name), inputs(name), ({0: batch, 1: seq}, {0: batch, 1: seq})
     if name == "vit":
         # export specialises a batch of 1, so a dynamic batch starts at 2
         return build(name), inputs(name), ({0: Dim("batch", min=2, max=8)},)

@@ -163,6 +163,34 @@ class Scratch(torch.nn.Module):
         return torch.ops.membugs.scratch(h)  # LINE:membugs.scratch
 
 
+class Layers(torch.nn.Module):
+    """Three identical layers (one line of code for all three); the second's bias is planted
+    so that its square root makes NaN: only the module path says which layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(Root() for _ in range(3))
+        with torch.no_grad():
+            for layer in self.layers:
+                layer.fc.weight.abs_()
+                layer.fc.bias.fill_(1.0)
+            self.layers[1].fc.bias[2] = -100.0
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+class Root(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.sqrt(self.fc(x))  # LINE:layers.sqrt
+
+
 class BadFake(torch.nn.Module):
     """A MoE dispatcher's padding op (membugs::pad4) whose fake claims 4 more rows
     than its kernel returns when the tokens are a multiple of 4, between Inductor
@@ -386,6 +414,8 @@ def example(name):
         return Hang(), (torch.arange(5, dtype=torch.float32),), None
     if name == "membugs":
         return MemoryBugs(), (torch.arange(5, dtype=torch.float32),), None
+    if name == "layers":
+        return Layers(), (torch.rand(2, 4, generator=g),), None
     if name == "badfake":   # 6 tokens: fake and kernel agree; 8 (badfake_inputs) they do not
         return BadFake(), (torch.randn(6, 16, generator=g),), ({0: Dim("tokens", min=2, max=64)},)
     if name == "named":

@@ -69,12 +69,8 @@ class MemChecks:
             handle.aotid_mc_leave()
 
     def _report(self, msg: str, launch: int, site, values: Sequence[Any]) -> None:
-        if self.level >= 1 or not self.raise_:   # at level 0 the exception alone says it
-            state.tell(self.level, "memcheck", msg)
-        if self.fired is not None:
-            self.fired("memcheck", launch, site, values)
-        if self.raise_:
-            raise MemcheckError("aoti-debug memcheck: " + msg)
+        state.found("memcheck", msg, MemcheckError("aoti-debug memcheck: " + msg), self.raise_, self.level,
+                    self.fired, launch, site, values)
 
     def before(self, launch: int, site) -> None:
         self.handle.aotid_mc_mark(self.run, launch, site.kernel.encode("utf-8", "replace"))

@@ -71,9 +71,5 @@ class PlanChecks:
             msg = (f"{launch_words(self.model, self.run, launch, site)} returned {name} {what}: the op's "
                    "fake (register_fake or Meta kernel) disagrees with its kernel on these inputs, and "
                    f"the launches after it use {name} as planned")
-            if self.level >= 1 or not self.raise_:   # at level 0 the exception alone says it
-                state.tell(self.level, "plan-check", msg)
-            if self.fired is not None:
-                self.fired("plan-check", launch, site, values)
-            if self.raise_:
-                raise PlanCheckError("aoti-debug plan check: " + msg)
+            state.found("plan-check", msg, PlanCheckError("aoti-debug plan check: " + msg), self.raise_,
+                        self.level, self.fired, launch, site, values)

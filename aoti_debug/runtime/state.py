@@ -87,3 +87,17 @@ def tell(level: int, topic: str, *lines: str, once: bool = False) -> None:
         note(topic, *lines)
     else:
         sink.write_stderr("".join(f"aoti-debug {topic}: {line}\n" for line in lines))
+
+
+def found(topic: str, msg: str, error: Exception, raising: bool, level: int, fired, launch: int, site,
+          values) -> None:
+    """A check's finding (the memory and plan checks): told (at level 0 a raised error
+    alone says it), handed to the black box (`fired`, while it is on), then `error`
+    raised when the check raises."""
+    if level >= 1 or not raising:
+        tell(level, topic, msg)
+    if fired is not None:
+        fired(topic, launch, site, values)
+    if raising:
+        raise error
+
