@@ -176,6 +176,22 @@ def test_every_launch_of_transformers_convnext_is_checked(convnext_dump):
     assert [line.split()[2] for line in lines[:-1]] == ["ok"] * (len(lines) - 1), out
 
 
+def test_a_launch_of_transformers_convnext_is_extracted_with_the_runs_sizes(convnext_dump, tmp_path):
+    """The layer norm after the downsampling convolution: its own tensors give (s53//4), not
+    s53; the run's recorded inputs give every symbol, as to check."""
+    code, out, err = check(convnext_dump)
+    norm = next(line.split()[0] for line in out.splitlines() if "_native_layer_norm_permute_view_" in line)
+    code, out, err = command("extract", norm, "--dir", convnext_dump, "-o", str(tmp_path / "repro"))
+    assert code == 0, out + err
+    assert sorted(os.listdir(tmp_path / "repro")) == ["inputs.pt", "recorded.pt", "repro.py"]
+    proc = run_python(f"import runpy, sys; sys.argv = ['repro.py', '--skip-compile', '--skip-aoti']; "
+                      f"sys.exit(runpy.run_path({str(tmp_path / 'repro' / 'repro.py')!r}, run_name='__main__'))",
+                      check=False)
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 0 and lines and all(re.match(r"eager: buf\d+ \(\w+\) matches the recording", line)
+                                                  for line in lines), proc.stdout + proc.stderr
+
+
 @pytest.fixture(scope="module")
 def qwen2moe_dump(corpus_packages, tmp_path_factory):
     """A level-10 dump of transformers' Qwen2-MoE (tests/corpus.py: 4 experts, top 2, dynamic

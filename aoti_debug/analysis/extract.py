@@ -19,7 +19,7 @@ import zipfile
 from typing import Any, Dict, List, Optional
 
 from . import ops as opsmod
-from .check import held_outputs, known_sizes, launches, origin_of, tensors
+from .check import dumped, held_outputs, known_sizes, launches, origin_of, run_symbols, tensors, term_scale
 from .untrusted import InputError, create, printable, writable_targets
 
 FORMATS = ("contiguous_format", "channels_last", "channels_last_3d", "preserve_format")
@@ -174,7 +174,10 @@ def extract(root: str, ident: str, out_dir: str, package: Optional[str] = None) 
         wanted = {name: held[name] for name in recorded if held.get(name) in program.by_node}
     if not wanted:
         raise NotExtractable("the records do not say which op's value any output holds")
-    symbols = opsmod.bind(program, inputs, known_sizes(program, wanted, recorded))
+    # a size the launch's own tensors do not give ((s0//4) alone) from the run's recorded inputs, as check
+    run, entries = dumped(folder)
+    known = known_sizes(program, wanted, recorded)
+    symbols = {**run_symbols(folder, run, entries), **opsmod.bind(program, inputs, known)}
     try:
         lines, used, namespaces = body(program, wanted, inputs, symbols)
     except opsmod.NotCheckable as exc:
@@ -200,11 +203,30 @@ def extract(root: str, ident: str, out_dir: str, package: Optional[str] = None) 
     if source is not None:
         save("kernel.cpp", source)
     save("repro.py", _script(before, folder, lines, used, wanted, program, namespaces,
-                             "kernel.cpp" if source is not None else None))
+                             "kernel.cpp" if source is not None else None,
+                             _term_scales(program, wanted, inputs, known, symbols)))
     return written
 
 
-def _script(before, folder, lines, used, wanted, program, namespaces, kernel_file) -> str:
+def _term_scales(program, wanted: Dict[str, str], inputs, known, symbols) -> Dict[str, float]:
+    """Recorded output -> the scale of the terms its reduction summed (check.term_scale), from
+    the launch's ops in float64 as check runs them: the script judges it at that scale too."""
+    try:
+        wide = opsmod.Runner(program, inputs, wide=True, known=known, run_symbols=symbols)
+    except Exception:
+        return {}
+    scales = {}
+    for name, node in wanted.items():
+        try:
+            scale = term_scale(program, node, inputs, wide)
+        except Exception:      # what cannot be re-run is judged at the output's own scale
+            scale = 0.0
+        if scale:
+            scales[name] = float(f"{scale:.6g}")
+    return scales
+
+
+def _script(before, folder, lines, used, wanted, program, namespaces, kernel_file, scales) -> str:
     ops_text = ", ".join(f"{op.short} ({op.line})" if op.line else op.short for op in program.own())
     header = [f"Launch {before['id']} {before['kernel']}, recorded in {os.path.abspath(folder)}.",
               f"Its ops: {ops_text}.",
@@ -216,7 +238,7 @@ def _script(before, folder, lines, used, wanted, program, namespaces, kernel_fil
                       "ops first (e.g. with `python -c 'import mylib' ...` or by adding the import below).")
     doc = "\n".join(printable(h) for h in header).replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
     code = _TEMPLATE.replace("@DOC@", doc)
-    code = code.replace("@INPUTS@", repr(used)).replace("@OUTPUTS@", repr(wanted))
+    code = code.replace("@INPUTS@", repr(used)).replace("@OUTPUTS@", repr(wanted)).replace("@SCALES@", repr(scales))
     return code.replace("@BODY@", "\n".join("    " + line for line in lines))
 
 
@@ -242,6 +264,9 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 INPUTS = @INPUTS@    # the recorded inputs launch() reads
 OUTPUTS = @OUTPUTS@    # recorded output -> the FX node whose value it holds
+# recorded output -> the largest term its reduction summed: it is judged at that scale
+# at least (a mean of centred values is near zero, its rounding is the terms')
+SCALES = @SCALES@
 RTOL = {torch.float64: 1e-10, torch.float32: 1e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
 
 
@@ -255,8 +280,8 @@ class Launch(torch.nn.Module):
         return tuple(out[name] for name in OUTPUTS)
 
 
-def compare(got, want):
-    """(matches, what was seen) of one output against its recording."""
+def compare(got, want, floor=0.0):
+    """(matches, what was seen) of one output against its recording; `floor`: SCALES's."""
     if not isinstance(got, torch.Tensor) or got.shape != want.shape or got.dtype != want.dtype:
         return False, f"got {getattr(got, 'dtype', type(got).__name__)} {tuple(getattr(got, 'shape', ()))}, " \\
                       f"recorded {want.dtype} {tuple(want.shape)}"
@@ -272,7 +297,7 @@ def compare(got, want):
     finite = torch.isfinite(g) & torch.isfinite(w)
     err = (g - w).abs()[finite]
     rtol = RTOL.get(want.dtype, 1e-5)
-    scale = float(w[finite].abs().max()) if bool(finite.any()) else 0.0
+    scale = max(float(w[finite].abs().max()) if bool(finite.any()) else 0.0, floor)
     ok = same_places and bool((err <= rtol * scale + rtol * w[finite].abs()).all())
     text = f"max abs error {float(err.max()) if err.numel() else 0.0:.3g}"
     n = int(places.sum())
@@ -321,7 +346,7 @@ def main():
                 print(f"{way}: {name} ({OUTPUTS[name]}) ran; nothing to compare with (the recording ends "
                       "before this launch returned)")
                 continue
-            ok, text = compare(got, recorded[name])
+            ok, text = compare(got, recorded[name], SCALES.get(name, 0.0))
             print(f"{way}: {name} ({OUTPUTS[name]}) {'matches the recording' if ok else 'DIFFERS from the recording'}: {text}")
             status = status if ok else 1
     return status
