@@ -192,6 +192,14 @@ def test_a_launch_of_transformers_convnext_is_extracted_with_the_runs_sizes(conv
                                                   for line in lines), proc.stdout + proc.stderr
 
 
+def test_transformers_convnext_replays_at_the_runs_sizes(convnext_dump, corpus_packages):
+    code, out, err = command("replay", convnext_dump, "--package", corpus_packages.get("convnext", **LEVEL10))
+    lines = out.splitlines()
+    assert code == 0, out + err
+    assert re.fullmatch(r"(\d+) passed, 0 failed", lines[-1]) and int(lines[-1].split()[0]) >= 15, out
+    assert all(line.startswith("PASS launch convnext:1.") for line in lines[:-1]), out
+
+
 @pytest.fixture(scope="module")
 def qwen2moe_dump(corpus_packages, tmp_path_factory):
     """A level-10 dump of transformers' Qwen2-MoE (tests/corpus.py: 4 experts, top 2, dynamic
