@@ -125,3 +125,13 @@ def test_a_hang_is_named_as_the_last_launch_that_started_and_its_runs_are_ended(
 def test_bad_usage_names_what_is_accepted(argv, message, tmp_path):
     code, lines, err = triage("--out", str(tmp_path / "t"), *argv)
     assert code == 2 and err.strip().splitlines()[-1] == f"aoti-debug triage: {message}", err
+
+
+def test_an_out_folder_that_is_a_link_is_refused_and_nothing_written_through_it(tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", tmp_path / "t")
+    code, lines, err = triage("--out", str(tmp_path / "t"), "--", "true")
+    assert code == 2 and err.strip().splitlines()[-1] == (
+        f"aoti-debug triage: --out {tmp_path / 't'}: not a folder of yours (a link, a file, or another "
+        "user's); give a new folder or one you own"), err
+    assert os.listdir(tmp_path / "elsewhere") == []

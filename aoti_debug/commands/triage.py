@@ -13,12 +13,14 @@ import json
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+from ..analysis.untrusted import create
 from ..cli import FOUND, OK, UsageError, echo
 
 # what the first run switches on: the sanity flags of the guide
@@ -60,8 +62,7 @@ def run(args) -> int:
     command = _command(args.target)
     if not args.timeout > 0:
         raise UsageError(f"--timeout {args.timeout:g}: a number of seconds above 0")
-    out = os.path.abspath(args.out or _new_folder())
-    os.makedirs(out, mode=0o700, exist_ok=True)
+    out = _own_folder(os.path.abspath(args.out or _new_folder()))
     runs = Runs(command, out, args.timeout)
     try:
         lines, found = triage(runs)
@@ -71,6 +72,20 @@ def run(args) -> int:
     lines = lines[:MAX_VERDICT - 1] + [f"everything it ran, with each log and command line: {out}"]
     echo(lines)
     return FOUND if found else OK
+
+
+def _own_folder(path: str) -> str:
+    """DIR made private (0700), or one of the user's own that is there; a link or another
+    user's folder is refused: what triage writes is the user's alone."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        st = os.lstat(path)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+            raise UsageError(f"--out {path}: not a folder of yours (a link, a file, or another user's); "
+                             "give a new folder or one you own") from None
+    return path
 
 
 def _new_folder() -> str:
@@ -113,12 +128,12 @@ class Runs:
         base = os.path.join(self.out, f"{number}-{step}")
         log = base + ".log"
         variables = {**env, "AOTI_DEBUG_LOGDEST": log}
-        with open(base + ".cmd.json", "w") as f:
-            json.dump({"command": self.command, "variables": variables}, f, indent=1)
+        with create(base + ".cmd.json") as f:
+            f.write(json.dumps({"command": self.command, "variables": variables}, indent=1).encode())
         _progress(f"[{number}] {what} ...")
         start = time.monotonic()
         timed_out = False
-        with open(base + ".stdout", "wb") as stdout, open(base + ".stderr", "wb") as stderr:
+        with create(base + ".stdout") as stdout, create(base + ".stderr") as stderr:
             proc = subprocess.Popen(self.command, env={**os.environ, **variables}, stdout=stdout, stderr=stderr,
                                     start_new_session=True)
             try:
