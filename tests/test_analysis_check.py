@@ -216,7 +216,6 @@ def qwen2moe_dump(corpus_packages, tmp_path_factory):
     return only_folder(str(root / "d"))
 
 
-@pytest.mark.isa_sensitive   # compiled kernels against eager
 def test_every_launch_of_transformers_qwen2moe_is_checked_but_its_scatter(qwen2moe_dump):
     """The router's histogram and its dispatch are re-run; the tokens a fused kernel
     gathers for the experts' custom op (beside a transpose of their weights) are that
