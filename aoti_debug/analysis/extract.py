@@ -19,7 +19,7 @@ import zipfile
 from typing import Any, Dict, List, Optional
 
 from . import ops as opsmod
-from .check import dumped, held_outputs, known_sizes, launches, origin_of, run_symbols, tensors, term_scale
+from .check import dumped, held_outputs, known_sizes, origin_of, run_symbols, tensors, term_scale
 from .untrusted import InputError, create, printable, writable_targets
 
 FORMATS = ("contiguous_format", "channels_last", "channels_last_3d", "preserve_format")
@@ -30,9 +30,9 @@ class NotExtractable(Exception):
 
 
 def find(root: str, ident: str):
-    """(folder, before line, after line) of launch `ident` under `root`: `M:R.K` as the log and
-    nan-origin name it (M the model instance), or `R.K` as a run folder's manifest writes it."""
-    from . import manifest
+    """(folder, before line, after line, the folder's run line and launches) of launch `ident`
+    under `root`: `M:R.K` as the log and nan-origin name it (M the model instance), or `R.K` as
+    a run folder's manifest writes it.  Each folder's manifest is read once."""
     from .replay import folders, nested
     m = re.fullmatch(r"(?:([^:]+):)?(\d+\.\d+)", ident)
     if m is None:
@@ -40,11 +40,12 @@ def find(root: str, ident: str):
                          "nan-origin and the manifest write it (e.g. ranker:1.4 or 1.4)")
     model, number = m.groups()
 
-    def of_model(folder: str) -> bool:
-        return model is None or any(e.get("model") == model for _, e in manifest.read(folder)
-                                    if e.get("event") == "run")
-    found = [(folder, before, after) for folder in folders(root) if of_model(folder)
-             for before, after, _ in launches(folder) if before["id"] == number]
+    found = []
+    for folder in folders(root):
+        run, entries = dumped(folder)
+        if model is None or (run or {}).get("model") == model:
+            found += [(folder, before, after, (run, entries)) for before, after, _ in entries
+                      if before["id"] == number]
     if not found:
         deeper = nested(root)
         raise InputError(f"{root}: no dumped launch {printable(ident)}"
@@ -52,7 +53,7 @@ def find(root: str, ident: str):
                             "them)" if deeper else ""))
     if len(found) > 1:
         raise InputError(f"{root}: launch {printable(ident)} is in {len(found)} run folders "
-                         f"({', '.join(os.path.basename(f) for f, _, _ in found)}); give one of them"
+                         f"({', '.join(os.path.basename(f) for f, _, _, _ in found)}); give one of them"
                          + ("" if model else ", or name the model instance (M:R.K)"))
     return found[0]
 
@@ -153,7 +154,7 @@ def kernel_source(package: str, kernel: str) -> Optional[str]:
 def extract(root: str, ident: str, out_dir: str, package: Optional[str] = None) -> List[str]:
     """Write the folder; the paths written."""
     import torch
-    folder, before, after = find(root, ident)
+    folder, before, after, (run, entries) = find(root, ident)
     where = f"{os.path.join(folder, 'manifest.jsonl')} (launch {ident})"
     if "ops" not in before:
         raise NotExtractable("no ops recorded: compile the artifact at level 10 (AOTI_DEBUG_LOGLEVEL=10)")
@@ -175,7 +176,6 @@ def extract(root: str, ident: str, out_dir: str, package: Optional[str] = None) 
     if not wanted:
         raise NotExtractable("the records do not say which op's value any output holds")
     # a size the launch's own tensors do not give ((s0//4) alone) from the run's recorded inputs, as check
-    run, entries = dumped(folder)
     known = known_sizes(program, wanted, recorded)
     symbols = {**run_symbols(folder, run, entries), **opsmod.bind(program, inputs, known)}
     try:
@@ -204,13 +204,17 @@ def extract(root: str, ident: str, out_dir: str, package: Optional[str] = None) 
         save("kernel.cpp", source)
     save("repro.py", _script(before, folder, lines, used, wanted, program, namespaces,
                              "kernel.cpp" if source is not None else None,
-                             _term_scales(program, wanted, inputs, known, symbols)))
+                             _term_scales(program, {k: v for k, v in wanted.items() if k in recorded},
+                                          inputs, known, symbols)))
     return written
 
 
 def _term_scales(program, wanted: Dict[str, str], inputs, known, symbols) -> Dict[str, float]:
     """Recorded output -> the scale of the terms its reduction summed (check.term_scale), from
-    the launch's ops in float64 as check runs them: the script judges it at that scale too."""
+    the launch's ops in float64 as check runs them: the script judges it at that scale too.
+    Only a launch of torch's own ops is re-run here (a custom op runs in the script only)."""
+    if not wanted or not all(opsmod.is_upstream(op.op) for op in program.ops):
+        return {}
     try:
         wide = opsmod.Runner(program, inputs, wide=True, known=known, run_symbols=symbols)
     except Exception:
