@@ -341,8 +341,11 @@ def planned_outputs(args: List[Arg]) -> List[Planned]:
     symbols = adapter.wrapper_symbols()
 
     def known(e):
-        e = sympy.sympify(e)
-        return e if e.free_symbols <= symbols else None
+        try:
+            e = sympy.sympify(e)
+            return e if e.free_symbols <= symbols else None
+        except Exception:      # a form sympy cannot take: not compared, never a failed compile
+            return None
 
     out = []
     for k, a in enumerate(args):
