@@ -140,10 +140,7 @@ class Runs:
                 proc.wait(timeout=self.timeout)
             except subprocess.TimeoutExpired:
                 timed_out = True
-            except KeyboardInterrupt:
-                _end(proc)
-                raise
-            finally:
+            finally:                # also on Ctrl-C, which then goes on up
                 _end(proc)
         seconds = time.monotonic() - start
         with open(base + ".stderr", "rb") as f:

@@ -29,9 +29,7 @@ def mismatch(t: Any, dtype: str, sizes: Sequence[Optional[int]], strides: Sequen
     """What differs between tensor t and its plan, as the message says it ('' when nothing)."""
     got_sizes, parts = tuple(t.shape), []
     shape_ok = len(got_sizes) == len(sizes) and all(p is None or p == g for p, g in zip(sizes, got_sizes))
-    numel = 1
-    for g in got_sizes:
-        numel *= g
+    numel = t.numel()
     if not shape_ok:
         parts.append(f"of shape {got_sizes} where the graph planned {_planned_tuple(sizes)}")
     elif numel > 0 and not all(g <= 1 or p is None or p == s

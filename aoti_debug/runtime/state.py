@@ -100,4 +100,3 @@ def found(topic: str, msg: str, error: Exception, raising: bool, level: int, fir
         fired(topic, launch, site, values)
     if raising:
         raise error
-
