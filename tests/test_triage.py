@@ -45,16 +45,30 @@ print(m(*models.example("layers")[1]))""")
     assert lines[1] == f"  source: {models.line_of('layers.sqrt')}, module layers.1"
     assert any(re.fullmatch(r"    (out|inout) buf\d+: shape=\(2, 4\) .* nan_count=2 inf_count=0", line)
                for line in lines), lines
-    assert lines[-2] == f"  more: aoti-debug nan-origin {out}/2-nan.log"
+    more = lines.index(f"  more: aoti-debug nan-origin {out}/2-nan.log")
+    # re-run alone in eager: sqrt of a negative is NaN in float64 too, the math's, not the kernel's
+    assert re.fullmatch(r"not the kernel, nor the dtype: float64 makes NaN/Inf too, from these inputs "
+                        r"\(buf\d+: 2 recorded, 2 in eager float32, 2 in float64\)", lines[more + 1]), lines
+    assert re.fullmatch(r"  inputs made by: buf\d+ by layers:1\.4 aoti_torch_cpu_addmm_out \(module layers\.1\.fc\)",
+                        lines[more + 2]), lines
+    assert lines[more + 3] == (f"reproducer: {out}/repro/repro.py: makes the same NaN/Inf on its own (eager and "
+                               "torch.compile match the recording)")
+    assert lines[-2] == f"see more: {out}/report.html (of 2-nan.log)"
     assert lines[-1] == f"everything it ran, with each log and command line: {out}"
     assert len(lines) <= 15
-    assert steps(out) == ["1-first.cmd.json", "2-nan.cmd.json"]
+    assert steps(out) == ["1-first.cmd.json", "2-nan.cmd.json", "3-dump.cmd.json", "4-extract.cmd.json",
+                          "5-repro.cmd.json"]
     # each step can be rerun by hand: the command and the variables it ran with
     first = json.loads((out / "1-first.cmd.json").read_text())
     assert first["variables"] == {"AOTI_DEBUG_CHECK_INPUTS": "1", "AOTI_DEBUG_NAN_CHECK": "warn:naninf",
                                   "AOTI_DEBUG_LOGLEVEL": "1", "AOTI_DEBUG_SYNC": "1",
+                                  "PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "CUDA_LAUNCH_BLOCKING": "1",
                                   "AOTI_DEBUG_LOGDEST": str(out / "1-first.log")}
-    assert "[1] first run: input guards, NaN/Inf check (Inf too), level 1, sync: NaN/Inf (" in err, err
+    dump = json.loads((out / "3-dump.cmd.json").read_text())["variables"]
+    assert dump["AOTI_DEBUG_LOGLEVEL"] == "10" and re.fullmatch(r"cpp_fused_sqrt_\d+", dump["AOTI_DEBUG_KERNELS"])
+    assert (out / "report.html").stat().st_mode & 0o777 == 0o600
+    assert ("[1] first run: input guards, NaN/Inf check (Inf too), level 1, sync, no caching allocator, "
+            "blocking launches: NaN/Inf (") in err, err
 
 
 def test_a_bad_input_gets_the_guards_message_through_the_cpp_runner(packages, tmp_path):
@@ -64,6 +78,7 @@ def test_a_bad_input_gets_the_guards_message_through_the_cpp_runner(packages, tm
     assert code == 1, "\n".join(lines) + err
     assert lines == ["a bad input: the model's input guard refused it"] + [
         f"  {x}.dtype is torch.float64, expected torch.float32" for x in "abcde"] + [
+        f"see more: {tmp_path / 't' / 'report.html'} (of 1-first.log)",
         f"everything it ran, with each log and command line: {tmp_path / 't'}"]
 
 
@@ -74,6 +89,7 @@ def test_a_clean_model_is_nothing_found_in_four_runs(packages, tmp_path):
     assert code == 0, "\n".join(lines) + err
     assert lines == ["nothing found in 4 runs: input guards, NaN/Inf check, sync and the memory check clean, "
                      "and two identical runs agree at every launch",
+                     f"see more: {tmp_path / 't' / 'report.html'} (of 4-repeat-b.log)",
                      f"everything it ran, with each log and command line: {tmp_path / 't'}"]
     assert steps(tmp_path / "t") == ["1-first.cmd.json", "2-memcheck.cmd.json", "3-repeat-a.cmd.json",
                                      "4-repeat-b.cmd.json"]
@@ -89,17 +105,64 @@ def test_an_op_writing_past_the_end_silently_is_named_by_the_memory_check(packag
     assert lines[0] == "clean without it, a memory bug named by the memory check:"
     assert re.fullmatch(r"memcheck: launch overrun:1\.\d+ membugs\.overrun\.default \(nodes=overrun source="
                         + re.escape(models.line_of("overrun.op")) + r"\) wrote past the end of buf\d+ .*", lines[1]), lines
+    # its reproducer, alone, writes past the end unseen: said, not called a failure
+    assert lines[-3] == (f"reproducer: {tmp_path}/t/repro/repro.py: runs clean on its own (the fault needs the "
+                         "whole model, or the memory check, to be seen)")
 
 
 def test_a_segfaulting_op_is_named_as_the_launch_in_flight(packages, mylib_so, tmp_path):
     pt2 = packages.get("gather", MYLIB_SO=mylib_so, **ALL)
     inputs = saved_inputs(tmp_path, "models.gather_inputs(crash=True)")
-    code, lines, err = triage("--out", str(tmp_path / "t"), pt2, "--inputs", inputs, "--library", mylib_so)
+    no_sanitizer = ":".join(d for d in os.environ["PATH"].split(":")       # the steps without it
+                            if not os.path.exists(os.path.join(d, "compute-sanitizer")))
+    code, lines, err = triage("--out", str(tmp_path / "t"), pt2, "--inputs", inputs, "--library", mylib_so,
+                              PATH=no_sanitizer)
     assert code == 1, "\n".join(lines) + err
     assert re.fullmatch(r"a crash \(signal: SIGSEGV\); the launch in flight: gather:1\.\d+ "
                         r"mylib\.gather_rows\.default \(nodes=gather_rows source=" + re.escape(models.line_of("gather.op"))
                         + r"\), in its call mylib::gather_rows", lines[0]), lines
-    assert steps(tmp_path / "t") == ["1-first.cmd.json", "2-memcheck.cmd.json"]
+    # a level-10 run filtered to it dumps its inputs; extracted, the launch crashes on its own
+    assert lines[1] == f"reproducer: {tmp_path}/t/repro/repro.py: fails on its own: it crashes (SIGSEGV)"
+    assert steps(tmp_path / "t") == ["1-first.cmd.json", "2-memcheck.cmd.json", "3-dump.cmd.json",
+                                     "4-extract.cmd.json", "5-repro.cmd.json"]
+    assert sorted(os.listdir(tmp_path / "t" / "repro")) == ["inputs.pt", "recorded.pt", "repro.py"]
+
+
+def test_compute_sanitizer_on_path_names_the_launch_of_the_kernel_it_reports(packages, mylib_so, tmp_path):
+    """A stand-in `compute-sanitizer` (no GPU here) runs the command and reports, in the tool's
+    documented format, a fault in the kernel of the last launch the run's log started: its
+    report is matched to that launch's nodes and line."""
+    pt2 = packages.get("gather", MYLIB_SO=mylib_so, **ALL)
+    inputs = saved_inputs(tmp_path, "models.gather_inputs(crash=True)")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "compute-sanitizer"
+    tool.write_text(f"""#!{sys.executable}
+import os, re, subprocess, sys
+assert sys.argv[1:3] == ["--tool", "memcheck"], sys.argv
+code = subprocess.call(sys.argv[3:])
+kernels = re.findall(r"\\] launch \\S+ (\\S+)", open(os.environ["AOTI_DEBUG_LOGDEST"]).read())
+print("========= COMPUTE-SANITIZER")
+print("program output between the tool's lines")
+print("========= Invalid __global__ read of size 4 bytes")
+print(f"=========     at {{kernels[-1]}}+0x1d0")
+print("=========     by thread (7,0,0) in block (1,0,0)")
+print("=========     Address 0x7f00deadbe00 is out of bounds")
+print("=========")
+print("========= ERROR SUMMARY: 1 error")
+sys.exit(code)
+""")
+    tool.chmod(0o700)
+    code, lines, err = triage("--out", str(tmp_path / "t"), pt2, "--inputs", inputs, "--library", mylib_so,
+                              PATH=f"{bin_dir}:{os.environ['PATH']}")
+    assert code == 1, "\n".join(lines) + err
+    assert re.fullmatch(r"compute-sanitizer: Invalid __global__ read of size 4 bytes in mylib\.gather_rows\.default "
+                        r"\(thread \(7,0,0\) block \(1,0,0\); Address 0x7f00deadbe00 is out of bounds\) = launch "
+                        r"gather:1\.\d+ \(nodes=gather_rows source=" + re.escape(models.line_of("gather.op")) + r"\)",
+                        lines[1]), lines
+    assert steps(tmp_path / "t")[2] == "3-sanitizer.cmd.json"
+    ran = json.loads((tmp_path / "t" / "3-sanitizer.cmd.json").read_text())
+    assert ran["command"][:3] == [str(tool), "--tool", "memcheck"] and ran["variables"]["AOTI_DEBUG_LOGLEVEL"] == "3"
 
 
 def test_a_hang_is_named_as_the_last_launch_that_started_and_its_runs_are_ended(packages, membugs_so, tmp_path):
@@ -110,9 +173,64 @@ def test_a_hang_is_named_as_the_last_launch_that_started_and_its_runs_are_ended(
     assert code == 1, "\n".join(lines) + err
     assert re.fullmatch(r"a hang: no end after 12 s; the launch in flight: hang:1\.\d+ membugs\.hang\.default "
                         r"\(nodes=hang source=" + re.escape(models.line_of("hang.op")) + r"\)", lines[0]), lines
-    assert "[1] first run: input guards, NaN/Inf check (Inf too), level 1, sync: a hang (the timeout) (" in err
+    assert ("[1] first run: input guards, NaN/Inf check (Inf too), level 1, sync, no caching allocator, "
+            "blocking launches: a hang (the timeout) (") in err
+    assert lines[1] == f"reproducer: {tmp_path}/t/repro/repro.py: hangs on its own too (no end after 12 s)"
     assert not [line for line in os.popen("ps -eo args").read().splitlines()   # each run's process was ended
-                if "aoti-debug-run" in line and str(tmp_path) in line]
+                if str(tmp_path) in line]      # the runner's, and the reproducer's
+
+
+def test_ctrl_c_ends_the_run_and_its_process_group_and_says_the_chain_stopped_short(tmp_path):
+    import signal
+    import subprocess
+    import time
+    marker = f"triage-sleeps-{os.getpid()}"
+    proc = subprocess.Popen([sys.executable, "-m", "aoti_debug", "triage", "--out", str(tmp_path / "t"), "--",
+                             "sh", "-c", f"sleep 60; echo {marker}"], env=clean_env(), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "t" / "1-first.cmd.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, out + err
+    assert out.splitlines() == ["interrupted (Ctrl-C): no run ended",
+                                f"everything it ran, with each log and command line: {tmp_path / 't'}"]
+    assert not [line for line in os.popen("ps -eo args").read().splitlines() if marker in line and "sleep" in line]
+
+
+def test_a_command_without_aoti_debug_is_not_called_clean_and_cwd_is_where_it_runs(tmp_path):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    code, lines, err = triage("--out", str(tmp_path / "t"), "--cwd", str(scratch), "--", "sh", "-c", "echo x >> made.txt")
+    assert code == 4, "\n".join(lines) + err
+    assert lines == ["not a verdict: the command ran and wrote no aoti-debug log, so what it runs carries no "
+                     "aoti-debug instrumentation (compile it with AOTI_DEBUG_COMPILE=all)",
+                     f"everything it ran, with each log and command line: {tmp_path / 't'}"]
+    assert (scratch / "made.txt").read_text() == "x\n"
+    assert json.loads((tmp_path / "t" / "1-first.cmd.json").read_text())["cwd"] == str(scratch)
+
+
+@pytest.mark.parametrize("outputs, said", [
+    ([dict(name="buf3", nonfinite=2, eager_nonfinite=0, wide_nonfinite=0, dtype="float32", skipped="")],
+     ["the kernel is wrong: eager gives no NaN/Inf on the same inputs (buf3: 2 recorded, 0 in eager float32, "
+      "0 in float64)"]),
+    ([dict(name="buf3", nonfinite=4, eager_nonfinite=4, wide_nonfinite=0, dtype="float16", skipped="")],
+     ["the math overflows in float16: eager makes NaN/Inf too, float64 none (buf3: 4 recorded, 4 in eager "
+      "float16, 0 in float64)"]),
+    ([dict(name="buf3", nonfinite=1, eager_nonfinite=1, wide_nonfinite=None, dtype="bfloat16", skipped="")],
+     ["not the kernel: eager makes NaN/Inf too; float64 not run (buf3: 1 recorded, 1 in eager bfloat16)"]),
+    ([dict(name="buf3", nonfinite=0, eager_nonfinite=0, wide_nonfinite=0, dtype="float32", skipped=""),
+      dict(name="buf4", nonfinite=0, eager_nonfinite=0, wide_nonfinite=None, dtype="its dtype",
+           skipped="no file was dumped for it")],
+     ["whose NaN/Inf: not told (the re-run launch's recorded outputs hold none: buf4: no file was dumped for it)"]),
+])
+def test_whose_nan_it_is_follows_eager_in_its_dtype_and_float64(outputs, said):
+    from aoti_debug.commands import triage as t
+    assert t._nan_kind(t.Judged(outputs=outputs), None, None) == said
+    assert t._nan_kind(t.Judged(error="check cannot re-run it: x"), None, None) == [
+        "whose NaN/Inf: not told (check cannot re-run it: x)"]
 
 
 @pytest.mark.parametrize("argv, message", [

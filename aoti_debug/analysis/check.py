@@ -44,6 +44,11 @@ class Output:
     skipped: str = ""               # why this output was not compared
     against: str = "float64"        # the reference: float64, else eager (no_wide says why)
     no_wide: str = ""
+    # NaN/Inf elements recorded, in eager in the dtype, in float64 (None: no float64 run):
+    # whether a NaN is the kernel's, the dtype's or the math's (triage)
+    nonfinite: int = 0
+    eager_nonfinite: int = 0
+    wide_nonfinite: Optional[int] = None
 
 
 @dataclass
@@ -231,8 +236,10 @@ def judge(out: Output, got, eager, wide, upstream: bool, atol: Optional[float], 
                          f"eager {eager.reshape(-1)[i].item()}")
         return
     g, e = got.double(), eager.double()
+    out.nonfinite, out.eager_nonfinite = _nonfinite(g), _nonfinite(e)
     if wide is not None and wide.shape == got.shape:
         r = wide.double()
+        out.wide_nonfinite = _nonfinite(r)
     else:
         r, out.against = e, "eager"
         out.no_wide = no_wide or (f"float64 gives shape {tuple(wide.shape)}" if wide is not None
@@ -258,6 +265,11 @@ def judge(out: Output, got, eager, wide, upstream: bool, atol: Optional[float], 
         out.worst = (f"worst at flat index {i}: recorded {g.reshape(-1)[i].item():.9g}, "
                      f"eager {e.reshape(-1)[i].item():.9g}"
                      + (f", float64 {r.reshape(-1)[i].item():.9g}" if out.against == "float64" else ""))
+
+
+def _nonfinite(t) -> int:
+    import torch
+    return int((~torch.isfinite(t)).sum())
 
 
 def _err(a, b):

@@ -9,23 +9,29 @@ the next ones narrow it to a launch, and a short verdict names it.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import re
+import shutil
 import signal
 import stat
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
+from . import add_library, allow_modules
 from ..analysis.untrusted import create
-from ..cli import FOUND, OK, UsageError, echo
+from ..cli import CRASHED, FOUND, INCOMPLETE, OK, UsageError, echo
 
 # what the first run switches on: the sanity flags of the guide
 FIRST = {"AOTI_DEBUG_CHECK_INPUTS": "1", "AOTI_DEBUG_NAN_CHECK": "warn:naninf", "AOTI_DEBUG_LOGLEVEL": "1",
          "AOTI_DEBUG_SYNC": "1"}
+# and, on CUDA, the guide's deterministic faults: each allocation its own (an access past its end
+# faults at once) and each launch waited for; left out of the repeated runs, which look for races
+CUDA_FAULTS = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "CUDA_LAUNCH_BLOCKING": "1"}
 MAX_VERDICT = 15
 HANG = "a hang (the timeout)"
 
@@ -37,6 +43,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--timeout", type=float, default=600.0, metavar="S",
                         help="seconds one run may take before it counts as a hang and its whole "
                              "process group is ended (default: 600)")
+    parser.add_argument("--cwd", metavar="DIR", default=None,
+                        help="run the command in this folder (a scratch folder, for a command that writes "
+                             "files it should not write twice); default: the current directory")
+    parser.add_argument("--allow-module", metavar="MODULE", action="append", default=[],
+                        help="a Python module that registers the custom ops the model calls: imported where "
+                             "the culprit launch is re-run (check, the reproducer); repeatable")
+    add_library(parser)
     parser.add_argument("target", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...] | PKG.pt2 --inputs IN.pt",
                         help="the command to triage after `--` (a Python script, a C++ server, ...), or a "
                              "package with its saved inputs (aoti_debug.runner.save_inputs), run through "
@@ -52,26 +65,42 @@ class Outcome:
     seconds: float
     timed_out: bool
     stderr: str
+    stdout: str = ""
     notes: Dict[str, List[str]] = field(default_factory=dict)    # topic -> messages
     crash: Optional[object] = None        # the crash record (records.Record)
     last_launch: Optional[object] = None  # the last `launch` record written
     launches: Dict[str, object] = field(default_factory=dict)   # launch id -> its `launch` record
+    sorted_as: str = ""
 
 
 def run(args) -> int:
-    command = _command(args.target)
+    target = _target(args.target)
     if not args.timeout > 0:
         raise UsageError(f"--timeout {args.timeout:g}: a number of seconds above 0")
+    allow_modules(args.allow_module, load=False)
+    if args.cwd is not None and not os.path.isdir(args.cwd):
+        raise UsageError(f"--cwd {args.cwd}: not a folder (give the folder the command should run in)")
     out = _own_folder(os.path.abspath(args.out or _new_folder()))
-    runs = Runs(command, out, args.timeout)
+    runs = Runs(target.command, out, args.timeout, cwd=args.cwd, package=target.package,
+                libraries=[_library_path(lib) for lib in args.library + target.libraries],
+                modules=list(args.allow_module))
     try:
         lines, found = triage(runs)
+        status = INCOMPLETE if found is None else FOUND if found else OK
     except KeyboardInterrupt:
-        lines, found = ["interrupted: " + (runs.done[-1].step + " was the last run that ended"
-                                           if runs.done else "no run ended")], False
-    lines = lines[:MAX_VERDICT - 1] + [f"everything it ran, with each log and command line: {out}"]
+        # what the steps that ended found, and that the chain stopped short: never called clean
+        lines = runs.learned + ["interrupted (Ctrl-C): " + ("; ".join(f"[{n}] {o.step}: {o.sorted_as}" for n, o in
+                                                                      enumerate(runs.done, 1)) or "no run ended")]
+        status = CRASHED
+    lines = lines[:MAX_VERDICT - 2] + _report(runs) + [f"everything it ran, with each log and command line: {out}"]
     echo(lines)
-    return FOUND if found else OK
+    return status
+
+
+def _library_path(lib: str) -> str:
+    """A library as aoti-debug-run finds it (a file here, else dlopen's search), made absolute
+    where it is a file, so the steps that run elsewhere (--cwd, the reproducer) find the same one."""
+    return os.path.abspath(lib) if "/" in lib or os.path.isfile(lib) else lib
 
 
 def _own_folder(path: str) -> str:
@@ -92,12 +121,19 @@ def _new_folder() -> str:
     return os.path.abspath(time.strftime("aoti-debug-triage-%Y%m%d-%H%M%S"))
 
 
-def _command(target: List[str]) -> List[str]:
+@dataclass
+class Target:
+    command: List[str]
+    package: Optional[str] = None           # the short form's package
+    libraries: List[str] = field(default_factory=list)
+
+
+def _target(target: List[str]) -> Target:
     target = target[1:] if target[:1] == ["--"] else list(target)
     if not target:
         raise UsageError("expected `-- COMMAND [ARGS...]` or `PKG.pt2 --inputs IN.pt`")
     if not target[0].endswith(".pt2"):
-        return target
+        return Target(target)
     parser = argparse.ArgumentParser(prog="aoti-debug triage PKG.pt2", add_help=False)
     parser.add_argument("--inputs", required=True)
     parser.add_argument("--library", action="append", default=[])
@@ -110,31 +146,48 @@ def _command(target: List[str]) -> List[str]:
         raise UsageError(f"{target[0]}: unrecognized arguments: {' '.join(rest)} "
                          "(accepted after a package: --inputs IN.pt, --library LIB.so)")
     from ..runner import build_runner
-    cmd = [str(build_runner()), target[0], "--inputs", given.inputs]
+    cmd = [str(build_runner()), os.path.abspath(target[0]), "--inputs", os.path.abspath(given.inputs)]
     for lib in given.library:
-        cmd += ["--library", lib]
-    return cmd
+        cmd += ["--library", _library_path(lib)]
+    return Target(cmd, os.path.abspath(target[0]), list(given.library))
 
 
 class Runs:
     """The user's command, run with aoti-debug's variables, one numbered step at a time."""
 
-    def __init__(self, command: List[str], out: str, timeout: float) -> None:
-        self.command, self.out, self.timeout = command, out, timeout
+    def __init__(self, command: List[str], out: str, timeout: float, cwd: Optional[str] = None,
+                 package: Optional[str] = None, libraries: Sequence[str] = (), modules: Sequence[str] = ()) -> None:
+        self.command, self.out, self.timeout, self.cwd = command, out, timeout, cwd
+        self.package, self.libraries, self.modules = package, list(libraries), list(modules)
         self.done: List[Outcome] = []
+        self.learned: List[str] = []      # what the steps found so far: said on Ctrl-C
 
-    def run(self, step: str, what: str, env: Dict[str, str]) -> Outcome:
+    def path(self, name: str) -> str:
+        """A file of the step about to run: `N-name`."""
+        return os.path.join(self.out, f"{len(self.done) + 1}-{name}")
+
+    def run(self, step: str, what: str, env: Dict[str, str], command: Optional[List[str]] = None,
+            ours: bool = True) -> Outcome:
+        """Runs the user's command with `env` added (its log to N-step.log); given `command`,
+        the user's command under a tool (`ours=False`: compute-sanitizer), or one of triage's
+        own (a check, the reproducer) without aoti-debug's variables."""
         number = len(self.done) + 1
         base = os.path.join(self.out, f"{number}-{step}")
         log = base + ".log"
-        variables = {**env, "AOTI_DEBUG_LOGDEST": log}
+        if command is None or not ours:
+            command, variables = command or self.command, {**env, "AOTI_DEBUG_LOGDEST": log}
+            environ, cwd = {**os.environ, **variables}, self.cwd
+        else:
+            variables = env
+            environ, cwd = {**_without_ours(os.environ), **variables}, self.out
         with create(base + ".cmd.json") as f:
-            f.write(json.dumps({"command": self.command, "variables": variables}, indent=1).encode())
+            f.write(json.dumps({"command": command, "variables": variables, "cwd": os.path.abspath(cwd or ".")},
+                               indent=1).encode())
         _progress(f"[{number}] {what} ...")
         start = time.monotonic()
         timed_out = False
         with create(base + ".stdout") as stdout, create(base + ".stderr") as stderr:
-            proc = subprocess.Popen(self.command, env={**os.environ, **variables}, stdout=stdout, stderr=stderr,
+            proc = subprocess.Popen(command, env=environ, stdout=stdout, stderr=stderr, cwd=cwd,
                                     start_new_session=True)
             try:
                 proc.wait(timeout=self.timeout)
@@ -143,13 +196,26 @@ class Runs:
             finally:                # also on Ctrl-C, which then goes on up
                 _end(proc)
         seconds = time.monotonic() - start
-        with open(base + ".stderr", "rb") as f:
-            err = f.read()[-65536:].decode("utf-8", "replace")
-        outcome = Outcome(step, log, None if timed_out else proc.returncode, seconds, timed_out, err)
+        outcome = Outcome(step, log, None if timed_out else proc.returncode, seconds, timed_out,
+                          _tail(base + ".stderr"), _tail(base + ".stdout"))
         _read_log(outcome)
+        outcome.sorted_as = _sorted_as(outcome)
         self.done.append(outcome)
-        _progress(f"[{number}] {what}: {_sorted_as(outcome)} ({seconds:.1f} s)")
+        _progress(f"[{number}] {what}: {outcome.sorted_as} ({seconds:.1f} s)")
         return outcome
+
+
+def _tail(path: str) -> str:
+    with open(path, "rb") as f:
+        f.seek(max(0, os.fstat(f.fileno()).st_size - 65536))
+        return f.read().decode("utf-8", "replace")
+
+
+def _without_ours(environ) -> Dict[str, str]:
+    """The environment without aoti-debug's variables and their upstream aliases: triage's own
+    steps (re-running a launch in eager) are not instrumented by what the user set."""
+    from ..settings import ALL_NAMES, PREFIX
+    return {k: v for k, v in environ.items() if not k.startswith(PREFIX) and k not in ALL_NAMES}
 
 
 def _end(proc: subprocess.Popen) -> None:
@@ -201,10 +267,11 @@ def _sorted_as(o: Outcome) -> str:
 
 
 def triage(runs: Runs):
-    """(verdict lines, whether something was found)."""
-    first = runs.run("first", "first run: input guards, NaN/Inf check (Inf too), level 1, sync", FIRST)
+    """(verdict lines, whether something was found: None when the runs cannot tell)."""
+    first = runs.run("first", "first run: input guards, NaN/Inf check (Inf too), level 1, sync, "
+                              "no caching allocator, blocking launches", {**FIRST, **CUDA_FAULTS})
     said = _recompile(first)
-    kind = _sorted_as(first)
+    kind = first.sorted_as
     if kind == "a bad input":
         return ["a bad input: the model's input guard refused it"] + _guard_lines(first) + said, True
     if kind == "NaN/Inf":
@@ -214,6 +281,9 @@ def triage(runs: Runs):
     if kind != "clean":
         tail = [line for line in first.stderr.strip().splitlines() if line.strip()][-3:]
         return [f"the command ended with {kind}, and no check of aoti-debug spoke"] + tail + said, True
+    if not os.path.exists(first.log):      # nothing watched it: never called clean
+        return ["not a verdict: the command ran and wrote no aoti-debug log, so what it runs carries no "
+                "aoti-debug instrumentation (compile it with AOTI_DEBUG_COMPILE=all)"], None
     lines, found = _clean(runs)
     return lines + said, found
 
@@ -233,6 +303,8 @@ def _recompile(o: Outcome) -> List[str]:
     return [f"  note: {n}" for n in o.notes.get("settings", []) if "Recompile" in n][:3]
 
 
+# -- NaN/Inf -----------------------------------------------------------------------------
+
 def _nan(runs: Runs) -> List[str]:
     from ..analysis import load, nan_origin
     second = runs.run("nan", "level 5 with the NaN/Inf check: the first launch that made NaN/Inf",
@@ -241,7 +313,16 @@ def _nan(runs: Runs) -> List[str]:
         finding = nan_origin.find(load.read(second.log))
     except Exception as exc:       # an unreadable log is said, not raised
         return [f"NaN/Inf, but its level-5 log could not be read: {type(exc).__name__}: {exc}"]
-    return _short(nan_origin.text(finding)) + [f"  more: aoti-debug nan-origin {second.log}"]
+    lines = _short(nan_origin.text(finding))[:NAN_LINES] + [f"  more: aoti-debug nan-origin {second.log}"]
+    runs.learned = list(lines)
+    origin = finding.origin.event if finding.origin is not None else None
+    if origin is None or origin.start is None or origin.start.kind != "launch":
+        return lines        # a log_api call, or NaN/Inf already in the inputs: nothing to re-run
+    judged = _pinpoint(runs, origin.start, judge=True)
+    return lines + _nan_kind(judged, finding, origin) + judged.repro_lines
+
+
+NAN_LINES = 8       # of nan-origin's answer; the rest of the 15 say whose NaN it is and the reproducer
 
 
 def _short(lines: List[str]) -> List[str]:
@@ -255,8 +336,184 @@ def _short(lines: List[str]) -> List[str]:
         elif section.startswith("inputs") or " nan_count=0 inf_count=0" in line:
             continue
         kept.append(line)
-    return kept[:MAX_VERDICT - 3]
+    return kept
 
+
+def _nan_kind(judged: "Judged", finding, origin) -> List[str]:
+    """Whose NaN it is, from the launch re-run in eager in its dtype and in float64: the
+    kernel's (eager is finite), the dtype's (float64 is finite), or the math's on its inputs
+    (float64 too: the launches that made those inputs named)."""
+    if judged.error:
+        return [f"whose NaN/Inf: not told ({judged.error})"]
+    bad = [o for o in judged.outputs if o["nonfinite"]]
+    if not bad:
+        return ["whose NaN/Inf: not told (the re-run launch's recorded outputs hold none: " +
+                ("; ".join(f"{o['name']}: {o['skipped']}" for o in judged.outputs if o["skipped"])
+                 or "a NaN/Inf that the run does not repeat") + ")"]
+    counts = "; ".join(f"{o['name']}: {o['nonfinite']} recorded, {o['eager_nonfinite']} in eager {o['dtype']}"
+                       + (f", {o['wide_nonfinite']} in float64" if o["wide_nonfinite"] is not None else "")
+                       for o in bad)[:300]
+    if all(o["eager_nonfinite"] == 0 for o in bad):
+        return [f"the kernel is wrong: eager gives no NaN/Inf on the same inputs ({counts})"]
+    if all(o["wide_nonfinite"] == 0 for o in bad):
+        return [f"the math overflows in {bad[0]['dtype']}: eager makes NaN/Inf too, float64 none ({counts})"]
+    if any(o["wide_nonfinite"] is None for o in bad):
+        return [f"not the kernel: eager makes NaN/Inf too; float64 not run ({counts})"]
+    return [f"not the kernel, nor the dtype: float64 makes NaN/Inf too, from these inputs ({counts})",
+            "  inputs made by: " + _producers(finding, origin)]
+
+
+def _producers(finding, origin) -> str:
+    """Which launch last wrote each input of `origin` before it: the one whose output has the
+    input's content hash (Inductor reuses and renames buffers: `buf5 = buf4`), else its name;
+    an input none wrote is the model's input or a weight."""
+    made: Dict[str, object] = {}
+    for event in finding.all_events:
+        if event is origin:
+            break
+        if event.pid == origin.pid and event.start is not None and event.start.kind == "launch":
+            for item in event.outputs:
+                made[item.name] = event
+                made.update((key, event) for key in _hashes(item))
+    said = []
+    for item in origin.inputs:
+        event = next((made[k] for k in _hashes(item) if k in made), None) or made.get(item.name)
+        if event is None:
+            said.append(f"{item.name} (a model input or weight)")
+            continue
+        module = event.origin.module if event.origin is not None else None
+        said.append(f"{item.name} by {event.title}" + (f" (module {module})" if module else ""))
+    return "; ".join(said)[:400] or "-"
+
+
+def _hashes(item) -> List[str]:
+    """The content hash of each tensor of a value, with its shape and dtype, as a key."""
+    return [f"{t.fields['hash']} {t.fields.get('shape')} {t.fields.get('dtype')}"
+            for _, t in item.tensors() if t.fields.get("hash")]
+
+
+# -- the culprit launch: dumped, judged, extracted, its reproducer run --------------------
+
+@dataclass
+class Judged:
+    """What the level-10 run filtered to the culprit launch, check and extract made of it."""
+    outputs: List[dict] = field(default_factory=list)   # check's Output of each, as JSON
+    error: str = ""                                      # why it was not checked
+    repro_lines: List[str] = field(default_factory=list)
+
+
+def _pinpoint(runs: Runs, launch, judge: bool) -> Judged:
+    """A level-10 run that dumps only `launch`'s kernel; then, in a process of its own (the
+    launch's ops may crash it), `check` of that launch against eager when `judge`, and
+    `extract` into OUT/repro; then the reproducer run once, alone."""
+    judged = Judged()
+    dump = runs.path("dump.d")
+    env = {**FIRST, **CUDA_FAULTS, "AOTI_DEBUG_LOGLEVEL": "10", "AOTI_DEBUG_KERNELS": launch.name,
+           "AOTI_DEBUG_DUMP_DIR": dump}
+    runs.run("dump", f"level 10 filtered to {launch.name}: its inputs and outputs dumped", env)
+    repro = os.path.join(runs.out, "repro")
+    request = {"dump": dump, "launch": launch.id, "judge": judge, "out": repro, "package": runs.package,
+               "libraries": runs.libraries, "modules": runs.modules}
+    done = runs.run("extract", ("check against eager and " if judge else "") + f"extract {launch.id}",
+                    {}, [sys.executable, "-c", _JUDGE, json.dumps(request)])
+    try:
+        answer = json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        why = done.sorted_as if done.sorted_as != "clean" else "it printed no answer"
+        judged.error = f"check and extract ended with {why}: see {runs.out}/{len(runs.done)}-extract.stderr"
+        judged.repro_lines = [f"reproducer: none ({judged.error})"]
+        return judged
+    judged.outputs, judged.error = answer.get("outputs", []), answer.get("check_error", "")
+    if answer.get("extract_error"):
+        judged.repro_lines = [f"reproducer: none ({answer['extract_error']})"]
+        return judged
+    script = os.path.join(repro, "repro.py")
+    ran = runs.run("repro", "the reproducer, alone (eager and torch.compile)", {},
+                   [sys.executable, "-c", _REPRO, json.dumps({"script": script, "libraries": runs.libraries,
+                                                              "modules": runs.modules})])
+    judged.repro_lines = [f"reproducer: {script}: {_repro_said(ran, judge)}"]
+    return judged
+
+
+# run in a process of its own: the user's ops re-run there, and may crash it
+_JUDGE = """
+import json, sys
+from aoti_debug.commands.triage import judge_request
+print(json.dumps(judge_request(json.loads(sys.argv[1]))))
+"""
+
+_REPRO = """
+import importlib, json, runpy, sys, torch
+r = json.loads(sys.argv[1])
+for lib in r["libraries"]:
+    torch.ops.load_library(lib)
+for module in r["modules"]:
+    importlib.import_module(module)
+sys.argv = [r["script"], "--skip-aoti"]
+runpy.run_path(r["script"], run_name="__main__")
+"""
+
+
+def judge_request(request: dict) -> dict:
+    """_JUDGE's work: the culprit's outputs as check judged them, and the extracted folder."""
+    import dataclasses
+
+    import torch
+
+    from ..analysis import check, extract
+    from ..analysis.untrusted import InputError
+    answer: dict = {}
+    for lib in request["libraries"]:
+        torch.ops.load_library(lib)
+    allow_modules(request["modules"], load=True)
+    try:
+        folder = extract.find(request["dump"], request["launch"])[0]
+    except (InputError, OSError) as exc:
+        return {"check_error": f"not dumped: {exc}", "extract_error": f"not dumped: {exc}"}
+    if request["judge"]:
+        number = request["launch"].rpartition(":")[2]
+        found = [launch for launch in check.check(folder) if launch.ident == number]
+        if not found:
+            answer["check_error"] = f"{request['launch']} is not in the dump {folder}"
+        elif not found[0].checkable:
+            answer["check_error"] = f"check cannot re-run it: {found[0].reason()}"
+        else:
+            answer["outputs"] = [{**dataclasses.asdict(o), "dtype": _dtype_of(found[0], o)}
+                                 for o in found[0].outputs]
+    try:
+        extract.extract(request["dump"], request["launch"], request["out"], package=request["package"])
+    except (extract.NotExtractable, InputError, OSError) as exc:
+        answer["extract_error"] = f"it cannot be extracted: {exc}"
+    return answer
+
+
+def _dtype_of(launch, out) -> str:
+    return out.tolerance.split(" for ", 1)[1].split(",", 1)[0] if " for " in out.tolerance else "its dtype"
+
+
+def _repro_said(o: Outcome, nan: bool) -> str:
+    """What the reproducer's run shows; `nan`: the recording holds the NaN/Inf, so matching it
+    is making it again."""
+    if o.timed_out:
+        return f"hangs on its own too (no end after {o.seconds:.0f} s)"  # the timeout's, as the run's
+    if o.returncode is not None and o.returncode < 0:
+        try:
+            name = signal.Signals(-o.returncode).name
+        except ValueError:
+            name = f"signal {-o.returncode}"
+        return f"fails on its own: it crashes ({name})"
+    said = [line.strip() for line in o.stdout.splitlines() if line.strip()]
+    differs = [line for line in said if "DIFFERS" in line or "could not run" in line]
+    if o.returncode == 0 and nan:
+        return "makes the same NaN/Inf on its own (eager and torch.compile match the recording)"
+    if o.returncode == 0:
+        return "runs clean on its own (the fault needs the whole model, or the memory check, to be seen)"
+    if o.returncode == 1 and differs:
+        return f"fails on its own: {differs[0][:160]}"
+    return f"ends with exit status {o.returncode} on its own (see {o.log[:-4]}.stderr)"
+
+
+# -- a crash, a hang, a memory bug -------------------------------------------------------
 
 def _memory_bug(o: Outcome, kind: str) -> List[str]:
     """What the plan check and the memory check said in run `o` ([] when nothing)."""
@@ -266,17 +523,29 @@ def _memory_bug(o: Outcome, kind: str) -> List[str]:
     return [f"{kind}, a memory bug named by the {'plan' if 'plan-check' in o.notes else 'memory'} check:"] + lines
 
 
+def _named_launch(o: Outcome):
+    """The launch record the memory or plan check's first note names."""
+    for topic in ("plan-check", "memcheck"):
+        for note in o.notes.get(topic, []):
+            m = re.search(r"launch (\S+:\d+\.\d+) ", note)
+            if m and m.group(1) in o.launches:
+                return o.launches[m.group(1)]
+    return None
+
+
 def _crash(runs: Runs, first: Outcome, kind: str) -> List[str]:
     if kind == "a memory bug":
         found = first
     else:
         found = runs.run("memcheck", "level 3 with the memory check: a launch that wrote out of bounds "
                                      "or read memory nobody wrote",
-                         {**FIRST, "AOTI_DEBUG_LOGLEVEL": "3", "AOTI_DEBUG_MEMCHECK": "raise"})
+                         {**FIRST, **CUDA_FAULTS, "AOTI_DEBUG_LOGLEVEL": "3", "AOTI_DEBUG_MEMCHECK": "raise"})
     lines = _memory_bug(found, kind)
     if lines:
-        return lines
-    if _sorted_as(found) == kind:    # the same again, now with each launch's line and module
+        runs.learned = list(lines)
+        culprit = _named_launch(found)
+        return lines + (_pinpoint(runs, culprit, judge=False).repro_lines if culprit is not None else [])
+    if found.sorted_as == kind:    # the same again, now with each launch's line and module
         first = found
     crash = first.crash
     if kind == HANG:
@@ -296,7 +565,31 @@ def _crash(runs: Runs, first: Outcome, kind: str) -> List[str]:
         where = None if crash is not None else first.last_launch
     if where is None:
         return [head + "; no launch was in flight (outside the model's kernels)"]
-    return [head + f"; the launch in flight: {_launch_words(where)}{call}"]
+    lines = [head + f"; the launch in flight: {_launch_words(where)}{call}"]
+    runs.learned = list(lines)
+    said, named = _sanitizer(runs) if kind == "a crash" else ([], None)
+    return lines + said + _pinpoint(runs, named or where, judge=False).repro_lines
+
+
+SANITIZER_REPORT_MAX = 16 << 20     # bytes of a sanitizer report read (its errors are capped too)
+
+
+def _sanitizer(runs: Runs):
+    """(lines, launch record): a run under compute-sanitizer's memcheck, where it is on PATH, its
+    first error's kernel matched to the run's own launch records (analysis/sanitizer.py)."""
+    from ..analysis import sanitizer
+    tool = shutil.which("compute-sanitizer")
+    if tool is None:
+        return [], None
+    ran = runs.run("sanitizer", "under compute-sanitizer --tool memcheck, level 3",
+                   {**FIRST, **CUDA_FAULTS, "AOTI_DEBUG_LOGLEVEL": "3"},
+                   [tool, "--tool", "memcheck", *runs.command], ours=False)
+    with open(ran.log[:-4] + ".stdout", "rb") as f:
+        report = sanitizer.parse(f.read(SANITIZER_REPORT_MAX).decode("utf-8", "replace"))
+    found = [m for m in sanitizer.match(report, list(ran.launches.values())) if m.error.name is not None]
+    if not found:
+        return [f"compute-sanitizer named no kernel ({report.summary or 'no summary'}): see {ran.log[:-4]}.stdout"], None
+    return [found[0].text()[:400]], found[0].launch
 
 
 def _launch_words(record) -> str:
@@ -308,21 +601,25 @@ def _launch_words(record) -> str:
     return f"{record.id} {record.name} (nodes={','.join(o.nodes) or '-'} source={o.source or '-'}{module})"
 
 
+# -- clean -------------------------------------------------------------------------------
+
 def _clean(runs: Runs):
     """(lines, found): the memory check, which finds what runs silently on a CPU (a write past
     the end, a read of memory nobody wrote); then two identical level-5 runs compared launch by
     launch: a launch whose outputs differ is a race, or memory read before it was written."""
     from ..analysis import diff, load
     mem = runs.run("memcheck", "the memory check: writes out of bounds, reads of memory nobody wrote",
-                   {**FIRST, "AOTI_DEBUG_MEMCHECK": "warn"})
+                   {**FIRST, **CUDA_FAULTS, "AOTI_DEBUG_MEMCHECK": "warn"})
     said = _memory_bug(mem, "clean without it")
     if said:
-        return said, True
+        culprit = _named_launch(mem)
+        runs.learned = list(said)
+        return said + (_pinpoint(runs, culprit, judge=False).repro_lines if culprit is not None else []), True
     a = runs.run("repeat-a", "level 5, run A of two identical runs", {**FIRST, "AOTI_DEBUG_LOGLEVEL": "5"})
     b = runs.run("repeat-b", "level 5, run B of two identical runs", {**FIRST, "AOTI_DEBUG_LOGLEVEL": "5"})
-    odd = next((o for o in (mem, a, b) if _sorted_as(o) != "clean"), None)
+    odd = next((o for o in (mem, a, b) if o.sorted_as != "clean"), None)
     if odd is not None:
-        return [f"clean once, then {_sorted_as(odd)} in a repeated run: see {odd.log}"], True
+        return [f"clean once, then {odd.sorted_as} in a repeated run: see {odd.log}"], True
     try:
         result = diff.diff(load.read(a.log), load.read(b.log), run=1, atol=0.0, rtol=0.0, exact=True)
     except Exception as exc:     # never called clean when it could not be compared
@@ -333,3 +630,22 @@ def _clean(runs: Runs):
             diff.summary(result)[:6], True
     return [f"nothing found in {len(runs.done)} runs: input guards, NaN/Inf check, sync and the memory check "
             "clean, and two identical runs agree at every launch"], False
+
+
+# -- what it leaves ----------------------------------------------------------------------
+
+def _report(runs: Runs) -> List[str]:
+    """report.html of the last run of the whole model that wrote a log (not the filtered dump's):
+    the page to see more in."""
+    from ..analysis import load, report
+    logs = [o.log for o in runs.done if o.step != "dump" and os.path.exists(o.log)]
+    if not logs:
+        return []
+    path = os.path.join(runs.out, "report.html")
+    try:
+        page = report.render(load.read(logs[-1]))
+        with create(path) as raw, io.TextIOWrapper(raw, encoding="utf-8") as f:
+            page.write(f)
+    except Exception as exc:     # the verdict stands without its page
+        return [f"report.html not written: {type(exc).__name__}: {str(exc)[:120]}"]
+    return [f"see more: {path} (of {os.path.basename(logs[-1])})"]
