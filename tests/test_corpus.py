@@ -271,6 +271,43 @@ def test_planted_nan_is_named_at_its_kernel_and_transformers_line(model, capsys)
                             r"\d+\); its inputs held no NaN, so this launch is where NaN first appears", note), note
 
 
+SERVE = """
+import sys, torch
+model = torch._inductor.aoti_load_package(sys.argv[1])
+model.load_constants(torch.load(sys.argv[2]), check_full_update=False)
+print(sum(float(t.float().sum()) for t in model(*torch.load(sys.argv[3]))))
+"""
+
+
+def test_a_new_user_triages_a_transformers_model_with_a_planted_nan_in_one_command(
+        corpus_packages, aoti_cache, tmp_path):
+    """ViT with a huge query-projection row in its middle layer, run by the user's own script:
+    one command, one answer of at most 15 lines naming the launch, its kernel, the
+    transformers line, the layer, whose NaN it is and the reproducer."""
+    vit = Model("vit", corpus_packages, tmp_path, aoti_cache)
+    constants, script, out = tmp_path / "planted.pt", tmp_path / "serve.py", tmp_path / "triage"
+    torch.save(corpus.planted("vit"), constants)
+    script.write_text(SERVE)
+    proc = run_python(f"""
+        import sys
+        from aoti_debug.cli import main
+        sys.exit(main(["triage", "--out", {str(out)!r}, "--", sys.executable, {str(script)!r}, {vit.full!r},
+                       {str(constants)!r}, {vit.inputs!r}]))
+    """, env=clean_env(), check=False, timeout=900)
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert len(lines) <= 15, "\n".join(lines)
+    assert re.fullmatch(r"NaN/Inf origin: launch vit:1\.\d+ aoti_torch_cpu_addmm_out \(pid \d+, 2-nan\.log:\d+\)",
+                        lines[0]), "\n".join(lines)
+    assert lines[1] == f"  source: {corpus.planted_source('vit')}, module {corpus.planted_module('vit')}"
+    assert re.fullmatch(r"the math leaves float32's range: eager makes NaN/Inf too, float64 none \(buf\d+: \d+ "
+                        r"recorded, \d+ in eager float32, 0 in float64\)", next(
+                            line for line in lines if line.startswith("the math")))
+    assert f"reproducer: {out}/repro/repro.py: makes the same NaN/Inf on its own (eager and torch.compile match " \
+           "the recording)" in lines
+    assert lines[-1] == f"everything it ran, with each log and command line: {out}"
+
+
 @text_models
 def test_check_finds_every_launch_within_tolerance(model, capsys):
     """Each launch's ops re-run in eager and float64 on its dumped inputs agree with

@@ -71,6 +71,59 @@ print(m(*models.example("layers")[1]))""")
             "blocking launches: NaN/Inf (") in err, err
 
 
+def test_under_torchrun_the_rank_that_made_nan_is_named_and_its_own_dump_reproduces_it(packages, tmp_path):
+    """Two ranks serve the same package; rank 0's input keeps it finite, so only rank 1 makes NaN.
+    Each step's log holds both ranks' records; the answer names rank 1, and the level-10 run
+    dumps each rank into its own folder, so the reproducer is rank 1's launch."""
+    pt2 = packages.get("layers", **ALL)
+    script = tmp_path / "serve_rank.py"
+    script.write_text(f"""
+import os, sys, torch
+sys.path.insert(0, {TESTS!r}); import models
+m = torch._inductor.aoti_load_package({pt2!r})
+x, = models.example("layers")[1]
+# rank 0's input is large enough that layer 1's planted bias leaves every value positive
+print(os.environ["RANK"], m(x * 1e6 if os.environ["RANK"] == "0" else x))
+""")
+    out = tmp_path / "t"
+    code, lines, err = triage("--out", str(out), "--", sys.executable, "-m", "torch.distributed.run",
+                              "--nproc-per-node=2", str(script))
+    assert code == 1, "\n".join(lines) + err
+    assert re.fullmatch(r"NaN/Inf origin: launch layers:1\.5 cpp_fused_sqrt_\d+ \(rank 1, pid \d+, 2-nan\.log:\d+\)",
+                        lines[0]), lines
+    assert lines[1] == f"  source: {models.line_of('layers.sqrt')}, module layers.1"
+    dump = json.loads((out / "3-dump.cmd.json").read_text())["variables"]["AOTI_DEBUG_DUMP_DIR"]
+    assert dump == str(out / "3-dump.d" / "rank%r")
+    assert sorted(os.listdir(out / "3-dump.d")) == ["rank0", "rank1"]
+    assert f"reproducer: {out}/repro/repro.py: makes the same NaN/Inf on its own (eager and torch.compile match " \
+           "the recording)" in lines
+
+
+def test_a_package_that_disagrees_with_its_eager_reference_is_named_at_the_node(packages, tmp_path):
+    """Clean in every run, and two runs agree; the command swaps the custom op for a wrong one,
+    so the reference script's eager log (aoti_debug.eager_log) names the node that diverges."""
+    pt2 = packages.get("scaled", AOTI_DEBUG_LOGLEVEL="10")    # test_eager_reference.py's package
+    reference = tmp_path / "reference.py"
+    reference.write_text(f"""
+import sys; sys.path.insert(0, {TESTS!r})
+import aoti_debug, models
+model, args, dynamic = models.seeded("scaled")
+aoti_debug.eager_log(model, args, dynamic_shapes=dynamic)
+""")
+    out = tmp_path / "t"
+    code, lines, err = triage("--out", str(out), "--reference", str(reference), "--", sys.executable, "-c", f"""
+import sys, torch; sys.path.insert(0, {TESTS!r}); import models
+models.fast_scale.register_kernel("cpu")(lambda x: x * 3.5)
+print(torch._inductor.aoti_load_package({pt2!r})(*models.example("scaled")[1]))""")
+    assert code == 1, "\n".join(lines) + err
+    assert lines[0] == "the command disagrees with its eager reference:"
+    assert lines[1] == ("first divergence: node fast_scale: A eager:1.3 aotid_test.fast_scale.default / "
+                        "B scaled:1.2 aotid_test.fast_scale.default")
+    assert lines[2:4] == [f"  source: {models.line_of('scaled.op')}", "  nodes:  fast_scale"]
+    assert f"  more: aoti-debug diff {out}/5-reference.log {out}/3-repeat-a.log" in lines
+    assert steps(out)[-1] == "5-reference.cmd.json"
+
+
 def test_a_bad_input_gets_the_guards_message_through_the_cpp_runner(packages, tmp_path):
     pt2 = packages.get("planted", **ALL)
     inputs = saved_inputs(tmp_path, "[t.double() for t in models.planted_inputs()]")
@@ -217,7 +270,7 @@ def test_a_command_without_aoti_debug_is_not_called_clean_and_cwd_is_where_it_ru
      ["the kernel is wrong: eager gives no NaN/Inf on the same inputs (buf3: 2 recorded, 0 in eager float32, "
       "0 in float64)"]),
     ([dict(name="buf3", nonfinite=4, eager_nonfinite=4, wide_nonfinite=0, dtype="float16", skipped="")],
-     ["the math overflows in float16: eager makes NaN/Inf too, float64 none (buf3: 4 recorded, 4 in eager "
+     ["the math leaves float16's range: eager makes NaN/Inf too, float64 none (buf3: 4 recorded, 4 in eager "
       "float16, 0 in float64)"]),
     ([dict(name="buf3", nonfinite=1, eager_nonfinite=1, wide_nonfinite=None, dtype="bfloat16", skipped="")],
      ["not the kernel: eager makes NaN/Inf too; float64 not run (buf3: 1 recorded, 1 in eager bfloat16)"]),

@@ -50,6 +50,10 @@ def add_arguments(parser) -> None:
                         help="a Python module that registers the custom ops the model calls: imported where "
                              "the culprit launch is re-run (check, the reproducer); repeatable")
     add_library(parser)
+    parser.add_argument("--reference", metavar="SCRIPT", default=None,
+                        help="a Python script that writes the model's eager reference "
+                             "(aoti_debug.eager_log): when the runs are clean, its level-5 log is "
+                             "compared with the command's, and the first FX node that diverges is named")
     parser.add_argument("target", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...] | PKG.pt2 --inputs IN.pt",
                         help="the command to triage after `--` (a Python script, a C++ server, ...), or a "
                              "package with its saved inputs (aoti_debug.runner.save_inputs), run through "
@@ -70,6 +74,7 @@ class Outcome:
     crash: Optional[object] = None        # the crash record (records.Record)
     last_launch: Optional[object] = None  # the last `launch` record written
     launches: Dict[str, object] = field(default_factory=dict)   # launch id -> its `launch` record
+    ranks: Dict[int, int] = field(default_factory=dict)         # pid -> rank, where its run record says
     sorted_as: str = ""
 
 
@@ -78,12 +83,16 @@ def run(args) -> int:
     if not args.timeout > 0:
         raise UsageError(f"--timeout {args.timeout:g}: a number of seconds above 0")
     allow_modules(args.allow_module, load=False)
+    if args.reference is not None and not os.path.isfile(args.reference):
+        raise UsageError(f"--reference {args.reference}: not a file (give a Python script that calls "
+                         "aoti_debug.eager_log on the model and its inputs)")
     if args.cwd is not None and not os.path.isdir(args.cwd):
         raise UsageError(f"--cwd {args.cwd}: not a folder (give the folder the command should run in)")
     out = _own_folder(os.path.abspath(args.out or _new_folder()))
     runs = Runs(target.command, out, args.timeout, cwd=args.cwd, package=target.package,
                 libraries=[_library_path(lib) for lib in args.library + target.libraries],
-                modules=list(args.allow_module))
+                modules=list(args.allow_module),
+                reference=os.path.abspath(args.reference) if args.reference else None)
     try:
         lines, found = triage(runs)
         status = INCOMPLETE if found is None else FOUND if found else OK
@@ -156,9 +165,11 @@ class Runs:
     """The user's command, run with aoti-debug's variables, one numbered step at a time."""
 
     def __init__(self, command: List[str], out: str, timeout: float, cwd: Optional[str] = None,
-                 package: Optional[str] = None, libraries: Sequence[str] = (), modules: Sequence[str] = ()) -> None:
+                 package: Optional[str] = None, libraries: Sequence[str] = (), modules: Sequence[str] = (),
+                 reference: Optional[str] = None) -> None:
         self.command, self.out, self.timeout, self.cwd = command, out, timeout, cwd
         self.package, self.libraries, self.modules = package, list(libraries), list(modules)
+        self.reference = reference
         self.done: List[Outcome] = []
         self.learned: List[str] = []      # what the steps found so far: said on Ctrl-C
 
@@ -174,7 +185,8 @@ class Runs:
         number = len(self.done) + 1
         base = os.path.join(self.out, f"{number}-{step}")
         log = base + ".log"
-        if command is None or not ours:
+        user = command is None or not ours      # the user's command (under a tool or not)
+        if user:
             command, variables = command or self.command, {**env, "AOTI_DEBUG_LOGDEST": log}
             environ, cwd = {**os.environ, **variables}, self.cwd
         else:
@@ -199,7 +211,8 @@ class Runs:
         outcome = Outcome(step, log, None if timed_out else proc.returncode, seconds, timed_out,
                           _tail(base + ".stderr"), _tail(base + ".stdout"))
         _read_log(outcome)
-        outcome.sorted_as = _sorted_as(outcome)
+        outcome.sorted_as = _sorted_as(outcome) if user or outcome.timed_out or (outcome.returncode or 0) < 0 \
+            else "done" if outcome.returncode == 0 else f"exit status {outcome.returncode}"
         self.done.append(outcome)
         _progress(f"[{number}] {what}: {outcome.sorted_as} ({seconds:.1f} s)")
         return outcome
@@ -248,6 +261,8 @@ def _read_log(outcome: Outcome) -> None:
             outcome.crash = r
         elif r.kind == "launch":
             outcome.last_launch = outcome.launches[r.id] = r
+        elif r.kind == "run" and r.rank is not None:
+            outcome.ranks[r.pid] = r.rank
 
 
 def _sorted_as(o: Outcome) -> str:
@@ -313,16 +328,26 @@ def _nan(runs: Runs) -> List[str]:
         finding = nan_origin.find(load.read(second.log))
     except Exception as exc:       # an unreadable log is said, not raised
         return [f"NaN/Inf, but its level-5 log could not be read: {type(exc).__name__}: {exc}"]
-    lines = _short(nan_origin.text(finding))[:NAN_LINES] + [f"  more: aoti-debug nan-origin {second.log}"]
+    lines = [_cut(line) for line in _short(nan_origin.text(finding))[:NAN_LINES]]
+    lines.append(f"  more: aoti-debug nan-origin {second.log}")
     runs.learned = list(lines)
     origin = finding.origin.event if finding.origin is not None else None
     if origin is None or origin.start is None or origin.start.kind != "launch":
         return lines        # a log_api call, or NaN/Inf already in the inputs: nothing to re-run
-    judged = _pinpoint(runs, origin.start, judge=True)
+    process = finding.processes.get(origin.pid)
+    judged = _pinpoint(runs, origin.start, judge=True, rank=process.rank if process is not None else None)
     return lines + _nan_kind(judged, finding, origin) + judged.repro_lines
 
 
 NAN_LINES = 8       # of nan-origin's answer; the rest of the 15 say whose NaN it is and the reproducer
+LIST_MAX = 240      # characters of its lists of later launches (`27 later launches show ...`)
+
+
+def _cut(line: str) -> str:
+    """A list of later launches cut short (nan-origin says it whole); every other line whole."""
+    if not line[:1].isdigit() or len(line) <= LIST_MAX:
+        return line
+    return line[:LIST_MAX - 4] + " ..."
 
 
 def _short(lines: List[str]) -> List[str]:
@@ -356,7 +381,7 @@ def _nan_kind(judged: "Judged", finding, origin) -> List[str]:
     if all(o["eager_nonfinite"] == 0 for o in bad):
         return [f"the kernel is wrong: eager gives no NaN/Inf on the same inputs ({counts})"]
     if all(o["wide_nonfinite"] == 0 for o in bad):
-        return [f"the math overflows in {bad[0]['dtype']}: eager makes NaN/Inf too, float64 none ({counts})"]
+        return [f"the math leaves {bad[0]['dtype']}'s range: eager makes NaN/Inf too, float64 none ({counts})"]
     if any(o["wide_nonfinite"] is None for o in bad):
         return [f"not the kernel: eager makes NaN/Inf too; float64 not run ({counts})"]
     return [f"not the kernel, nor the dtype: float64 makes NaN/Inf too, from these inputs ({counts})",
@@ -402,15 +427,18 @@ class Judged:
     repro_lines: List[str] = field(default_factory=list)
 
 
-def _pinpoint(runs: Runs, launch, judge: bool) -> Judged:
+def _pinpoint(runs: Runs, launch, judge: bool, rank: Optional[int]) -> Judged:
     """A level-10 run that dumps only `launch`'s kernel; then, in a process of its own (the
     launch's ops may crash it), `check` of that launch against eager when `judge`, and
-    `extract` into OUT/repro; then the reproducer run once, alone."""
+    `extract` into OUT/repro; then the reproducer run once, alone.  `rank`: the process's
+    rank under torchrun, whose dump is the culprit's (each rank dumps into its own folder)."""
     judged = Judged()
     dump = runs.path("dump.d")
     env = {**FIRST, **CUDA_FAULTS, "AOTI_DEBUG_LOGLEVEL": "10", "AOTI_DEBUG_KERNELS": launch.name,
-           "AOTI_DEBUG_DUMP_DIR": dump}
+           "AOTI_DEBUG_DUMP_DIR": dump if rank is None else os.path.join(dump, "rank%r")}
     runs.run("dump", f"level 10 filtered to {launch.name}: its inputs and outputs dumped", env)
+    if rank is not None:
+        dump = os.path.join(dump, f"rank{rank}")
     repro = os.path.join(runs.out, "repro")
     request = {"dump": dump, "launch": launch.id, "judge": judge, "out": repro, "package": runs.package,
                "libraries": runs.libraries, "modules": runs.modules}
@@ -431,7 +459,9 @@ def _pinpoint(runs: Runs, launch, judge: bool) -> Judged:
     ran = runs.run("repro", "the reproducer, alone (eager and torch.compile)", {},
                    [sys.executable, "-c", _REPRO, json.dumps({"script": script, "libraries": runs.libraries,
                                                               "modules": runs.modules})])
-    judged.repro_lines = [f"reproducer: {script}: {_repro_said(ran, judge)}"]
+    # the recording holds the NaN only where the dumped launch made it again
+    nan = judge and any(o["nonfinite"] for o in judged.outputs)
+    judged.repro_lines = [f"reproducer: {script}: {_repro_said(ran, nan)}"]
     return judged
 
 
@@ -544,7 +574,8 @@ def _crash(runs: Runs, first: Outcome, kind: str) -> List[str]:
     if lines:
         runs.learned = list(lines)
         culprit = _named_launch(found)
-        return lines + (_pinpoint(runs, culprit, judge=False).repro_lines if culprit is not None else [])
+        return lines + (_pinpoint(runs, culprit, False, found.ranks.get(culprit.pid)).repro_lines
+                         if culprit is not None else [])
     if found.sorted_as == kind:    # the same again, now with each launch's line and module
         first = found
     crash = first.crash
@@ -568,7 +599,7 @@ def _crash(runs: Runs, first: Outcome, kind: str) -> List[str]:
     lines = [head + f"; the launch in flight: {_launch_words(where)}{call}"]
     runs.learned = list(lines)
     said, named = _sanitizer(runs) if kind == "a crash" else ([], None)
-    return lines + said + _pinpoint(runs, named or where, judge=False).repro_lines
+    return lines + said + _pinpoint(runs, named or where, False, first.ranks.get(where.pid)).repro_lines
 
 
 SANITIZER_REPORT_MAX = 16 << 20     # bytes of a sanitizer report read (its errors are capped too)
@@ -614,7 +645,8 @@ def _clean(runs: Runs):
     if said:
         culprit = _named_launch(mem)
         runs.learned = list(said)
-        return said + (_pinpoint(runs, culprit, judge=False).repro_lines if culprit is not None else []), True
+        return said + (_pinpoint(runs, culprit, False, mem.ranks.get(culprit.pid)).repro_lines
+                       if culprit is not None else []), True
     a = runs.run("repeat-a", "level 5, run A of two identical runs", {**FIRST, "AOTI_DEBUG_LOGLEVEL": "5"})
     b = runs.run("repeat-b", "level 5, run B of two identical runs", {**FIRST, "AOTI_DEBUG_LOGLEVEL": "5"})
     odd = next((o for o in (mem, a, b) if o.sorted_as != "clean"), None)
@@ -627,9 +659,42 @@ def _clean(runs: Runs):
                 f"see {a.log} and {b.log}"], True
     if result.first_divergence is not None:
         return ["two identical runs differ (a race, or memory read before anything wrote it):"] + \
-            diff.summary(result)[:6], True
+            _divergence(result), True
+    agree = "two identical runs agree at every launch"
+    if runs.reference is not None:
+        said, found = _against_reference(runs, a)
+        if said:
+            return said, found
+        agree += ", and so does the eager reference"
     return [f"nothing found in {len(runs.done)} runs: input guards, NaN/Inf check, sync and the memory check "
-            "clean, and two identical runs agree at every launch"], False
+            f"clean, and {agree}"], False
+
+
+def _against_reference(runs: Runs, run_a: Outcome):
+    """(lines, found), ([], False) when they agree: the reference script's eager log at level 5
+    against run A's, aligned by FX node (`aoti-debug diff`)."""
+    from ..analysis import diff, load
+    ref = runs.run("reference", "the eager reference, level 5", {"AOTI_DEBUG_LOGLEVEL": "5"},
+                   [sys.executable, runs.reference], ours=False)
+    if ref.sorted_as != "clean" or not os.path.exists(ref.log):
+        return [f"the reference script ended with {ref.sorted_as}" + ("" if os.path.exists(ref.log) else
+                ", and wrote no log (does it call aoti_debug.eager_log?)") + f": see {ref.log[:-4]}.stderr"], None
+    try:
+        result = diff.diff(load.read(ref.log), load.read(run_a.log), run=1)
+    except Exception as exc:     # never called clean when it could not be compared
+        return [f"the eager reference could not be compared ({type(exc).__name__}: {exc}): see {ref.log}"], None
+    if result.first_divergence is None:
+        return [], False
+    return ["the command disagrees with its eager reference:"] + _divergence(result) + \
+        [f"  more: aoti-debug diff {ref.log} {run_a.log}"], True
+
+
+def _divergence(result) -> List[str]:
+    """diff's summary from its `first divergence` line on (the notes before it are diff's to say)."""
+    from ..analysis import diff
+    lines = diff.summary(result)
+    first = next((n for n, line in enumerate(lines) if line.startswith("first divergence")), 0)
+    return [_cut(line) for line in lines[first:first + 6]]
 
 
 # -- what it leaves ----------------------------------------------------------------------
