@@ -158,9 +158,30 @@ def test_an_op_writing_past_the_end_silently_is_named_by_the_memory_check(packag
     assert lines[0] == "clean without it, a memory bug named by the memory check:"
     assert re.fullmatch(r"memcheck: launch overrun:1\.\d+ membugs\.overrun\.default \(nodes=overrun source="
                         + re.escape(models.line_of("overrun.op")) + r"\) wrote past the end of buf\d+ .*", lines[1]), lines
-    # its reproducer, alone, writes past the end unseen: said, not called a failure
-    assert lines[-3] == (f"reproducer: {tmp_path}/t/repro/repro.py: runs clean on its own (the fault needs the "
-                         "whole model, or the memory check, to be seen)")
+    # its reproducer fails alone: its AOTI package, compiled with the memory check, names the op
+    assert re.fullmatch(re.escape(f"reproducer: {tmp_path}/t/repro/repro.py: fails on its own: AOTI: could not run: "
+                                  "RuntimeError: aoti-debug memcheck: launch launch:1.1 membugs.overrun.default "
+                                  "(nodes=overrun source=") + r".*repro\.py:\d+\) wrote past the end of buf\d+ .*",
+                        lines[-3]), lines
+    repro = json.loads((tmp_path / "t" / "5-repro.cmd.json").read_text())
+    assert repro["variables"] == {"AOTI_DEBUG_COMPILE": "all", "AOTI_DEBUG_MEMCHECK": "raise"}
+
+
+def test_an_op_whose_fake_is_wrong_under_dynamic_shapes_is_named_and_fails_alone(packages, membugs_so, tmp_path):
+    """membugs::pad4 returns 4 rows fewer than its fake claims when the tokens (a dynamic size) are
+    a multiple of 4: the first run's plan check names it; the reproducer, exported at those
+    sizes and compiled with the memory check, fails on its own with the same words."""
+    pt2 = packages.get("badfake", MEMBUGS_SO=membugs_so, **ALL)
+    inputs = saved_inputs(tmp_path, "(torch.randn(8, 16, generator=torch.Generator().manual_seed(1)),)")
+    code, lines, err = triage("--out", str(tmp_path / "t"), pt2, "--inputs", inputs, "--library", membugs_so)
+    assert code == 1, "\n".join(lines) + err
+    assert lines[0] == "a memory bug named by the plan check:"
+    planned = re.escape(f"membugs.pad4.default (nodes=pad4 source={models.line_of('badfake.op')}) returned ") + \
+        r"buf\d+ of shape \(8, 16\) where the graph planned \(12, 16\): .*"
+    assert re.fullmatch(r"plan-check: launch badfake:1\.\d+ " + planned, lines[1]), lines
+    assert re.fullmatch(re.escape(f"reproducer: {tmp_path}/t/repro/repro.py: fails on its own: AOTI: could not run: ")
+                        + r"RuntimeError: aoti-debug plan check: launch launch:1\.\d+ membugs\.pad4\.default .*",
+                        lines[2]), lines
 
 
 def test_a_segfaulting_op_is_named_as_the_launch_in_flight(packages, mylib_so, tmp_path):

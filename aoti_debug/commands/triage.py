@@ -427,10 +427,15 @@ class Judged:
     repro_lines: List[str] = field(default_factory=list)
 
 
-def _pinpoint(runs: Runs, launch, judge: bool, rank: Optional[int]) -> Judged:
+# the reproducer of a memory bug: its AOTI package compiled with the memory check, which raises
+MEMORY_REPRO = {"AOTI_DEBUG_COMPILE": "all", "AOTI_DEBUG_MEMCHECK": "raise"}
+
+
+def _pinpoint(runs: Runs, launch, judge: bool, rank: Optional[int], memory: bool = False) -> Judged:
     """A level-10 run that dumps only `launch`'s kernel; then, in a process of its own (the
     launch's ops may crash it), `check` of that launch against eager when `judge`, and
-    `extract` into OUT/repro; then the reproducer run once, alone.  `rank`: the process's
+    `extract` into OUT/repro; then the reproducer run once, alone (`memory`: a memory bug the
+    memory or plan check named, run through AOTI with the memory check).  `rank`: the process's
     rank under torchrun, whose dump is the culprit's (each rank dumps into its own folder)."""
     judged = Judged()
     dump = runs.path("dump.d")
@@ -456,8 +461,13 @@ def _pinpoint(runs: Runs, launch, judge: bool, rank: Optional[int]) -> Judged:
         judged.repro_lines = [f"reproducer: none ({answer['extract_error']})"]
         return judged
     script = os.path.join(repro, "repro.py")
-    ran = runs.run("repro", "the reproducer, alone (eager and torch.compile)", {},
-                   [sys.executable, "-c", _REPRO, json.dumps({"script": script, "libraries": runs.libraries,
+    if memory:      # through AOTI with the memory check compiled in: its guard regions see the bug alone
+        what, flags, env = "through AOTI with the memory check", ["--skip-compile"], MEMORY_REPRO
+    else:
+        what, flags, env = "eager and torch.compile", ["--skip-aoti"], {}
+    ran = runs.run("repro", f"the reproducer, alone ({what})", env,
+                   [sys.executable, "-c", _REPRO, json.dumps({"script": script, "flags": flags,
+                                                              "libraries": runs.libraries,
                                                               "modules": runs.modules})])
     # the recording holds the NaN only where the dumped launch made it again
     nan = judge and any(o["nonfinite"] for o in judged.outputs)
@@ -479,7 +489,7 @@ for lib in r["libraries"]:
     torch.ops.load_library(lib)
 for module in r["modules"]:
     importlib.import_module(module)
-sys.argv = [r["script"], "--skip-aoti"]
+sys.argv = [r["script"], *r["flags"]]
 runpy.run_path(r["script"], run_name="__main__")
 """
 
@@ -537,9 +547,9 @@ def _repro_said(o: Outcome, nan: bool) -> str:
     if o.returncode == 0 and nan:
         return "makes the same NaN/Inf on its own (eager and torch.compile match the recording)"
     if o.returncode == 0:
-        return "runs clean on its own (the fault needs the whole model, or the memory check, to be seen)"
+        return "runs clean on its own (the fault needs the whole model to be seen)"
     if o.returncode == 1 and differs:
-        return f"fails on its own: {differs[0][:160]}"
+        return f"fails on its own: {differs[0][:320]}"
     return f"ends with exit status {o.returncode} on its own (see {o.log[:-4]}.stderr)"
 
 
@@ -550,7 +560,8 @@ def _memory_bug(o: Outcome, kind: str) -> List[str]:
     lines = [f"{topic}: {note}" for topic in ("plan-check", "memcheck") for note in o.notes.get(topic, [])[:3]]
     if not lines:
         return []
-    return [f"{kind}, a memory bug named by the {'plan' if 'plan-check' in o.notes else 'memory'} check:"] + lines
+    head = f"a memory bug named by the {'plan' if 'plan-check' in o.notes else 'memory'} check:"
+    return [head if kind == "a memory bug" else f"{kind}, {head}"] + lines
 
 
 def _named_launch(o: Outcome):
@@ -574,7 +585,7 @@ def _crash(runs: Runs, first: Outcome, kind: str) -> List[str]:
     if lines:
         runs.learned = list(lines)
         culprit = _named_launch(found)
-        return lines + (_pinpoint(runs, culprit, False, found.ranks.get(culprit.pid)).repro_lines
+        return lines + (_pinpoint(runs, culprit, False, found.ranks.get(culprit.pid), memory=True).repro_lines
                          if culprit is not None else [])
     if found.sorted_as == kind:    # the same again, now with each launch's line and module
         first = found
@@ -645,7 +656,7 @@ def _clean(runs: Runs):
     if said:
         culprit = _named_launch(mem)
         runs.learned = list(said)
-        return said + (_pinpoint(runs, culprit, False, mem.ranks.get(culprit.pid)).repro_lines
+        return said + (_pinpoint(runs, culprit, False, mem.ranks.get(culprit.pid), memory=True).repro_lines
                        if culprit is not None else []), True
     a = runs.run("repeat-a", "level 5, run A of two identical runs", {**FIRST, "AOTI_DEBUG_LOGLEVEL": "5"})
     b = runs.run("repeat-b", "level 5, run B of two identical runs", {**FIRST, "AOTI_DEBUG_LOGLEVEL": "5"})
