@@ -158,6 +158,15 @@ class Hang(torch.nn.Module):
         return (y + h).relu()  # LINE:hang.relu
 
 
+class Racy(torch.nn.Module):
+    """A custom op whose result differs between identical runs (membugs::racy, a race's stand-in)."""
+
+    def forward(self, x):
+        h = x + 1.0  # LINE:racy.add
+        y = torch.ops.membugs.racy(h)  # LINE:racy.op
+        return y * 3.0  # LINE:racy.mul
+
+
 class Scratch(torch.nn.Module):
     def forward(self, h):
         return torch.ops.membugs.scratch(h)  # LINE:membugs.scratch
@@ -412,6 +421,8 @@ def example(name):
         return Overrun(), (torch.arange(5, dtype=torch.float32),), None
     if name == "hang":
         return Hang(), (torch.arange(5, dtype=torch.float32),), None
+    if name == "racy":
+        return Racy(), (torch.arange(5, dtype=torch.float32),), None
     if name == "membugs":
         return MemoryBugs(), (torch.arange(5, dtype=torch.float32),), None
     if name == "layers":

@@ -184,6 +184,21 @@ def test_an_op_whose_fake_is_wrong_under_dynamic_shapes_is_named_and_fails_alone
                         lines[2]), lines
 
 
+def test_a_launch_whose_outputs_differ_between_identical_runs_is_named(packages, membugs_so, tmp_path):
+    """membugs::racy's last element differs in every run, as a race's outcome does: the memory
+    check sees nothing, and the two identical level-5 runs name its launch."""
+    pt2 = packages.get("racy", MEMBUGS_SO=membugs_so, **ALL)
+    inputs = saved_inputs(tmp_path, "models.example('racy')[1]")
+    code, lines, err = triage("--out", str(tmp_path / "t"), pt2, "--inputs", inputs, "--library", membugs_so)
+    assert code == 1, "\n".join(lines) + err
+    assert lines[0] == "two identical runs differ (a race, or memory read before anything wrote it):"
+    assert re.fullmatch(r"first divergence: A racy:1\.(\d+) membugs\.racy\.default / B racy:1\.\1 "
+                        r"membugs\.racy\.default", lines[1]), lines
+    assert lines[2] == f"  source: {models.line_of('racy.op')}"
+    assert steps(tmp_path / "t") == ["1-first.cmd.json", "2-memcheck.cmd.json", "3-repeat-a.cmd.json",
+                                     "4-repeat-b.cmd.json"]
+
+
 def test_a_segfaulting_op_is_named_as_the_launch_in_flight(packages, mylib_so, tmp_path):
     pt2 = packages.get("gather", MYLIB_SO=mylib_so, **ALL)
     inputs = saved_inputs(tmp_path, "models.gather_inputs(crash=True)")

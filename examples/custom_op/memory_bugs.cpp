@@ -18,6 +18,11 @@
 // A sixth stands for a launch that never returns (the black box's tests):
 //   membugs::hang(x)         y = 2 * x, but with x[0] < 0 and MEMBUGS_HANG_FILE
 //                            set it creates that file and waits forever.
+// A seventh stands for a race, which no memory check sees (triage's repeated runs):
+//   membugs::racy(x)         y = 2 * x, but its last element is off by what a lost
+//                            update between threads would leave, stood in for by
+//                            the process id: different in every run, as a race's
+//                            outcome is, and the same within one.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -80,6 +85,15 @@ at::Tensor hang(const at::Tensor& x) {
   return y;
 }
 
+at::Tensor racy(const at::Tensor& x) {
+  at::Tensor y = start(x);
+  const float* src = x.data_ptr<float>();
+  float* dst = y.data_ptr<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) dst[i] = 2.0f * src[i];
+  if (x.numel() > 0) dst[x.numel() - 1] += static_cast<float>(::getpid() % 100000) * 1e-3f;
+  return y;
+}
+
 at::Tensor pad4(const at::Tensor& x) {
   TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat, "membugs: pad4 takes a 2-D float32 tensor");
   const int64_t rows = x.size(0);
@@ -104,6 +118,7 @@ TORCH_LIBRARY(membugs, m) {
   m.def("scratch(Tensor x) -> Tensor");
   m.def("hang(Tensor x) -> Tensor");
   m.def("pad4(Tensor x) -> Tensor");
+  m.def("racy(Tensor x) -> Tensor");
 }
 TORCH_LIBRARY_IMPL(membugs, CPU, m) {
   m.impl("overrun", overrun);
@@ -112,6 +127,7 @@ TORCH_LIBRARY_IMPL(membugs, CPU, m) {
   m.impl("scratch", scratch);
   m.impl("hang", hang);
   m.impl("pad4", pad4);
+  m.impl("racy", racy);
 }
 TORCH_LIBRARY_IMPL(membugs, Meta, m) {
   m.impl("overrun", like_meta);
@@ -120,4 +136,5 @@ TORCH_LIBRARY_IMPL(membugs, Meta, m) {
   m.impl("scratch", like_meta);
   m.impl("hang", like_meta);
   m.impl("pad4", pad4_meta);
+  m.impl("racy", like_meta);
 }
