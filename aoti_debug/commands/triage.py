@@ -3,7 +3,9 @@
 The user's own command (or a package through the C++ runner) runs several
 times with nothing changed but aoti-debug's run-time variables, each run's
 log, command line and variables kept in DIR; the first run sorts the outcome,
-the next ones narrow it to a launch, and a short verdict names it.
+the next ones narrow it to a launch, that launch is dumped alone at level 10,
+judged against eager and extracted as a reproducer that runs once on its own,
+and a short verdict names it all.
 """
 
 from __future__ import annotations
