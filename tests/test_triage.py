@@ -63,12 +63,14 @@ print(m(*models.example("layers")[1]))""")
     assert first["variables"] == {"AOTI_DEBUG_CHECK_INPUTS": "1", "AOTI_DEBUG_NAN_CHECK": "warn:naninf",
                                   "AOTI_DEBUG_LOGLEVEL": "1", "AOTI_DEBUG_SYNC": "1",
                                   "PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "CUDA_LAUNCH_BLOCKING": "1",
+                                  "AOTI_DEBUG_BLACKBOX": "64", "AOTI_DEBUG_BLACKBOX_MAX_MB": "64",
+                                  "AOTI_DEBUG_DUMP_DIR": str(out / "1-first.d"),
                                   "AOTI_DEBUG_LOGDEST": str(out / "1-first.log")}
     dump = json.loads((out / "3-dump.cmd.json").read_text())["variables"]
     assert dump["AOTI_DEBUG_LOGLEVEL"] == "10" and re.fullmatch(r"cpp_fused_sqrt_\d+", dump["AOTI_DEBUG_KERNELS"])
     assert (out / "report.html").stat().st_mode & 0o777 == 0o600
     assert ("[1] first run: input guards, NaN/Inf check (Inf too), level 1, sync, no caching allocator, "
-            "blocking launches: NaN/Inf (") in err, err
+            "blocking launches, the black box: NaN/Inf (") in err, err
 
 
 def test_under_torchrun_the_rank_that_made_nan_is_named_and_its_own_dump_reproduces_it(packages, tmp_path):
@@ -210,8 +212,12 @@ def test_a_segfaulting_op_is_named_as_the_launch_in_flight(packages, mylib_so, t
     assert re.fullmatch(r"a crash \(signal: SIGSEGV\); the launch in flight: gather:1\.\d+ "
                         r"mylib\.gather_rows\.default \(nodes=gather_rows source=" + re.escape(models.line_of("gather.op"))
                         + r"\), in its call mylib::gather_rows", lines[0]), lines
+    # the first run's black box kept the launches before the crash
+    box = tmp_path / "t" / "1-first.d"
+    assert lines[1] == f"black box: the inputs of the last launches before it, in {box} (aoti-debug blackbox recover {box})"
+    assert [f for f in os.listdir(box) if f.endswith(".ring")]
     # a level-10 run filtered to it dumps its inputs; extracted, the launch crashes on its own
-    assert lines[1] == f"reproducer: {tmp_path}/t/repro/repro.py: fails on its own: it crashes (SIGSEGV)"
+    assert lines[2] == f"reproducer: {tmp_path}/t/repro/repro.py: fails on its own: it crashes (SIGSEGV)"
     assert steps(tmp_path / "t") == ["1-first.cmd.json", "2-memcheck.cmd.json", "3-dump.cmd.json",
                                      "4-extract.cmd.json", "5-repro.cmd.json"]
     assert sorted(os.listdir(tmp_path / "t" / "repro")) == ["inputs.pt", "recorded.pt", "repro.py"]
@@ -248,7 +254,7 @@ sys.exit(code)
     assert re.fullmatch(r"compute-sanitizer: Invalid __global__ read of size 4 bytes in mylib\.gather_rows\.default "
                         r"\(thread \(7,0,0\) block \(1,0,0\); Address 0x7f00deadbe00 is out of bounds\) = launch "
                         r"gather:1\.\d+ \(nodes=gather_rows source=" + re.escape(models.line_of("gather.op")) + r"\)",
-                        lines[1]), lines
+                        lines[2]), lines
     assert steps(tmp_path / "t")[2] == "3-sanitizer.cmd.json"
     ran = json.loads((tmp_path / "t" / "3-sanitizer.cmd.json").read_text())
     assert ran["command"][:3] == [str(tool), "--tool", "memcheck"] and ran["variables"]["AOTI_DEBUG_LOGLEVEL"] == "3"
@@ -263,8 +269,10 @@ def test_a_hang_is_named_as_the_last_launch_that_started_and_its_runs_are_ended(
     assert re.fullmatch(r"a hang: no end after 12 s; the launch in flight: hang:1\.\d+ membugs\.hang\.default "
                         r"\(nodes=hang source=" + re.escape(models.line_of("hang.op")) + r"\)", lines[0]), lines
     assert ("[1] first run: input guards, NaN/Inf check (Inf too), level 1, sync, no caching allocator, "
-            "blocking launches: a hang (the timeout) (") in err
-    assert lines[1] == f"reproducer: {tmp_path}/t/repro/repro.py: hangs on its own too (no end after 12 s)"
+            "blocking launches, the black box: a hang (the timeout) (") in err
+    box = tmp_path / "t" / "1-first.d"
+    assert lines[1] == f"black box: the inputs of the last launches before it, in {box} (aoti-debug blackbox recover {box})"
+    assert lines[2] == f"reproducer: {tmp_path}/t/repro/repro.py: hangs on its own too (no end after 12 s)"
     assert not [line for line in os.popen("ps -eo args").read().splitlines()   # each run's process was ended
                 if str(tmp_path) in line]      # the runner's, and the reproducer's
 

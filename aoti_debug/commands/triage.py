@@ -34,6 +34,9 @@ FIRST = {"AOTI_DEBUG_CHECK_INPUTS": "1", "AOTI_DEBUG_NAN_CHECK": "warn:naninf", 
 # and, on CUDA, the guide's deterministic faults: each allocation its own (an access past its end
 # faults at once) and each launch waited for; left out of the repeated runs, which look for races
 CUDA_FAULTS = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1", "CUDA_LAUNCH_BLOCKING": "1"}
+# the first run's black box: the last launches' inputs, kept through a crash or a kill, in its own
+# folder of DIR (a small ring: triage keeps one per run it may need)
+BLACK_BOX = {"AOTI_DEBUG_BLACKBOX": "64", "AOTI_DEBUG_BLACKBOX_MAX_MB": "64"}
 MAX_VERDICT = 15
 HANG = "a hang (the timeout)"
 
@@ -286,7 +289,8 @@ def _sorted_as(o: Outcome) -> str:
 def triage(runs: Runs):
     """(verdict lines, whether something was found: None when the runs cannot tell)."""
     first = runs.run("first", "first run: input guards, NaN/Inf check (Inf too), level 1, sync, "
-                              "no caching allocator, blocking launches", {**FIRST, **CUDA_FAULTS})
+                              "no caching allocator, blocking launches, the black box",
+                     {**FIRST, **CUDA_FAULTS, **BLACK_BOX, "AOTI_DEBUG_DUMP_DIR": runs.path("first.d")})
     said = _recompile(first)
     kind = first.sorted_as
     if kind == "a bad input":
@@ -609,10 +613,23 @@ def _crash(runs: Runs, first: Outcome, kind: str) -> List[str]:
         where = None if crash is not None else first.last_launch
     if where is None:
         return [head + "; no launch was in flight (outside the model's kernels)"]
-    lines = [head + f"; the launch in flight: {_launch_words(where)}{call}"]
+    lines = [head + f"; the launch in flight: {_launch_words(where)}{call}"] + _black_box(runs)
     runs.learned = list(lines)
     said, named = _sanitizer(runs) if kind == "a crash" else ([], None)
     return lines + said + _pinpoint(runs, named or where, False, first.ranks.get(where.pid)).repro_lines
+
+
+def _black_box(runs: Runs) -> List[str]:
+    """Where the first run's black box kept the launches before the crash or the kill."""
+    folder = os.path.join(runs.out, "1-first.d")
+    try:
+        rings = [f for f in os.listdir(folder) if f.endswith(".ring")]
+    except OSError:
+        return []
+    if not rings:
+        return []
+    return [f"black box: the inputs of the last launches before it, in {folder} "
+            f"(aoti-debug blackbox recover {folder})"]
 
 
 SANITIZER_REPORT_MAX = 16 << 20     # bytes of a sanitizer report read (its errors are capped too)
