@@ -28,6 +28,13 @@ def triage(*argv, **env):
     return proc.returncode, proc.stdout.splitlines(), proc.stderr
 
 
+def triage_package(tmp_path, pt2, inputs, *options, library=None, **env):
+    """`triage` of a package through the C++ runner on the inputs the expression `inputs` makes
+    (conftest.saved_inputs), its folder tmp_path/t; `options` go before the package."""
+    argv = [pt2, "--inputs", saved_inputs(tmp_path, inputs)] + (["--library", library] if library else [])
+    return triage("--out", str(tmp_path / "t"), *options, *argv, **env)
+
+
 def steps(out):
     return sorted(f for f in os.listdir(out) if f.endswith(".cmd.json"))
 
@@ -128,8 +135,7 @@ print(torch._inductor.aoti_load_package({pt2!r})(*models.example("scaled")[1]))"
 
 def test_a_bad_input_gets_the_guards_message_through_the_cpp_runner(packages, tmp_path):
     pt2 = packages.get("planted", **ALL)
-    inputs = saved_inputs(tmp_path, "[t.double() for t in models.planted_inputs()]")
-    code, lines, err = triage("--out", str(tmp_path / "t"), pt2, "--inputs", inputs)
+    code, lines, err = triage_package(tmp_path, pt2, "[t.double() for t in models.planted_inputs()]")
     assert code == 1, "\n".join(lines) + err
     assert lines == ["a bad input: the model's input guard refused it"] + [
         f"  {x}.dtype is torch.float64, expected torch.float32" for x in "abcde"] + [
@@ -139,8 +145,7 @@ def test_a_bad_input_gets_the_guards_message_through_the_cpp_runner(packages, tm
 
 def test_a_clean_model_is_nothing_found_in_four_runs(packages, tmp_path):
     pt2 = packages.get("planted", **ALL)
-    inputs = saved_inputs(tmp_path, "models.planted_inputs()")
-    code, lines, err = triage("--out", str(tmp_path / "t"), pt2, "--inputs", inputs)
+    code, lines, err = triage_package(tmp_path, pt2, "models.planted_inputs()")
     assert code == 0, "\n".join(lines) + err
     assert lines == ["nothing found in 4 runs: input guards, NaN/Inf check, sync and the memory check clean, "
                      "and two identical runs agree at every launch",
@@ -154,8 +159,7 @@ def test_an_op_writing_past_the_end_silently_is_named_by_the_memory_check(packag
     """It runs clean on a CPU (the stray float lands in the allocator's slack): the memory check
     of the clean path names it."""
     pt2 = packages.get("overrun", MEMBUGS_SO=membugs_so, **ALL)
-    inputs = saved_inputs(tmp_path, "models.example('overrun')[1]")
-    code, lines, err = triage("--out", str(tmp_path / "t"), pt2, "--inputs", inputs, "--library", membugs_so)
+    code, lines, err = triage_package(tmp_path, pt2, "models.example('overrun')[1]", library=membugs_so)
     assert code == 1, "\n".join(lines) + err
     assert lines[0] == "clean without it, a memory bug named by the memory check:"
     assert re.fullmatch(r"memcheck: launch overrun:1\.\d+ membugs\.overrun\.default \(nodes=overrun source="
@@ -174,8 +178,8 @@ def test_an_op_whose_fake_is_wrong_under_dynamic_shapes_is_named_and_fails_alone
     a multiple of 4: the first run's plan check names it; the reproducer, exported at those
     sizes and compiled with the memory check, fails on its own with the same words."""
     pt2 = packages.get("badfake", MEMBUGS_SO=membugs_so, **ALL)
-    inputs = saved_inputs(tmp_path, "(torch.randn(8, 16, generator=torch.Generator().manual_seed(1)),)")
-    code, lines, err = triage("--out", str(tmp_path / "t"), pt2, "--inputs", inputs, "--library", membugs_so)
+    code, lines, err = triage_package(tmp_path, pt2, "(torch.randn(8, 16, generator=torch.Generator().manual_seed(1)),)",
+                                      library=membugs_so)
     assert code == 1, "\n".join(lines) + err
     assert lines[0] == "a memory bug named by the plan check:"
     planned = re.escape(f"membugs.pad4.default (nodes=pad4 source={models.line_of('badfake.op')}) returned ") + \
@@ -190,8 +194,7 @@ def test_a_launch_whose_outputs_differ_between_identical_runs_is_named(packages,
     """membugs::racy's last element differs in every run, as a race's outcome does: the memory
     check sees nothing, and the two identical level-5 runs name its launch."""
     pt2 = packages.get("racy", MEMBUGS_SO=membugs_so, **ALL)
-    inputs = saved_inputs(tmp_path, "models.example('racy')[1]")
-    code, lines, err = triage("--out", str(tmp_path / "t"), pt2, "--inputs", inputs, "--library", membugs_so)
+    code, lines, err = triage_package(tmp_path, pt2, "models.example('racy')[1]", library=membugs_so)
     assert code == 1, "\n".join(lines) + err
     assert lines[0] == "two identical runs differ (a race, or memory read before anything wrote it):"
     assert re.fullmatch(r"first divergence: A racy:1\.(\d+) membugs\.racy\.default / B racy:1\.\1 "
@@ -203,11 +206,10 @@ def test_a_launch_whose_outputs_differ_between_identical_runs_is_named(packages,
 
 def test_a_segfaulting_op_is_named_as_the_launch_in_flight(packages, mylib_so, tmp_path):
     pt2 = packages.get("gather", MYLIB_SO=mylib_so, **ALL)
-    inputs = saved_inputs(tmp_path, "models.gather_inputs(crash=True)")
     no_sanitizer = ":".join(d for d in os.environ["PATH"].split(":")       # the steps without it
                             if not os.path.exists(os.path.join(d, "compute-sanitizer")))
-    code, lines, err = triage("--out", str(tmp_path / "t"), pt2, "--inputs", inputs, "--library", mylib_so,
-                              PATH=no_sanitizer)
+    code, lines, err = triage_package(tmp_path, pt2, "models.gather_inputs(crash=True)", library=mylib_so,
+                                      PATH=no_sanitizer)
     assert code == 1, "\n".join(lines) + err
     assert re.fullmatch(r"a crash \(signal: SIGSEGV\); the launch in flight: gather:1\.\d+ "
                         r"mylib\.gather_rows\.default \(nodes=gather_rows source=" + re.escape(models.line_of("gather.op"))
@@ -228,7 +230,6 @@ def test_compute_sanitizer_on_path_names_the_launch_of_the_kernel_it_reports(pac
     documented format, a fault in the kernel of the last launch the run's log started: its
     report is matched to that launch's nodes and line."""
     pt2 = packages.get("gather", MYLIB_SO=mylib_so, **ALL)
-    inputs = saved_inputs(tmp_path, "models.gather_inputs(crash=True)")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     tool = bin_dir / "compute-sanitizer"
@@ -248,8 +249,8 @@ print("========= ERROR SUMMARY: 1 error")
 sys.exit(code)
 """)
     tool.chmod(0o700)
-    code, lines, err = triage("--out", str(tmp_path / "t"), pt2, "--inputs", inputs, "--library", mylib_so,
-                              PATH=f"{bin_dir}:{os.environ['PATH']}")
+    code, lines, err = triage_package(tmp_path, pt2, "models.gather_inputs(crash=True)", library=mylib_so,
+                                      PATH=f"{bin_dir}:{os.environ['PATH']}")
     assert code == 1, "\n".join(lines) + err
     assert re.fullmatch(r"compute-sanitizer: Invalid __global__ read of size 4 bytes in mylib\.gather_rows\.default "
                         r"\(thread \(7,0,0\) block \(1,0,0\); Address 0x7f00deadbe00 is out of bounds\) = launch "
@@ -262,9 +263,9 @@ sys.exit(code)
 
 def test_a_hang_is_named_as_the_last_launch_that_started_and_its_runs_are_ended(packages, membugs_so, tmp_path):
     pt2 = packages.get("hang", MEMBUGS_SO=membugs_so, **ALL)
-    inputs = saved_inputs(tmp_path, "(torch.arange(5, dtype=torch.float32) - 2,)")   # x + 1 < 0 at 0: it hangs
-    code, lines, err = triage("--out", str(tmp_path / "t"), "--timeout", "12", pt2, "--inputs", inputs,
-                              "--library", membugs_so, MEMBUGS_HANG_FILE=str(tmp_path / "stuck"))
+    # x + 1 < 0 at 0: it hangs
+    code, lines, err = triage_package(tmp_path, pt2, "(torch.arange(5, dtype=torch.float32) - 2,)", "--timeout", "12",
+                                      library=membugs_so, MEMBUGS_HANG_FILE=str(tmp_path / "stuck"))
     assert code == 1, "\n".join(lines) + err
     assert re.fullmatch(r"a hang: no end after 12 s; the launch in flight: hang:1\.\d+ membugs\.hang\.default "
                         r"\(nodes=hang source=" + re.escape(models.line_of("hang.op")) + r"\)", lines[0]), lines

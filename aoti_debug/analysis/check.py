@@ -44,8 +44,9 @@ class Output:
     skipped: str = ""               # why this output was not compared
     against: str = "float64"        # the reference: float64, else eager (no_wide says why)
     no_wide: str = ""
-    # NaN/Inf elements recorded, in eager in the dtype, in float64 (None: no float64 run):
-    # whether a NaN is the kernel's, the dtype's or the math's (triage)
+    # NaN/Inf elements recorded, in eager in the dtype (`dtype`), in float64 (None: no float64
+    # run): whether a NaN is the kernel's, the dtype's or the math's (triage)
+    dtype: str = ""
     nonfinite: int = 0
     eager_nonfinite: int = 0
     wide_nonfinite: Optional[int] = None
@@ -222,7 +223,7 @@ def judge(out: Output, got, eager, wide, upstream: bool, atol: Optional[float], 
         return
     if got.numel() == 0:
         return
-    dtype = str(got.dtype).replace("torch.", "")
+    dtype = out.dtype = str(got.dtype).replace("torch.", "")
     if not got.is_floating_point() or dtype not in RTOL:
         if eager.dtype != got.dtype:
             out.skipped = f"dtype {dtype}, but eager gives {str(eager.dtype).replace('torch.', '')}"

@@ -81,6 +81,18 @@ class Outcome:
     launches: Dict[str, object] = field(default_factory=dict)   # launch id -> its `launch` record
     ranks: Dict[int, int] = field(default_factory=dict)         # pid -> rank, where its run record says
     sorted_as: str = ""
+    parsed: Optional[object] = None       # its log, read once (analysis.load.read)
+    unread: Optional[Exception] = None    # or why it could not be read
+
+    def read(self):
+        """The run's log as it was read after the run; raises what reading it raised."""
+        if self.unread is not None:
+            raise self.unread
+        return self.parsed
+
+    def file(self, suffix: str) -> str:
+        """A file the step left beside its log: `.stdout`, `.stderr`, `.d` (a dump folder)."""
+        return self.log[:-len(".log")] + suffix
 
 
 def run(args) -> int:
@@ -253,11 +265,10 @@ def _progress(text: str) -> None:
 def _read_log(outcome: Outcome) -> None:
     from ..analysis import load
     from ..analysis.untrusted import InputError
-    if not os.path.exists(outcome.log):
-        return
     try:
-        log = load.read(outcome.log)
-    except InputError:
+        log = outcome.parsed = load.read(outcome.log)
+    except InputError as exc:       # no log, or none readable: said by whoever needs it
+        outcome.unread = exc
         return
     for r in log.records:
         if r.kind == "note":
@@ -327,11 +338,11 @@ def _recompile(o: Outcome) -> List[str]:
 # -- NaN/Inf -----------------------------------------------------------------------------
 
 def _nan(runs: Runs) -> List[str]:
-    from ..analysis import load, nan_origin
+    from ..analysis import nan_origin
     second = runs.run("nan", "level 5 with the NaN/Inf check: the first launch that made NaN/Inf",
                       {**FIRST, "AOTI_DEBUG_LOGLEVEL": "5"})
     try:
-        finding = nan_origin.find(load.read(second.log))
+        finding = nan_origin.find(second.read())
     except Exception as exc:       # an unreadable log is said, not raised
         return [f"NaN/Inf, but its level-5 log could not be read: {type(exc).__name__}: {exc}"]
     lines = [_cut(line) for line in _short(nan_origin.text(finding))[:NAN_LINES]]
@@ -459,7 +470,7 @@ def _pinpoint(runs: Runs, launch, judge: bool, rank: Optional[int], memory: bool
         answer = json.loads(done.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         why = done.sorted_as if done.sorted_as != "clean" else "it printed no answer"
-        judged.error = f"check and extract ended with {why}: see {runs.out}/{len(runs.done)}-extract.stderr"
+        judged.error = f"check and extract ended with {why}: see {done.file('.stderr')}"
         judged.repro_lines = [f"reproducer: none ({judged.error})"]
         return judged
     judged.outputs, judged.error = answer.get("outputs", []), answer.get("check_error", "")
@@ -524,17 +535,12 @@ def judge_request(request: dict) -> dict:
         elif not found[0].checkable:
             answer["check_error"] = f"check cannot re-run it: {found[0].reason()}"
         else:
-            answer["outputs"] = [{**dataclasses.asdict(o), "dtype": _dtype_of(found[0], o)}
-                                 for o in found[0].outputs]
+            answer["outputs"] = [dataclasses.asdict(o) for o in found[0].outputs]
     try:
         extract.extract(request["dump"], request["launch"], request["out"], package=request["package"])
     except (extract.NotExtractable, InputError, OSError) as exc:
         answer["extract_error"] = f"it cannot be extracted: {exc}"
     return answer
-
-
-def _dtype_of(launch, out) -> str:
-    return out.tolerance.split(" for ", 1)[1].split(",", 1)[0] if " for " in out.tolerance else "its dtype"
 
 
 def _repro_said(o: Outcome, nan: bool) -> str:
@@ -556,7 +562,7 @@ def _repro_said(o: Outcome, nan: bool) -> str:
         return "runs clean on its own (the fault needs the whole model to be seen)"
     if o.returncode == 1 and differs:
         return f"fails on its own: {differs[0][:320]}"
-    return f"ends with exit status {o.returncode} on its own (see {o.log[:-4]}.stderr)"
+    return f"ends with exit status {o.returncode} on its own (see {o.file('.stderr')})"
 
 
 # -- a crash, a hang, a memory bug -------------------------------------------------------
@@ -621,7 +627,7 @@ def _crash(runs: Runs, first: Outcome, kind: str) -> List[str]:
 
 def _black_box(runs: Runs) -> List[str]:
     """Where the first run's black box kept the launches before the crash or the kill."""
-    folder = os.path.join(runs.out, "1-first.d")
+    folder = runs.done[0].file(".d")
     try:
         rings = [f for f in os.listdir(folder) if f.endswith(".ring")]
     except OSError:
@@ -645,11 +651,11 @@ def _sanitizer(runs: Runs):
     ran = runs.run("sanitizer", "under compute-sanitizer --tool memcheck, level 3",
                    {**FIRST, **CUDA_FAULTS, "AOTI_DEBUG_LOGLEVEL": "3"},
                    [tool, "--tool", "memcheck", *runs.command], ours=False)
-    with open(ran.log[:-4] + ".stdout", "rb") as f:
+    with open(ran.file(".stdout"), "rb") as f:
         report = sanitizer.parse(f.read(SANITIZER_REPORT_MAX).decode("utf-8", "replace"))
     found = [m for m in sanitizer.match(report, list(ran.launches.values())) if m.error.name is not None]
     if not found:
-        return [f"compute-sanitizer named no kernel ({report.summary or 'no summary'}): see {ran.log[:-4]}.stdout"], None
+        return [f"compute-sanitizer named no kernel ({report.summary or 'no summary'}): see {ran.file('.stdout')}"], None
     return [found[0].text()[:400]], found[0].launch
 
 
@@ -668,7 +674,7 @@ def _clean(runs: Runs):
     """(lines, found): the memory check, which finds what runs silently on a CPU (a write past
     the end, a read of memory nobody wrote); then two identical level-5 runs compared launch by
     launch: a launch whose outputs differ is a race, or memory read before it was written."""
-    from ..analysis import diff, load
+    from ..analysis import diff
     mem = runs.run("memcheck", "the memory check: writes out of bounds, reads of memory nobody wrote",
                    {**FIRST, **CUDA_FAULTS, "AOTI_DEBUG_MEMCHECK": "warn"})
     said = _memory_bug(mem, "clean without it")
@@ -683,7 +689,7 @@ def _clean(runs: Runs):
     if odd is not None:
         return [f"clean once, then {odd.sorted_as} in a repeated run: see {odd.log}"], True
     try:
-        result = diff.diff(load.read(a.log), load.read(b.log), run=1, atol=0.0, rtol=0.0, exact=True)
+        result = diff.diff(a.read(), b.read(), run=1, atol=0.0, rtol=0.0, exact=True)
     except Exception as exc:     # never called clean when it could not be compared
         return [f"nothing found, but the repeated runs could not be compared ({type(exc).__name__}: {exc}): "
                 f"see {a.log} and {b.log}"], True
@@ -703,14 +709,14 @@ def _clean(runs: Runs):
 def _against_reference(runs: Runs, run_a: Outcome):
     """(lines, found), ([], False) when they agree: the reference script's eager log at level 5
     against run A's, aligned by FX node (`aoti-debug diff`)."""
-    from ..analysis import diff, load
+    from ..analysis import diff
     ref = runs.run("reference", "the eager reference, level 5", {"AOTI_DEBUG_LOGLEVEL": "5"},
                    [sys.executable, runs.reference], ours=False)
     if ref.sorted_as != "clean" or not os.path.exists(ref.log):
         return [f"the reference script ended with {ref.sorted_as}" + ("" if os.path.exists(ref.log) else
-                ", and wrote no log (does it call aoti_debug.eager_log?)") + f": see {ref.log[:-4]}.stderr"], None
+                ", and wrote no log (does it call aoti_debug.eager_log?)") + f": see {ref.file('.stderr')}"], None
     try:
-        result = diff.diff(load.read(ref.log), load.read(run_a.log), run=1)
+        result = diff.diff(ref.read(), run_a.read(), run=1)
     except Exception as exc:     # never called clean when it could not be compared
         return [f"the eager reference could not be compared ({type(exc).__name__}: {exc}): see {ref.log}"], None
     if result.first_divergence is None:
@@ -732,15 +738,15 @@ def _divergence(result) -> List[str]:
 def _report(runs: Runs) -> List[str]:
     """report.html of the last run of the whole model that wrote a log (not the filtered dump's):
     the page to see more in."""
-    from ..analysis import load, report
-    logs = [o.log for o in runs.done if o.step != "dump" and os.path.exists(o.log)]
+    from ..analysis import report
+    logs = [o for o in runs.done if o.step != "dump" and os.path.exists(o.log)]
     if not logs:
         return []
     path = os.path.join(runs.out, "report.html")
     try:
-        page = report.render(load.read(logs[-1]))
+        page = report.render(logs[-1].read())
         with create(path) as raw, io.TextIOWrapper(raw, encoding="utf-8") as f:
             page.write(f)
     except Exception as exc:     # the verdict stands without its page
         return [f"report.html not written: {type(exc).__name__}: {str(exc)[:120]}"]
-    return [f"see more: {path} (of {os.path.basename(logs[-1])})"]
+    return [f"see more: {path} (of {os.path.basename(logs[-1].log)})"]
