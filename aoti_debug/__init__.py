@@ -22,7 +22,7 @@ def __getattr__(name):
         import importlib
         return importlib.import_module(".blackbox", __name__)
     if name == "eager_log":
-        from .runtime.eager import eager_log
+        from .reference import eager_log
         return eager_log
     if name == "read_settings":
         from .settings import read

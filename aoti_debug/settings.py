@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 LEVELS = (0, 1, 3, 5, 10)
 NAN_MODES = ("off", "warn", "raise", "warn:nan", "raise:nan", "warn:naninf", "raise:naninf")
@@ -95,11 +95,37 @@ class Settings:
     run_defaults: Optional[RunDefaults] = None
     # where each field's value came from: "default", "argument", or "NAME=value"
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
+    # the fields a variable of the environment set (with a valid value)
+    from_variables: FrozenSet[str] = dataclasses.field(default=frozenset(), compare=False)
+
+    def set_at_run_time(self, field: str) -> Optional[str]:
+        """`NAME=value` when a variable set `field` (what a run's variables may
+        lower, docs/reference.md), else None: unset, not valid, or an argument."""
+        return self.sources[field] if field in self.from_variables else None
 
     @property
     def anything_compiled_in(self) -> bool:
         return (self.compile == "all" or self.level > 0 or self.check_inputs
                 or self.nan_check.enabled or self.memcheck != "off" or self.blackbox > 0)
+
+    def artifact_config(self, model: str, torch_version: str) -> Dict[str, object]:
+        """What an artifact is compiled with, by the names of both runtimes'
+        configurations (runtime/launches.py's Model, detail/launch.h's
+        ModelConfig and RunDefaults): each emitter writes it field by field."""
+        config: Dict[str, object] = {
+            "name": model, "level": int(self.level), "kernels": ",".join(self.kernels),
+            "nan_check": str(self.nan_check), "check_inputs": bool(self.check_inputs),
+            "torch_version": torch_version}
+        d = self.run_defaults
+        if d is not None:
+            config["defaults"] = {
+                "level": int(d.level), "kernels": ",".join(d.kernels), "nan_check": str(d.nan_check),
+                "check_inputs": bool(d.check_inputs), "memcheck": d.memcheck, "blackbox": int(d.blackbox)}
+        if self.memcheck != "off":
+            config["memcheck"] = self.memcheck
+        if self.blackbox > 0:
+            config["blackbox"] = int(self.blackbox)
+        return config
 
     def compiled(self) -> "Settings":
         """What goes into an artifact.  With compile=all that is everything
@@ -533,6 +559,7 @@ def read_with_problems(environ: Optional[Mapping[str, str]] = None,
                         + ", ".join(v.field for v in VARIABLES))
     values: Dict[str, object] = {}
     sources: Dict[str, str] = {}
+    from_variables = set()
     problems: List[str] = []
     values["rank"], values["world"] = rank, _ = process_rank(env)
     for var in VARIABLES:
@@ -546,6 +573,7 @@ def read_with_problems(environ: Optional[Mapping[str, str]] = None,
             try:
                 values[var.field] = _with_rank(var, parse(text), rank)
                 sources[var.field] = f"{name}={text}"
+                from_variables.add(var.field)
             except ValueError as exc:
                 problems.append(problem(name, text, str(exc)))
                 sources[var.field] = f"default ({name} is not valid)"
@@ -555,11 +583,13 @@ def read_with_problems(environ: Optional[Mapping[str, str]] = None,
             try:
                 values[var.field] = _with_rank(var, _coerce_argument(var, value), rank)
                 sources[var.field] = "argument"
+                from_variables.discard(var.field)
             except ValueError as exc:
                 values.pop(var.field, None)
                 problems.append(problem(f"argument {var.field}", str(value), str(exc)))
                 sources[var.field] = "default (bad argument)"
-    return Settings(sources=sources, **values), problems
+                from_variables.discard(var.field)
+    return Settings(sources=sources, from_variables=frozenset(from_variables), **values), problems
 
 
 def _with_rank(var: Variable, value: object, rank: Optional[int]) -> object:

@@ -321,7 +321,7 @@ def extern_launch_nodes() -> frozenset:
     Lowering is over when kernels are generated: worked out once per graph."""
     from torch._inductor import ir
     from torch._inductor.virtualized import V
-    from .plan import own_fx_nodes
+    from .ir_plan import own_fx_nodes
     graph = V.graph
     operations = getattr(graph, "operations", None) or ()
     known = _extern_nodes.get(graph)
@@ -341,7 +341,8 @@ def buffer_source(name: str, kernel_nodes=()):
     into the same kernel finds the ops feeding it, and plan's rule names one
     line among them (the log's)."""
     from torch._inductor.virtualized import V
-    from .plan import Provenance, provenance_of_fx_nodes, _sorted_origins
+    from aoti_debug.plan import Provenance, provenance_of_fx_nodes
+    from .ir_plan import _sorted_origins
     try:
         buf = V.graph.get_buffer(name)
     except Exception:
@@ -899,32 +900,34 @@ def python_input_labels(names: List[str]) -> List[str]:
     return out
 
 
+def _hash_file(digest, path: str) -> None:
+    try:
+        with open(path, "rb") as f:
+            digest.update(f.read())
+    except OSError:
+        pass
+
+
 def settings_pass(settings, user_pass, provenance: str = ""):
     """A post-grad pass that changes nothing and whose uuid() hashes the compile-time
     settings and the graph's provenance, so Inductor's FX graph cache keeps
     instrumented and plain artifacts apart, and never hands back a wrapper
     that names the lines of another copy of the model's source."""
     import hashlib
-    import os
+    import importlib.util
     from torch._inductor.custom_graph_pass import CustomGraphPass
     from aoti_debug._version import __version__
 
-    here = os.path.dirname(os.path.abspath(__file__))
     digest = hashlib.sha256()
     digest.update(repr(("aoti-debug", __version__, settings.level, tuple(settings.kernels),
                         str(settings.nan_check), bool(settings.check_inputs), settings.memcheck,
                         repr(settings.run_defaults), provenance)).encode())
-    for part in ("python_emit.py", "hooks.py", "adapter.py", "plan.py"):
-        try:
-            with open(os.path.join(here, part), "rb") as f:
-                digest.update(f.read())
-        except OSError:
-            pass
-    # the Python runtime the generated wrapper calls, found (not imported) wherever
-    # the package is installed
-    import importlib.util
-    with open(importlib.util.find_spec("aoti_debug.runtime.launches").origin, "rb") as f:
-        digest.update(f.read())
+    # what writes the Python wrapper's calls and the Python runtime they reach, found
+    # (not imported) wherever the package is installed
+    for module in ("python_emit", "hooks", "adapter", "ir_plan"):
+        _hash_file(digest, importlib.util.find_spec(f"{__package__}.{module}").origin)
+    for module in ("aoti_debug.plan", "aoti_debug.runtime.launches"):
+        _hash_file(digest, importlib.util.find_spec(module).origin)
 
     class AotiDebugSettingsPass(CustomGraphPass):
         def __init__(self, inner):
@@ -1018,7 +1021,7 @@ def install_python_wrapper_patches(hooks) -> None:
     patch(compile_fx_mod, "compile_fx", compile_fx)
 
 
-# -- the graph Inductor lowers, for the eager reference (aoti_debug/runtime/eager.py)
+# -- the graph Inductor lowers, for the eager reference (aoti_debug/reference.py)
 
 class _Captured(Exception):
     """Carries the graph out of Inductor's front end, before any code is generated."""

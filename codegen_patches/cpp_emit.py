@@ -15,8 +15,9 @@ import os
 import re
 from typing import Iterable, List, Optional, Sequence, Tuple
 
+from aoti_debug.plan import IN, INOUT, OUT, Arg, Site, module_path, where
+
 from . import fx_ops, sizeexpr
-from .plan import IN, INOUT, OUT, Arg, Site, module_path, where
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
 _PRAGMA_ONCE = re.compile(r"^\s*#\s*pragma\s+once\s*$", re.M)
@@ -280,13 +281,10 @@ def device_glue(device: str) -> str:
     return CUDA_HOOKS if device == "cuda" else ""
 
 
-# c10::ScalarType codes (torch/headeronly/core/ScalarType.h)
-SCALAR_TYPE = {
-    "uint8": 0, "int8": 1, "int16": 2, "int32": 3, "int64": 4, "float16": 5, "float32": 6,
-    "float64": 7, "complex64": 9, "complex128": 10, "bool": 11, "bfloat16": 15,
-    "float8_e5m2": 23, "float8_e4m3fn": 24, "float8_e5m2fnuz": 25, "float8_e4m3fnuz": 26,
-    "uint16": 27, "uint32": 28, "uint64": 29, "float8_e8m0fnu": 44,
-}
+def scalar_type(dtype: str) -> int:
+    """The c10::ScalarType code of a dtype name (native/core.py's one table), -1 if unknown."""
+    from aoti_debug.native.core import DTYPE_CODES
+    return DTYPE_CODES.get(dtype, -1)
 
 
 ROLE = {IN: "aoti_debug::Role::In", OUT: "aoti_debug::Role::Out", INOUT: "aoti_debug::Role::InOut"}
@@ -412,7 +410,7 @@ def plan_after(site: Site) -> List[str]:
         values = [_planned(e) for e in p.sizes + p.strides] or ["aotid_sx::undefined()"]
         lines += [f"  const aotid_sx::Int aotid_pl_{n}_{j}[] = {{{', '.join(values)}}};",
                   f"  aotid_plan.output(aotid_site_{n}, {_all_values(site)}, {p.arg}, "
-                  f"{SCALAR_TYPE.get(p.dtype, -1)}, {len(p.sizes)}, aotid_pl_{n}_{j});"]
+                  f"{scalar_type(p.dtype)}, {len(p.sizes)}, aotid_pl_{n}_{j});"]
     return lines + ["}"]
 
 
@@ -505,22 +503,22 @@ def _bool(value: bool) -> str:
 
 
 def model_config(settings, model: str) -> str:
-    """What is compiled in, then (AOTI_DEBUG_COMPILE=all) what a run does while unset."""
-    fields = [c_string(model), str(settings.level), c_string(",".join(settings.kernels)),
-              c_string(str(settings.nan_check)), _bool(settings.check_inputs),
-              c_string(_torch_version())]
-    d = settings.run_defaults
-    if d is not None:
-        fields.append(f"{{true, {d.level}, {c_string(','.join(d.kernels))}, "
-                      f"{c_string(str(d.nan_check))}, {_bool(d.check_inputs)}, {c_string(d.memcheck)}, "
-                      f"{d.blackbox}}}")
-    if settings.memcheck != "off" or settings.blackbox > 0:
-        if d is None:
-            fields.append('{false, 0, "", "off", false, "off", 0}')
-        fields.append(c_string(settings.memcheck))
-    if settings.blackbox > 0:
-        fields.append(str(settings.blackbox))
-    return f"aoti_debug::ModelConfig{{{', '.join(fields)}}}"
+    """What is compiled in, then (AOTI_DEBUG_COMPILE=all) what a run does while
+    unset: an aoti_debug::ModelConfig set field by field (Settings.artifact_config)."""
+    fields = []
+    for name, value in settings.artifact_config(model, _torch_version()).items():
+        if name == "defaults":
+            fields.append("c.defaults.given = true;")
+            fields += [f"c.defaults.{k} = {_cpp_value(v)};" for k, v in value.items()]
+        else:
+            fields.append(f"c.{name} = {_cpp_value(value)};")
+    return f"[] {{ aoti_debug::ModelConfig c{{}}; {' '.join(fields)} return c; }}()"
+
+
+def _cpp_value(value) -> str:
+    if isinstance(value, bool):
+        return _bool(value)
+    return str(value) if isinstance(value, int) else c_string(value)
 
 
 def _torch_version() -> str:

@@ -24,7 +24,7 @@ import math
 import re
 from typing import Any, Dict, List, Optional, Sequence
 
-from .plan import IN, INOUT, OUT, Arg
+from aoti_debug.plan import IN, INOUT, OUT, Arg
 
 # ops that only look at their input's storage differently: never a launch of their own
 VIEW_OPS = frozenset({
@@ -271,7 +271,7 @@ class _Builder:
             op["shape"] = shape
         if dtype is not None:
             op["dtype"] = dtype
-        from .plan import user_frame
+        from aoti_debug.plan import user_frame
         line = user_frame((node.meta or {}).get("stack_trace"))
         if line:
             op["line"] = line

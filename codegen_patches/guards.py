@@ -14,7 +14,7 @@ import dataclasses
 from typing import Dict, List, Optional, Sequence
 
 from . import sizeexpr
-from .cpp_emit import SCALAR_TYPE, c_string
+from .cpp_emit import c_string, scalar_type
 
 DEVICE_TYPE = {"cpu": 0, "cuda": 1}
 
@@ -121,7 +121,7 @@ def emit(names: Sequence[str], labels: Sequence[str], nan_check) -> List[str]:
         sizes, strides = list(node.get_size()), list(node.get_stride())
         device = node.get_device()
         dtype = str(node.get_dtype()).replace("torch.", "")
-        body = [f"aotid_guard.dtype({c_string(label)}, aotid_g{i}, {SCALAR_TYPE.get(dtype, -1)});"]
+        body = [f"aotid_guard.dtype({c_string(label)}, aotid_g{i}, {scalar_type(dtype)});"]
         if device is not None and device.type in DEVICE_TYPE:
             index = device.index if device.type != "cpu" and device.index is not None else -1
             body.append(f"aotid_guard.device({c_string(label)}, aotid_g{i}, "

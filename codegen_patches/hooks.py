@@ -18,9 +18,9 @@ import re
 from typing import Dict, List, Optional, Set
 
 from aoti_debug import settings as settings_mod
+from aoti_debug.plan import IN, INOUT, OUT, Arg, Planned, Provenance, Site, module_path
 
-from . import adapter, cpp_emit, fx_ops, guards, plan, python_emit, trace
-from .plan import IN, INOUT, OUT, Arg, Planned, Provenance, Site, module_path
+from . import adapter, cpp_emit, fx_ops, guards, ir_plan, python_emit, trace
 
 # The compile-time settings in force (set by install.activate / instrument()).
 _active = None
@@ -106,22 +106,22 @@ def new_site(st: WrapperState, kernel: str, provenance: Provenance, args: List[A
 
 def on_scheduled_kernel_comment(node_schedule, kernel_name) -> None:
     if _active is not None:
-        note_provenance(plan.provenance_of_schedule(node_schedule, adapter.extern_launch_nodes()))
+        note_provenance(ir_plan.provenance_of_schedule(node_schedule, adapter.extern_launch_nodes()))
 
 
 def on_extern_kernel_comment(ir_node) -> None:
     if _active is not None:
-        note_provenance(plan.provenance_of_ir_node(ir_node))
+        note_provenance(ir_plan.provenance_of_ir_node(ir_node))
 
 
 def on_define_kernel(wrapper, kernel_name: str, kernel_body: str, cpp_definition: Optional[str]) -> None:
     st = state(wrapper)
     if st is None:
         return
-    parsed = (plan.parameter_names_cpp(cpp_definition) if cpp_definition
-              else plan.parameter_names_python(kernel_body))
+    parsed = (ir_plan.parameter_names_cpp(cpp_definition) if cpp_definition
+              else ir_plan.parameter_names_python(kernel_body))
     if parsed:
-        st.roles[kernel_name] = plan.roles_from_parameter_names(parsed[1])
+        st.roles[kernel_name] = ir_plan.roles_from_parameter_names(parsed[1])
 
 
 # -- phase 2: launches ----------------------------------------------------------
@@ -457,12 +457,12 @@ def _py_note_provenance(make) -> None:
 
 def py_on_scheduled_kernel_comment(node_schedule) -> None:
     if _active is not None:
-        _py_note_provenance(lambda: plan.provenance_of_schedule(node_schedule, adapter.extern_launch_nodes()))
+        _py_note_provenance(lambda: ir_plan.provenance_of_schedule(node_schedule, adapter.extern_launch_nodes()))
 
 
 def py_on_extern_kernel_comment(ir_node) -> None:
     if _active is not None:
-        _py_note_provenance(lambda: plan.provenance_of_ir_node(ir_node))
+        _py_note_provenance(lambda: ir_plan.provenance_of_ir_node(ir_node))
 
 
 def py_on_define_kernel(wrapper, kernel_name: str, kernel_body: str) -> None:
@@ -470,9 +470,9 @@ def py_on_define_kernel(wrapper, kernel_name: str, kernel_body: str) -> None:
     if st is None or not isinstance(kernel_body, str):
         return
     # CPU kernels are C++ text inside async_compile.cpp_pybinding(...); Triton ones are Python
-    parsed = plan.parameter_names_cpp(kernel_body) or plan.parameter_names_python(kernel_body)
+    parsed = ir_plan.parameter_names_cpp(kernel_body) or ir_plan.parameter_names_python(kernel_body)
     if parsed:
-        st.roles[kernel_name] = plan.roles_from_parameter_names(parsed[1])
+        st.roles[kernel_name] = ir_plan.roles_from_parameter_names(parsed[1])
 
 
 # a view Inductor builds inline for an extern call: reinterpret_tensor(NAME, ...)

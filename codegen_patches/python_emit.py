@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import List, Sequence
 
-from .plan import IN, INOUT, OUT, Arg, Site
+from aoti_debug.plan import IN, INOUT, OUT, Arg, Site
 
 RUN = "_aotid_run"
 MODEL = "_aotid_model"
@@ -18,18 +18,9 @@ MODEL = "_aotid_model"
 
 def header(settings, model: str) -> List[str]:
     import torch
-    d = settings.run_defaults
-    defaults = ("" if d is None else
-                f", ({int(d.level)}, {','.join(d.kernels)!r}, {str(d.nan_check)!r}, "
-                f"{bool(d.check_inputs)!r}, {d.memcheck!r}, {int(d.blackbox)})")
-    if settings.memcheck != "off":
-        defaults += f"{', None' if d is None else ''}, memcheck={settings.memcheck!r}"
-    if settings.blackbox > 0:
-        defaults += f"{', None' if d is None and settings.memcheck == 'off' else ''}, blackbox={int(settings.blackbox)}"
+    config = settings.artifact_config(model, str(torch.__version__))
     return ["from aoti_debug.runtime.launches import Model as _aotid_Model, Site as _aotid_Site",
-            f"{MODEL} = _aotid_Model({model!r}, {int(settings.level)}, "
-            f"{','.join(settings.kernels)!r}, {str(settings.nan_check)!r}, "
-            f"{bool(settings.check_inputs)!r}, {str(torch.__version__)!r}{defaults})"]
+            f"{MODEL} = _aotid_Model({', '.join(f'{k}={v!r}' for k, v in config.items())})"]
 
 
 def _tuple(items: Sequence[str]) -> str:

@@ -1,4 +1,4 @@
-"""The eager reference (aoti_debug.eager_log, runtime/eager.py) and `aoti-debug diff` against it.
+"""The eager reference (aoti_debug.eager_log: reference.py, runtime/eager.py) and `aoti-debug diff` against it.
 
 Crafted logs check the pairing: each output an AOTI launch holds is compared with the eager
 record of that FX node, in the eager run's order.  One real run checks the whole way: the

@@ -7,7 +7,7 @@ import pytest
 
 from aoti_debug import settings
 from aoti_debug.codegen_patches import hooks
-from aoti_debug.codegen_patches.plan import Provenance
+from aoti_debug.plan import Provenance
 
 
 class FakeWrapper:
@@ -87,7 +87,7 @@ def test_the_module_is_the_one_running_the_line_the_launch_names():
     among the lines both runtimes append to the origin line."""
     import types
     import torch
-    from aoti_debug.codegen_patches.plan import Site, provenance_of_fx_nodes
+    from aoti_debug.plan import Site, provenance_of_fx_nodes
 
     def node(name, target, line, *stack):
         return types.SimpleNamespace(name=name, target=target, meta={
@@ -112,7 +112,7 @@ def test_each_argument_is_described_once_per_launch_in_the_cpp_wrapper(shown):
     appears once in the launch's code: in the describer of its side, which a
     per-launch cache calls only when something that runs asks."""
     from aoti_debug.codegen_patches import cpp_emit
-    from aoti_debug.codegen_patches.plan import IN, INOUT, OUT, Arg, Site
+    from aoti_debug.plan import IN, INOUT, OUT, Arg, Site
     view = "wrap_with_raii_handle_if_needed(reinterpret_tensor_wrapper(arg0_1, 2, int_array_0, int_array_1, 0L))"
     args = [Arg("arg0_1", view, IN), Arg("buf1", "buf1", INOUT), Arg("buf2", "buf2_handle", OUT)]
     site = Site(1, "aoti_torch_cpu_foo", Provenance(), args, "extern")

@@ -189,7 +189,7 @@ def test_plan_credits_each_op_to_the_launch_that_runs_it():
     name lists the origin nothing else reads, not the producers it inlined."""
     import types
     import torch
-    from aoti_debug.codegen_patches import plan
+    from aoti_debug.codegen_patches import ir_plan as plan
 
     def f(s):
         return torch.cumsum(torch.log(torch.sigmoid(s)), 1)

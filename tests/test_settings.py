@@ -32,6 +32,19 @@ def test_our_variable_wins_over_the_alias_and_arguments_win_over_both():
     assert (s.level, s.sources["level"]) == (5, "argument")
 
 
+def test_what_a_variable_set_is_told_apart_from_defaults_arguments_and_bad_values():
+    """What a run's variables may lower: only a valid value from the environment."""
+    env = dict(AOTI_DEBUG_LOGLEVEL="3", AOTI_DEBUG_NAN_CHECK="loud", AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT="addmm",
+               AOTI_DEBUG_MEMCHECK="warn")
+    s, problems = S.read_with_problems(environ=env, overrides={"memcheck": "off"})
+    assert len(problems) == 1 and "AOTI_DEBUG_NAN_CHECK" in problems[0]
+    assert s.from_variables == {"level", "kernels"}
+    assert [s.set_at_run_time(f) for f in ("level", "kernels", "nan_check", "memcheck", "blackbox")] == [
+        "AOTI_DEBUG_LOGLEVEL=3", "AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT=addmm", None, None, None]
+    assert (s.sources["nan_check"], s.sources["memcheck"]) == (
+        "default (AOTI_DEBUG_NAN_CHECK is not valid)", "argument")
+
+
 def test_aliases_for_filters_guards_and_nan_asserts():
     s = read(AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT="Triton_Poi_*, addmm",
              AOTI_RUNTIME_CHECK_INPUTS=1, TORCHINDUCTOR_NAN_ASSERTS=1)

@@ -1,18 +1,17 @@
-"""The eager reference: the model run in eager mode, one launch record per FX node.
+"""The eager reference's runtime: a lowered graph run in eager mode, one launch
+record per FX node.
 
 `aoti-debug diff eager.log aoti.log` compares an AOTI artifact's launches with
-a log of the same model run in eager mode.  For the two to align, the eager
-run executes the very graph whose node names the artifact's records carry
-(`origin: nodes=`, `holds:`): the graph Inductor lowers, after export, AOT
-autograd's decompositions, the joint-graph passes and the post-grad passes.
-Inductor's own AOT front end makes it (its `inner_compile` is replaced by one
-that keeps the graph and stops before code generation), and torch.fx's
-Interpreter runs it node by node on the caller's inputs.
+a log of the same model run in eager mode (aoti_debug.eager_log,
+aoti_debug/reference.py, which makes the graph).  For the two to align, the
+eager run executes the very graph whose node names the artifact's records
+carry (`origin: nodes=`, `holds:`); torch.fx's Interpreter runs it here node
+by node on the caller's inputs.
 
 Each node that yields a tensor is written as a launch (docs/log-format.md):
 kernel name the op (`aten.addmm.default`), origin and `holds:` that node, its
 source line and module path from the node's metadata (the rules of
-codegen_patches/plan.py, as the artifact's records), `in` the nodes it reads,
+aoti_debug/plan.py, as the artifact's records), `in` the nodes it reads,
 `out` its value.  The run's header says `reference=eager`.  Level, kernel
 filter and destination are AOTI_DEBUG_LOGLEVEL (5 when unset: diff compares
 statistics), AOTI_DEBUG_KERNELS and AOTI_DEBUG_LOGDEST.
@@ -20,37 +19,13 @@ statistics), AOTI_DEBUG_KERNELS and AOTI_DEBUG_LOGDEST.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence
+from typing import Dict, Sequence
 
+from .. import plan
 from . import format as fmt
 from . import launches, state
-from ..codegen_patches import adapter, plan
 
 REFERENCE = "eager"
-
-
-def eager_log(model: Any, args: Sequence[Any], kwargs: Optional[Dict[str, Any]] = None, *,
-              dynamic_shapes: Any = None, inductor_configs: Optional[Dict[str, Any]] = None,
-              name: str = "eager") -> Any:
-    """Run `model` on `args`/`kwargs` in eager mode, writing the eager reference log.
-
-    `model`: an nn.Module (exported here with `dynamic_shapes`) or the
-    ExportedProgram given to aoti_compile_and_package; `inductor_configs`: the
-    ones given to it (they change the graph, e.g. freezing).  Returns the
-    model's outputs."""
-    import torch
-    if isinstance(model, torch.export.ExportedProgram):
-        ep = model
-    else:
-        ep = torch.export.export(model, tuple(args), kwargs, dynamic_shapes=dynamic_shapes)
-    gm, flat, out_spec = adapter.lowered_graph(ep, tuple(args), kwargs or {}, inductor_configs)
-    labels = [s.arg.name for s in ep.graph_signature.input_specs
-              if s.kind == torch.export.graph_signature.InputKind.USER_INPUT]
-    with torch.no_grad():
-        outputs = Reference(gm, name, labels).run(flat)
-    if out_spec is None:
-        return outputs
-    return torch.utils._pytree.tree_unflatten(list(outputs), out_spec)
 
 
 def kernel_name(node) -> str:
@@ -71,7 +46,7 @@ class _Model(launches.Model):
                 return
             s = state.settings()
             self.level = self.default_level
-            if "=" in s.sources.get("kernels", "default") and not s.sources["kernels"].startswith("default"):
+            if s.set_at_run_time("kernels") is not None:
                 self._runtime_kernels = tuple(s.kernels)
             self._ready = True
 
@@ -79,8 +54,8 @@ class _Model(launches.Model):
 def _level() -> int:
     """AOTI_DEBUG_LOGLEVEL when set (0 writes nothing; 10 is 5: no dumps), else 5."""
     s = state.settings()
-    source = s.sources.get("level", "default")
-    if "=" not in source or source.startswith("default"):
+    source = s.set_at_run_time("level")
+    if source is None:
         return 5
     if s.level > 5:
         state.tell(s.level, "eager", f"{source}: the eager reference writes no dumps; "

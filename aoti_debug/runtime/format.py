@@ -77,7 +77,7 @@ def header_facts(thread: int, rank: Optional[int] = None, world: Optional[int] =
 # -- where a finding is (section 1.1) ---------------------------------------
 
 # one text for the artifact's notes (compiled in by the codegen) and every reader's findings
-from ..codegen_patches.plan import where  # noqa: E402
+from ..plan import where  # noqa: E402
 
 
 # -- inline values (section 1.4) --------------------------------------------

@@ -9,7 +9,7 @@ on format.py, stats.py, state.py and the kernel filter of settings.py.
 What the codegen (codegen_patches/python_emit.py) emits:
 
     from aoti_debug.launches import Model as _aotid_Model, Site as _aotid_Site
-    _aotid_model = _aotid_Model("model", 5, "", "off", False, "2.13.0+cpu")
+    _aotid_model = _aotid_Model(name='model', level=5, kernels='', nan_check='off', check_inputs=False, torch_version='2.13.0+cpu')
     _aotid_site_3 = _aotid_Site("cpp_fused_relu_0", "relu", "m.py:12", "fc1",
                                 (("buf1", "inout"),), "  source-line: m.py:12 nodes=relu\n")
     def call(args):
@@ -33,7 +33,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import blackbox, device, memcheck, nan_checks, plan_checks
 from . import stats as stats_mod
@@ -85,7 +85,7 @@ class Model:
 
     def __init__(self, name: str, level: int, kernels: str = "", nan_check: str = "off",
                  check_inputs: bool = False, torch_version: str = "",
-                 defaults: Optional[Tuple[int, str, str, bool, str, int]] = None, memcheck: str = "off",
+                 defaults: Optional[Dict[str, Any]] = None, memcheck: str = "off",
                  blackbox: int = 0) -> None:
         self.name = sink.instance_name(name or "model")
         self.compiled_level = int(level)
@@ -95,8 +95,10 @@ class Model:
         self.torch_version = torch_version
         # what a run does while its variables are unset (AOTI_DEBUG_COMPILE=all:
         # less than is compiled in)
-        d_level, d_kernels, d_nan, d_inputs, d_mem, d_box = defaults or (level, kernels, nan_check, check_inputs,
-                                                                        memcheck, blackbox)
+        d = defaults or dict(level=level, kernels=kernels, nan_check=nan_check, check_inputs=check_inputs,
+                             memcheck=memcheck, blackbox=blackbox)
+        d_level, d_kernels, d_nan, d_inputs, d_mem, d_box = (
+            d["level"], d["kernels"], d["nan_check"], d["check_inputs"], d["memcheck"], d["blackbox"])
         self.check_inputs = bool(check_inputs) and bool(d_inputs)   # what runs do (after _init)
         self.compiled_memcheck = settings_mod._parse_memcheck(memcheck or "off")
         self.memcheck = settings_mod._parse_memcheck(d_mem or "off")   # what runs do (after _init)
@@ -121,40 +123,39 @@ class Model:
             if self._ready:
                 return
             s = state.settings()
-            set_from = s.sources.get("level", "default")
-            level = self.default_level
             lines = []
-            if "=" in set_from and not set_from.startswith("default"):
-                if s.level > self.compiled_level:
-                    lines.append(self._more(set_from, self.compiled_level, "AOTI_DEBUG_LOGLEVEL",
-                                            s.level))
-                level = min(self.compiled_level, s.level)
-            nan_from = s.sources.get("nan_check", "default")
-            if "=" in nan_from and not nan_from.startswith("default"):
-                c, r = self.compiled_nan_check, s.nan_check
-                if nan_checks.asks_for_more(c, r):
-                    lines.append(self._more(nan_from, c, "AOTI_DEBUG_NAN_CHECK", r))
-                self.nan_check = nan_checks.effective(c, r)
-            mem_from = s.sources.get("memcheck", "default")
-            if "=" in mem_from and not mem_from.startswith("default"):
-                c, r = self.compiled_memcheck, s.memcheck
-                if memcheck.ORDER[r] > memcheck.ORDER[c]:
-                    lines.append(self._more(mem_from, c, "AOTI_DEBUG_MEMCHECK", r))
-                self.memcheck = min(c, r, key=memcheck.ORDER.__getitem__)
-            inputs_from = s.sources.get("check_inputs", "default")
-            if "=" in inputs_from and not inputs_from.startswith("default"):
-                self.check_inputs = self.compiled_check_inputs and s.check_inputs
-            box_from = s.sources.get("blackbox", "default")
-            if "=" in box_from and not box_from.startswith("default"):
-                if s.blackbox > self.compiled_blackbox:
-                    lines.append(self._more(box_from, _box_name(self.compiled_blackbox), "AOTI_DEBUG_BLACKBOX",
-                                            _box_name(s.blackbox)))
-                self.blackbox = min(self.compiled_blackbox, s.blackbox)
+            # A run-time value lowers what is compiled in, never raises it; asking for
+            # more is noted.  (field, its variable, compiled in, asks for more, the lower)
+            lowering = (
+                ("level", "AOTI_DEBUG_LOGLEVEL", self.compiled_level, *_ordered(int)),
+                ("nan_check", "AOTI_DEBUG_NAN_CHECK", self.compiled_nan_check,
+                 nan_checks.asks_for_more, nan_checks.effective),
+                ("memcheck", "AOTI_DEBUG_MEMCHECK", self.compiled_memcheck,
+                 *_ordered(memcheck.ORDER.__getitem__)),
+                # guards asked for where none are compiled in: nothing is noted
+                ("check_inputs", "AOTI_DEBUG_CHECK_INPUTS", self.compiled_check_inputs,
+                 lambda c, r: False, lambda c, r: c and r),
+                ("blackbox", "AOTI_DEBUG_BLACKBOX", self.compiled_blackbox, *_ordered(int)),
+            )
+            run = {}
+            for field, variable, compiled, asks_more, lowest in lowering:
+                asked = s.set_at_run_time(field)
+                if asked is None:
+                    continue
+                wanted = getattr(s, field)
+                if asks_more(compiled, wanted):
+                    shown = _box_name if field == "blackbox" else str
+                    lines.append(self._more(asked, shown(compiled), variable, shown(wanted)))
+                run[field] = lowest(compiled, wanted)
+            level = run.get("level", self.default_level)
+            self.nan_check = run.get("nan_check", self.nan_check)
+            self.memcheck = run.get("memcheck", self.memcheck)
+            self.check_inputs = run.get("check_inputs", self.check_inputs)
+            self.blackbox = run.get("blackbox", self.blackbox)
             self.sync = s.sync
             if s.sync and level == 0:
                 lines.append(settings_mod.SYNC_NEEDS_LEVEL)
-            kernels_from = s.sources.get("kernels", "default")
-            if "=" in kernels_from and not kernels_from.startswith("default"):
+            if s.set_at_run_time("kernels") is not None:   # a filter is replaced, not lowered
                 self._runtime_kernels = tuple(s.kernels)
             if lines:
                 state.tell(level, "settings", *lines, once=True)
@@ -457,6 +458,11 @@ class RunDumps:
 
 def _box_failed(level: int, exc: Exception) -> None:
     _safely(state.tell, level, "blackbox", f"could not keep a launch: {type(exc).__name__}: {exc}", once=True)
+
+
+def _ordered(order):
+    """Asks-for-more and lowest of a setting whose values are ordered by `order`."""
+    return (lambda c, r: order(r) > order(c)), (lambda c, r: min(c, r, key=order))
 
 
 def _box_name(launches: int) -> str:

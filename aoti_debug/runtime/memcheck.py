@@ -39,7 +39,7 @@ def tensor_words(name: str, role: Optional[str], t: Any) -> str:
 
 
 def launch_words(model: str, run: int, launch: int, site) -> str:
-    from ..codegen_patches.plan import launch_module, where
+    from ..plan import launch_module, where
     return (f"launch {model}:{run}.{launch} {site.kernel} (nodes={site.nodes or '-'} "
             f"source={where(site.source, launch_module(site.lines))})")
 

@@ -1,13 +1,16 @@
 """The instrumentation plan: what each launch is, where it came from, which
-arguments it reads and writes.  Built during wrapper codegen, emitted by
-cpp_emit (AOTI) or python_emit (torch.compile), and written to TORCH_TRACE.
+arguments it reads and writes.  The contract between the codegen, which builds
+it (codegen_patches/, reading Inductor's IR in ir_plan.py), emits it through
+cpp_emit (AOTI) or python_emit (torch.compile) and writes it to TORCH_TRACE,
+and the runtimes, which follow it and write its body lines into records.
+Neither imports the other: both import this.  Imports nothing from torch.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Collection, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 IN, OUT, INOUT = "in", "out", "inout"
 
@@ -194,109 +197,6 @@ def provenance_of_fx_nodes(fx_nodes: Iterable) -> Provenance:
     ordered = sorted(by_line, key=lambda line: _line_key(line, files))
     return Provenance(tuple(names), source, tuple(modules) + tuple(l for l in ordered if l != source),
                       tuple((line, tuple(by_line[line])) for line in ordered), module)
-
-
-def provenance_of_schedule(node_schedule: Sequence, elsewhere: Collection = ()) -> Provenance:
-    """The FX nodes a fused kernel computes, in schedule order: the origins of
-    its IR nodes (the op of each buffer with the producers inlined into it),
-    less `elsewhere`, the nodes an extern kernel or custom op launch computes.
-    Inductor counts the node being lowered among the origins of everything its
-    lowering creates, so the copy it makes of an input in the layout a custom
-    op requires lists the op, which runs in a launch of its own."""
-    fx_nodes: List = []
-    for snode in node_schedule:
-        for ir_node in _ir_nodes(snode):
-            fx_nodes += [n for n in _sorted_origins(getattr(ir_node, "origins", ()) or ())
-                         if n not in elsewhere]
-    return provenance_of_fx_nodes(fx_nodes)
-
-
-def own_fx_nodes(ir_node) -> List:
-    """The FX nodes an extern kernel or custom op itself computes: the node whose
-    value it is (origin_node), else, for a fallback kernel returning several
-    tensors, the origins calling its op.  Empty when Inductor does not say."""
-    origin = getattr(ir_node, "origin_node", None)
-    if origin is not None:
-        return [origin]
-    op = getattr(ir_node, "op_overload", None)
-    origins = _sorted_origins(getattr(ir_node, "origins", ()) or ())
-    if getattr(ir_node, "kernel_idx", None) is not None:
-        # a user-defined Triton kernel: the wrapper op it lowers (the copy of an
-        # input made for it also lists that op, and is computed elsewhere)
-        return [n for n in origins if op_name(n).startswith("triton_kernel_wrapper")]
-    return [n for n in origins if op is not None and getattr(n, "target", None) == op]
-
-
-def provenance_of_ir_node(ir_node) -> Provenance:
-    """An extern kernel or custom op computes its own op only: its IR node's
-    other origins are the ops that produced its inputs (other launches)."""
-    return provenance_of_fx_nodes(own_fx_nodes(ir_node)
-                                  or _unconsumed(_sorted_origins(getattr(ir_node, "origins", ()) or ())))
-
-
-def _unconsumed(fx_nodes: List) -> List:
-    """The nodes no other of `fx_nodes` reads.  An extern kernel's origins are
-    the op being lowered and the producers it reads (all upstream of it), so
-    when Inductor does not name its op, the op is the one nothing else reads."""
-    fed = {p for n in fx_nodes for p in getattr(n, "all_input_nodes", ())}
-    return [n for n in fx_nodes if n not in fed] or fx_nodes
-
-
-def _ir_nodes(snode) -> List:
-    inner = getattr(snode, "get_nodes", None)
-    nodes = inner() if callable(inner) else [snode]
-    return [getattr(n, "node", None) for n in nodes if getattr(n, "node", None) is not None]
-
-
-def _sorted_origins(origins) -> List:
-    def position(node):
-        key = getattr(node, "_sort_key", None)
-        return (0, key) if key is not None else (1, ())
-    try:
-        return sorted(origins, key=position)
-    except TypeError:
-        return list(origins)
-
-
-# -- argument roles from kernel signatures -------------------------------------
-
-_CPP_SIGNATURE = re.compile(r'extern\s+"C"[^(]*?\b(\w+)\s*\(([^)]*)\)', re.S)
-_PY_SIGNATURE = re.compile(r"def\s+(\w+)\s*\(([^)]*)\)", re.S)
-
-
-def roles_from_parameter_names(params: Sequence[str]) -> List[Optional[str]]:
-    """Inductor names kernel parameters in_ptrN / out_ptrN / in_out_ptrN."""
-    roles: List[Optional[str]] = []
-    for p in params:
-        if p.startswith("in_out_ptr"):
-            roles.append(INOUT)
-        elif p.startswith("in_ptr"):
-            roles.append(IN)
-        elif p.startswith("out_ptr"):
-            roles.append(OUT)
-        else:
-            roles.append(None)       # scalar, size, or a name we cannot read
-    return roles
-
-
-def parameter_names_cpp(definition: str) -> Optional[Tuple[str, List[str]]]:
-    m = _CPP_SIGNATURE.search(definition)
-    if not m:
-        return None
-    names = []
-    for piece in m.group(2).split(","):
-        piece = piece.strip()
-        if piece:
-            names.append(re.split(r"[\s*&]+", piece)[-1])
-    return m.group(1), names
-
-
-def parameter_names_python(source: str) -> Optional[Tuple[str, List[str]]]:
-    m = _PY_SIGNATURE.search(source)
-    if not m:
-        return None
-    names = [p.split(":")[0].split("=")[0].strip() for p in m.group(2).split(",")]
-    return m.group(1), [n for n in names if n]
 
 
 def where(source: Optional[str], module: Optional[str] = None) -> str:

@@ -1,0 +1,69 @@
+"""One table of dtype codes (aoti_debug/native/core.py's DTYPE_CODES) that
+codegen and the Python runtime read; the C++ runtime's table and names
+(detail/dtypes.h) are tested against it, and it against torch itself."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+
+import torch
+
+from aoti_debug.native.core import DTYPE_CODES, include_dir
+
+HEADER = os.path.join(include_dir(), "aoti_debug", "detail", "dtypes.h")
+
+
+def header_table():
+    """(name, itemsize) of dtypes.h's dtype_info table, in code order."""
+    text = open(HEADER).read()
+    body = text[text.index("static const DtypeInfo table[] = {"):]
+    body = body[:body.index("};")]
+    return [(name, int(size)) for name, size in re.findall(r'\{"(\w+)", (\d+)\}', body)]
+
+
+def test_the_cpp_table_names_each_code_as_the_python_table_does():
+    by_code = [name for name, _ in sorted(DTYPE_CODES.items(), key=lambda kv: kv[1])]
+    assert list(range(len(by_code))) == sorted(DTYPE_CODES.values())   # no hole
+    assert [name for name, _ in header_table()] == by_code
+
+
+def test_the_cpp_itemsizes_are_torchs():
+    sizes = {name: size for name, size in header_table()}
+    known = {name: getattr(torch, name).itemsize for name in sizes
+             if isinstance(getattr(torch, name, None), torch.dtype)}
+    assert len(known) >= 25      # every dtype this torch has by that name
+    assert {name: sizes[name] for name in known} == known
+
+
+def test_the_codes_are_the_ones_aotis_shim_hands_out():
+    """AOTI's generated code gets dtype codes from the C shim
+    (aoti_torch_dtype_<name>): each the shim has must be ours."""
+    lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+    shim = {}
+    for name in DTYPE_CODES:
+        fn = getattr(lib, f"aoti_torch_dtype_{name}", None)
+        if fn is not None:
+            fn.restype = ctypes.c_int32
+            shim[name] = fn()
+    assert {"float32", "bfloat16", "float8_e4m3fn", "bool", "uint64"} <= set(shim)
+    assert shim == {name: DTYPE_CODES[name] for name in shim}
+
+
+def test_the_cpp_names_for_codes_are_c10s():
+    """dtypes.h's enum (kFloat = 6, ...) spells c10's own names and codes, as
+    torch's ScalarType.h lists them (`_(float, Float) /* 6 */`)."""
+    torch_header = os.path.join(os.path.dirname(torch.__file__), "include", "torch", "headeronly",
+                                "core", "ScalarType.h")
+    if not os.path.exists(torch_header):        # before the header-only split
+        torch_header = os.path.join(os.path.dirname(torch.__file__), "include", "c10", "core",
+                                    "ScalarType.h")
+    c10 = {name: int(code) for name, code in
+           re.findall(r"_\([^,]+, (\w+)\) /\* (\d+) \*/", open(torch_header).read())}
+    assert c10["Float"] == 6 and c10["BFloat16"] == 15
+    text = open(HEADER).read()
+    enum = text[text.index("enum ScalarCode"):]
+    ours = {name: int(code) for name, code in re.findall(r"k(\w+) = (\d+)", enum[:enum.index("};")])}
+    assert len(ours) >= 20
+    assert ours == {name: c10[name] for name in ours}
