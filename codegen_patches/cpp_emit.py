@@ -148,137 +148,38 @@ def _inliner():
             else:
                 out.append(line)
         return f"#ifndef {guard}\n#define {guard}\n" + "".join(out) + f"\n#endif  // {guard}\n"
-    return lambda *parts: expand(os.path.join(root, "aoti_debug", *parts))
+
+    def inline(*parts: str) -> str:
+        """aoti_debug/<parts...>, nothing when this inliner has inlined it already."""
+        path = os.path.normpath(os.path.join(root, "aoti_debug", *parts))
+        if path in done:
+            return ""
+        done.add(path)
+        return expand(path)
+    return inline
 
 
 @functools.lru_cache(maxsize=None)
+def _inlined() -> Tuple[str, str]:
+    """(the runtime, the CUDA device hooks), by one inliner: the hooks, which
+    follow the runtime in a wrapper, leave out the headers it inlined."""
+    inline = _inliner()
+    runtime = ("// ---- aoti-debug runtime (cpp_runtime/include, inlined) ----\n"
+               + inline("aoti.h") + inline("detail", "checks.h") + inline("detail", "wrapper_args.h")
+               + "// ---- end of aoti-debug runtime ----\n")
+    return runtime, inline("detail", "cuda_hooks.h")
+
+
 def _runtime_text() -> str:
-    """aoti.h and checks.h with every project include inlined."""
-    expand = _inliner()
-    body = expand("aoti.h") + expand("detail", "checks.h")
-    return ("// ---- aoti-debug runtime (cpp_runtime/include, inlined) ----\n"
-            + body + _HANDLE_GLUE + "// ---- end of aoti-debug runtime ----\n")
-
-
-# Inductor holds tensors as RAIIAtenTensorHandle, ConstantHandle or plain
-# AtenTensorHandle; `handle` turns any of them into the latter.  `Args` holds
-# one launch's argument descriptions (see _side below): made on first use, a
-# view's new handle kept (`release()` of a temporary) until done(); building
-# one costs storing its size, and its arrays live on the heap (allocated only
-# when something reads them).  Not a template: the wrapper compiles its code
-# once, whatever the launches' argument counts.
-_HANDLE_GLUE = """
-#include <new>
-#include <type_traits>
-#include <utility>
-namespace aoti_debug_gen {
-template <class T> inline AtenTensorHandle handle(const T& t) { return t.get(); }
-inline AtenTensorHandle handle(AtenTensorHandle t) { return t; }
-
-template <class T, class = void> struct owns_handle : std::false_type {};
-template <class T>
-struct owns_handle<T, std::void_t<decltype(std::declval<T&>().release())>> : std::true_type {};
-
-enum Side { kIn, kOut, kAll };
-class AOTI_DEBUG_HIDDEN Args {  // hidden, as the runtime it holds
- public:
-  explicit Args(int n) : n_(n) {}
-  Args(const Args&) = delete;
-  Args& operator=(const Args&) = delete;
-  ~Args() {
-    done();
-    delete[] slot_;
-    delete[] owned_;
-    delete[] made_;
-  }
-  // The arguments of one side of the launch (kIn: in and inout, kOut: out
-  // and inout, kAll), each described (through `describe(*this, i)` and keep)
-  // the first time it is asked for.  The list holds every argument, the
-  // others as None or as described earlier (readers go by Site::args'
-  // roles), and is read before the next call.  The describer is passed as a
-  // pointer: the loop is compiled once per wrapper, not once per launch.
-  template <class F> aoti_debug::Values side(F& describe, const aoti_debug::Site& site, Side which) {
-    return side_of(&call<F>, &describe, site, which);
-  }
-  template <class T> void keep(int i, T&& h) {
-    if constexpr (!std::is_lvalue_reference<T>::value && owns_handle<T>::value) {
-      owned_[i] = h.release();  // a temporary (a view built for this call): ours until done()
-      made_[i] = 2;
-      any_owned_ = true;
-      slot_[i] = aoti_debug::tensor(owned_[i]);
-    } else {
-      made_[i] = 1;
-      slot_[i] = aoti_debug::tensor(handle(h));
-    }
-  }
-  void done() {
-    if (!any_owned_) return;
-    for (int i = 0; i < n_; ++i)
-      if (made_[i] == 2) aoti_torch_delete_tensor_object(owned_[i]), made_[i] = 0;
-    any_owned_ = false;
-  }
-
- private:
-  using Describe = void (*)(void* describer, Args& d, int i);
-  template <class F> static void call(void* describer, Args& d, int i) { (*static_cast<F*>(describer))(d, i); }
-  __attribute__((noinline)) aoti_debug::Values side_of(Describe describe, void* describer,
-                                                       const aoti_debug::Site& site, Side which) {
-    if (slot_ == nullptr) {  // only when something reads them
-      slot_ = new aoti_debug::Value[n_];
-      owned_ = new AtenTensorHandle[n_];
-      made_ = new unsigned char[n_]();
-    }
-    for (int i = 0; i < n_; ++i) {
-      const aoti_debug::Role r = site.args[i].role;
-      const bool wanted = which == kAll || r == aoti_debug::Role::InOut ||
-                          (which == kOut) == (r == aoti_debug::Role::Out);
-      if (made_[i] == 0 && wanted) {
-        describe(describer, *this, i);
-        if (made_[i] == 0) made_[i] = 1;  // no describer: None
-      }
-    }
-    return aoti_debug::Values::of(slot_, n_);
-  }
-
-  const int n_;
-  // On the heap, made on first use: a wrapper's many launches share one stack frame.
-  aoti_debug::Value* slot_ = nullptr;
-  AtenTensorHandle* owned_ = nullptr;
-  unsigned char* made_ = nullptr;  // 0: not yet, 1: described, 2: described, owns owned_[i]
-  bool any_owned_ = false;
-};
-}  // namespace aoti_debug_gen
-"""
-
-
-# A CUDA wrapper's device hooks (aoti_debug::DeviceHooks, detail/launch.h),
-# through the driver the wrapper already links: waiting for the run's stream
-# (AOTI_DEBUG_SYNC) and asking whether it is being captured.
-CUDA_HOOKS = """
-#include <cuda.h>
-namespace aoti_debug_gen {
-inline const char* cuda_synchronize(void* stream) {
-  const CUresult r = cuStreamSynchronize(static_cast<CUstream>(stream));
-  if (r == CUDA_SUCCESS) return nullptr;
-  thread_local std::string text;
-  const char* what = nullptr;
-  if (cuGetErrorString(r, &what) != CUDA_SUCCESS || what == nullptr) what = "unknown error";
-  text = std::string("CUDA error: ") + what;
-  return text.c_str();
-}
-inline bool cuda_capturing(void* stream) {
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  return cuStreamIsCapturing(static_cast<CUstream>(stream), &status) == CUDA_SUCCESS &&
-         status != CU_STREAM_CAPTURE_STATUS_NONE;
-}
-static const aoti_debug::DeviceHooks cuda_hooks{&cuda_synchronize, &cuda_capturing};
-}  // namespace aoti_debug_gen
-"""
+    """aoti.h, checks.h and the wrapper's glue (detail/wrapper_args.h) with
+    every project include inlined."""
+    return _inlined()[0]
 
 
 def device_glue(device: str) -> str:
-    """What a wrapper for `device` adds to the runtime: its device hooks."""
-    return CUDA_HOOKS if device == "cuda" else ""
+    """What a wrapper for `device` adds after the runtime: its device hooks
+    (detail/cuda_hooks.h)."""
+    return _inlined()[1] if device == "cuda" else ""
 
 
 def scalar_type(dtype: str) -> int:
@@ -295,7 +196,7 @@ def _value(a: Arg) -> str:
 
 
 # A launch's arguments are described through one `aoti_debug_gen::Args` per
-# launch (_HANDLE_GLUE): each at most once, and only when something that runs
+# launch (detail/wrapper_args.h): each at most once, and only when something that runs
 # asks (a record at level 3 and up, a check).  A view argument's expression
 # builds a new tensor handle each time it is evaluated.  Inputs are described
 # through `aotid_in_N`, defined before the launch; outputs through

@@ -36,7 +36,7 @@ typedef void (*DeviceStatsFn)(const Value* const* vals, size_t n, Stats* out, bo
 typedef bool (*DeviceReadFn)(const Value& v, void* dst, uint64_t bytes);
 
 // What a run on a device needs from that device's own runtime.  The CUDA
-// wrapper passes the driver's (cpp_emit.CUDA_HOOKS); tests inject their own,
+// wrapper passes the driver's (detail/cuda_hooks.h); tests inject their own,
 // so every branch that uses them also runs on a CPU.
 struct DeviceHooks {
   // Waits for the work queued on `stream`: nullptr when it ran clean, else

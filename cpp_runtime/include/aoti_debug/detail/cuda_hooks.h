@@ -1,0 +1,31 @@
+// A CUDA wrapper's device hooks (aoti_debug::DeviceHooks, detail/format.h),
+// through the driver the wrapper already links: waiting for the run's stream
+// (AOTI_DEBUG_SYNC) and asking whether it is being captured.  Inlined after
+// the runtime into wrappers for a CUDA device (cpp_emit.device_glue), whose
+// run passes `&aoti_debug_gen::cuda_hooks` to AOTI_DEBUG_BEGIN_RUN_ON;
+// nothing else includes it.
+#pragma once
+
+#include <cuda.h>
+
+#include <string>
+
+#include "format.h"
+
+namespace aoti_debug_gen {
+inline const char* cuda_synchronize(void* stream) {
+  const CUresult r = cuStreamSynchronize(static_cast<CUstream>(stream));
+  if (r == CUDA_SUCCESS) return nullptr;
+  thread_local std::string text;
+  const char* what = nullptr;
+  if (cuGetErrorString(r, &what) != CUDA_SUCCESS || what == nullptr) what = "unknown error";
+  text = std::string("CUDA error: ") + what;
+  return text.c_str();
+}
+inline bool cuda_capturing(void* stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return cuStreamIsCapturing(static_cast<CUstream>(stream), &status) == CUDA_SUCCESS &&
+         status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+static const aoti_debug::DeviceHooks cuda_hooks{&cuda_synchronize, &cuda_capturing};
+}  // namespace aoti_debug_gen
