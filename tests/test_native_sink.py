@@ -1,5 +1,6 @@
 """Destinations, banner, process registry and crash trailer of the C++ runtime
-(cpp_runtime/include/aoti_debug/detail/registry.h) through aoti_debug.native.core,
+(cpp_runtime/include/aoti_debug/detail/registry.h: sink.h, banner.h,
+process_registry.h, crash_handler.h) through aoti_debug.native.core,
 mostly in fresh interpreters so that each process starts with no registry."""
 
 from __future__ import annotations

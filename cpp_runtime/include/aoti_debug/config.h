@@ -9,9 +9,9 @@
 
 #define AOTI_DEBUG_VERSION "0.1.0"
 
-// Layout version of the process registry (detail/registry.h).  Copies of the
-// runtime attach to a published registry only when this number matches; bump
-// it whenever the Registry struct changes.
+// Layout version of the process registry (detail/process_registry.h).  Copies
+// of the runtime attach to a published registry only when this number
+// matches; bump it whenever the Registry struct changes.
 #define AOTI_DEBUG_REGISTRY_ABI 6
 
 // Inline namespace tied to the ABI, so copies of different versions compiled

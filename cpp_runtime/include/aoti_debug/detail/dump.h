@@ -421,7 +421,7 @@ class Recorder {
       auto put = [&](const char* p, size_t n) {
         if (sha != nullptr) sha->update(p, n);
         if (fd < 0 || err != 0) return;
-        // past a file-size limit: EFBIG, not a SIGXFSZ that kills the process (registry.h)
+        // past a file-size limit: EFBIG, not a SIGXFSZ that kills the process (sink.h)
         if ((file_size_limited() ? write_held(fd, p, n) : write_full(fd, p, n)) < n) err = errno ? errno : ENOSPC;
       };
       if (src == nullptr) {

@@ -1,6 +1,6 @@
 // Rendering of records (docs/log-format.md section 1): header lines, argument
 // items, inline values and the Tensor block with its statistics lines.
-// Everything returns text; writing is registry.h's job.
+// Everything returns text; writing is sink.h's job.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,148 @@
+// What starts a destination and every header line of a record
+// (docs/log-format.md section 1): the banner (System Information) a
+// destination begins with, the `[timestamp] [pid N] ` prefix and its UTC
+// timestamps (an async-signal-safe version for the crash trailer), and the
+// thread and rank a run or call header names.  Included by registry.h;
+// sink.h writes the banner.
+#pragma once
+
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "../config.h"
+#include "number.h"
+#include "process_registry.h"
+#include "settings.h"
+
+AOTI_DEBUG_NAMESPACE_BEGIN
+namespace detail {
+
+// "YYYY-MM-DD hh:mm:ss.micro" (UTC) of `secs`.`micro` into buf (>= 27 bytes);
+// returns 26.  Async-signal-safe.
+inline int format_time(char* buf, int64_t secs, int64_t micro) {
+  int64_t days = secs / 86400, rem = secs % 86400;
+  if (rem < 0) rem += 86400, --days;
+  // civil date from days since 1970-01-01 (proleptic Gregorian)
+  days += 719468;
+  const int64_t era = (days >= 0 ? days : days - 146096) / 146097;
+  const int64_t doe = days - era * 146097;
+  const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const int64_t mp = (5 * doy + 2) / 153;
+  const int64_t day = doy - (153 * mp + 2) / 5 + 1;
+  const int64_t month = mp < 10 ? mp + 3 : mp - 9;
+  const int64_t year = yoe + era * 400 + (month <= 2 ? 1 : 0);
+  const int64_t fields[7] = {year, month, day, rem / 3600, rem / 60 % 60, rem % 60, micro};
+  const int widths[7] = {4, 2, 2, 2, 2, 2, 6};
+  const char seps[7] = {'-', '-', ' ', ':', ':', '.', '\0'};
+  int n = 0;
+  for (int f = 0; f < 7; ++f) {
+    int64_t v = fields[f];
+    for (int k = widths[f] - 1; k >= 0; --k, v /= 10) buf[n + k] = static_cast<char>('0' + v % 10);
+    n += widths[f];
+    if (seps[f]) buf[n++] = seps[f];
+  }
+  buf[n] = '\0';
+  return n;
+}
+
+// The current time, as format_time() writes it.  Async-signal-safe.
+inline int format_timestamp(char* buf) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return format_time(buf, ts.tv_sec, ts.tv_nsec / 1000);
+}
+
+// The same, for records: the date and time of day are formatted once per
+// second and thread, only the microseconds on every record.  Not for signal
+// handlers (thread-local storage).
+inline int format_timestamp_fast(char* buf) {
+  static thread_local int64_t second = -1;
+  static thread_local char text[32];
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  const int64_t micro = ts.tv_nsec / 1000;
+  if (AOTI_DEBUG_UNLIKELY(ts.tv_sec != second)) {
+    format_time(text, ts.tv_sec, 0);
+    second = ts.tv_sec;
+  }
+  std::memcpy(buf, text, 20);  // "YYYY-MM-DD hh:mm:ss."
+  int64_t v = micro;
+  for (int k = 25; k >= 20; --k, v /= 10) buf[k] = static_cast<char>('0' + v % 10);
+  buf[26] = '\0';
+  return 26;
+}
+
+// ---- header lines ----
+
+#if AOTI_DEBUG_CORE_BODIES
+// "[timestamp] [pid N] " -- the start of every header line.
+inline void append_line_prefix(std::string& out) {
+  char ts[32];
+  const int n = format_timestamp_fast(ts);
+  out += '[';
+  out.append(ts, static_cast<size_t>(n));
+  out += "] [pid ";
+  append_i64(out, current_pid());
+  out += "] ";
+}
+
+// The OS id of the calling thread (what profilers and `ps -L` show), cached per
+// thread; a forked child's thread has another.
+inline int64_t thread_id() {
+  static thread_local pid_t cached_pid = 0;
+  static thread_local int64_t tid = 0;
+  const pid_t pid = current_pid();
+  if (cached_pid != pid) tid = static_cast<int64_t>(syscall(SYS_gettid)), cached_pid = pid;
+  return tid;
+}
+
+// What a run or call header says after its name: ` thread=T`, then ` rank=R/W`
+// (` rank=R` without a world size) when the process has a rank.
+inline std::string header_facts(int64_t rank, int64_t world) {
+  std::string out = " thread=";
+  append_i64(out, thread_id());
+  if (rank >= 0) {
+    out += " rank=";
+    append_i64(out, rank);
+    if (world > 0) {
+      out += '/';
+      append_i64(out, world);
+    }
+  }
+  return out;
+}
+
+inline std::string banner(const char* torch_version) {
+  const std::string rule(80, '=');
+  std::string b = rule + "\n";
+  append_line_prefix(b);  // stamped again with the write's time (restamp)
+  b += "aoti-debug - System Information\n" + rule + "\n";
+  b += "aoti-debug version: " AOTI_DEBUG_VERSION "\n";
+  b += std::string("PyTorch version: ") + (torch_version && *torch_version ? torch_version : "unknown") + "\n";
+  struct utsname u;
+  if (uname(&u) == 0) b += std::string("Platform: ") + u.sysname + " " + u.machine + "\n";
+  else b += "Platform: unknown\n";
+  const ProcessRank pr = process_rank(Env{});
+  if (pr.rank >= 0) {
+    b += "Rank: ";
+    append_i64(b, pr.rank);
+    if (pr.world > 0) {
+      b += " of ";
+      append_i64(b, pr.world);
+    }
+    b += '\n';
+  }
+  return b + rule + "\n";
+}
+
+#endif  // AOTI_DEBUG_CORE_BODIES
+
+}  // namespace detail
+AOTI_DEBUG_NAMESPACE_END

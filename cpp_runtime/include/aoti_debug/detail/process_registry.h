@@ -1,0 +1,420 @@
+// The process registry (docs/log-format.md sections 4-6): what every copy of
+// the runtime in a process shares.
+//
+// Every copy of the runtime in a process (one per artifact, one in the Python
+// logger's helper library) must share one write lock, one table of open
+// destinations with their banner flags, and one "launch in flight" table.
+// Copies are compiled into different shared objects with hidden symbols, so
+// they cannot share a C++ variable: the first one creates the registry and
+// publishes its address as AOTI_DEBUG_RUNTIME_REGISTRY=<pid>:<address>:<abi>;
+// the others attach.  A forked child sees another pid and starts its own (the
+// parent's lock may have been held at fork time).
+//
+// Also kept here, as they live in the registry: notes said once per process,
+// model instance names, call numbers and the launch in flight.  Included by
+// registry.h, with the headers that use it (banner.h, sink.h, crash_handler.h).
+#pragma once
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "../config.h"
+#include "number.h"
+
+AOTI_DEBUG_NAMESPACE_BEGIN
+namespace detail {
+
+constexpr int kMaxDests = 16;
+constexpr int kMaxInflight = 64;
+constexpr int kMaxNotes = 256;
+constexpr int kCrashSignals[5] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+
+struct DestEntry {
+  char key[4096];     // "stdout", "stderr" or the path after %i expansion
+  int32_t fd;
+  int32_t target;     // entry actually written (itself, or stderr after a failed open)
+  int32_t banner_done;
+  int32_t used;       // a record went here: the crash trailer goes here too
+  int32_t torn;       // the last failed write stopped inside a record
+  int32_t lost_errno; // why records were lost (0: none lost)
+  int64_t lost;       // records not written since the last successful write
+};
+
+struct InflightSlot {
+  int32_t tid;        // owning thread, 0 = free
+  int32_t active;     // fields valid (written last, cleared first)
+  int64_t run;        // < 0: a call, id is the launch/call number alone
+  int64_t launch;
+  uint64_t seq;       // newest active slot wins when the crashing thread has none
+  char name[200];
+  char model[128];    // the launch's model instance (`ranker#2`), "" for a call
+};
+
+// The level-10 recorder's process-wide ledger (detail/dump.h).
+struct DumpLedger {
+  pthread_mutex_t lock;
+  int32_t stopped;      // a limit or a write error stopped the recorder
+  int32_t bytes_known;  // `bytes` includes what was in the directory before
+  int64_t count;        // launches dumped (AOTI_DEBUG_DUMP_MAX_COUNT)
+  int64_t bytes;        // bytes in the dump directory (AOTI_DEBUG_DUMP_MAX_SIZE_GB)
+  int64_t reserved;
+};
+
+// Loaded models by name, for distinct names in records (`ranker`, `ranker#2`).
+constexpr int kMaxModelNames = 128;
+struct ModelName {
+  uint64_t hash;   // fnv1a of the compiled name
+  int32_t count;   // instances loaded so far
+};
+
+// The black box (detail/blackbox.h): one ring file per process, shared by
+// every model and thread.
+struct BoxState {
+  pthread_mutex_t lock;   // held while an entry is written or the ring is dumped
+  pthread_mutex_t site_lock;  // held while a launch site's entry is looked up or written (then `lock`)
+  int32_t status;         // 0: not opened yet, 1: open, -1: could not be opened (said once)
+  int32_t signal_installed;
+  volatile sig_atomic_t requested;  // SIGUSR2 arrived: the next launch dumps the ring
+  int32_t launches;       // N, fixed by the first model that opened it
+  char* base;             // the shared mapping of the ring file
+  uint64_t size;
+  int64_t dumps;          // folders written so far
+  char path[4096];        // the ring file
+};
+
+// Shared by every copy of the runtime in the process: a layout change needs a
+// new AOTI_DEBUG_REGISTRY_ABI.
+struct Registry {
+  char magic[8];      // "AOTIDBG"
+  int32_t abi;
+  int32_t pid;
+  uint64_t size;
+  pthread_mutex_t lock;  // the process-wide write lock
+  int32_t ndest;
+  DestEntry dest[kMaxDests];
+  InflightSlot inflight[kMaxInflight];
+  uint64_t inflight_seq;
+  int32_t crash_installed;
+  int32_t crash_in_progress;
+  void (*crash_handler)(int, siginfo_t*, void*);  // handler of the copy that installed
+  struct sigaction prev[5];
+  int64_t last_call;     // call numbers N, shared with the Python logger
+  int32_t nnotes;
+  uint64_t notes[kMaxNotes];  // hashes of notes already written (each once per process)
+  DumpLedger dump;            // ABI 2
+  int32_t nmodels;            // ABI 3
+  int32_t models_loaded;
+  ModelName models[kMaxModelNames];
+  void* memcheck;             // ABI 4: the guarding allocator (detail/memcheck.h's GuardApi)
+  BoxState box;               // ABI 5
+};
+
+// Keeps this copy's shared object loaded for good: code of it that outlives
+// an unload (a signal handler, the deleter of memory it handed out) stays.
+inline void pin_this_object() {
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&pin_this_object), &info) != 0 && info.dli_fname != nullptr)
+    (void)dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+}
+
+// Bumped in a forked child (pthread_atfork): per-process caches start again.
+inline unsigned& fork_generation() {
+  static unsigned g = 0;
+  return g;
+}
+
+// The signal handler's version: a plain syscall, no thread-local storage.
+inline int32_t current_tid_raw() { return static_cast<int32_t>(syscall(SYS_gettid)); }
+
+// Every launch asks for it twice: a syscall each time is the largest part of
+// a level-1 record on some kernels, so it is kept per thread.
+inline int32_t current_tid() {
+  static thread_local unsigned gen = ~0u;
+  static thread_local int32_t tid = 0;
+  const unsigned g = __atomic_load_n(&fork_generation(), __ATOMIC_RELAXED);
+  if (AOTI_DEBUG_UNLIKELY(gen != g)) {
+    tid = current_tid_raw();
+    gen = g;
+  }
+  return tid;
+}
+
+// ---- finding or creating the registry ----
+
+#if AOTI_DEBUG_CORE_BODIES
+// Attaching must never crash on a stale value (e.g. inherited across exec):
+// check that the page is mapped before reading it, then check its contents.
+inline Registry* validate_registry(uintptr_t addr, pid_t pid) {
+  const long page = sysconf(_SC_PAGESIZE);
+  if (addr == 0 || page <= 0 || addr % alignof(Registry) != 0) return nullptr;
+  const uintptr_t start = addr & ~static_cast<uintptr_t>(page - 1);
+  const size_t len = (addr + sizeof(Registry)) - start;
+  unsigned char vec[64];
+  if ((len + page - 1) / page > sizeof vec) return nullptr;
+  if (mincore(reinterpret_cast<void*>(start), len, vec) != 0) return nullptr;
+  Registry* r = reinterpret_cast<Registry*>(addr);
+  if (std::memcmp(r->magic, "AOTIDBG", 8) != 0 || r->abi != AOTI_DEBUG_REGISTRY_ABI ||
+      r->pid != pid || r->size != sizeof(Registry))
+    return nullptr;
+  return r;
+}
+
+inline Registry* create_registry(pid_t pid) {
+  void* mem = mmap(nullptr, sizeof(Registry), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) return nullptr;
+  Registry* r = static_cast<Registry*>(mem);  // zero-filled
+  std::memcpy(r->magic, "AOTIDBG", 8);
+  r->abi = AOTI_DEBUG_REGISTRY_ABI;
+  r->pid = pid;
+  r->size = sizeof(Registry);
+  pthread_mutex_init(&r->lock, nullptr);
+  pthread_mutex_init(&r->dump.lock, nullptr);
+  pthread_mutex_init(&r->box.lock, nullptr);
+  pthread_mutex_init(&r->box.site_lock, nullptr);
+  return r;
+}
+
+// Parses "<pid>:<address>:<abi>".
+inline bool parse_registry_var(const char* v, long* pid, uintptr_t* addr, long* abi) {
+  char* end = nullptr;
+  *pid = std::strtol(v, &end, 10);
+  if (*end != ':') return false;
+  *addr = static_cast<uintptr_t>(std::strtoull(end + 1, &end, 16));
+  if (*end != ':') return false;
+  *abi = std::strtol(end + 1, &end, 10);
+  return *end == '\0';
+}
+
+#endif  // AOTI_DEBUG_CORE_BODIES
+
+// This process's registry (created on first use); null only if mmap fails.
+inline Registry*& registry_fast() {  // this copy's attached registry; reset on fork
+  static Registry* r = nullptr;
+  return r;
+}
+
+inline void registry_after_fork_child() {
+  __atomic_store_n(&registry_fast(), nullptr, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&fork_generation(), 1, __ATOMIC_RELAXED);
+}
+
+// Per-process caches (the registry pointer, the pid) start again in a forked
+// child; registered once per copy of the runtime, by whichever asks first.
+inline void watch_forks() {
+  static const int atfork = pthread_atfork(nullptr, nullptr, registry_after_fork_child);
+  (void)atfork;
+}
+
+// getpid() without a system call per record: cached, and read again after a fork.
+inline pid_t current_pid() {
+  static uint64_t cached = 0;  // generation << 32 | pid; 0 = not read yet
+  watch_forks();
+  const uint64_t gen = __atomic_load_n(&fork_generation(), __ATOMIC_RELAXED) + 1u;
+  uint64_t c = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (AOTI_DEBUG_UNLIKELY(c >> 32 != gen)) {
+    c = gen << 32 | static_cast<uint32_t>(getpid());
+    __atomic_store_n(&cached, c, __ATOMIC_RELAXED);
+  }
+  return static_cast<pid_t>(static_cast<uint32_t>(c));
+}
+
+// Attaches to (or creates) the registry: once per copy and process.
+#if !AOTI_DEBUG_CORE_BODIES
+AOTI_DEBUG_CORE_FN Registry* registry_slow();
+#else
+AOTI_DEBUG_CORE_FN Registry* registry_slow() {
+  static Registry* cached = nullptr;  // guarded by `mu` (per copy)
+  static pid_t cached_pid = 0;
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  watch_forks();
+  const pid_t pid = getpid();
+  pthread_mutex_lock(&mu);
+  if (cached == nullptr || cached_pid != pid) {
+    Registry* r = nullptr;
+    long vpid = 0, abi = 0;
+    uintptr_t addr = 0;
+    const char* v = std::getenv("AOTI_DEBUG_RUNTIME_REGISTRY");
+    const bool parsed = v && parse_registry_var(v, &vpid, &addr, &abi);
+    if (parsed && vpid == pid && abi == AOTI_DEBUG_REGISTRY_ABI) r = validate_registry(addr, pid);
+    if (r == nullptr) {
+      r = create_registry(pid);
+      // A live registry of another ABI keeps its name; we then run on our own.
+      const bool other_abi_alive = parsed && vpid == pid && abi != AOTI_DEBUG_REGISTRY_ABI;
+      if (r && !other_abi_alive) {
+        char buf[96];
+        int n = format_i64(pid, buf);
+        buf[n++] = ':';
+        n += std::snprintf(buf + n, sizeof buf - n, "0x%llx",
+                           static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(r)));
+        buf[n++] = ':';
+        n += format_i64(AOTI_DEBUG_REGISTRY_ABI, buf + n);
+        buf[n] = '\0';
+        setenv("AOTI_DEBUG_RUNTIME_REGISTRY", buf, 1);
+      }
+    }
+    cached = r;
+    cached_pid = pid;
+  }
+  Registry* r = cached;
+  pthread_mutex_unlock(&mu);
+  if (r != nullptr) __atomic_store_n(&registry_fast(), r, __ATOMIC_RELEASE);
+  return r;
+}
+
+#endif  // AOTI_DEBUG_CORE_BODIES
+
+// Every record asks for the registry: one load once attached (no getpid
+// syscall, no lock); a forked child starts over through pthread_atfork.
+inline Registry* registry() {
+  Registry* r = __atomic_load_n(&registry_fast(), __ATOMIC_ACQUIRE);
+  return AOTI_DEBUG_LIKELY(r != nullptr) ? r : registry_slow();
+}
+
+// ---- notes said once ----
+
+#if AOTI_DEBUG_CORE_BODIES
+inline uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// True the first time the process sees this hash.  Lock held.
+inline bool first_time_locked(Registry* r, uint64_t h) {
+  for (int i = 0; i < r->nnotes; ++i)
+    if (r->notes[i] == h) return false;
+  if (r->nnotes < kMaxNotes) r->notes[r->nnotes++] = h;
+  return true;
+}
+
+// True the first time this process sees `text` (every copy of the runtime
+// counts): notes such as "bad value" are said once per process.
+inline bool first_time(const std::string& text) {
+  Registry* r = registry();
+  if (r == nullptr) return true;
+  pthread_mutex_lock(&r->lock);
+  const bool first = first_time_locked(r, fnv1a(text));
+  pthread_mutex_unlock(&r->lock);
+  return first;
+}
+
+#endif  // AOTI_DEBUG_CORE_BODIES
+
+#if AOTI_DEBUG_CORE_BODIES
+// The name a newly loaded model writes in its records: its compiled name the
+// first time, `name#2`, `name#3`... for later instances in the process (every
+// copy of the runtime counts).  A full table numbers by the process's total.
+inline std::string instance_name(const std::string& name) {
+  Registry* r = registry();
+  if (r == nullptr) return name;
+  const uint64_t h = fnv1a(name);
+  pthread_mutex_lock(&r->lock);
+  const int32_t total = ++r->models_loaded;
+  int32_t count = 0;
+  for (int i = 0; i < r->nmodels && count == 0; ++i)
+    if (r->models[i].hash == h) count = ++r->models[i].count;
+  if (count == 0 && r->nmodels < kMaxModelNames) {
+    r->models[r->nmodels++] = ModelName{h, 1};
+    count = 1;
+  }
+  pthread_mutex_unlock(&r->lock);
+  if (count == 0) count = total;
+  if (count == 1) return name;
+  std::string out = name + "#";
+  append_i64(out, count);
+  return out;
+}
+
+// Next call number N (from 1), shared by every runtime in the process.
+inline int64_t next_call_number() {
+  Registry* r = registry();
+  static int64_t local = 0;  // only without a registry
+  if (r == nullptr) return __atomic_add_fetch(&local, 1, __ATOMIC_RELAXED);
+  return __atomic_add_fetch(&r->last_call, 1, __ATOMIC_RELAXED);
+}
+
+#endif  // AOTI_DEBUG_CORE_BODIES
+
+// ---- the launch in flight ----
+
+inline InflightSlot* own_slot(Registry* r, bool claim) {
+  const int32_t tid = current_tid();
+  for (auto& s : r->inflight)
+    if (__atomic_load_n(&s.tid, __ATOMIC_RELAXED) == tid) return &s;
+  if (!claim) return nullptr;
+  for (auto& s : r->inflight) {  // a free slot, else one whose owner is idle
+    int32_t expected = 0;
+    if (__atomic_compare_exchange_n(&s.tid, &expected, tid, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+      return &s;
+  }
+  for (auto& s : r->inflight) {
+    int32_t owner = __atomic_load_n(&s.tid, __ATOMIC_RELAXED);
+    if (!__atomic_load_n(&s.active, __ATOMIC_ACQUIRE) &&
+        __atomic_compare_exchange_n(&s.tid, &owner, tid, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+      return &s;
+  }
+  return nullptr;
+}
+
+// Marks launch R.K of model instance `model` (or call K when run < 0) of kernel
+// `name` as running on this thread: a crash until clear_inflight() names it in
+// the trailer.
+inline void set_inflight(int64_t run, int64_t launch, const char* name, const char* model = nullptr) {
+  Registry* r = registry();
+  if (r == nullptr) return;
+  InflightSlot* s = own_slot(r, true);
+  if (s == nullptr) return;
+  __atomic_store_n(&s->active, 0, __ATOMIC_RELEASE);
+  s->run = run;
+  s->launch = launch;
+  size_t n = name ? std::strlen(name) : 0;
+  if (n >= sizeof s->name) n = sizeof s->name - 1;
+  std::memcpy(s->name, name ? name : "", n);
+  s->name[n] = '\0';
+  n = model ? std::strlen(model) : 0;
+  if (n >= sizeof s->model) n = sizeof s->model - 1;
+  std::memcpy(s->model, model ? model : "", n);
+  s->model[n] = '\0';
+  s->seq = __atomic_add_fetch(&r->inflight_seq, 1, __ATOMIC_RELAXED);
+  __atomic_store_n(&s->active, 1, __ATOMIC_RELEASE);
+}
+
+// What this thread has in flight (a launch, when a scope opens inside one),
+// so that the scope can hand the trailer back to it when it closes.
+struct InflightMark {
+  bool active = false;
+  int64_t run = 0;
+  int64_t launch = 0;
+  std::string name;
+  std::string model;
+};
+
+inline InflightMark current_inflight() {
+  InflightMark m;
+  Registry* r = registry();
+  InflightSlot* s = r ? own_slot(r, false) : nullptr;
+  if (s != nullptr && __atomic_load_n(&s->active, __ATOMIC_ACQUIRE)) {
+    m.active = true, m.run = s->run, m.launch = s->launch, m.name = s->name, m.model = s->model;
+  }
+  return m;
+}
+
+inline void clear_inflight() {
+  Registry* r = registry();
+  if (r == nullptr) return;
+  InflightSlot* s = own_slot(r, false);
+  if (s != nullptr) __atomic_store_n(&s->active, 0, __ATOMIC_RELEASE);
+}
+
+}  // namespace detail
+AOTI_DEBUG_NAMESPACE_END
