@@ -117,14 +117,18 @@ def _inliner():
     include path needed).
 
     Each header keeps an include guard in place of `#pragma once`, and is
-    inlined once unless its include sits inside an #if, where a later
-    unconditional include must still see it.  The guards are the same for every
-    inliner, so a header inlined twice in one file is compiled once."""
+    inlined once where it is sure to be compiled: an include that sits inside
+    an #if inlines its header again (a later unconditional include must still
+    see it), with the headers of its own that it includes unconditionally
+    inlined once within it.  The guards are the same for every inliner, so a
+    header inlined twice in one file is compiled once."""
     from aoti_debug.native.core import include_dir
     root = include_dir()
     done: set = set()
 
-    def expand(path: str, conditional: bool = False) -> str:
+    def expand(path: str, known: set) -> str:
+        """`path` inlined, leaving out the headers in `known` (compiled wherever
+        this text is), to which it adds those it includes unconditionally."""
         path = os.path.normpath(path)
         guard = "AOTID_INLINED_" + re.sub(r"\W", "_", os.path.relpath(path, root)).upper()
         with open(path) as f:
@@ -139,12 +143,11 @@ def _inliner():
             m = _INCLUDE.match(line)
             if m:
                 target = os.path.normpath(os.path.join(here, m.group(1)))
-                if target in done:
+                if target in known:
                     continue
-                inside_if = conditional or depth > 0
-                if not inside_if:
-                    done.add(target)
-                out.append(expand(target, inside_if))
+                inner = known if depth == 0 else set(known)  # inside an #if: what it adds stays there
+                inner.add(target)
+                out.append(expand(target, inner))
             else:
                 out.append(line)
         return f"#ifndef {guard}\n#define {guard}\n" + "".join(out) + f"\n#endif  // {guard}\n"
@@ -155,7 +158,7 @@ def _inliner():
         if path in done:
             return ""
         done.add(path)
-        return expand(path)
+        return expand(path, done)
     return inline
 
 

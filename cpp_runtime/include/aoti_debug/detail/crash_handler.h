@@ -12,7 +12,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
