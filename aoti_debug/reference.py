@@ -4,7 +4,7 @@ artifact with.
 The eager run must execute the very graph whose node names the artifact's
 records carry: the graph Inductor lowers, after export, AOT autograd's
 decompositions, the joint-graph passes and the post-grad passes.  Inductor's
-own AOT front end makes it (codegen_patches/adapter.py's lowered_graph: its
+own AOT front end makes it (codegen_patches/lowered_graph.py: its
 `inner_compile` replaced by one that keeps the graph and stops before code
 generation); the eager runtime (runtime/eager.py) runs it and writes the
 records.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Sequence
 
-from .codegen_patches.adapter import lowered_graph
+from .codegen_patches.lowered_graph import lowered_graph
 from .runtime.eager import Reference
 
 

@@ -63,7 +63,7 @@ def runtime_source(settings, core: Optional[Tuple[str, Sequence[str]]] = None) -
 
 def caller_error_source(settings, core: Optional[Tuple[str, Sequence[str]]] = None) -> str:
     """The type of the errors aoti-debug raises to the model's caller, inlined
-    after the same options as the runtime (adapter.pass_caller_errors puts it
+    after the same options as the runtime (patch_cpp_wrapper.pass_caller_errors puts it
     before torch's AOTI interface; the runtime's own inlining of it is then empty)."""
     return _options(settings, core) + _inliner()("detail", "caller_error.h")
 
@@ -361,11 +361,11 @@ def output_sources(site: Site) -> dict:
 def output_source(site: Site, a: Arg):
     """An extern kernel or custom op computes its own op only: its line and
     module (a Provenance).  A fused kernel's output has the line of the op
-    feeding it (adapter)."""
-    from . import adapter
+    feeding it (ir_queries.buffer_source)."""
+    from . import ir_queries
     if site.kind in ("extern", "proxy"):
         return site.provenance
-    prov = adapter.buffer_source(a.name, site.provenance.nodes)
+    prov = ir_queries.buffer_source(a.name, site.provenance.nodes)
     return dataclasses.replace(prov, module=module_path(prov.module))
 
 

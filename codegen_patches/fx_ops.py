@@ -26,6 +26,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from aoti_debug.plan import IN, INOUT, OUT, Arg
 
+from . import ir_queries
+
 # ops that only look at their input's storage differently: never a launch of their own
 VIEW_OPS = frozenset({
     "view", "_unsafe_view", "reshape", "permute", "t", "transpose", "expand", "expand_as", "unsqueeze",
@@ -90,8 +92,7 @@ def value_of(buffer: str) -> str:
     (the end of the computation the kernel stores there; where several, the one
     that is no view), leaving out what extern kernels and custom ops compute.  '' when that is not one node.  A reduction's
     buffer is never guessed: `mean` stores its sum there and divides later."""
-    from . import adapter
-    value = adapter.buffer_value(buffer)
+    value = ir_queries.buffer_value(buffer)
     if value:
         return value
     buf = _pointwise(buffer)
@@ -101,7 +102,7 @@ def value_of(buffer: str) -> str:
         copied = _copy_of(buf)
         if copied:
             return copied
-        origins = set(buf.origins) - adapter.extern_launch_nodes()
+        origins = set(buf.origins) - ir_queries.extern_launch_nodes()
     except Exception:
         return ""
     sinks = [n for n in origins if n.op == "call_function" and not (set(n.users) & origins)]

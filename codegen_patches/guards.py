@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, List, Optional, Sequence
 
-from . import sizeexpr
+from . import ir_queries, sizeexpr
 from .cpp_emit import c_string, scalar_type
 
 DEVICE_TYPE = {"cpu": 0, "cuda": 1}
@@ -50,8 +50,7 @@ def labels_for(names: Sequence[str]) -> List[str]:
 def label_map() -> Dict[str, str]:
     """Graph input name -> the user's label, for the tensor inputs of the graph being compiled."""
     from torch._inductor.virtualized import V
-    from . import adapter
-    names = [n for n in V.graph.graph_inputs if adapter.is_tensor_input(n)]
+    names = [n for n in V.graph.graph_inputs if ir_queries.is_tensor_input(n)]
     return dict(zip(names, labels_for(names)))
 
 
@@ -199,9 +198,8 @@ def emit_or_leave_out(names: Sequence[str], labels: Sequence[str], nan_check) ->
 def _say_left_out(what: List[str]) -> None:
     """The compile-time half of left_out: one line per check on stderr."""
     import sys
-    from . import adapter
     for w in what:
-        sys.stderr.write(f"aoti-debug: the input guard of model '{adapter.model_name()}' leaves out "
+        sys.stderr.write(f"aoti-debug: the input guard of model '{ir_queries.model_name()}' leaves out "
                          f"a check it cannot express: {w}\n")
     sys.stderr.flush()
 
@@ -328,13 +326,12 @@ def context_from_exported_program(ep) -> Optional[CompileContext]:
 def _declared_dims(mod, args, kwargs, dynamic_shapes):
     """(input path, dim, what dynamic_shapes gave it) for every form of dynamic_shapes
     torch.export accepts: paired with the inputs exactly as export pairs them
-    (adapter.tensor_shape_specs); the path is the tensor's keystr in (args, kwargs)."""
+    (ir_queries.tensor_shape_specs); the path is the tensor's keystr in (args, kwargs)."""
     import torch.utils._pytree as pytree
-    from . import adapter
     where: Dict[int, str] = {}
     for path, tensor in reversed(_tensor_leaves(args, kwargs)):   # a tensor given twice: its first place
         where[id(tensor)] = pytree.keystr(path)
-    for tensor, spec in adapter.tensor_shape_specs(mod, args, kwargs, dynamic_shapes):
+    for tensor, spec in ir_queries.tensor_shape_specs(mod, args, kwargs, dynamic_shapes):
         if isinstance(spec, dict):
             items = spec.items()
         elif isinstance(spec, (list, tuple)):

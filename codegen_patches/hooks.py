@@ -1,6 +1,6 @@
 """The patches on Inductor's wrapper codegen.
 
-Codegen runs in two phases (see adapter.py): kernels are scheduled first,
+Codegen runs in two phases (see adapter.py, the hook points): kernels are scheduled first,
 queueing wrapper lines, and those lines are turned into C++ (or Python)
 later.  Provenance is only known in the first phase, so the codegen_comment
 hooks queue a marker line right before each call; when the lines are
@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Set
 from aoti_debug import settings as settings_mod
 from aoti_debug.plan import IN, INOUT, OUT, Arg, Planned, Provenance, Site, module_path
 
-from . import adapter, cpp_emit, fx_ops, guards, ir_plan, python_emit, trace
+from . import cpp_emit, fx_ops, guards, ir_plan, ir_queries, patch_cpp_wrapper, patch_python_wrapper, python_emit, trace
 
 # The compile-time settings in force (set by install.activate / instrument()).
 _active = None
@@ -73,7 +73,7 @@ def _state_of(wrapper, instrumentable, kind):
 
 def state(wrapper) -> Optional[WrapperState]:
     """An AOTI wrapper's state when it is instrumented, else None."""
-    return _state_of(wrapper, adapter.is_instrumentable, WrapperState)
+    return _state_of(wrapper, ir_queries.is_instrumentable, WrapperState)
 
 
 def note_provenance(provenance: Provenance) -> None:
@@ -83,7 +83,7 @@ def note_provenance(provenance: Provenance) -> None:
     if st is None:
         return
     st.last = provenance
-    wrapper.writeline(adapter.marker_line_class()(wrapper, provenance))
+    wrapper.writeline(ir_queries.marker_line_class()(wrapper, provenance))
 
 
 def take_provenance(st: WrapperState, kernel: str) -> Provenance:
@@ -106,7 +106,7 @@ def new_site(st: WrapperState, kernel: str, provenance: Provenance, args: List[A
 
 def on_scheduled_kernel_comment(node_schedule, kernel_name) -> None:
     if _active is not None:
-        note_provenance(ir_plan.provenance_of_schedule(node_schedule, adapter.extern_launch_nodes()))
+        note_provenance(ir_plan.provenance_of_schedule(node_schedule, ir_queries.extern_launch_nodes()))
 
 
 def on_extern_kernel_comment(ir_node) -> None:
@@ -148,7 +148,7 @@ def on_reuse(line) -> None:
     in_place = getattr(line.wrapper, "reuses", {}).get(new) == old
     if in_place and old not in st.fresh:
         st.fresh.discard(new)
-        st.holds[new] = st.holds.get(old) or adapter.buffer_value(old)
+        st.holds[new] = st.holds.get(old) or ir_queries.buffer_value(old)
         layout = st.read_as.get(old) or fx_ops.layout_of(old)
         if layout and layout != fx_ops.layout_of(new):
             st.read_as[new] = layout
@@ -173,12 +173,12 @@ def by_data_flow(st: WrapperState, args: List[Arg]) -> List[Arg]:
     out = []
     for a in args:
         role = OUT if a.name in st.fresh and a.role != OUT else a.role
-        value = adapter.buffer_value(a.name) if role != IN else ""
+        value = ir_queries.buffer_value(a.name) if role != IN else ""
         out.append(dataclasses.replace(a, role=role, value=value))
     for a in out:
         if a.role != IN:
             st.fresh.discard(a.name)
-            st.fresh.discard(adapter.storage_owner(a.name))
+            st.fresh.discard(ir_queries.storage_owner(a.name))
     return out
 
 
@@ -211,7 +211,7 @@ def kernel_call_args(st: WrapperState, kernel_name: str, call_args, arg_types) -
                 if "*" not in typ:
                     continue               # a scalar
                 role = IN if typ.strip().startswith("const") else INOUT
-            elif not adapter.is_tensor_name(arg):
+            elif not ir_queries.is_tensor_name(arg):
                 continue
             else:
                 role = INOUT               # user-defined Triton: roles unknown
@@ -243,11 +243,11 @@ def around_extern_call(wrapper, kernel: str, args: List[str], emit_call) -> None
         if a.startswith("&") and a.endswith("_handle"):
             name = a[1:-len("_handle")]
             tensors.append(Arg(name, a[1:], OUT))
-        elif _IDENT.match(a) and (a == out_name or adapter.is_tensor_name(a)):
+        elif _IDENT.match(a) and (a == out_name or ir_queries.is_tensor_name(a)):
             tensors.append(Arg(a, a, OUT if a == out_name else IN))
-        elif _VIEW.match(a) and adapter.is_tensor_name(_VIEW.match(a).group(1)):
+        elif _VIEW.match(a) and ir_queries.is_tensor_name(_VIEW.match(a).group(1)):
             tensors.append(Arg(_VIEW.match(a).group(1), a, IN))
-        elif _OPTIONAL.match(a) and adapter.is_tensor_name(_OPTIONAL.match(a).group(1)):
+        elif _OPTIONAL.match(a) and ir_queries.is_tensor_name(_OPTIONAL.match(a).group(1)):
             name = _OPTIONAL.match(a).group(1)
             tensors.append(Arg(name, name, IN))
     launch(wrapper, st, kernel, prov, tensors, "extern", emit_call)
@@ -260,8 +260,8 @@ def around_proxy_call(wrapper, op_overload, raw_args, raw_outputs, emit_call) ->
         return
     prov, st.pending = st.last or Provenance(), None
     kernel = str(op_overload)
-    tensors = [Arg(n, ref, IN) for n, ref in adapter.tensor_refs_in(raw_args)]
-    tensors += [Arg(n, n, OUT) for n, ref in adapter.tensor_refs_in(raw_outputs) if n == ref]
+    tensors = [Arg(n, ref, IN) for n, ref in ir_queries.tensor_refs_in(raw_args)]
+    tensors += [Arg(n, n, OUT) for n, ref in ir_queries.tensor_refs_in(raw_outputs) if n == ref]
     launch(wrapper, st, kernel, prov, tensors, "proxy", emit_call)
 
 
@@ -338,7 +338,7 @@ def planned_outputs(args: List[Arg]) -> List[Planned]:
     buffer name): a size or stride over symbols the wrapper does not hold where
     the launch returns (an unbacked size the op's output defines) is not compared."""
     import sympy
-    symbols = adapter.wrapper_symbols()
+    symbols = ir_queries.wrapper_symbols()
 
     def known(e):
         try:
@@ -349,7 +349,7 @@ def planned_outputs(args: List[Arg]) -> List[Planned]:
 
     out = []
     for k, a in enumerate(args):
-        layout = adapter.planned_layout(a.name) if a.role != IN else None
+        layout = ir_queries.planned_layout(a.name) if a.role != IN else None
         if layout is not None:
             dtype, sizes, strides = layout
             out.append(Planned(k, str(dtype).replace("torch.", ""), tuple(map(known, sizes)),
@@ -363,10 +363,10 @@ def on_header(wrapper) -> None:
     st = state(wrapper)
     if st is not None and not st.header_written:   # the GPU wrapper calls the CPU one's too
         st.header_written = True
-        core = adapter.linked_core(*cpp_emit.runtime_options(_active))
-        adapter.pass_caller_errors(wrapper, cpp_emit.caller_error_source(_active, core))
-        wrapper.header.splice(cpp_emit.runtime_source(_active, core) + cpp_emit.device_glue(adapter.wrapper_device(wrapper)))
-        wrapper.header.writeline(cpp_emit.model_decl(_active, adapter.model_name()))
+        core = patch_cpp_wrapper.linked_core(*cpp_emit.runtime_options(_active))
+        patch_cpp_wrapper.pass_caller_errors(wrapper, cpp_emit.caller_error_source(_active, core))
+        wrapper.header.splice(cpp_emit.runtime_source(_active, core) + cpp_emit.device_glue(ir_queries.wrapper_device(wrapper)))
+        wrapper.header.writeline(cpp_emit.model_decl(_active, ir_queries.model_name()))
 
 
 def on_wrapper_decl(wrapper) -> None:
@@ -374,9 +374,9 @@ def on_wrapper_decl(wrapper) -> None:
     if st is None:
         return
     from torch._inductor.virtualized import V
-    names = [n for n in V.graph.graph_inputs if adapter.is_tensor_input(n)]
+    names = [n for n in V.graph.graph_inputs if ir_queries.is_tensor_input(n)]
     labels = guards.labels_for(names)
-    lines = cpp_emit.run_begin(_active, names, labels, adapter.wrapper_device(wrapper))
+    lines = cpp_emit.run_begin(_active, names, labels, ir_queries.wrapper_device(wrapper))
     if _active.check_inputs:
         lines += guards.emit_or_leave_out(names, labels, _active.nan_check)
     with wrapper.prefix.indent():
@@ -401,7 +401,7 @@ def around_upstream_input_checks(wrapper) -> tuple:
 def model_outputs(refs: List[str], labels: Dict[str, str]) -> List[Arg]:
     """The model's tensor outputs, views included, under the user's names when
     they are inputs; `refs` are the expressions that hold them."""
-    return [Arg(labels.get(name, name), ref, OUT) for name, ref in adapter.model_outputs(refs)]
+    return [Arg(labels.get(name, name), ref, OUT) for name, ref in ir_queries.model_outputs(refs)]
 
 
 def on_return(wrapper, output_refs) -> Optional[List[str]]:
@@ -411,12 +411,12 @@ def on_return(wrapper, output_refs) -> Optional[List[str]]:
     # a view output is an rvalue that run-end can only read once bound to a
     # variable; the NaN check's finish, which may throw, stays before any
     # output is released
-    refs = adapter.bound_output_refs(wrapper, output_refs)
+    refs = ir_queries.bound_output_refs(wrapper, output_refs)
     for line in cpp_emit.run_end(_active, model_outputs(refs, guards.label_map())):
         wrapper.wrapper_call.writeline(line)
     # every launch has been generated by now: publish the plan for tlparse
     from torch._inductor.virtualized import V
-    names = [n for n in V.graph.graph_inputs if adapter.is_tensor_input(n)]
+    names = [n for n in V.graph.graph_inputs if ir_queries.is_tensor_input(n)]
     trace.emit_plan(_active, st.sites, trace.input_plan(names, guards.labels_for(names)))
     return refs
 
@@ -426,7 +426,7 @@ def on_return(wrapper, output_refs) -> Optional[List[str]]:
 # The same plan and the same launch driver as the AOTI path, emitted as Python
 # calls into aoti_debug/runtime/launches.py (python_emit.py).  Everything below
 # acts only on a PythonWrapperCodegen that is not a C++ wrapper
-# (adapter.is_python_instrumentable), and only while instrumentation is active.
+# (ir_queries.is_python_instrumentable), and only while instrumentation is active.
 
 @dataclasses.dataclass
 class PyWrapperState(WrapperState):
@@ -441,7 +441,7 @@ class PyWrapperState(WrapperState):
 
 def py_state(wrapper) -> Optional[PyWrapperState]:
     """A Python wrapper's state when it is instrumented, else None."""
-    return _state_of(wrapper, adapter.is_python_instrumentable, PyWrapperState)
+    return _state_of(wrapper, ir_queries.is_python_instrumentable, PyWrapperState)
 
 
 def _py_note_provenance(make) -> None:
@@ -452,12 +452,12 @@ def _py_note_provenance(make) -> None:
         return
     provenance = make()
     st.last = provenance
-    wrapper.writeline(adapter.marker_line_class()(wrapper, provenance))
+    wrapper.writeline(ir_queries.marker_line_class()(wrapper, provenance))
 
 
 def py_on_scheduled_kernel_comment(node_schedule) -> None:
     if _active is not None:
-        _py_note_provenance(lambda: ir_plan.provenance_of_schedule(node_schedule, adapter.extern_launch_nodes()))
+        _py_note_provenance(lambda: ir_plan.provenance_of_schedule(node_schedule, ir_queries.extern_launch_nodes()))
 
 
 def py_on_extern_kernel_comment(ir_node) -> None:
@@ -483,9 +483,9 @@ def _py_tensor_args(args) -> List[Arg]:
     out: List[Arg] = []
     for a in args:
         a = str(a).strip()
-        if _IDENT.match(a) and adapter.is_tensor_name(a):
+        if _IDENT.match(a) and ir_queries.is_tensor_name(a):
             out.append(Arg(a, a, IN))
-        elif _PY_VIEW.match(a) and adapter.is_tensor_name(_PY_VIEW.match(a).group(1)):
+        elif _PY_VIEW.match(a) and ir_queries.is_tensor_name(_PY_VIEW.match(a).group(1)):
             out.append(Arg(_PY_VIEW.match(a).group(1), a, IN))
     return out
 
@@ -502,7 +502,7 @@ def py_around_extern_out(wrapper, kernel: str, out: str, out_view, args, device,
         emit_call()
         return
     node, st.extern_node = st.extern_node, None
-    name = adapter.extern_launch_name(node, device) if node is not None else kernel
+    name = ir_queries.extern_launch_name(node, device) if node is not None else kernel
     prov = take_provenance(st, name)
     outs = [Arg(f"{out}_as_strided", out_view, OUT) if out_view else Arg(out, out, OUT)]
     launch(wrapper, st, name, prov, outs + _py_tensor_args(args), "extern", emit_call)
@@ -514,10 +514,10 @@ def py_around_extern_alloc(wrapper, node, args, emit_call) -> None:
         emit_call()
         return
     device = d.type if (d := node.get_device()) is not None else "cpu"
-    name = adapter.extern_launch_name(node, device)
+    name = ir_queries.extern_launch_name(node, device)
     prov = take_provenance(st, name)
     tensors = _py_tensor_args(args)
-    if adapter.returns_value(node):
+    if ir_queries.returns_value(node):
         tensors.append(Arg(node.get_name(), node.get_name(), OUT))
     launch(wrapper, st, name, prov, tensors, "extern", emit_call)
 
@@ -527,7 +527,7 @@ def py_on_header(wrapper) -> None:
     if st is None or st.header_written:
         return
     st.header_written = True
-    for line in python_emit.header(_active, adapter.model_name()):
+    for line in python_emit.header(_active, ir_queries.model_name()):
         wrapper.header.writeline(line)
 
 
@@ -538,8 +538,8 @@ def py_on_inputs(wrapper) -> None:
         return
     st.entry_written = True
     from torch._inductor.virtualized import V
-    names = [n for n in V.graph.graph_inputs if adapter.is_tensor_input(n)]
-    labels = adapter.python_input_labels(names)
+    names = [n for n in V.graph.graph_inputs if ir_queries.is_tensor_input(n)]
+    labels = patch_python_wrapper.python_input_labels(names)
     st.labels = dict(zip(names, labels))
     for line in python_emit.run_begin(names, labels):
         wrapper.prefix.writeline(line)
@@ -553,7 +553,7 @@ def py_on_return(wrapper, output_refs) -> None:
     for line in python_emit.run_end(model_outputs(list(output_refs), st.labels), _active.memcheck != "off"):
         wrapper.wrapper_call.writeline(line)
     from torch._inductor.virtualized import V
-    names = [n for n in V.graph.graph_inputs if adapter.is_tensor_input(n)]
+    names = [n for n in V.graph.graph_inputs if ir_queries.is_tensor_input(n)]
     try:
         trace.emit_plan(_active, st.sites, trace.input_plan(names, [st.labels.get(n, n) for n in names]))
     except Exception:

@@ -18,12 +18,21 @@ from . import hooks
 
 def activate(resolved: settings_mod.Settings):
     """Instrument every AOTI compile from now on with `resolved`; returns the previous settings."""
-    from . import adapter
-    adapter.install_patches(hooks)
+    _install_patches()
     previous = hooks.active()
     hooks.set_active(resolved.compiled() if resolved.anything_compiled_in else None)
     _quiet_upstream_printers()
     return previous
+
+
+def _install_patches() -> None:
+    """Both wrappers' patches, once, on a torch whose hook points are all there."""
+    from . import adapter, patch_cpp_wrapper, patch_python_wrapper
+    if adapter.installed():
+        return
+    adapter.check_version()
+    patch_cpp_wrapper.install(hooks)
+    patch_python_wrapper.install(hooks)
 
 
 def restore(previous) -> None:

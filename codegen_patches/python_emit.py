@@ -90,7 +90,7 @@ def plan_after(site: Site) -> List[str]:
     a division by zero."""
     if not site.planned:
         return []
-    from .adapter import python_size
+    from .ir_queries import python_size
 
     def size(e) -> str:
         return "None" if e is None else f"({python_size(e)})"

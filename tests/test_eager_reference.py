@@ -15,7 +15,7 @@ from conftest import TESTS, clean_env, run_package, run_python
 from test_analysis_dumps import LEVEL10
 from test_analysis_logs import SRC, LogWriter, T, write_log
 
-# the eager graph comes from Inductor's own front end (adapter.lowered_graph): every release
+# the eager graph comes from Inductor's own front end (lowered_graph.lowered_graph): every release
 pytestmark = pytest.mark.torch_matrix
 
 

@@ -36,25 +36,25 @@ def graph(monkeypatch):
     """Inductor's current graph as model_name() sees it, and its config."""
     from torch._inductor import config
     from torch._inductor.virtualized import V
-    from aoti_debug.codegen_patches import adapter
+    from aoti_debug.codegen_patches import ir_queries
     g = types.SimpleNamespace(aot_mode=True, name=None)
     with V.set_graph_handler(g):
-        yield g, config, adapter, monkeypatch
+        yield g, config, ir_queries, monkeypatch
 
 
 def test_the_aoti_model_name_comes_first_then_the_package_stem(graph):
-    g, config, adapter, monkeypatch = graph
-    assert adapter.model_name() == "model"
-    monkeypatch.setattr(adapter, "_package_stem", adapter.package_stem("out/ranker v2#1.pt2"))
-    assert adapter.model_name() == "ranker_v2_1"          # a record token and a folder name
+    g, config, ir_queries, monkeypatch = graph
+    assert ir_queries.model_name() == "model"
+    monkeypatch.setattr(ir_queries, "_package_stem", ir_queries.package_stem("out/ranker v2#1.pt2"))
+    assert ir_queries.model_name() == "ranker_v2_1"          # a record token and a folder name
     monkeypatch.setattr(config.aot_inductor, "model_name_for_generated_files", "scorer")
-    assert adapter.model_name() == "scorer"
+    assert ir_queries.model_name() == "scorer"
     g.aot_mode = False                                     # torch.compile's graphs
-    assert adapter.model_name() == "model"
+    assert ir_queries.model_name() == "model"
 
 
 def test_package_stems():
-    from aoti_debug.codegen_patches.adapter import package_stem
+    from aoti_debug.codegen_patches.ir_queries import package_stem
     assert package_stem("/tmp/out/ranker.pt2") == "ranker"
     assert package_stem(b"ranker.pt2") == "ranker"
     assert package_stem(io.BytesIO()) is None

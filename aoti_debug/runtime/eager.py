@@ -19,7 +19,7 @@ statistics), AOTI_DEBUG_KERNELS and AOTI_DEBUG_LOGDEST.
 
 from __future__ import annotations
 
-from typing import Dict, Sequence
+from typing import Any, Dict, Sequence
 
 from .. import plan
 from . import format as fmt

@@ -1,0 +1,233 @@
+"""The AOTI C++ wrapper's patches (CppWrapperCpu, CppWrapperGpu and the
+schedulings and IR both wrappers share), the link step that adds the core
+object to an instrumented artifact, and the edit that passes aoti-debug's own
+errors to the model's caller.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from . import cpp_emit, guards, ir_queries
+from .adapter import TESTED, after, before_return, bound, kernel_call, patch, torch_version
+
+
+_CONVERT = "#define CONVERT_EXCEPTION_TO_ERROR_CODE"
+
+
+_CATCH = "} catch (const std::exception& e) {"
+
+
+def pass_caller_errors(wrapper, declaration: str) -> bool:
+    """Where torch's AOTI interface (spliced into the wrapper's header) keeps no
+    last error for its caller, its catch-all lets aoti-debug's CallerError
+    (cpp_runtime/include/aoti_debug/detail/caller_error.h, `declaration`) go on to
+    the caller, which then raises it with aoti-debug's message instead of "API call
+    failed".  Every other error is handled as upstream handles it.  True if done."""
+    lines = getattr(wrapper.header, "_lines", None)
+    if not isinstance(lines, list):
+        return False
+    text = [line if isinstance(line, str) else "" for line in lines]
+    if any("AOTInductorGetLastError" in line for line in text):
+        return False            # 2.13 on: upstream hands the message over itself
+    start = next((i for i, line in enumerate(text) if line.lstrip().startswith(_CONVERT)), None)
+    if start is None:
+        return False
+    catch = next((i for i in range(start + 1, min(start + 12, len(text))) if _CATCH in text[i]), None)
+    if catch is None:
+        return False
+    lines[catch] = text[catch].replace(
+        _CATCH, "} catch (const ::aoti_debug::CallerError&) { throw; " + _CATCH, 1)
+    lines[start:start] = declaration.splitlines()
+    return True
+
+
+def linked_core(stats: bool, dumps: bool, memcheck: bool = False):
+    """(path, compiler flags) of the core object (config.h: AOTI_DEBUG_LINKED_CORE)
+    to link into the AOTI artifact being generated, or None to compile the
+    runtime header-only.
+
+    Only for AOTI builds that Inductor links here (not package_cpp_only, not
+    cross-compiled) on the tested releases from 2.13 on, whose AotCodeCompiler
+    links the wrapper object through codecache.CppBuilder (the hook below);
+    elsewhere, an untested release included (a link that left the core out
+    would fail), the header-only runtime costs compile time but needs
+    nothing at link time."""
+    from torch._inductor import config
+    from torch._inductor.virtualized import V
+    from aoti_debug.native import build as _build
+    aot = config.aot_inductor
+    if (not _core_linkable or not (2, 13) <= torch_version() <= TESTED[1]
+            or not getattr(V.graph, "aot_mode", False)
+            or getattr(aot, "package_cpp_only", False)
+            or getattr(aot, "cross_target_platform", None) not in (None, "", "linux")):
+        return None
+    flags = _build.core_flags(stats, dumps, memcheck)
+    try:
+        return str(_build.core_object(flags)), flags
+    except (_build.BuildError, OSError):
+        return None
+
+
+# Whether codecache.CppBuilder is the class _link_core_objects can wrap.
+_core_linkable = False
+
+
+def _link_core_objects() -> None:
+    """A link of an instrumented wrapper gets the core object it names."""
+    global _core_linkable
+    from torch._inductor import codecache
+    from torch._inductor import cpp_builder
+    try:
+        params = list(inspect.signature(codecache.CppBuilder.__init__).parameters)
+    except (AttributeError, TypeError, ValueError):
+        return
+    options = getattr(cpp_builder, "BuildOptionsBase", None)
+    if (params[:5] != ["self", "name", "sources", "BuildOption", "output_dir"]
+            or not all(hasattr(options, m) for m in ("get_compile_only", "get_precompiling",
+                                                      "get_preprocessing"))):
+        return              # not the builder this wrapper knows: header-only runtime
+    _core_linkable = True
+
+    def builder(orig):
+        class CppBuilderWithCore(orig):
+            def __init__(self, name, sources, BuildOption, output_dir=""):
+                links = not (BuildOption.get_compile_only() or BuildOption.get_precompiling()
+                             or BuildOption.get_preprocessing())
+                if links:
+                    listed = [sources] if isinstance(sources, str) else list(sources)
+                    extra = [o for o in cpp_emit.core_objects_for(listed) if o not in listed]
+                    if extra:
+                        sources = listed + extra
+                super().__init__(name, sources, BuildOption, output_dir)
+        return CppBuilderWithCore
+    patch(codecache, "CppBuilder", builder)
+
+
+def install(hooks) -> None:
+    """Wrap the C++ wrapper's codegen methods (and those both wrappers share) with
+    the hooks; install.py calls it once, after adapter.check_version()."""
+    from torch._inductor import ir
+    from torch._inductor.codegen import cpp, simd, wrapper
+    from torch._inductor.codegen import triton as triton_codegen
+    from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
+    from torch._inductor.codegen.cpp_wrapper_gpu import CppWrapperGpu
+
+    # phase 1: provenance and kernel signatures, for either wrapper (each
+    # hook returns at once when its wrapper is not the one being generated)
+    def comment(orig):
+        def codegen_comment(self, *args, **kwargs):
+            a = bound(orig, self, *args, **kwargs)
+            hooks.py_on_scheduled_kernel_comment(a["node_schedule"])
+            hooks.on_scheduled_kernel_comment(a["node_schedule"], a["kernel_name"])
+            return orig(self, *args, **kwargs)
+        return codegen_comment
+    patch(cpp.CppScheduling, "codegen_comment", comment)
+    patch(simd.SIMDScheduling, "codegen_comment", comment)
+    # its own method, not SIMDScheduling's: without this Triton launches had no provenance
+    patch(triton_codegen.TritonScheduling, "codegen_comment", comment)
+
+    def extern_comment(orig):
+        def codegen_comment(self, *args, **kwargs):
+            hooks.py_on_extern_kernel_comment(self)
+            hooks.on_extern_kernel_comment(self)
+            return orig(self, *args, **kwargs)
+        return codegen_comment
+    patch(ir.ExternKernel, "codegen_comment", extern_comment)
+
+    def define_kernel(orig):
+        def patched(self, *args, **kwargs):
+            a = bound(orig, self, *args, **kwargs)
+            hooks.py_on_define_kernel(self, a["kernel_name"], a["kernel_body"])
+            hooks.on_define_kernel(self, a["kernel_name"], a["kernel_body"], a["cpp_definition"])
+            return orig(self, *args, **kwargs)
+        return patched
+    patch(wrapper.PythonWrapperCodegen, "define_kernel", define_kernel)
+
+    # phase 2: which buffers hold values (both wrappers replay the same line classes)
+    patch(wrapper.AllocateLine, "codegen", after(hooks.on_allocate))
+    patch(wrapper.ReuseLine, "codegen", after(hooks.on_reuse))
+
+    # phase 2: launches
+    patch(CppWrapperCpu, "_generate_kernel_call_helper", kernel_call(hooks.around_kernel_call))
+    patch(CppWrapperGpu, "_generate_kernel_call_helper", kernel_call(hooks.around_kernel_call))
+
+    def input_checks(orig):
+        def patched(self, *args, **kwargs):
+            before, after = hooks.around_upstream_input_checks(self)
+            for line in before:
+                self.prefix.writeline(line)
+            result = orig(self, *args, **kwargs)
+            self.prefix.splice("\n".join(after))
+            return result
+        return patched
+    patch(CppWrapperCpu, "generate_input_output_runtime_checks", input_checks)
+
+    def extern_out(orig):
+        def patched(self, *args, **kwargs):
+            st = hooks.state(self)
+            if st is not None:
+                a = bound(orig, self, *args, **kwargs)
+                st.extern_out = f"{a['out']}_as_strided" if a["out_view"] else a["out"]
+            return orig(self, *args, **kwargs)
+        return patched
+    patch(CppWrapperCpu, "_generate_extern_kernel_out_helper", extern_out)
+
+    def extern_call(orig):
+        def patched(self, *args, **kwargs):
+            a = bound(orig, self, *args, **kwargs)
+            # name the launch as the generated code calls it: aoti_torch_cpu_cumsum
+            shown = self.get_c_shim_func_name(a["kernel"], a["device"])
+            hooks.around_extern_call(self, shown, list(a["args"]), lambda: orig(self, *args, **kwargs))
+        return patched
+    patch(CppWrapperCpu, "generate_c_shim_extern_kernel_call", extern_call)
+
+    def proxy_call(orig):
+        def patched(self, *args, **kwargs):
+            a = bound(orig, self, *args, **kwargs)
+            hooks.around_proxy_call(self, a["op_overload"], a["raw_args"], a["raw_outputs"],
+                                    lambda: orig(self, *args, **kwargs))
+        return patched
+    patch(CppWrapperCpu, "generate_fallback_kernel_with_runtime_lookup_aot", proxy_call)
+
+    # model entry and exit
+    patch(CppWrapperCpu, "write_header", after(hooks.on_header))
+    patch(CppWrapperGpu, "write_header", after(hooks.on_header))
+    patch(CppWrapperCpu, "write_wrapper_decl", after(hooks.on_wrapper_decl))
+    patch(CppWrapperCpu, "generate_return", before_return(hooks.on_return))
+
+    # the user's names for inputs and dimensions, which Inductor does not keep
+    import torch
+    import torch._inductor as inductor
+
+    def export(orig):
+        def patched(*args, **kwargs):
+            ep = orig(*args, **kwargs)
+            try:
+                a = bound(orig, *args, **kwargs)
+                ep._aoti_debug_dim_names = guards.dim_names_of(
+                    a["mod"], a["args"], a["kwargs"], a["dynamic_shapes"])
+                ep._aoti_debug_declared = guards.declared_of(
+                    a["mod"], a["args"], a["kwargs"], a["dynamic_shapes"])
+            except Exception:
+                pass
+            return ep
+        return patched
+    patch(torch.export, "export", export)
+
+    def compile_and_package(orig):
+        def patched(*args, **kwargs):
+            a = bound(orig, *args, **kwargs)
+            ctx = guards.context_from_exported_program(a["exported_program"]) \
+                if hooks.active() is not None else None
+            guards.set_context(ctx)
+            ir_queries.set_package_stem(a["package_path"])
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                guards.set_context(None)
+                ir_queries.set_package_stem(None)
+        return patched
+    patch(inductor, "aoti_compile_and_package", compile_and_package)
+
+    _link_core_objects()
