@@ -15,7 +15,7 @@ release newer than the newest tested one is tried (one line says it is
 untested); a release that lacks a hook point is refused with one line naming
 what is missing, before anything is compiled.
 
-Differences between the tested releases (2.11 to 2.15), all absorbed here:
+Differences between the tested releases (2.11 to 2.15), absorbed by the patches:
 - 2.15 adds parameters to _generate_extern_kernel_out_helper (profiling_args)
   and generate_c_shim_extern_kernel_call (profiling_args, output_handle):
   the wrappers pass every argument on untouched and read theirs by name

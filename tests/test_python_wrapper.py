@@ -82,6 +82,20 @@ def log(out, level):
     return mask((out / f"level{level}.log").read_text())
 
 
+@pytest.fixture(scope="module")
+def compiled_without_core(tmp_path_factory, aoti_cache):
+    """`compiled`'s levels where the compiled core cannot be built (its cache is
+    not writable): the Python runtime writes every record through its own writer."""
+    out = tmp_path_factory.mktemp("pywrapper-without-core")
+    told = out / "core.txt"
+    prelude = ("import atexit\nfrom aoti_debug.runtime import sink as _sink\n"
+               f"atexit.register(lambda: open({str(told)!r}, 'w').write(str(_sink.native())))")
+    (out / "not-a-folder").write_text("")
+    result = drive(out, aoti_cache, [1, 3, 5], prelude=prelude,
+                   AOTI_DEBUG_CACHE_DIR=str(out / "not-a-folder" / "cache"))
+    return out, result, told.read_text()
+
+
 def headers(text):
     return [r.splitlines()[0] for r in records(text)]
 
@@ -205,6 +219,17 @@ def _norm(rec):
     """Names that depend only on how many kernels came before: cpp_fused_x_N, bufN."""
     rec = re.sub(r"\b(cpp_fused_\w+?)_\d+\b", r"\1_N", rec)
     return re.sub(r"\bbuf\d+\b", "bufN", rec)
+
+
+@pytest.mark.parametrize("level", [1, 3, 5])
+def test_the_python_writer_writes_what_the_compiled_core_writes(compiled, compiled_without_core, level):
+    """The two implementations behind the Python runtime's records (the compiled
+    core's renderer and sink, and the pure-Python format and writer it falls
+    back to) give the same bytes for the same model, and the same outputs."""
+    out, result, core = compiled_without_core
+    assert core == "None"                     # the run had no core
+    assert records(log(out, level)) == records(log(compiled[0], level))
+    assert result[f"level{level}"] == compiled[1][f"level{level}"]
 
 
 def test_records_match_the_aoti_path(compiled, packages, tmp_path):
