@@ -107,7 +107,7 @@ def write_full(fd: int, data: bytes, guard: bool) -> Tuple[int, Optional[OSError
     with EPIPE or EFBIG, not kill a process that set the signal back to its
     default action: both are held in this thread around the write and the one
     the write raised is taken back, as the C++ HeldSignals does
-    (detail/registry.h); the dispositions and a signal already pending are left
+    (detail/sink.h); the dispositions and a signal already pending are left
     as they were."""
     if guard:
         before = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
@@ -190,7 +190,7 @@ def _may_raise_signal(fd: int) -> bool:
 
 class _PythonWriter:
     """Used only when the compiled core is unavailable; the same rules as the
-    registry's write_record (detail/registry.h), lost-record notes included."""
+    C++ write_record (detail/sink.h), lost-record notes included."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -269,7 +269,7 @@ def private_dirs(path: str) -> None:
 
 
 def open_own_log(path: str) -> int:
-    """The log `path` opened to append to, as the C++ runtime opens it (registry.h,
+    """The log `path` opened to append to, as the C++ runtime opens it (detail/sink.h,
     open_own_log): never through a symbolic link another user owns, never into a regular
     file another user owns (a link planted in a sticky, world-writable /tmp); a new file
     is 0600.  OSError with why."""
