@@ -288,36 +288,28 @@ AOTI_DEBUG_CORE_FN void Model::init() {
     settings_ = detail::read_settings(detail::Env{}, defaults_, &problems);
     std::string lines;
     for (const std::string& p : problems) lines += p + "\n";
-    // Run time may lower what was compiled in, never raise it.
+    // A run-time value lowers what is compiled in, never raises it; asking for more gets one
+    // note (runtime/launches.py's Model._init, `lowering`).  `shown`: a value as its variable is set.
     const std::string model = detail::py_repr(name_);
-    auto more = [&](const std::string& from, const std::string& compiled, const char* var,
-                    const std::string& wanted) {
-      lines += from + " asks for more than model " + model + " was compiled with (" + compiled +
-               "); using " + compiled + ". Recompile with " + var + "=" + wanted +
-               " (or AOTI_DEBUG_COMPILE=all) to get it.\n";
+    auto lower = [&](auto* in_use, const auto& compiled, const auto& wanted, detail::Settings::Lowered field,
+                     const char* variable, auto shown) {
+      const std::string* asked = settings_.set_at_run_time(field);
+      if (asked != nullptr && detail::asks_for_more(compiled, wanted))
+        lines += *asked + " asks for more than model " + model + " was compiled with (" + shown(compiled) +
+                 "); using " + shown(compiled) + ". Recompile with " + variable + "=" + shown(wanted) +
+                 " (or AOTI_DEBUG_COMPILE=all) to get it.\n";
+      *in_use = detail::lowest(compiled, wanted);
     };
-    level_ = settings_.level < compiled_level_ ? settings_.level : compiled_level_;
-    if (settings_.level_set && settings_.level > compiled_level_)
-      more(settings_.level_from, std::to_string(compiled_level_), "AOTI_DEBUG_LOGLEVEL",
-           std::to_string(settings_.level));
-    const detail::NanCheck c = nan_check_, r = settings_.nan_check;
-    detail::NanCheck eff;
-    eff.action = r.action < c.action ? r.action : c.action;
-    eff.count_inf = eff.action != detail::kNanOff && c.count_inf && r.count_inf;
-    if (settings_.nan_check_set && (r.action > c.action || (r.count_inf && !c.count_inf)))
-      more(settings_.nan_check_from, c.str(), "AOTI_DEBUG_NAN_CHECK", r.str());
-    nan_check_ = eff;
-    if (settings_.check_inputs_set && settings_.check_inputs && !check_inputs_)
-      more(settings_.check_inputs_from, "0", "AOTI_DEBUG_CHECK_INPUTS", "1");
-    check_inputs_ = check_inputs_ && settings_.check_inputs;
-    if (settings_.memcheck_set && settings_.memcheck > memcheck_)
-      more(settings_.memcheck_from, detail::memcheck_name(memcheck_), "AOTI_DEBUG_MEMCHECK",
-           detail::memcheck_name(settings_.memcheck));
-    if (settings_.memcheck < memcheck_) memcheck_ = settings_.memcheck;
-    if (settings_.blackbox_set && settings_.blackbox > blackbox_)
-      more(settings_.blackbox_from, detail::blackbox_name(blackbox_), "AOTI_DEBUG_BLACKBOX",
-           detail::blackbox_name(settings_.blackbox));
-    if (settings_.blackbox < blackbox_) blackbox_ = settings_.blackbox;
+    using S = detail::Settings;
+    const auto number = [](int64_t v) { return std::to_string(v); };
+    lower(&level_, compiled_level_, settings_.level, S::kLevel, "AOTI_DEBUG_LOGLEVEL", number);
+    lower(&nan_check_, nan_check_, settings_.nan_check, S::kNanCheck, "AOTI_DEBUG_NAN_CHECK",
+          [](const detail::NanCheck& n) { return n.str(); });
+    lower(&check_inputs_, check_inputs_, settings_.check_inputs, S::kCheckInputs, "AOTI_DEBUG_CHECK_INPUTS",
+          [](bool on) { return std::string(on ? "1" : "0"); });
+    lower(&memcheck_, memcheck_, settings_.memcheck, S::kMemcheck, "AOTI_DEBUG_MEMCHECK",
+          [](int action) { return std::string(detail::memcheck_name(action)); });
+    lower(&blackbox_, blackbox_, settings_.blackbox, S::kBlackbox, "AOTI_DEBUG_BLACKBOX", detail::blackbox_name);
     if (settings_.sync && level_ == 0) lines += std::string(detail::kSyncNeedsLevel) + "\n";
     if (!lines.empty()) {
       lines.pop_back();

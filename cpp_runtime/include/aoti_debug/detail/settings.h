@@ -65,11 +65,14 @@ struct Settings {
   int64_t blackbox = 0;            // AOTI_DEBUG_BLACKBOX: launches kept (0: off)
   int64_t blackbox_max_mb = 256;   // AOTI_DEBUG_BLACKBOX_MAX_MB: the ring file's size
   int64_t rank = -1, world = -1;  // the process's rank and world size; -1: unknown (process_rank)
-  // Which variables the environment set (validly): run time may lower these.
-  // (The kernel filter needs no flag: unset, it is the fallback's, which Model reads as is.)
-  bool level_set = false, check_inputs_set = false, nan_check_set = false, memcheck_set = false,
-       blackbox_set = false;
-  std::string level_from, check_inputs_from, nan_check_from, memcheck_from, blackbox_from;  // "NAME='value'" that set them
+  // "Set at run time": for each value run time may lower (Model::init), the "NAME='value'" that
+  // set it validly, empty where no variable did (settings.py's Settings.set_at_run_time).
+  // (The kernel filter needs none: unset, it is the fallback's, which Model reads as is.)
+  enum Lowered { kLevel, kCheckInputs, kNanCheck, kMemcheck, kBlackbox, kLoweredCount };
+  std::string set_from[kLoweredCount];
+  const std::string* set_at_run_time(Lowered field) const {
+    return set_from[field].empty() ? nullptr : &set_from[field];
+  }
 };
 
 constexpr int64_t kBlackboxMaxLaunches = 1000000;
@@ -340,6 +343,23 @@ inline bool parse_nan(const std::string& t, NanCheck* v, std::string* err) {
   return true;
 }
 
+// What run time does with a value compiled in (Model::init): lowers it, never raises it.
+// Ordered values (level, check_inputs, memcheck, blackbox) by their order; a NaN check by its
+// action, counting Inf only where both do (runtime/nan_checks.py's asks_for_more, effective).
+template <class T>
+bool asks_for_more(const T& compiled, const T& wanted) { return wanted > compiled; }
+template <class T>
+T lowest(const T& compiled, const T& wanted) { return wanted < compiled ? wanted : compiled; }
+inline bool asks_for_more(const NanCheck& c, const NanCheck& r) {
+  return r.action > c.action || (r.count_inf && !c.count_inf);
+}
+inline NanCheck lowest(const NanCheck& c, const NanCheck& r) {
+  NanCheck n;
+  n.action = r.action < c.action ? r.action : c.action;
+  n.count_inf = n.action != kNanOff && c.count_inf && r.count_inf;
+  return n;
+}
+
 inline const char* memcheck_name(int action) {
   return action == kNanRaise ? "raise" : action == kNanWarn ? "warn" : "off";
 }
@@ -541,6 +561,115 @@ inline bool expand_rank(std::string* dest, int64_t rank, std::string* err) {
   return true;
 }
 
+// ---- the variables: one row each, read by one loop (settings.py's VARIABLES, read_with_problems) ----
+
+// A path whose %r becomes the process's rank (AOTI_DEBUG_LOGDEST, AOTI_DEBUG_DUMP_DIR); `blank`
+// is the accepted-values text for an empty one.
+inline bool parse_ranked_path(const std::string& t, int64_t rank, const char* blank, std::string* v,
+                              std::string* err) {
+  std::string d = setting_strip(t);
+  if (d.empty()) {
+    *err = blank;
+    return false;
+  }
+  if (!expand_rank(&d, rank, err)) return false;
+  *v = d;
+  return true;
+}
+
+inline bool parse_blackbox_mb(const std::string& t, int64_t* v, std::string* err) {
+  int64_t x = 0;
+  if (!whole_number(t, &x) || x < 1 || x > kBlackboxMaxMb) {
+    *err = "expected a whole number of megabytes from 1 to " + std::to_string(kBlackboxMaxMb);
+    return false;
+  }
+  *v = x;
+  return true;
+}
+
+inline bool parse_size_gb(const std::string& t, double* v, std::string* err) {
+  double x = -1.0;
+  if (!decimal_number(t, &x) || !(x > 0 && x != __builtin_inf())) {
+    *err = "expected a number of gigabytes > 0, e.g. 0.5";
+    return false;
+  }
+  *v = x;
+  return true;
+}
+
+inline bool parse_count(const std::string& t, int64_t* v, std::string* err) {
+  if (whole_number(t, v)) return true;
+  *err = "expected a whole number >= 0";
+  return false;
+}
+
+// How a value is read into its field of the Settings being read: true when valid; else false,
+// the field untouched, and *err = the accepted values.
+using SettingParse = bool (*)(const std::string& text, Settings* s, std::string* err);
+
+struct SettingVariable {
+  const char* name;
+  const char* alias;         // upstream's name, read where `name` is absent; null: none
+  SettingParse parse;
+  SettingParse alias_parse;  // how the alias's value is read (null with no alias)
+  std::string (*kept)(const Settings& fallback);  // the fallback in "; keeping ...", as the variable would be set
+  int set_at;                // the Settings::Lowered that records "set at run time"; -1: none
+};
+
+// A field's own parser as a row's: `parse` reads into `field` of the Settings being read.
+template <auto field, auto parse>
+bool parse_into(const std::string& text, Settings* s, std::string* err) {
+  return parse(text, &(s->*field), err);
+}
+template <auto field>
+std::string kept_number(const Settings& f) { return std::to_string(f.*field); }
+template <auto field>
+std::string kept_flag(const Settings& f) { return f.*field ? "1" : "0"; }
+template <auto field>
+std::string kept_text(const Settings& f) { return f.*field; }
+
+// In settings.py's order (its AOTI_DEBUG_COMPILE is read at compile time only); a problem is
+// reported in this order.
+inline constexpr SettingVariable kSettingVariables[] = {
+    {"AOTI_DEBUG_LOGLEVEL", "AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER",
+     parse_into<&Settings::level, parse_level>, parse_into<&Settings::level, parse_upstream_level>,
+     kept_number<&Settings::level>, Settings::kLevel},
+    {"AOTI_DEBUG_LOGDEST", nullptr,
+     [](const std::string& t, Settings* s, std::string* err) {
+       return parse_ranked_path(
+           t, s->rank, "expected stdout, stderr, or a file path (%i becomes the process id, %r its rank)",
+           &s->logdest, err);
+     },
+     nullptr, kept_text<&Settings::logdest>, -1},
+    {"AOTI_DEBUG_KERNELS", "AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT",
+     parse_into<&Settings::kernels, parse_kernel_filter>, parse_into<&Settings::kernels, parse_kernel_filter>,
+     // the empty filter is spelled "*", as the variable would be set
+     [](const Settings& f) { return f.kernels.empty() ? std::string("*") : join_kernels(f.kernels); }, -1},
+    {"AOTI_DEBUG_CHECK_INPUTS", "AOTI_RUNTIME_CHECK_INPUTS",
+     parse_into<&Settings::check_inputs, parse_bool>, parse_into<&Settings::check_inputs, parse_bool>,
+     kept_flag<&Settings::check_inputs>, Settings::kCheckInputs},
+    {"AOTI_DEBUG_NAN_CHECK", "TORCHINDUCTOR_NAN_ASSERTS",
+     parse_into<&Settings::nan_check, parse_nan>, parse_into<&Settings::nan_check, parse_upstream_nan>,
+     [](const Settings& f) { return f.nan_check.str(); }, Settings::kNanCheck},
+    {"AOTI_DEBUG_MEMCHECK", nullptr, parse_into<&Settings::memcheck, parse_memcheck>, nullptr,
+     [](const Settings& f) { return std::string(memcheck_name(f.memcheck)); }, Settings::kMemcheck},
+    {"AOTI_DEBUG_BLACKBOX", nullptr, parse_into<&Settings::blackbox, parse_blackbox>, nullptr,
+     kept_number<&Settings::blackbox>, Settings::kBlackbox},
+    {"AOTI_DEBUG_BLACKBOX_MAX_MB", nullptr, parse_into<&Settings::blackbox_max_mb, parse_blackbox_mb>, nullptr,
+     kept_number<&Settings::blackbox_max_mb>, -1},
+    {"AOTI_DEBUG_SYNC", nullptr, parse_into<&Settings::sync, parse_bool>, nullptr, kept_flag<&Settings::sync>, -1},
+    {"AOTI_DEBUG_DUMP_DIR", nullptr,
+     [](const std::string& t, Settings* s, std::string* err) {
+       return parse_ranked_path(t, s->rank, "expected a directory path (%r becomes the process's rank)",
+                                &s->dump_dir, err);
+     },
+     nullptr, kept_text<&Settings::dump_dir>, -1},
+    {"AOTI_DEBUG_DUMP_MAX_SIZE_GB", nullptr, parse_into<&Settings::dump_max_size_gb, parse_size_gb>, nullptr,
+     [](const Settings& f) { return py_float_repr(f.dump_max_size_gb); }, -1},
+    {"AOTI_DEBUG_DUMP_MAX_COUNT", nullptr, parse_into<&Settings::dump_max_count, parse_count>, nullptr,
+     kept_number<&Settings::dump_max_count>, -1},
+};
+
 // ---- unknown names (aoti_debug/settings.py:unknown_variables, same rule and words) ----
 
 // Python's difflib.SequenceMatcher(None, a, b): the characters of the matching
@@ -580,22 +709,27 @@ inline std::string close_match(const std::string& word, const std::vector<std::s
   return found;
 }
 
+// Every AOTI_DEBUG_* name known: the variables read, AOTI_DEBUG_COMPILE (read at compile time
+// only), and names the project uses that are not settings (settings.py:OTHER_NAMES).
 inline const std::vector<std::string>& setting_names() {
-  static const std::vector<std::string> names = {
-      "AOTI_DEBUG_LOGLEVEL", "AOTI_DEBUG_COMPILE", "AOTI_DEBUG_LOGDEST", "AOTI_DEBUG_KERNELS",
-      "AOTI_DEBUG_CHECK_INPUTS", "AOTI_DEBUG_NAN_CHECK", "AOTI_DEBUG_MEMCHECK", "AOTI_DEBUG_BLACKBOX",
-      "AOTI_DEBUG_BLACKBOX_MAX_MB", "AOTI_DEBUG_SYNC", "AOTI_DEBUG_DUMP_DIR", "AOTI_DEBUG_DUMP_MAX_SIZE_GB",
-      "AOTI_DEBUG_DUMP_MAX_COUNT",
-      // not settings, but names the project uses (settings.py:OTHER_NAMES)
-      "AOTI_DEBUG_CACHE_DIR", "AOTI_DEBUG_RUNTIME_REGISTRY", "AOTI_DEBUG_VENV", "AOTI_DEBUG_CACHE",
-      "AOTI_DEBUG_FUZZ_EXAMPLES", "AOTI_DEBUG_PREFIX"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const SettingVariable& v : kSettingVariables) n.push_back(v.name);
+    for (const char* other : {"AOTI_DEBUG_COMPILE", "AOTI_DEBUG_CACHE_DIR", "AOTI_DEBUG_RUNTIME_REGISTRY",
+                              "AOTI_DEBUG_VENV", "AOTI_DEBUG_CACHE", "AOTI_DEBUG_FUZZ_EXAMPLES", "AOTI_DEBUG_PREFIX"})
+      n.push_back(other);
+    return n;
+  }();
   return names;
 }
 
 inline const std::vector<std::string>& upstream_aliases() {
-  static const std::vector<std::string> names = {
-      "AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER", "AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT",
-      "AOTI_RUNTIME_CHECK_INPUTS", "TORCHINDUCTOR_NAN_ASSERTS"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const SettingVariable& v : kSettingVariables)
+      if (v.alias) n.push_back(v.alias);
+    return n;
+  }();
   return names;
 }
 
@@ -646,125 +780,19 @@ inline std::vector<std::string> unknown_variables(const Env& env) {
 inline Settings read_settings(const Env& env, const Settings& fallback,
                               std::vector<std::string>* problems) {
   Settings s = fallback;
-  s.level_set = s.check_inputs_set = s.nan_check_set = s.memcheck_set = s.blackbox_set = false;
-  std::string value, err;
-  auto bad = [&](const char* name, const std::string& keeping) {
-    problems->push_back(problem(name, value, err) + "; keeping " + keeping);
-  };
-  auto from = [&](const char* name) { return std::string(name) + "=" + py_repr(value); };
-
-  // Each variable: primary name if present (valid or not), else the alias.
-  if (env.get("AOTI_DEBUG_LOGLEVEL", &value)) {
-    if (parse_level(value, &s.level, &err)) s.level_set = true, s.level_from = from("AOTI_DEBUG_LOGLEVEL");
-    else bad("AOTI_DEBUG_LOGLEVEL", std::to_string(fallback.level));
-  } else if (env.get("AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER", &value)) {
-    if (parse_upstream_level(value, &s.level, &err))
-      s.level_set = true, s.level_from = from("AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER");
-    else bad("AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER", std::to_string(fallback.level));
-  }
-
-  const ProcessRank pr = process_rank(env);
+  for (std::string& from : s.set_from) from.clear();
+  const ProcessRank pr = process_rank(env);  // before the paths, whose %r it becomes
   s.rank = pr.rank, s.world = pr.world;
-
-  if (env.get("AOTI_DEBUG_LOGDEST", &value)) {
-    std::string d = setting_strip(value);
-    if (d.empty()) {
-      err = "expected stdout, stderr, or a file path (%i becomes the process id, %r its rank)";
-      bad("AOTI_DEBUG_LOGDEST", fallback.logdest);
-    } else if (!expand_rank(&d, s.rank, &err)) {
-      bad("AOTI_DEBUG_LOGDEST", fallback.logdest);
-    } else {
-      s.logdest = d;
-    }
-  }
-
-  // the empty filter is spelled "*" in messages, as the variable would be set
-  const std::string kernels_kept = fallback.kernels.empty() ? "*" : join_kernels(fallback.kernels);
-  if (env.get("AOTI_DEBUG_KERNELS", &value)) {
-    if (!parse_kernel_filter(value, &s.kernels, &err)) bad("AOTI_DEBUG_KERNELS", kernels_kept);
-  } else if (env.get("AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT", &value)) {
-    if (!parse_kernel_filter(value, &s.kernels, &err))
-      bad("AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT", kernels_kept);
-  }
-
-  if (env.get("AOTI_DEBUG_CHECK_INPUTS", &value)) {
-    if (parse_bool(value, &s.check_inputs, &err))
-      s.check_inputs_set = true, s.check_inputs_from = from("AOTI_DEBUG_CHECK_INPUTS");
-    else bad("AOTI_DEBUG_CHECK_INPUTS", fallback.check_inputs ? "1" : "0");
-  } else if (env.get("AOTI_RUNTIME_CHECK_INPUTS", &value)) {
-    if (parse_bool(value, &s.check_inputs, &err))
-      s.check_inputs_set = true, s.check_inputs_from = from("AOTI_RUNTIME_CHECK_INPUTS");
-    else bad("AOTI_RUNTIME_CHECK_INPUTS", fallback.check_inputs ? "1" : "0");
-  }
-
-  if (env.get("AOTI_DEBUG_NAN_CHECK", &value)) {
-    if (parse_nan(value, &s.nan_check, &err))
-      s.nan_check_set = true, s.nan_check_from = from("AOTI_DEBUG_NAN_CHECK");
-    else bad("AOTI_DEBUG_NAN_CHECK", fallback.nan_check.str());
-  } else if (env.get("TORCHINDUCTOR_NAN_ASSERTS", &value)) {
-    if (parse_upstream_nan(value, &s.nan_check, &err))
-      s.nan_check_set = true, s.nan_check_from = from("TORCHINDUCTOR_NAN_ASSERTS");
-    else bad("TORCHINDUCTOR_NAN_ASSERTS", fallback.nan_check.str());
-  }
-
-  if (env.get("AOTI_DEBUG_MEMCHECK", &value)) {
-    if (parse_memcheck(value, &s.memcheck, &err))
-      s.memcheck_set = true, s.memcheck_from = from("AOTI_DEBUG_MEMCHECK");
-    else bad("AOTI_DEBUG_MEMCHECK", memcheck_name(fallback.memcheck));
-  }
-
-  if (env.get("AOTI_DEBUG_BLACKBOX", &value)) {
-    if (parse_blackbox(value, &s.blackbox, &err))
-      s.blackbox_set = true, s.blackbox_from = from("AOTI_DEBUG_BLACKBOX");
-    else bad("AOTI_DEBUG_BLACKBOX", std::to_string(fallback.blackbox));
-  }
-
-  if (env.get("AOTI_DEBUG_BLACKBOX_MAX_MB", &value)) {
-    int64_t x = 0;
-    if (whole_number(value, &x) && x >= 1 && x <= kBlackboxMaxMb) {
-      s.blackbox_max_mb = x;
-    } else {
-      err = "expected a whole number of megabytes from 1 to " + std::to_string(kBlackboxMaxMb);
-      bad("AOTI_DEBUG_BLACKBOX_MAX_MB", std::to_string(fallback.blackbox_max_mb));
-    }
-  }
-
-  if (env.get("AOTI_DEBUG_SYNC", &value) && !parse_bool(value, &s.sync, &err))
-    bad("AOTI_DEBUG_SYNC", fallback.sync ? "1" : "0");
-
-  if (env.get("AOTI_DEBUG_DUMP_DIR", &value)) {
-    std::string d = setting_strip(value);
-    if (d.empty()) {
-      err = "expected a directory path (%r becomes the process's rank)";
-      bad("AOTI_DEBUG_DUMP_DIR", fallback.dump_dir);
-    } else if (!expand_rank(&d, s.rank, &err)) {
-      bad("AOTI_DEBUG_DUMP_DIR", fallback.dump_dir);
-    } else {
-      s.dump_dir = d;
-    }
-  }
-
-  if (env.get("AOTI_DEBUG_DUMP_MAX_SIZE_GB", &value)) {
-    double x;
-    if (!decimal_number(value, &x)) x = -1.0;
-    if (x > 0 && x != __builtin_inf()) {
-      s.dump_max_size_gb = x;
-    } else {
-      err = "expected a number of gigabytes > 0, e.g. 0.5";
-      bad("AOTI_DEBUG_DUMP_MAX_SIZE_GB", py_float_repr(fallback.dump_max_size_gb));
-    }
-  }
-
-  if (env.get("AOTI_DEBUG_DUMP_MAX_COUNT", &value)) {
-    int64_t x = 0;
-    if (whole_number(value, &x)) {
-      s.dump_max_count = x;
-    } else {
-      err = "expected a whole number >= 0";
-      std::string keep;
-      append_i64(keep, fallback.dump_max_count);
-      bad("AOTI_DEBUG_DUMP_MAX_COUNT", keep);
-    }
+  std::string value, err;
+  for (const SettingVariable& v : kSettingVariables) {
+    // the primary name if present (valid or not), else the alias
+    const bool primary = env.get(v.name, &value);
+    if (!primary && (v.alias == nullptr || !env.get(v.alias, &value))) continue;
+    const char* name = primary ? v.name : v.alias;
+    if (!(primary ? v.parse : v.alias_parse)(value, &s, &err))
+      problems->push_back(problem(name, value, err) + "; keeping " + v.kept(fallback));
+    else if (v.set_at >= 0)
+      s.set_from[v.set_at] = std::string(name) + "=" + py_repr(value);
   }
   for (std::string& m : unknown_variables(env)) problems->push_back(m);  // after the bad values, as in Python
   return s;
