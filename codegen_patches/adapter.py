@@ -290,12 +290,12 @@ def before_return(hook):
     return make
 
 
-def kernel_call(hook):
-    """_generate_kernel_call_helper handed to `hook(self, name, args, arg_types, emit_call)`."""
+def around(hook, *params):
+    """A method whose call is handed to `hook(self, <its arguments named params>,
+    emit)`; `emit()` makes the original call, untouched, where the hook wants it."""
     def make(orig):
         def patched(self, *args, **kwargs):
             a = bound(orig, self, *args, **kwargs)
-            hook(self, a["kernel_name"], a["call_args"], a["arg_types"],
-                 lambda: orig(self, *args, **kwargs))
+            hook(self, *(a[p] for p in params), lambda: orig(self, *args, **kwargs))
         return patched
     return make

@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 
 from . import cpp_emit, guards, ir_queries
-from .adapter import TESTED, after, before_return, bound, kernel_call, patch, torch_version
+from .adapter import TESTED, after, around, before_return, bound, patch, torch_version
 
 
 _CONVERT = "#define CONVERT_EXCEPTION_TO_ERROR_CODE"
@@ -149,8 +149,9 @@ def install(hooks) -> None:
     patch(wrapper.ReuseLine, "codegen", after(hooks.on_reuse))
 
     # phase 2: launches
-    patch(CppWrapperCpu, "_generate_kernel_call_helper", kernel_call(hooks.around_kernel_call))
-    patch(CppWrapperGpu, "_generate_kernel_call_helper", kernel_call(hooks.around_kernel_call))
+    launch = around(hooks.around_kernel_call, "kernel_name", "call_args", "arg_types")
+    patch(CppWrapperCpu, "_generate_kernel_call_helper", launch)
+    patch(CppWrapperGpu, "_generate_kernel_call_helper", launch)
 
     def input_checks(orig):
         def patched(self, *args, **kwargs):
@@ -182,13 +183,8 @@ def install(hooks) -> None:
         return patched
     patch(CppWrapperCpu, "generate_c_shim_extern_kernel_call", extern_call)
 
-    def proxy_call(orig):
-        def patched(self, *args, **kwargs):
-            a = bound(orig, self, *args, **kwargs)
-            hooks.around_proxy_call(self, a["op_overload"], a["raw_args"], a["raw_outputs"],
-                                    lambda: orig(self, *args, **kwargs))
-        return patched
-    patch(CppWrapperCpu, "generate_fallback_kernel_with_runtime_lookup_aot", proxy_call)
+    patch(CppWrapperCpu, "generate_fallback_kernel_with_runtime_lookup_aot",
+          around(hooks.around_proxy_call, "op_overload", "raw_args", "raw_outputs"))
 
     # model entry and exit
     patch(CppWrapperCpu, "write_header", after(hooks.on_header))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import List
 
-from .adapter import after, before_return, bound, kernel_call, patch
+from .adapter import after, around, before_return, bound, patch
 
 
 # The user's names of the graph being compiled by torch.compile, per Dynamo placeholder.
@@ -131,7 +131,8 @@ def install(hooks) -> None:
 
     py = wrapper.PythonWrapperCodegen
 
-    patch(py, "_generate_kernel_call_helper", kernel_call(hooks.around_kernel_call))
+    patch(py, "_generate_kernel_call_helper",
+          around(hooks.around_kernel_call, "kernel_name", "call_args", "arg_types"))
 
     def out_line(orig):
         def patched(self, *args, **kwargs):
@@ -140,21 +141,11 @@ def install(hooks) -> None:
         return patched
     patch(wrapper.ExternKernelOutLine, "codegen", out_line)
 
-    def extern_out(orig):
-        def patched(self, *args, **kwargs):
-            a = bound(orig, self, *args, **kwargs)
-            hooks.py_around_extern_out(self, a["kernel"], a["out"], a["out_view"], list(a["args"]),
-                                       a["device"], lambda: orig(self, *args, **kwargs))
-        return patched
-    patch(py, "_generate_extern_kernel_out_helper", extern_out)
+    patch(py, "_generate_extern_kernel_out_helper",
+          around(hooks.py_around_extern_out, "kernel", "out", "out_view", "args", "device"))
 
-    def extern_alloc(orig):
-        def patched(self, *args, **kwargs):
-            a = bound(orig, self, *args, **kwargs)
-            hooks.py_around_extern_alloc(self, a["extern_kernel"], list(a["args"]),
-                                         lambda: orig(self, *args, **kwargs))
-        return patched
-    patch(py, "_generate_extern_kernel_alloc_helper", extern_alloc)
+    patch(py, "_generate_extern_kernel_alloc_helper",
+          around(hooks.py_around_extern_alloc, "extern_kernel", "args"))
 
     patch(py, "write_header", after(hooks.py_on_header))
     patch(py, "codegen_inputs", after(hooks.py_on_inputs))
