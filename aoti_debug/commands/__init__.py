@@ -2,7 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+import contextlib
+from typing import Iterator, Optional, Sequence
+
+
+@contextlib.contextmanager
+def reading(where: Optional[str] = None) -> Iterator[None]:
+    """What a command reads is the user's input: a refusal of it (InputError: a
+    log or dump that is not one, damaged, hostile) is a usage error in its own
+    words, and with `where`, so is an OS error reading it (named by `where`)."""
+    from ..analysis.untrusted import InputError
+    from ..cli import UsageError
+    try:
+        yield
+    except InputError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        if where is None:
+            raise
+        raise UsageError(f"{where}: {exc}") from None
 
 
 def allow_modules(modules: Sequence[str], load: bool) -> None:

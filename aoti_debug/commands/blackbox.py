@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import sys
 
-from ..cli import FOUND, OK, USAGE, UsageError, echo, printable
+from . import reading
+from ..cli import FOUND, OK, USAGE, echo, printable
 
 
 def add_arguments(parser) -> None:
@@ -22,11 +23,8 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from ..analysis import blackbox
-    from ..analysis.untrusted import InputError
-    try:
+    with reading():
         done = blackbox.recover(args.path, args.out)
-    except InputError as exc:
-        raise UsageError(str(exc)) from None
     lines = []
     for r in done:
         if r.status == "ok":

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from . import add_dump_dir, add_library, allow_modules, dump_dir, load_libraries
+from . import add_dump_dir, add_library, allow_modules, dump_dir, load_libraries, reading
 from ..cli import INCOMPLETE, OK, UsageError, echo, verdict
 
 
@@ -27,20 +27,15 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from ..analysis import check, completeness
     from ..analysis.replay import folders, nested
-    from ..analysis.untrusted import InputError
     root = dump_dir(args, "check")
     for flag, value in (("--atol", args.atol), ("--rtol", args.rtol)):
         if value is not None and not value >= 0:     # also refuses NaN, which would pass everything
             raise UsageError(f"{flag} {value:g}: a tolerance must be a number >= 0")
     allow_modules(args.allow_module, load=True)
     load_libraries(args.library)
-    try:
+    with reading(root):
         found = check.check(root, atol=args.atol, rtol=args.rtol)
         gaps = completeness.of_dump_folders(folders(root))
-    except InputError as exc:
-        raise UsageError(str(exc)) from None
-    except OSError as exc:
-        raise UsageError(f"{root}: {exc}") from None
     echo(gaps.lines())
     echo(launch.line_text() for launch in found)
     echo([f"note: {d}: a dump directory inside {root}, not checked (check it on its own)"

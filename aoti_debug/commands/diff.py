@@ -3,6 +3,7 @@ first diverging launch."""
 
 from __future__ import annotations
 
+from . import reading
 from ..cli import UsageError, check_tolerances, echo, undecided, verdict
 
 
@@ -29,7 +30,6 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from ..analysis import completeness, diff, load
-    from ..analysis.untrusted import InputError
     check_tolerances(args.atol, args.rtol)
     if args.ranks:
         return _ranks(args)
@@ -37,12 +37,10 @@ def run(args) -> int:
         raise UsageError(f"expected two logs, A and B, and got {len(args.paths)} "
                          "(or --ranks with the logs of one job)")
     log_a_path, log_b_path = args.paths
-    try:
+    with reading():
         log_a, log_b = load.read(log_a_path), load.read(log_b_path)
         result = diff.diff(log_a, log_b, run=args.run or 1, atol=args.atol, rtol=args.rtol,
                            exact=args.exact)
-    except InputError as exc:
-        raise UsageError(str(exc)) from None
     gaps_a, gaps_b = completeness.of_log(log_a), completeness.of_log(log_b)
     gaps = completeness.Gaps(gaps_a.items + gaps_b.items)
     said = [f"{side}: {line}" for side, g in (("A", gaps_a), ("B", gaps_b)) for line in g.lines()]
@@ -61,12 +59,9 @@ def _written(event):
 
 def _ranks(args) -> int:
     from ..analysis import completeness, diff, load
-    from ..analysis.untrusted import InputError
-    try:
+    with reading():
         log = load.read_many(args.paths)
         replicas = diff.diff_replicas(log, args.atol, args.rtol, args.run, args.exact)
-    except InputError as exc:
-        raise UsageError(str(exc)) from None
     gaps = completeness.of_log(log)
     echo(gaps.lines() + diff.replicas_text(replicas))
     first = replicas.first

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import reading
 from ..cli import UsageError, echo, undecided, verdict
 
 
@@ -18,11 +19,8 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from ..analysis import load, nan_origin
-    from ..analysis.untrusted import InputError
-    try:
+    with reading():
         log = load.read_many(args.paths)
-    except InputError as exc:
-        raise UsageError(str(exc)) from None
     level = log.level_hint()
     if level < 5:
         raise UsageError(f"{log.path}: has no tensor statistics (it looks like a level-{level} log); "

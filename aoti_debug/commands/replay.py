@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from . import add_dump_dir, allow_modules, dump_dir
+from . import add_dump_dir, allow_modules, dump_dir, reading
 from ..cli import UsageError, check_tolerances, echo, undecided, verdict
 
 
@@ -30,7 +30,6 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from ..analysis import completeness, replay
-    from ..analysis.untrusted import InputError
     args.dir = dump_dir(args, "replay")
     check_tolerances(args.atol, args.rtol)
     if args.package is not None and not os.path.isfile(args.package):
@@ -39,15 +38,11 @@ def run(args) -> int:
     for library in args.library:
         if not os.path.isfile(library):
             raise UsageError(f"--library {library}: no such file")
-    try:
+    with reading(args.dir):
         items, notes = replay.replay(args.dir, atol=args.atol, rtol=args.rtol, package=args.package,
                                      allow=args.allow_module, libraries=args.library,
                                      trust_dump_code=args.trust_dump_code)
         gaps = completeness.of_dump_folders(replay.folders(args.dir))
-    except InputError as exc:
-        raise UsageError(str(exc)) from None
-    except OSError as exc:
-        raise UsageError(f"{args.dir}: {exc}") from None
     echo(gaps.lines())
     echo(item.line() for item in items)
     echo(notes, file=sys.stderr)

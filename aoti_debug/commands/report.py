@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from . import reading
 from ..cli import UsageError, echo, verdict
 
 
@@ -26,12 +27,10 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from ..analysis import diff, load, report
     from ..analysis.untrusted import InputError
-    try:
+    with reading():
         log = load.read_many(args.paths)
         other = load.read(args.against) if args.against else None
         divergence = diff.diff(log, other, run=args.run) if other is not None else None
-    except InputError as exc:
-        raise UsageError(str(exc)) from None
     page = report.render(log, against=other, divergence=divergence, rerun_ops=args.rerun_ops)
     try:
         with open(args.output, "w", encoding="utf-8") as f:
