@@ -287,11 +287,15 @@ def test_run_time_level_lowers_and_upstream_alias(harness, tmp_path):
 
 
 def test_asking_for_more_than_compiled_gives_one_note(harness, tmp_path):
+    """One note, a line per setting asked above what is compiled in (as the Python runtime:
+    test_python_wrapper.py's test_run_time_level_and_filter)."""
     log = tmp_path / "log.txt"
-    run(harness, ["model", "3", "", "2"], log, AOTI_DEBUG_LOGLEVEL="5")
+    run(harness, ["model", "3", "", "2"], log, AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_CHECK_INPUTS="1")
     note = (head("note", "-", "settings")
             + "  AOTI_DEBUG_LOGLEVEL='5' asks for more than model 'toy' was compiled with (3); "
-              "using 3. Recompile with AOTI_DEBUG_LOGLEVEL=5 (or AOTI_DEBUG_COMPILE=all) to get it.\n")
+              "using 3. Recompile with AOTI_DEBUG_LOGLEVEL=5 (or AOTI_DEBUG_COMPILE=all) to get it.\n"
+            + "  AOTI_DEBUG_CHECK_INPUTS='1' asks for more than model 'toy' was compiled with (0); "
+              "using 0. Recompile with AOTI_DEBUG_CHECK_INPUTS=1 (or AOTI_DEBUG_COMPILE=all) to get it.\n")
     assert masked(log) == note + expected(3, runs=2)
 
 

@@ -316,16 +316,21 @@ def test_run_time_level_and_filter(tmp_path, fx_cache_dir):
     """Run-time variables: AOTI_DEBUG_LOGLEVEL cannot raise the compiled level (one
     note says so); AOTI_DEBUG_KERNELS filters records and keeps the numbers.  The
     compile-time settings are the cache test's level 3 (the filter is cleared for
-    the compile), so the artifact comes from the FX graph cache when that ran first."""
+    the compile, no guards), so the artifact comes from the FX graph cache when that ran first."""
     out = tmp_path / "rt"
-    drive(out, fx_cache_dir, [3], fx_cache=True, kwargs={"kernels": ""},
-          AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_KERNELS="*addmm*", AOTI_DEBUG_SYNC="1")
+    drive(out, fx_cache_dir, [3], fx_cache=True, kwargs={"kernels": "", "check_inputs": False},
+          AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_KERNELS="*addmm*", AOTI_DEBUG_SYNC="1",
+          AOTI_DEBUG_CHECK_INPUTS="1")
     text = log(out, 3)
     recs = records(text)
-    # AOTI_DEBUG_SYNC on the CPU: nothing to wait for, nothing said
+    # AOTI_DEBUG_SYNC on the CPU: nothing to wait for, nothing said; guards asked for, none
+    # compiled in: the C++ runtime's words (test_native_launch.py)
     assert recs[0] == (H + "note - settings\n  AOTI_DEBUG_LOGLEVEL='10' asks for more than model "
                        "'model' was compiled with (3); using 3. Recompile with "
-                       "AOTI_DEBUG_LOGLEVEL=10 (or AOTI_DEBUG_COMPILE=all) to get it.\n")
+                       "AOTI_DEBUG_LOGLEVEL=10 (or AOTI_DEBUG_COMPILE=all) to get it.\n"
+                       "  AOTI_DEBUG_CHECK_INPUTS='1' asks for more than model 'model' was compiled with "
+                       "(0); using 0. Recompile with AOTI_DEBUG_CHECK_INPUTS=1 (or AOTI_DEBUG_COMPILE=all) "
+                       "to get it.\n")
     heads = headers(text)[1:]
     assert [h for h in heads if " launch " in h] == [
         H + "launch model:1.1 aoti_torch_cpu_addmm_out", H + "launch model:1.3 aoti_torch_cpu_addmm_out",

@@ -130,11 +130,9 @@ class Model:
                 ("level", "AOTI_DEBUG_LOGLEVEL", self.compiled_level, *_ordered(int)),
                 ("nan_check", "AOTI_DEBUG_NAN_CHECK", self.compiled_nan_check,
                  nan_checks.asks_for_more, nan_checks.effective),
+                ("check_inputs", "AOTI_DEBUG_CHECK_INPUTS", self.compiled_check_inputs, *_ordered(bool)),
                 ("memcheck", "AOTI_DEBUG_MEMCHECK", self.compiled_memcheck,
                  *_ordered(memcheck.ORDER.__getitem__)),
-                # guards asked for where none are compiled in: nothing is noted
-                ("check_inputs", "AOTI_DEBUG_CHECK_INPUTS", self.compiled_check_inputs,
-                 lambda c, r: False, lambda c, r: c and r),
                 ("blackbox", "AOTI_DEBUG_BLACKBOX", self.compiled_blackbox, *_ordered(int)),
             )
             run = {}
@@ -144,7 +142,7 @@ class Model:
                     continue
                 wanted = getattr(s, field)
                 if asks_more(compiled, wanted):
-                    shown = _box_name if field == "blackbox" else str
+                    shown = _SHOWN.get(field, str)
                     lines.append(self._more(asked, shown(compiled), variable, shown(wanted)))
                 run[field] = lowest(compiled, wanted)
             level = run.get("level", self.default_level)
@@ -458,6 +456,10 @@ class RunDumps:
 
 def _box_failed(level: int, exc: Exception) -> None:
     _safely(state.tell, level, "blackbox", f"could not keep a launch: {type(exc).__name__}: {exc}", once=True)
+
+
+# a value in a note as its variable is set (detail/launch.h, Model::init)
+_SHOWN = {"check_inputs": lambda on: "1" if on else "0", "blackbox": lambda n: _box_name(n)}
 
 
 def _ordered(order):
