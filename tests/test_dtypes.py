@@ -67,3 +67,13 @@ def test_the_cpp_names_for_codes_are_c10s():
     ours = {name: int(code) for name, code in re.findall(r"k(\w+) = (\d+)", enum[:enum.index("};")])}
     assert len(ours) >= 20
     assert ours == {name: c10[name] for name in ours}
+
+
+def test_the_guard_and_plan_check_name_every_dtype_by_the_table():
+    """The codes the input guard and the plan check compile in come from the one table:
+    a dtype the guard once knew no code for (-1) failed every run against any input."""
+    from aoti_debug.codegen_patches.cpp_emit import scalar_type
+    assert [scalar_type(n) for n in ("float32", "complex32", "qint8", "float4_e2m1fn_x2", "uint3")] == \
+        [6, 8, 12, 45, 32]
+    assert {n: scalar_type(n) for n in DTYPE_CODES} == DTYPE_CODES
+    assert scalar_type("float128") == -1
