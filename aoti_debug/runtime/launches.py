@@ -97,19 +97,17 @@ class Model:
         # less than is compiled in)
         d = defaults or dict(level=level, kernels=kernels, nan_check=nan_check, check_inputs=check_inputs,
                              memcheck=memcheck, blackbox=blackbox)
-        d_level, d_kernels, d_nan, d_inputs, d_mem, d_box = (
-            d["level"], d["kernels"], d["nan_check"], d["check_inputs"], d["memcheck"], d["blackbox"])
-        self.check_inputs = bool(check_inputs) and bool(d_inputs)   # what runs do (after _init)
+        self.check_inputs = bool(check_inputs) and bool(d["check_inputs"])   # what runs do (after _init)
         self.compiled_memcheck = settings_mod._parse_memcheck(memcheck or "off")
-        self.memcheck = settings_mod._parse_memcheck(d_mem or "off")   # what runs do (after _init)
+        self.memcheck = settings_mod._parse_memcheck(d["memcheck"] or "off")   # what runs do (after _init)
         self.compiled_blackbox = int(blackbox)
-        self.blackbox = int(d_box)           # launches the black box keeps (after _init), 0: off
+        self.blackbox = int(d["blackbox"])   # launches the black box keeps (after _init), 0: off
         self._box_on: Optional[bool] = None  # did the ring open (asked once)
-        self.default_level = int(d_level)
-        self.nan_check = settings_mod._parse_nan(d_nan or "off")
+        self.default_level = int(d["level"])
+        self.nan_check = settings_mod._parse_nan(d["nan_check"] or "off")
         self.level = 0
         self._runtime_kernels: Optional[Tuple[str, ...]] = (
-            settings_mod.split_kernels(d_kernels or "") if defaults else None)
+            settings_mod.split_kernels(d["kernels"] or "") if defaults else None)
         self._ready = False
         self._lock = threading.Lock()
         self._runs = itertools.count(1)   # next() on a count is atomic under the GIL
@@ -458,10 +456,6 @@ def _box_failed(level: int, exc: Exception) -> None:
     _safely(state.tell, level, "blackbox", f"could not keep a launch: {type(exc).__name__}: {exc}", once=True)
 
 
-# a value in a note as its variable is set (detail/launch.h, Model::init)
-_SHOWN = {"check_inputs": lambda on: "1" if on else "0", "blackbox": lambda n: _box_name(n)}
-
-
 def _ordered(order):
     """Asks-for-more and lowest of a setting whose values are ordered by `order`."""
     return (lambda c, r: order(r) > order(c)), (lambda c, r: min(c, r, key=order))
@@ -469,6 +463,10 @@ def _ordered(order):
 
 def _box_name(launches: int) -> str:
     return str(launches) if launches > 0 else "off"
+
+
+# a value in a note as its variable is set (detail/launch.h, Model::init); others by str()
+_SHOWN = {"check_inputs": lambda on: "1" if on else "0", "blackbox": _box_name}
 
 
 def _tensors(name: str, value) -> List[Tuple[str, Any]]:
