@@ -21,10 +21,11 @@ Differences between the tested releases (2.11 to 2.15), absorbed by the patches:
   the wrappers pass every argument on untouched and read theirs by name
   (bound), so added parameters, and keyword/positional spelling, do not matter.
 - 2.13 links AOTI's wrapper object through codecache.CppBuilder, which
-  patch_cpp_wrapper.linked_core() relies on; before 2.13 the runtime is compiled header-only.
+  patch_cpp_wrapper.py's link step and ir_queries.linked_core() rely on; before
+  2.13 the runtime is compiled header-only.
 - 2.13 keeps the message of an error the model raised for its caller
   (AOTInductorGetLastError); before, the caller reads only "run_func_(...)
-  API call failed", so patch_cpp_wrapper.pass_caller_errors lets aoti-debug's own through.
+  API call failed", so hooks.pass_caller_errors lets aoti-debug's own through.
 """
 
 from __future__ import annotations

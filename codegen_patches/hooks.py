@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Set
 from aoti_debug import settings as settings_mod
 from aoti_debug.plan import IN, INOUT, OUT, Arg, Planned, Provenance, Site, module_path
 
-from . import cpp_emit, fx_ops, guards, ir_plan, ir_queries, patch_cpp_wrapper, patch_python_wrapper, python_emit, trace
+from . import cpp_emit, fx_ops, guards, ir_plan, ir_queries, python_emit, trace
 
 # The compile-time settings in force (set by install.activate / instrument()).
 _active = None
@@ -363,10 +363,40 @@ def on_header(wrapper) -> None:
     st = state(wrapper)
     if st is not None and not st.header_written:   # the GPU wrapper calls the CPU one's too
         st.header_written = True
-        core = patch_cpp_wrapper.linked_core(*cpp_emit.runtime_options(_active))
-        patch_cpp_wrapper.pass_caller_errors(wrapper, cpp_emit.caller_error_source(_active, core))
+        core = ir_queries.linked_core(*cpp_emit.runtime_options(_active))
+        pass_caller_errors(wrapper, cpp_emit.caller_error_source(_active, core))
         wrapper.header.splice(cpp_emit.runtime_source(_active, core) + cpp_emit.device_glue(ir_queries.wrapper_device(wrapper)))
         wrapper.header.writeline(cpp_emit.model_decl(_active, ir_queries.model_name()))
+
+
+_CONVERT = "#define CONVERT_EXCEPTION_TO_ERROR_CODE"
+
+
+_CATCH = "} catch (const std::exception& e) {"
+
+
+def pass_caller_errors(wrapper, declaration: str) -> bool:
+    """Where torch's AOTI interface (spliced into the wrapper's header) keeps no
+    last error for its caller, its catch-all lets aoti-debug's CallerError
+    (cpp_runtime/include/aoti_debug/detail/caller_error.h, `declaration`) go on to
+    the caller, which then raises it with aoti-debug's message instead of "API call
+    failed".  Every other error is handled as upstream handles it.  True if done."""
+    lines = getattr(wrapper.header, "_lines", None)
+    if not isinstance(lines, list):
+        return False
+    text = [line if isinstance(line, str) else "" for line in lines]
+    if any("AOTInductorGetLastError" in line for line in text):
+        return False            # 2.13 on: upstream hands the message over itself
+    start = next((i for i, line in enumerate(text) if line.lstrip().startswith(_CONVERT)), None)
+    if start is None:
+        return False
+    catch = next((i for i in range(start + 1, min(start + 12, len(text))) if _CATCH in text[i]), None)
+    if catch is None:
+        return False
+    lines[catch] = text[catch].replace(
+        _CATCH, "} catch (const ::aoti_debug::CallerError&) { throw; " + _CATCH, 1)
+    lines[start:start] = declaration.splitlines()
+    return True
 
 
 def on_wrapper_decl(wrapper) -> None:
@@ -539,7 +569,7 @@ def py_on_inputs(wrapper) -> None:
     st.entry_written = True
     from torch._inductor.virtualized import V
     names = [n for n in V.graph.graph_inputs if ir_queries.is_tensor_input(n)]
-    labels = patch_python_wrapper.python_input_labels(names)
+    labels = ir_queries.python_input_labels(names)
     st.labels = dict(zip(names, labels))
     for line in python_emit.run_begin(names, labels):
         wrapper.prefix.writeline(line)

@@ -1,8 +1,9 @@
 """Questions the codegen asks of the graph Inductor is lowering (V.graph) and
 of the wrapper it generates: which names are tensors, what a buffer holds and
 where its values come from, the layout the graph planned, the model's outputs
-and name.  Each reads Inductor's IR as the tested releases (adapter.TESTED)
-shape it; none changes anything.
+and name, the user's names Dynamo knew, and which core object the wrapper links.
+Each reads Inductor's IR as the tested releases (adapter.TESTED) shape it; none
+changes anything (linked_core may build the core object into aoti-debug's cache).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import functools
 import os
 import weakref
 from typing import Iterable, List, Optional
+
+from .adapter import TESTED, torch_version
 
 
 @functools.lru_cache(maxsize=None)
@@ -341,3 +344,84 @@ def extern_launch_name(node, device) -> str:
 def returns_value(node) -> bool:
     from torch._inductor import ir
     return not isinstance(getattr(node, "layout", None), ir.NoneLayout)
+
+
+# The user's names of the graph being compiled by torch.compile, per Dynamo placeholder.
+_dynamo_labels: List[str] = []
+
+
+def _label_of_source(name: str) -> str:
+    """L['x'] -> x; L['self']._modules['fc1']._parameters['weight'] -> fc1_weight
+    (AOTI's constant name); L['batch']['mask'] -> batch["mask"]."""
+    import re
+    body = re.sub(r"^[LG]\[", "[", name)
+    tokens = [a or b for a, b in re.findall(r"\['([^']*)'\]|\.(\w+)", body)]
+    if not tokens:
+        return name
+    if "_parameters" in tokens or "_buffers" in tokens:
+        kept = [t for t in tokens if t not in ("_modules", "_parameters", "_buffers")]
+        if kept and kept[0] == "self":
+            kept = kept[1:]
+        return "_".join(kept) or name
+    return tokens[0] + "".join(f'["{t}"]' for t in tokens[1:])
+
+
+def remember_dynamo_labels(gm) -> None:
+    """The user's names of the inputs of `gm`, the graph Dynamo hands torch.compile's
+    Inductor (read by python_input_labels while its wrapper is generated)."""
+    labels: List[str] = []
+    try:
+        for node in gm.graph.find_nodes(op="placeholder"):
+            arg = node.meta.get("grapharg")
+            source = getattr(arg, "source", None)
+            text = getattr(source, "name", None)
+            text = text() if callable(text) else text
+            labels.append(_label_of_source(text) if isinstance(text, str) else node.name)
+    except Exception:
+        labels = []
+    _dynamo_labels[:] = labels
+
+
+def python_input_labels(names: List[str]) -> List[str]:
+    """Graph input names (arg0_1) -> the user's names, through AOTAutograd's input descriptors."""
+    from torch._inductor.virtualized import V
+    placeholders = {}
+    try:
+        for node in V.graph.orig_gm.graph.find_nodes(op="placeholder"):
+            placeholders[node.name] = node
+    except Exception:
+        pass
+    out = []
+    for n in names:
+        desc = getattr(placeholders.get(n), "meta", {}).get("desc")
+        idx = getattr(desc, "idx", None) if type(desc).__name__ == "PlainAOTInput" else None
+        out.append(_dynamo_labels[idx] if isinstance(idx, int) and idx < len(_dynamo_labels) else n)
+    return out
+
+
+def linked_core(stats: bool, dumps: bool, memcheck: bool = False):
+    """(path, compiler flags) of the core object (config.h: AOTI_DEBUG_LINKED_CORE)
+    to link into the AOTI artifact being generated, or None to compile the
+    runtime header-only.
+
+    Only for AOTI builds that Inductor links here (not package_cpp_only, not
+    cross-compiled) on the tested releases from 2.13 on, whose AotCodeCompiler
+    links the wrapper object through codecache.CppBuilder, once the link step
+    (patch_cpp_wrapper.py) has made that class add the core; elsewhere, an
+    untested release included (a link that left the core out would fail), the
+    header-only runtime costs compile time but needs nothing at link time."""
+    from torch._inductor import codecache, config
+    from torch._inductor.virtualized import V
+    from aoti_debug.native import build as _build
+    aot = config.aot_inductor
+    if (not getattr(codecache.CppBuilder, "__aoti_debug_patch__", False)
+            or not (2, 13) <= torch_version() <= TESTED[1]
+            or not getattr(V.graph, "aot_mode", False)
+            or getattr(aot, "package_cpp_only", False)
+            or getattr(aot, "cross_target_platform", None) not in (None, "", "linux")):
+        return None
+    flags = _build.core_flags(stats, dumps, memcheck)
+    try:
+        return str(_build.core_object(flags)), flags
+    except (_build.BuildError, OSError):
+        return None

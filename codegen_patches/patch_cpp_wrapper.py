@@ -1,7 +1,6 @@
 """The AOTI C++ wrapper's patches (CppWrapperCpu, CppWrapperGpu and the
-schedulings and IR both wrappers share), the link step that adds the core
-object to an instrumented artifact, and the edit that passes aoti-debug's own
-errors to the model's caller.
+schedulings and IR both wrappers share), and the link step that adds the core
+object to an instrumented artifact.
 """
 
 from __future__ import annotations
@@ -9,73 +8,13 @@ from __future__ import annotations
 import inspect
 
 from . import cpp_emit, guards, ir_queries
-from .adapter import TESTED, after, around, before_return, bound, patch, torch_version
-
-
-_CONVERT = "#define CONVERT_EXCEPTION_TO_ERROR_CODE"
-
-
-_CATCH = "} catch (const std::exception& e) {"
-
-
-def pass_caller_errors(wrapper, declaration: str) -> bool:
-    """Where torch's AOTI interface (spliced into the wrapper's header) keeps no
-    last error for its caller, its catch-all lets aoti-debug's CallerError
-    (cpp_runtime/include/aoti_debug/detail/caller_error.h, `declaration`) go on to
-    the caller, which then raises it with aoti-debug's message instead of "API call
-    failed".  Every other error is handled as upstream handles it.  True if done."""
-    lines = getattr(wrapper.header, "_lines", None)
-    if not isinstance(lines, list):
-        return False
-    text = [line if isinstance(line, str) else "" for line in lines]
-    if any("AOTInductorGetLastError" in line for line in text):
-        return False            # 2.13 on: upstream hands the message over itself
-    start = next((i for i, line in enumerate(text) if line.lstrip().startswith(_CONVERT)), None)
-    if start is None:
-        return False
-    catch = next((i for i in range(start + 1, min(start + 12, len(text))) if _CATCH in text[i]), None)
-    if catch is None:
-        return False
-    lines[catch] = text[catch].replace(
-        _CATCH, "} catch (const ::aoti_debug::CallerError&) { throw; " + _CATCH, 1)
-    lines[start:start] = declaration.splitlines()
-    return True
-
-
-def linked_core(stats: bool, dumps: bool, memcheck: bool = False):
-    """(path, compiler flags) of the core object (config.h: AOTI_DEBUG_LINKED_CORE)
-    to link into the AOTI artifact being generated, or None to compile the
-    runtime header-only.
-
-    Only for AOTI builds that Inductor links here (not package_cpp_only, not
-    cross-compiled) on the tested releases from 2.13 on, whose AotCodeCompiler
-    links the wrapper object through codecache.CppBuilder (the hook below);
-    elsewhere, an untested release included (a link that left the core out
-    would fail), the header-only runtime costs compile time but needs
-    nothing at link time."""
-    from torch._inductor import config
-    from torch._inductor.virtualized import V
-    from aoti_debug.native import build as _build
-    aot = config.aot_inductor
-    if (not _core_linkable or not (2, 13) <= torch_version() <= TESTED[1]
-            or not getattr(V.graph, "aot_mode", False)
-            or getattr(aot, "package_cpp_only", False)
-            or getattr(aot, "cross_target_platform", None) not in (None, "", "linux")):
-        return None
-    flags = _build.core_flags(stats, dumps, memcheck)
-    try:
-        return str(_build.core_object(flags)), flags
-    except (_build.BuildError, OSError):
-        return None
-
-
-# Whether codecache.CppBuilder is the class _link_core_objects can wrap.
-_core_linkable = False
+from .adapter import after, around, before_return, bound, patch
 
 
 def _link_core_objects() -> None:
-    """A link of an instrumented wrapper gets the core object it names."""
-    global _core_linkable
+    """A link of an instrumented wrapper gets the core object it names (the
+    marker of this patch on codecache.CppBuilder is what ir_queries.linked_core
+    asks before naming one)."""
     from torch._inductor import codecache
     from torch._inductor import cpp_builder
     try:
@@ -87,7 +26,6 @@ def _link_core_objects() -> None:
             or not all(hasattr(options, m) for m in ("get_compile_only", "get_precompiling",
                                                       "get_preprocessing"))):
         return              # not the builder this wrapper knows: header-only runtime
-    _core_linkable = True
 
     def builder(orig):
         class CppBuilderWithCore(orig):

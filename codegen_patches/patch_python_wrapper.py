@@ -1,63 +1,11 @@
-"""torch.compile's Python wrapper (PythonWrapperCodegen): its patches, the
-user's input names Dynamo knew, and the settings in Inductor's cache key.
+"""torch.compile's Python wrapper (PythonWrapperCodegen): its patches, and the
+settings in Inductor's cache key.
 """
 
 from __future__ import annotations
 
-from typing import List
-
+from . import ir_queries
 from .adapter import after, around, before_return, bound, patch
-
-
-# The user's names of the graph being compiled by torch.compile, per Dynamo placeholder.
-_dynamo_labels: List[str] = []
-
-
-def _label_of_source(name: str) -> str:
-    """L['x'] -> x; L['self']._modules['fc1']._parameters['weight'] -> fc1_weight
-    (AOTI's constant name); L['batch']['mask'] -> batch["mask"]."""
-    import re
-    body = re.sub(r"^[LG]\[", "[", name)
-    tokens = [a or b for a, b in re.findall(r"\['([^']*)'\]|\.(\w+)", body)]
-    if not tokens:
-        return name
-    if "_parameters" in tokens or "_buffers" in tokens:
-        kept = [t for t in tokens if t not in ("_modules", "_parameters", "_buffers")]
-        if kept and kept[0] == "self":
-            kept = kept[1:]
-        return "_".join(kept) or name
-    return tokens[0] + "".join(f'["{t}"]' for t in tokens[1:])
-
-
-def remember_dynamo_labels(gm) -> None:
-    labels: List[str] = []
-    try:
-        for node in gm.graph.find_nodes(op="placeholder"):
-            arg = node.meta.get("grapharg")
-            source = getattr(arg, "source", None)
-            text = getattr(source, "name", None)
-            text = text() if callable(text) else text
-            labels.append(_label_of_source(text) if isinstance(text, str) else node.name)
-    except Exception:
-        labels = []
-    _dynamo_labels[:] = labels
-
-
-def python_input_labels(names: List[str]) -> List[str]:
-    """Graph input names (arg0_1) -> the user's names, through AOTAutograd's input descriptors."""
-    from torch._inductor.virtualized import V
-    placeholders = {}
-    try:
-        for node in V.graph.orig_gm.graph.find_nodes(op="placeholder"):
-            placeholders[node.name] = node
-    except Exception:
-        pass
-    out = []
-    for n in names:
-        desc = getattr(placeholders.get(n), "meta", {}).get("desc")
-        idx = getattr(desc, "idx", None) if type(desc).__name__ == "PlainAOTInput" else None
-        out.append(_dynamo_labels[idx] if isinstance(idx, int) and idx < len(_dynamo_labels) else n)
-    return out
 
 
 def _hash_file(digest, path: str) -> None:
@@ -161,7 +109,7 @@ def install(hooks) -> None:
             aoti = config.cpp_wrapper or (isinstance(patches, dict) and patches.get("cpp_wrapper"))
             if settings is None or depth[0] or aoti:   # compile_fx calls itself: act once
                 return orig(model_, *args, **kwargs)
-            remember_dynamo_labels(model_)
+            ir_queries.remember_dynamo_labels(model_)
             depth[0] += 1
             try:
                 with config.patch(post_grad_custom_post_pass=settings_pass(

@@ -132,6 +132,36 @@ def test_a_runtime_module_importing_codegen_is_refused():
     ]
 
 
+# Inside codegen the installers (codegen_patches/patch_*.py, which patch Inductor)
+# call the hooks and the questions; nothing they call reaches back into them, and
+# only install.py, which installs them, imports one.
+INSTALLERS = "aoti_debug.codegen_patches.patch_"
+INSTALLS_THEM = "aoti_debug.codegen_patches.install"
+
+
+def installer_imports(g) -> list:
+    return sorted(f"{a} imports {b}" for a, deps in g.items() for b in deps
+                  if b.startswith(INSTALLERS) and a != INSTALLS_THEM)
+
+
+def test_only_install_imports_the_installers():
+    assert installer_imports(graph()) == []
+
+
+def test_hooks_importing_an_installer_is_refused():
+    """The check itself: the hooks reaching into an installer, and one installer
+    into the other, are each reported."""
+    g = graph()
+    g["aoti_debug.codegen_patches.hooks"] = g["aoti_debug.codegen_patches.hooks"] | {
+        "aoti_debug.codegen_patches.patch_cpp_wrapper"}
+    g["aoti_debug.codegen_patches.patch_cpp_wrapper"] = g["aoti_debug.codegen_patches.patch_cpp_wrapper"] | {
+        "aoti_debug.codegen_patches.patch_python_wrapper"}
+    assert installer_imports(g) == [
+        "aoti_debug.codegen_patches.hooks imports aoti_debug.codegen_patches.patch_cpp_wrapper",
+        "aoti_debug.codegen_patches.patch_cpp_wrapper imports aoti_debug.codegen_patches.patch_python_wrapper",
+    ]
+
+
 def test_the_layout_check_sees_the_modules():
     g = graph()
     assert "aoti_debug.runtime.launches" in g and "aoti_debug.codegen_patches.hooks" in g
@@ -139,3 +169,5 @@ def test_the_layout_check_sees_the_modules():
         "aoti_debug.native" in g["aoti_debug.runtime.sink"]
     assert "aoti_debug.analysis.dumps" in g["aoti_debug.analysis.load"]
     assert "aoti_debug.plan" in g["aoti_debug.runtime.format"] and "aoti_debug.plan" in g["aoti_debug.codegen_patches.hooks"]
+    assert {"aoti_debug.codegen_patches.patch_cpp_wrapper",
+            "aoti_debug.codegen_patches.patch_python_wrapper"} <= g["aoti_debug.codegen_patches.install"]

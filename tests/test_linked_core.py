@@ -16,7 +16,7 @@ from conftest import TESTS, clean_env, run_package, run_python
 
 pytestmark = pytest.mark.torch_matrix
 
-# the core object is linked from torch 2.13 on (codegen_patches/patch_cpp_wrapper.py, linked_core);
+# the core object is linked from torch 2.13 on (codegen_patches/ir_queries.py, linked_core);
 # before, every artifact compiles the runtime header-only
 needs_linked_core = pytest.mark.skipif(
     tuple(int(p) for p in __import__("torch").__version__.split("+")[0].split(".")[:2]) < (2, 13),
@@ -40,8 +40,8 @@ def header_only(tmp_path_factory, aoti_cache):
     run_python(f"""
         import sys; sys.path.insert(0, {TESTS!r})
         import torch, models
-        from aoti_debug.codegen_patches import patch_cpp_wrapper
-        patch_cpp_wrapper.linked_core = lambda *options: None     # as where the core cannot be linked
+        from aoti_debug.codegen_patches import ir_queries
+        ir_queries.linked_core = lambda *options: None     # as where the core cannot be linked
         torch._inductor.aoti_compile_and_package(models.export("mlp"), package_path={out!r})
     """, env=clean_env(TORCHINDUCTOR_CACHE_DIR=aoti_cache, AOTI_DEBUG_LOGLEVEL="10"), timeout=600)
     return out
@@ -102,13 +102,13 @@ def test_a_core_object_gone_before_the_link_is_built_again(tmp_path, aoti_cache)
     run_python(f"""
         import os, sys; sys.path.insert(0, {TESTS!r})
         import torch, models
-        from aoti_debug.codegen_patches import patch_cpp_wrapper
-        found = patch_cpp_wrapper.linked_core
+        from aoti_debug.codegen_patches import ir_queries
+        found = ir_queries.linked_core
         def vanishing(*options):           # the cache is cleaned between codegen and link
             core = found(*options)
             os.unlink(core[0])
             return core
-        patch_cpp_wrapper.linked_core = vanishing
+        ir_queries.linked_core = vanishing
         torch._inductor.aoti_compile_and_package(models.export("mlp"), package_path={out!r})
     """, env=clean_env(TORCHINDUCTOR_CACHE_DIR=aoti_cache, AOTI_DEBUG_LOGLEVEL="3", AOTI_DEBUG_CACHE_DIR=cache),
         timeout=600)
