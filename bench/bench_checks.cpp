@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "aoti_debug/detail/checks.h"
+#include "aoti_debug/checks.h"
 
 static aoti_debug::Model model(aoti_debug::ModelConfig{"bench", 0, "", "warn:naninf", false, "bench"});
 static const aoti_debug::ArgSpec args[] = {{"in_ptr0", aoti_debug::Role::In},

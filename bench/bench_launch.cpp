@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "aoti_debug/detail/launch.h"
+#include "aoti_debug/launch.h"
 
 static aoti_debug::Model model(aoti_debug::ModelConfig{"bench", 5, "", "off", false, "bench"});
 static aoti_debug::Site site{"cpp_fused_bench_0", "add", "bench.py:1", "", nullptr, 0};

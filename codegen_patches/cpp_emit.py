@@ -1,8 +1,8 @@
 """C++ text for the AOTI wrapper: the inlined runtime and the calls into it.
 
-The generated code uses the API of cpp_runtime/include/aoti_debug/detail/
-launch.h: a launch costs one counter increment and one predictable branch on
-the run's level, cached when the run begins.
+The generated code uses the API of cpp_runtime/include/aoti_debug/launch.h:
+a launch costs one counter increment and one predictable branch on the run's
+level, cached when the run begins.
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ def _inlined() -> Tuple[str, str]:
     follow the runtime in a wrapper, leave out the headers it inlined."""
     inline = _inliner()
     runtime = ("// ---- aoti-debug runtime (cpp_runtime/include, inlined) ----\n"
-               + inline("aoti.h") + inline("detail", "checks.h") + inline("detail", "wrapper_args.h")
+               + inline("aoti.h") + inline("checks.h") + inline("detail", "wrapper_args.h")
                + "// ---- end of aoti-debug runtime ----\n")
     return runtime, inline("detail", "cuda_hooks.h")
 

@@ -1,7 +1,7 @@
 """Input guards: what the compiled code assumes about every model input.
 
 Built from the graph's inputs and its shape environment at codegen time,
-emitted as straight-line C++ over detail/checks.h's InputGuard.  Only what
+emitted as straight-line C++ over checks.h's InputGuard.  Only what
 the kernels rely on is checked: rank, static sizes, dynamic sizes against
 their ranges and recorded relations, dtype, device, strides of dimensions
 longer than 1, and 16-byte alignment for GPU inputs Inductor compiled as

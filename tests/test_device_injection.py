@@ -14,7 +14,7 @@ from test_native_launch import build_harness, head, masked, run
 
 HARNESS = r"""
 #include <aoti_debug/aoti_debug.h>
-#include <aoti_debug/detail/checks.h>
+#include <aoti_debug/checks.h>
 
 #include <cmath>
 #include <cstdio>

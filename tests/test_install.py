@@ -121,7 +121,7 @@ def test_wheel_carries_hook_headers_and_codegen(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert "aoti_debug.pth" in names
     assert "aoti_debug/_cpp_runtime/include/aoti_debug/aoti.h" in names
-    assert "aoti_debug/_cpp_runtime/include/aoti_debug/detail/checks.h" in names
+    assert "aoti_debug/_cpp_runtime/include/aoti_debug/checks.h" in names
     assert "aoti_debug/_cpp_runtime/CMakeLists.txt" in names
     assert "aoti_debug/codegen_patches/hooks.py" in names
     record = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("/RECORD"))).decode()

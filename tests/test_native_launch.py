@@ -1,4 +1,4 @@
-"""The C++ launch API (cpp_runtime/include/aoti_debug/detail/launch.h) and the
+"""The C++ launch API (cpp_runtime/include/aoti_debug/launch.h) and the
 public scope API (aoti_debug/aoti_debug.h), driven by a small C++ program
 compiled once per session the way an artifact's wrapper is (-O1, no -march):
 exact records at every level, numbering, the kernel filter, notes for bad or

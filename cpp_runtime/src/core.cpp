@@ -5,4 +5,4 @@
 #define AOTI_DEBUG_CORE_IMPL 1
 
 #include <aoti_debug/aoti.h>
-#include <aoti_debug/detail/checks.h>
+#include <aoti_debug/checks.h>

@@ -17,7 +17,7 @@
 
 #include "aoti_debug/detail/blackbox.h"
 #include "aoti_debug/detail/format.h"
-#include "aoti_debug/detail/launch.h"
+#include "aoti_debug/launch.h"
 #include "aoti_debug/detail/registry.h"
 #include "aoti_debug/detail/settings.h"
 #include "aoti_debug/detail/stats.h"

@@ -1,5 +1,5 @@
 // Adapter from AOTI's stable C ABI (AtenTensorHandle) to the runtime, for
-// the generated wrapper code.  See detail/launch.h for the API it uses.
+// the generated wrapper code.  See launch.h for the API it uses.
 #pragma once
 
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "detail/launch.h"
+#include "launch.h"
 
 // Device statistics by libtorch's operators need the stable C API of the
 // releases tested with it (2.13 on); with an older torch a device tensor

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "config.h"
-#include "detail/launch.h"
+#include "launch.h"
 
 AOTI_DEBUG_NAMESPACE_BEGIN
 namespace detail {

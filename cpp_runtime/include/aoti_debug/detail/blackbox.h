@@ -41,7 +41,7 @@
 #include "../config.h"
 #include "dump.h"
 #include "dumpdir.h"
-#include "launch.h"
+#include "../launch.h"
 #include "registry.h"
 #include "settings.h"
 

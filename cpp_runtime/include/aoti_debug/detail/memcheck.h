@@ -40,7 +40,7 @@
 #if AOTI_DEBUG_ENABLE_DUMPS
 #include "blackbox.h"
 #endif
-#include "launch.h"
+#include "../launch.h"
 #include "poison.h"
 #include "stats.h"
 

@@ -19,7 +19,7 @@
 #include <type_traits>
 #include <utility>
 
-// tensor(AtenTensorHandle); through detail/launch.h, Site, Role, Value and Values
+// tensor(AtenTensorHandle); through launch.h, Site, Role, Value and Values
 #include "../aoti.h"
 
 namespace aoti_debug_gen {

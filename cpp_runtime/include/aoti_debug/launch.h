@@ -80,14 +80,14 @@
 #include <string>
 #include <vector>
 
-#include "../config.h"
-#include "caller_error.h"
+#include "config.h"
+#include "detail/caller_error.h"
 #if AOTI_DEBUG_ENABLE_DUMPS
-#include "dump.h"
+#include "detail/dump.h"
 #endif
-#include "format.h"
-#include "registry.h"
-#include "settings.h"
+#include "detail/format.h"
+#include "detail/registry.h"
+#include "detail/settings.h"
 
 AOTI_DEBUG_NAMESPACE_BEGIN
 

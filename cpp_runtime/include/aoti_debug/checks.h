@@ -15,17 +15,17 @@
 #include <string>
 #include <vector>
 
-#include "../config.h"
-#include "format.h"
+#include "config.h"
+#include "detail/format.h"
 #include "launch.h"
-#include "poison.h"
-#include "sizeexpr.h"
-#include "stats.h"
+#include "detail/poison.h"
+#include "detail/sizeexpr.h"
+#include "detail/stats.h"
 #if AOTI_DEBUG_ENABLE_DUMPS
-#include "blackbox.h"
+#include "detail/blackbox.h"
 #endif
 #if AOTI_DEBUG_ENABLE_MEMCHECK
-#include "memcheck.h"
+#include "detail/memcheck.h"
 #endif
 
 AOTI_DEBUG_NAMESPACE_BEGIN
