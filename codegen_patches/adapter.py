@@ -265,6 +265,18 @@ def unpatch_all() -> None:
             setattr(owner, name, original)
 
 
+def before(hook, *params):
+    """A method that calls `hook(self, <its arguments named params>)`, then the
+    original, untouched."""
+    def make(orig):
+        def patched(self, *args, **kwargs):
+            a = bound(orig, self, *args, **kwargs) if params else {}
+            hook(self, *(a[p] for p in params))
+            return orig(self, *args, **kwargs)
+        return patched
+    return make
+
+
 def after(hook):
     """A method that calls `hook(self)` once the original has written its part."""
     def make(orig):
@@ -298,5 +310,16 @@ def around(hook, *params):
         def patched(self, *args, **kwargs):
             a = bound(orig, self, *args, **kwargs)
             hook(self, *(a[p] for p in params), lambda: orig(self, *args, **kwargs))
+        return patched
+    return make
+
+
+def through(hook):
+    """A function (a method: self first) whose calls go through `hook(original,
+    *args, **kwargs)`, which makes the original call itself and returns what the
+    caller gets."""
+    def make(orig):
+        def patched(*args, **kwargs):
+            return hook(orig, *args, **kwargs)
         return patched
     return make

@@ -230,6 +230,13 @@ def around_kernel_call(wrapper, kernel_name, call_args, arg_types, emit_call) ->
     launch(wrapper, st, kernel_name, prov, args, "kernel", emit_call)
 
 
+def on_extern_out(wrapper, out: str, out_view) -> None:
+    """An extern kernel's out= buffer, which the extern call that follows writes."""
+    st = state(wrapper)
+    if st is not None:
+        st.extern_out = f"{out}_as_strided" if out_view else out
+
+
 def around_extern_call(wrapper, kernel: str, args: List[str], emit_call) -> None:
     st = state(wrapper)
     if st is None:
@@ -414,18 +421,21 @@ def on_wrapper_decl(wrapper) -> None:
             wrapper.prefix.writeline(line)
 
 
-def around_upstream_input_checks(wrapper) -> tuple:
-    """Lines around upstream's input checks (AOTI_RUNTIME_CHECK_INPUTS): with the input
-    guard compiled in, upstream's run only while the guard is off at run time, so one
-    problem gets one message, the guard's, in the user's terms."""
+def around_upstream_input_checks(wrapper, emit_checks) -> None:
+    """Upstream's input checks (AOTI_RUNTIME_CHECK_INPUTS), emitted by `emit_checks`:
+    with the input guard compiled in, they run only while the guard is off at run
+    time, so one problem gets one message, the guard's, in the user's terms."""
     st = state(wrapper)
     if st is None or not _active.check_inputs:
-        return [], []
-    return (["#define __check_inputs_outputs aotid_upstream_input_checks"],
-            ["#undef __check_inputs_outputs",
-             "static void __check_inputs_outputs(AtenTensorHandle* inputs, AtenTensorHandle* outputs) {",
-             "  if (!aotid_model.guards_inputs()) aotid_upstream_input_checks(inputs, outputs);",
-             "}"])
+        emit_checks()
+        return
+    wrapper.prefix.writeline("#define __check_inputs_outputs aotid_upstream_input_checks")
+    emit_checks()
+    wrapper.prefix.splice("\n".join([
+        "#undef __check_inputs_outputs",
+        "static void __check_inputs_outputs(AtenTensorHandle* inputs, AtenTensorHandle* outputs) {",
+        "  if (!aotid_model.guards_inputs()) aotid_upstream_input_checks(inputs, outputs);",
+        "}"]))
 
 
 def model_outputs(refs: List[str], labels: Dict[str, str]) -> List[Arg]:
@@ -520,10 +530,11 @@ def _py_tensor_args(args) -> List[Arg]:
     return out
 
 
-def py_on_extern_out_line(wrapper, node) -> None:
-    st = py_state(wrapper)
+def py_on_extern_out_line(line) -> None:
+    """An ExternKernelOutLine replayed: its node names the extern launch it makes."""
+    st = py_state(line.wrapper)
     if st is not None:
-        st.extern_node = node
+        st.extern_node = line.node
 
 
 def py_around_extern_out(wrapper, kernel: str, out: str, out_view, args, device, emit_call) -> None:

@@ -31,8 +31,8 @@ def _install_patches() -> None:
     if adapter.installed():
         return
     adapter.check_version()
-    patch_cpp_wrapper.install(hooks)
-    patch_python_wrapper.install(hooks)
+    patch_cpp_wrapper.install()
+    patch_python_wrapper.install()
 
 
 def restore(previous) -> None:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import inspect
 
-from . import cpp_emit, guards, ir_queries
-from .adapter import after, around, before_return, bound, patch
+from . import cpp_emit, guards, hooks, ir_queries
+from .adapter import after, around, before, before_return, bound, patch, through
 
 
 def _link_core_objects() -> None:
@@ -42,126 +42,97 @@ def _link_core_objects() -> None:
     patch(codecache, "CppBuilder", builder)
 
 
-def install(hooks) -> None:
+# The patches install() puts on Inductor, each named for the method it wraps and what it adds.
+
+def _codegen_comment_notes_provenance(scheduling, node_schedule, kernel_name) -> None:
+    """A scheduled kernel's comment: its provenance, for whichever wrapper is generated."""
+    hooks.py_on_scheduled_kernel_comment(node_schedule)
+    hooks.on_scheduled_kernel_comment(node_schedule, kernel_name)
+
+
+def _extern_comment_notes_provenance(ir_node) -> None:
+    """An extern kernel's comment: its provenance, for whichever wrapper is generated."""
+    hooks.py_on_extern_kernel_comment(ir_node)
+    hooks.on_extern_kernel_comment(ir_node)
+
+
+def _define_kernel_reads_roles(wrapper, kernel_name, kernel_body, cpp_definition) -> None:
+    """A kernel's definition: its parameter names give its arguments' roles."""
+    hooks.py_on_define_kernel(wrapper, kernel_name, kernel_body)
+    hooks.on_define_kernel(wrapper, kernel_name, kernel_body, cpp_definition)
+
+
+def _shim_call_named_as_called(wrapper, kernel, args, device, emit_call) -> None:
+    """An extern kernel's C shim call: a launch named as the code calls it (aoti_torch_cpu_cumsum)."""
+    hooks.around_extern_call(wrapper, wrapper.get_c_shim_func_name(kernel, device), list(args), emit_call)
+
+
+def _export_keeps_user_names(export, *args, **kwargs):
+    """torch.export.export: the user's names of inputs and dimensions, which Inductor drops."""
+    ep = export(*args, **kwargs)
+    try:
+        a = bound(export, *args, **kwargs)
+        ep._aoti_debug_dim_names = guards.dim_names_of(a["mod"], a["args"], a["kwargs"], a["dynamic_shapes"])
+        ep._aoti_debug_declared = guards.declared_of(a["mod"], a["args"], a["kwargs"], a["dynamic_shapes"])
+    except Exception:
+        pass
+    return ep
+
+
+def _compile_and_package_in_context(compile_and_package, *args, **kwargs):
+    """aoti_compile_and_package: the program's guard context and the package's name, while it runs."""
+    a = bound(compile_and_package, *args, **kwargs)
+    ctx = guards.context_from_exported_program(a["exported_program"]) if hooks.active() is not None else None
+    guards.set_context(ctx)
+    ir_queries.set_package_stem(a["package_path"])
+    try:
+        return compile_and_package(*args, **kwargs)
+    finally:
+        guards.set_context(None)
+        ir_queries.set_package_stem(None)
+
+
+def install() -> None:
     """Wrap the C++ wrapper's codegen methods (and those both wrappers share) with
     the hooks; install.py calls it once, after adapter.check_version()."""
+    import torch
+    import torch._inductor as inductor
     from torch._inductor import ir
     from torch._inductor.codegen import cpp, simd, wrapper
     from torch._inductor.codegen import triton as triton_codegen
-    from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
-    from torch._inductor.codegen.cpp_wrapper_gpu import CppWrapperGpu
+    from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu as Cpu
+    from torch._inductor.codegen.cpp_wrapper_gpu import CppWrapperGpu as Gpu
 
-    # phase 1: provenance and kernel signatures, for either wrapper (each
-    # hook returns at once when its wrapper is not the one being generated)
-    def comment(orig):
-        def codegen_comment(self, *args, **kwargs):
-            a = bound(orig, self, *args, **kwargs)
-            hooks.py_on_scheduled_kernel_comment(a["node_schedule"])
-            hooks.on_scheduled_kernel_comment(a["node_schedule"], a["kernel_name"])
-            return orig(self, *args, **kwargs)
-        return codegen_comment
-    patch(cpp.CppScheduling, "codegen_comment", comment)
-    patch(simd.SIMDScheduling, "codegen_comment", comment)
-    # its own method, not SIMDScheduling's: without this Triton launches had no provenance
-    patch(triton_codegen.TritonScheduling, "codegen_comment", comment)
-
-    def extern_comment(orig):
-        def codegen_comment(self, *args, **kwargs):
-            hooks.py_on_extern_kernel_comment(self)
-            hooks.on_extern_kernel_comment(self)
-            return orig(self, *args, **kwargs)
-        return codegen_comment
-    patch(ir.ExternKernel, "codegen_comment", extern_comment)
-
-    def define_kernel(orig):
-        def patched(self, *args, **kwargs):
-            a = bound(orig, self, *args, **kwargs)
-            hooks.py_on_define_kernel(self, a["kernel_name"], a["kernel_body"])
-            hooks.on_define_kernel(self, a["kernel_name"], a["kernel_body"], a["cpp_definition"])
-            return orig(self, *args, **kwargs)
-        return patched
-    patch(wrapper.PythonWrapperCodegen, "define_kernel", define_kernel)
-
-    # phase 2: which buffers hold values (both wrappers replay the same line classes)
-    patch(wrapper.AllocateLine, "codegen", after(hooks.on_allocate))
-    patch(wrapper.ReuseLine, "codegen", after(hooks.on_reuse))
-
-    # phase 2: launches
+    comment = before(_codegen_comment_notes_provenance, "node_schedule", "kernel_name")
     launch = around(hooks.around_kernel_call, "kernel_name", "call_args", "arg_types")
-    patch(CppWrapperCpu, "_generate_kernel_call_helper", launch)
-    patch(CppWrapperGpu, "_generate_kernel_call_helper", launch)
-
-    def input_checks(orig):
-        def patched(self, *args, **kwargs):
-            before, after = hooks.around_upstream_input_checks(self)
-            for line in before:
-                self.prefix.writeline(line)
-            result = orig(self, *args, **kwargs)
-            self.prefix.splice("\n".join(after))
-            return result
-        return patched
-    patch(CppWrapperCpu, "generate_input_output_runtime_checks", input_checks)
-
-    def extern_out(orig):
-        def patched(self, *args, **kwargs):
-            st = hooks.state(self)
-            if st is not None:
-                a = bound(orig, self, *args, **kwargs)
-                st.extern_out = f"{a['out']}_as_strided" if a["out_view"] else a["out"]
-            return orig(self, *args, **kwargs)
-        return patched
-    patch(CppWrapperCpu, "_generate_extern_kernel_out_helper", extern_out)
-
-    def extern_call(orig):
-        def patched(self, *args, **kwargs):
-            a = bound(orig, self, *args, **kwargs)
-            # name the launch as the generated code calls it: aoti_torch_cpu_cumsum
-            shown = self.get_c_shim_func_name(a["kernel"], a["device"])
-            hooks.around_extern_call(self, shown, list(a["args"]), lambda: orig(self, *args, **kwargs))
-        return patched
-    patch(CppWrapperCpu, "generate_c_shim_extern_kernel_call", extern_call)
-
-    patch(CppWrapperCpu, "generate_fallback_kernel_with_runtime_lookup_aot",
-          around(hooks.around_proxy_call, "op_overload", "raw_args", "raw_outputs"))
-
-    # model entry and exit
-    patch(CppWrapperCpu, "write_header", after(hooks.on_header))
-    patch(CppWrapperGpu, "write_header", after(hooks.on_header))
-    patch(CppWrapperCpu, "write_wrapper_decl", after(hooks.on_wrapper_decl))
-    patch(CppWrapperCpu, "generate_return", before_return(hooks.on_return))
-
-    # the user's names for inputs and dimensions, which Inductor does not keep
-    import torch
-    import torch._inductor as inductor
-
-    def export(orig):
-        def patched(*args, **kwargs):
-            ep = orig(*args, **kwargs)
-            try:
-                a = bound(orig, *args, **kwargs)
-                ep._aoti_debug_dim_names = guards.dim_names_of(
-                    a["mod"], a["args"], a["kwargs"], a["dynamic_shapes"])
-                ep._aoti_debug_declared = guards.declared_of(
-                    a["mod"], a["args"], a["kwargs"], a["dynamic_shapes"])
-            except Exception:
-                pass
-            return ep
-        return patched
-    patch(torch.export, "export", export)
-
-    def compile_and_package(orig):
-        def patched(*args, **kwargs):
-            a = bound(orig, *args, **kwargs)
-            ctx = guards.context_from_exported_program(a["exported_program"]) \
-                if hooks.active() is not None else None
-            guards.set_context(ctx)
-            ir_queries.set_package_stem(a["package_path"])
-            try:
-                return orig(*args, **kwargs)
-            finally:
-                guards.set_context(None)
-                ir_queries.set_package_stem(None)
-        return patched
-    patch(inductor, "aoti_compile_and_package", compile_and_package)
-
+    for owner, name, make in (
+        # phase 1: provenance and kernel signatures, for either wrapper (Triton's
+        # scheduling has a comment of its own: without it Triton launches had no provenance)
+        (cpp.CppScheduling, "codegen_comment", comment),
+        (simd.SIMDScheduling, "codegen_comment", comment),
+        (triton_codegen.TritonScheduling, "codegen_comment", comment),
+        (ir.ExternKernel, "codegen_comment", before(_extern_comment_notes_provenance)),
+        (wrapper.PythonWrapperCodegen, "define_kernel",
+         before(_define_kernel_reads_roles, "kernel_name", "kernel_body", "cpp_definition")),
+        # phase 2: which buffers hold values (both wrappers replay the same line classes)
+        (wrapper.AllocateLine, "codegen", after(hooks.on_allocate)),
+        (wrapper.ReuseLine, "codegen", after(hooks.on_reuse)),
+        # phase 2: launches
+        (Cpu, "_generate_kernel_call_helper", launch),
+        (Gpu, "_generate_kernel_call_helper", launch),
+        (Cpu, "generate_input_output_runtime_checks", around(hooks.around_upstream_input_checks)),
+        (Cpu, "_generate_extern_kernel_out_helper", before(hooks.on_extern_out, "out", "out_view")),
+        (Cpu, "generate_c_shim_extern_kernel_call", around(_shim_call_named_as_called, "kernel", "args", "device")),
+        (Cpu, "generate_fallback_kernel_with_runtime_lookup_aot",
+         around(hooks.around_proxy_call, "op_overload", "raw_args", "raw_outputs")),
+        # model entry and exit
+        (Cpu, "write_header", after(hooks.on_header)),
+        (Gpu, "write_header", after(hooks.on_header)),
+        (Cpu, "write_wrapper_decl", after(hooks.on_wrapper_decl)),
+        (Cpu, "generate_return", before_return(hooks.on_return)),
+        # the user's names and the package's, which Inductor does not keep
+        (torch.export, "export", through(_export_keeps_user_names)),
+        (inductor, "aoti_compile_and_package", through(_compile_and_package_in_context)),
+    ):
+        patch(owner, name, make)
     _link_core_objects()

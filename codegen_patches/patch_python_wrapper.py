@@ -4,8 +4,8 @@ settings in Inductor's cache key.
 
 from __future__ import annotations
 
-from . import ir_queries
-from .adapter import after, around, before_return, bound, patch
+from . import hooks, ir_queries
+from .adapter import after, around, before, before_return, bound, patch, through
 
 
 def _hash_file(digest, path: str) -> None:
@@ -70,52 +70,49 @@ def graph_provenance(gm) -> str:
     return digest.hexdigest()
 
 
-def install(hooks) -> None:
+# compile_fx calls itself: the outermost call acts, once
+_compiling = 0
+
+
+def _compile_fx_keyed_by_settings(compile_fx, model_, *args, **kwargs):
+    """torch.compile's compile_fx: Dynamo's input names kept, the settings in the cache key."""
+    global _compiling
+    from torch._inductor import config
+    settings = hooks.active()
+    patches = bound(compile_fx, model_, *args, **kwargs)["config_patches"]
+    aoti = config.cpp_wrapper or (isinstance(patches, dict) and patches.get("cpp_wrapper"))
+    if settings is None or _compiling or aoti:     # aoti: AOTI's C++ wrapper, patched apart
+        return compile_fx(model_, *args, **kwargs)
+    ir_queries.remember_dynamo_labels(model_)
+    _compiling += 1
+    try:
+        with config.patch(post_grad_custom_post_pass=settings_pass(
+                settings, config.post_grad_custom_post_pass, graph_provenance(model_))):
+            return compile_fx(model_, *args, **kwargs)
+    finally:
+        _compiling -= 1
+
+
+def install() -> None:
     """The torch.compile (PythonWrapperCodegen) patches; install.py calls it once,
     after adapter.check_version()."""
     from torch._inductor import compile_fx as compile_fx_mod
-    from torch._inductor import config
     from torch._inductor.codegen import wrapper
 
     py = wrapper.PythonWrapperCodegen
-
-    patch(py, "_generate_kernel_call_helper",
-          around(hooks.around_kernel_call, "kernel_name", "call_args", "arg_types"))
-
-    def out_line(orig):
-        def patched(self, *args, **kwargs):
-            hooks.py_on_extern_out_line(self.wrapper, self.node)
-            return orig(self, *args, **kwargs)
-        return patched
-    patch(wrapper.ExternKernelOutLine, "codegen", out_line)
-
-    patch(py, "_generate_extern_kernel_out_helper",
-          around(hooks.py_around_extern_out, "kernel", "out", "out_view", "args", "device"))
-
-    patch(py, "_generate_extern_kernel_alloc_helper",
-          around(hooks.py_around_extern_alloc, "extern_kernel", "args"))
-
-    patch(py, "write_header", after(hooks.py_on_header))
-    patch(py, "codegen_inputs", after(hooks.py_on_inputs))
-    patch(py, "generate_return", before_return(hooks.py_on_return))
-
-    # torch.compile's entry: the user's input names, and the settings in the cache key
-    depth = [0]
-
-    def compile_fx(orig):
-        def patched(model_, *args, **kwargs):
-            settings = hooks.active()
-            patches = bound(orig, model_, *args, **kwargs)["config_patches"]
-            aoti = config.cpp_wrapper or (isinstance(patches, dict) and patches.get("cpp_wrapper"))
-            if settings is None or depth[0] or aoti:   # compile_fx calls itself: act once
-                return orig(model_, *args, **kwargs)
-            ir_queries.remember_dynamo_labels(model_)
-            depth[0] += 1
-            try:
-                with config.patch(post_grad_custom_post_pass=settings_pass(
-                        settings, config.post_grad_custom_post_pass, graph_provenance(model_))):
-                    return orig(model_, *args, **kwargs)
-            finally:
-                depth[0] -= 1
-        return patched
-    patch(compile_fx_mod, "compile_fx", compile_fx)
+    for owner, name, make in (
+        # launches: generated kernels, and extern kernels (named by the line replayed before them)
+        (py, "_generate_kernel_call_helper",
+         around(hooks.around_kernel_call, "kernel_name", "call_args", "arg_types")),
+        (wrapper.ExternKernelOutLine, "codegen", before(hooks.py_on_extern_out_line)),
+        (py, "_generate_extern_kernel_out_helper",
+         around(hooks.py_around_extern_out, "kernel", "out", "out_view", "args", "device")),
+        (py, "_generate_extern_kernel_alloc_helper",
+         around(hooks.py_around_extern_alloc, "extern_kernel", "args")),
+        # the runtime's import, the run's entry with the inputs, its exit with the outputs
+        (py, "write_header", after(hooks.py_on_header)),
+        (py, "codegen_inputs", after(hooks.py_on_inputs)),
+        (py, "generate_return", before_return(hooks.py_on_return)),
+        (compile_fx_mod, "compile_fx", through(_compile_fx_keyed_by_settings)),
+    ):
+        patch(owner, name, make)

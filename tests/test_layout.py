@@ -169,5 +169,6 @@ def test_the_layout_check_sees_the_modules():
         "aoti_debug.native" in g["aoti_debug.runtime.sink"]
     assert "aoti_debug.analysis.dumps" in g["aoti_debug.analysis.load"]
     assert "aoti_debug.plan" in g["aoti_debug.runtime.format"] and "aoti_debug.plan" in g["aoti_debug.codegen_patches.hooks"]
-    assert {"aoti_debug.codegen_patches.patch_cpp_wrapper",
-            "aoti_debug.codegen_patches.patch_python_wrapper"} <= g["aoti_debug.codegen_patches.install"]
+    installers = {"aoti_debug.codegen_patches.patch_cpp_wrapper", "aoti_debug.codegen_patches.patch_python_wrapper"}
+    assert installers <= g["aoti_debug.codegen_patches.install"]
+    assert all("aoti_debug.codegen_patches.hooks" in g[i] for i in installers)     # installers -> hooks
