@@ -450,6 +450,12 @@ def example(name):
     if name == "patches":
         batch, height, width = Dim("batch", min=2, max=8), Dim("height", min=32, max=64), Dim("width", min=32, max=64)
         return Patches(), (torch.randn(2, 3, 32, 48, generator=g),), ({0: batch, 2: height, 3: width},)
+    if name == "weights_in":
+        # x as mlp's; the weights from the same generator, scaled as nn.Linear's initialisation
+        shapes = [(16, 8), (16,), (16, 16), (16,), (4, 16), (4,)]
+        fan_in = [8, 8, 16, 16, 16, 16]
+        return WeightsIn(), (torch.randn(4, 8, generator=g),) + tuple(
+            torch.randn(*s, generator=g) / f ** 0.5 for s, f in zip(shapes, fan_in)), None
     raise KeyError(name)
 
 
@@ -462,3 +468,14 @@ def seeded(name):
 def export(name):
     model, args, dynamic = seeded(name)
     return torch.export.export(model, args, dynamic_shapes=dynamic)
+
+
+class WeightsIn(torch.nn.Module):
+    """MLP's computation with its weights passed in: every tensor is an input of the
+    graph under AOTI and torch.compile alike (an AOTI package keeps a module's weights
+    as constants, torch.compile passes them in), so both compile the same graph."""
+
+    def forward(self, x, w1, b1, w2, b2, w3, b3):
+        h = torch.relu(F.linear(x, w1, b1))  # LINE:weights_in.fc1
+        h = torch.relu(F.linear(h, w2, b2))  # LINE:weights_in.fc2
+        return F.linear(h, w3, b3).softmax(-1)  # LINE:weights_in.fc3
