@@ -60,53 +60,43 @@ def after_launch(site: Site) -> List[str]:
     return [f"if {RUN}.level: {RUN}.after({site_name(site)}, {_values(site, True)})"]
 
 
-def mem_before(site: Site) -> List[str]:
-    return [f"if {RUN}.mem: {RUN}.mem_before({site_name(site)})"]
-
-
-def mem_after(site: Site) -> List[str]:
-    """The memory check after a launch, before the NaN check (as cpp_emit.mem_after)."""
-    return [f"if {RUN}.mem: {RUN}.mem_after({site_name(site)}, {_tuple([a.expr for a in site.args])})"]
-
-
 def skipped_launch(site: Site) -> List[str]:
     """A launch the compile-time filter leaves out still takes its number."""
     return [f"{RUN}.launch += 1"]
 
 
-def box_before(site: Site) -> List[str]:
-    """The launch's record and inputs into the black box: one branch when off at run time."""
-    return [f"if {RUN}.box: {RUN}.box_before({site_name(site)}, {_values(site, False)})"]
+def checks_before(site: Site) -> List[str]:
+    """The checks before a launch (the memory check, the black box), in the
+    order Run.checks_before keeps: one branch when off at run time."""
+    return [f"if {RUN}.checks: {RUN}.checks_before({site_name(site)}, {_values(site, False)})"]
 
 
-def box_after() -> List[str]:
-    return [f"if {RUN}.box: {RUN}.box_after()"]
+def checks_after(site: Site, nan: bool) -> List[str]:
+    """The checks after a launch (the black box, the plan, memory and NaN
+    checks), in the order Run.checks_after keeps: one branch when off at run
+    time.  Each output carries its own source line for the NaN check: a fused
+    kernel writes buffers that come from different lines of the model."""
+    from .cpp_emit import output_where
+    args = [_tuple([a.expr for a in site.args])]
+    if nan:
+        args.append(_tuple([repr(output_where(site, a) if a.role != IN else "") for a in site.args]))
+    if site.planned:
+        args.append(f"planned={_planned(site)}")
+    return [f"if {RUN}.checks: {RUN}.checks_after({site_name(site)}, {', '.join(args)})"]
 
 
-def plan_after(site: Site) -> List[str]:
+def _planned(site: Site) -> str:
     """Each output of an extern kernel or custom op against the layout the graph
-    planned from the op's fake (plan.Planned), as cpp_emit.plan_after: one branch
-    when off at run time.  The sizes are evaluated by the check, which survives
-    a division by zero."""
-    if not site.planned:
-        return []
+    planned from the op's fake (plan.Planned), as cpp_emit's plan check: a
+    function, so the sizes are evaluated by the check, which survives a
+    division by zero."""
     from .ir_queries import python_size
 
     def size(e) -> str:
         return "None" if e is None else f"({python_size(e)})"
     plans = _tuple([f"({p.arg}, {p.dtype!r}, {_tuple([size(e) for e in p.sizes])}, "
                     f"{_tuple([size(e) for e in p.strides])})" for p in site.planned])
-    return [f"if {RUN}.plan: {RUN}.plan_after({site_name(site)}, {_tuple([a.expr for a in site.args])}, "
-            f"lambda: {plans})"]
-
-
-def nan_after(site: Site) -> List[str]:
-    """The NaN/Inf check of a launch's outputs, each with its own source line:
-    one branch when switched off at run time."""
-    from .cpp_emit import output_where
-    sources = _tuple([repr(output_where(site, a) if a.role != IN else "") for a in site.args])
-    return [f"if {RUN}.nan: {RUN}.nan_after({site_name(site)}, {sources}, "
-            f"{_tuple([a.expr for a in site.args])})"]
+    return f"lambda: {plans}"
 
 
 class Emitter:
@@ -118,12 +108,11 @@ class Emitter:
     def launch(site: Site, shown: bool, nan_check: bool, memcheck: bool = False, blackbox: bool = False):
         """(header, before, after) lines around the launch."""
         nan = nan_check and bool(site.args)
-        header = [site_definition(site)] if shown or nan or memcheck or blackbox or site.planned else []
-        before = ((before_launch(site) if shown else skipped_launch(site)) + (mem_before(site) if memcheck else [])
-                  + (box_before(site) if blackbox else []))
-        # as in C++: the black box marks the launch returned, then the plan, memory and NaN checks
-        after = ((after_launch(site) if shown else []) + (box_after() if blackbox else []) + plan_after(site)
-                 + (mem_after(site) if memcheck else []) + (nan_after(site) if nan else []))
+        checked = blackbox or memcheck or nan or bool(site.planned)
+        header = [site_definition(site)] if shown or checked else []
+        before = ((before_launch(site) if shown else skipped_launch(site))
+                  + (checks_before(site) if memcheck or blackbox else []))
+        after = (after_launch(site) if shown else []) + (checks_after(site, nan) if checked else [])
         return header, before, after
 
 

@@ -8,8 +8,8 @@ on format.py, stats.py, state.py and the kernel filter of settings.py.
 
 What the codegen (codegen_patches/python_emit.py) emits:
 
-    from aoti_debug.launches import Model as _aotid_Model, Site as _aotid_Site
-    _aotid_model = _aotid_Model(name='model', level=5, kernels='', nan_check='off', check_inputs=False, torch_version='2.13.0+cpu')
+    from aoti_debug.runtime.launches import Model as _aotid_Model, Site as _aotid_Site
+    _aotid_model = _aotid_Model(name='model', level=5, kernels='', nan_check='warn', check_inputs=False, torch_version='2.13.0+cpu')
     _aotid_site_3 = _aotid_Site("cpp_fused_relu_0", "relu", "m.py:12", "fc1",
                                 (("buf1", "inout"),), "  source-line: m.py:12 nodes=relu\n")
     def call(args):
@@ -21,6 +21,7 @@ What the codegen (codegen_patches/python_emit.py) emits:
         if _aotid_run.level: _aotid_run.before(_aotid_site_3, (buf1,))
         cpp_fused_relu_0(buf1)
         if _aotid_run.level: _aotid_run.after(_aotid_site_3, (buf1,))
+        if _aotid_run.checks: _aotid_run.checks_after(_aotid_site_3, (buf1,), ("m.py:12, module fc1",))
         ...
         if _aotid_run.level >= 3: _aotid_run.end(("buf6",), (buf6,))
         return (buf6, )
@@ -194,6 +195,7 @@ class Model:
             if run.box is not None:
                 run.nan.fired = run.box.fired
             _safely(run.nan.inputs, inputs)
+        run.checks = any(c is not None for c in (run.mem, run.box, run.plan, run.nan))
         return run
 
     def _box_open(self) -> bool:
@@ -219,8 +221,8 @@ class Model:
 class Run:
     """One call of the compiled graph: run number R, launch counter K, level."""
 
-    __slots__ = ("model", "run", "level", "launch", "nan", "dumps", "mem", "box", "plan", "device", "synced",
-                 "memo", "devices")
+    __slots__ = ("model", "run", "level", "launch", "nan", "dumps", "mem", "box", "plan", "checks", "device",
+                 "synced", "memo", "devices")
 
     def __init__(self, model: Model, run: int, level: int) -> None:
         self.model, self.run, self.level, self.launch = model, run, level, 0
@@ -231,6 +233,7 @@ class Run:
         self.mem: Optional[memcheck.MemChecks] = None      # set when the memory check is on
         self.box: Optional[blackbox.BlackBox] = None       # set while the black box is on
         self.plan: Optional[plan_checks.PlanChecks] = None  # set while the plan check is on
+        self.checks = False   # any of the four above: what checks_before/checks_after ask first
         self.memo = None   # (K, stats.Memo) of launch K's launch-end record, for its NaN/Inf check
         # level 5 with a device: each record's device tensors fetched together (stats.Memo)
         self.devices = level >= 5 and stats_mod.device_path_on()
@@ -350,6 +353,33 @@ class Run:
         if self.dumps is not None:
             self.dumps.end(self.launch)
 
+
+    # -- the checks around a launch (whatever the level), in the order checks.h's
+    # LaunchChecks keeps: the generated code calls these two, nothing else --
+    def checks_before(self, site: Site, values: Sequence[Any]) -> None:
+        """Before the launch: the memory check tags what it allocates, then the
+        black box keeps its record and inputs (`values`: the inputs' side)."""
+        if self.mem is not None:
+            self.mem_before(site)
+        if self.box is not None:
+            self.box_before(site, values)
+
+    def checks_after(self, site: Site, values: Sequence[Any], sources: Optional[Sequence[str]] = None,
+                     planned=None) -> None:
+        """After the launch (`values`: every argument): the black box marks it
+        returned, then the plan check (an extern kernel's outputs against the
+        graph's plan, `planned`), the memory check, the NaN check (`sources`:
+        each output's origin).  The memory check comes before the NaN check: a
+        NaN read from memory nobody wrote is reported as that, not as numerics.
+        A site without a plan or without outputs to check passes None."""
+        if self.box is not None:
+            self.box_after()
+        if self.plan is not None and planned is not None:
+            self.plan_after(site, values, planned)
+        if self.mem is not None:
+            self.mem_after(site, values)
+        if self.nan is not None and sources is not None:
+            self.nan_after(site, sources, values)
 
     # the black box, whatever the level (try/except here, not _safely: every launch pays for these)
     def box_before(self, site: Site, values: Sequence[Any]) -> None:
