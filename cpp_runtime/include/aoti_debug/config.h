@@ -84,18 +84,27 @@
 // cpp_runtime/src/core.cpp (which defines AOTI_DEBUG_CORE_IMPL) with the same
 // AOTI_DEBUG_ENABLE_* options: the codegen does this for AOTI wrappers, whose
 // compile time would otherwise carry the whole runtime.
+//
+// Each header declares its core functions once (AOTI_DEBUG_CORE_DECL, default
+// arguments included) and keeps their bodies (AOTI_DEBUG_CORE_FN, no default
+// arguments), with the helpers only they use, in its sibling <name>-inl.h,
+// which it includes at its end where AOTI_DEBUG_CORE_BODIES is 1.
 #ifndef AOTI_DEBUG_LINKED_CORE
 #define AOTI_DEBUG_LINKED_CORE 0
 #endif
 #if defined(AOTI_DEBUG_CORE_IMPL)
 #define AOTI_DEBUG_CORE_BODIES 1
 #define AOTI_DEBUG_CORE_FN AOTI_DEBUG_NOINLINE
+#define AOTI_DEBUG_CORE_DECL AOTI_DEBUG_NOINLINE
 #elif AOTI_DEBUG_LINKED_CORE
 #define AOTI_DEBUG_CORE_BODIES 0
 #define AOTI_DEBUG_CORE_FN AOTI_DEBUG_NOINLINE
+#define AOTI_DEBUG_CORE_DECL AOTI_DEBUG_NOINLINE
 #else
 #define AOTI_DEBUG_CORE_BODIES 1
 #define AOTI_DEBUG_CORE_FN AOTI_DEBUG_NOINLINE inline
+// plain: the body makes it inline (GCC warns of noinline on an inline declaration without its body)
+#define AOTI_DEBUG_CORE_DECL
 #endif
 
 // Open/close the runtime's namespace: hidden, ABI-versioned.

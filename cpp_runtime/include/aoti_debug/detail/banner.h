@@ -79,70 +79,12 @@ inline int format_timestamp_fast(char* buf) {
   return 26;
 }
 
-// ---- header lines ----
-
-#if AOTI_DEBUG_CORE_BODIES
-// "[timestamp] [pid N] " -- the start of every header line.
-inline void append_line_prefix(std::string& out) {
-  char ts[32];
-  const int n = format_timestamp_fast(ts);
-  out += '[';
-  out.append(ts, static_cast<size_t>(n));
-  out += "] [pid ";
-  append_i64(out, current_pid());
-  out += "] ";
-}
-
-// The OS id of the calling thread (what profilers and `ps -L` show), cached per
-// thread; a forked child's thread has another.
-inline int64_t thread_id() {
-  static thread_local pid_t cached_pid = 0;
-  static thread_local int64_t tid = 0;
-  const pid_t pid = current_pid();
-  if (cached_pid != pid) tid = static_cast<int64_t>(syscall(SYS_gettid)), cached_pid = pid;
-  return tid;
-}
-
-// What a run or call header says after its name: ` thread=T`, then ` rank=R/W`
-// (` rank=R` without a world size) when the process has a rank.
-inline std::string header_facts(int64_t rank, int64_t world) {
-  std::string out = " thread=";
-  append_i64(out, thread_id());
-  if (rank >= 0) {
-    out += " rank=";
-    append_i64(out, rank);
-    if (world > 0) {
-      out += '/';
-      append_i64(out, world);
-    }
-  }
-  return out;
-}
-
-inline std::string banner(const char* torch_version) {
-  const std::string rule(80, '=');
-  std::string b = rule + "\n";
-  append_line_prefix(b);  // stamped again with the write's time (restamp)
-  b += "aoti-debug - System Information\n" + rule + "\n";
-  b += "aoti-debug version: " AOTI_DEBUG_VERSION "\n";
-  b += std::string("PyTorch version: ") + (torch_version && *torch_version ? torch_version : "unknown") + "\n";
-  struct utsname u;
-  if (uname(&u) == 0) b += std::string("Platform: ") + u.sysname + " " + u.machine + "\n";
-  else b += "Platform: unknown\n";
-  const ProcessRank pr = process_rank(Env{});
-  if (pr.rank >= 0) {
-    b += "Rank: ";
-    append_i64(b, pr.rank);
-    if (pr.world > 0) {
-      b += " of ";
-      append_i64(b, pr.world);
-    }
-    b += '\n';
-  }
-  return b + rule + "\n";
-}
-
-#endif  // AOTI_DEBUG_CORE_BODIES
+// The header lines (append_line_prefix, header_facts, the banner) are in
+// banner-inl.h: the core functions' bodies write them (config.h).
 
 }  // namespace detail
 AOTI_DEBUG_NAMESPACE_END
+
+#if AOTI_DEBUG_CORE_BODIES
+#include "banner-inl.h"
+#endif

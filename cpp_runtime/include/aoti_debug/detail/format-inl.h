@@ -1,0 +1,440 @@
+// format.h's out-of-line part: what only the core functions' bodies use.
+// format.h includes it at its end wherever the bodies are compiled (config.h:
+// AOTI_DEBUG_CORE_BODIES): header-only code and the core object (src/core.cpp).
+#pragma once
+
+#include "format.h"
+
+AOTI_DEBUG_NAMESPACE_BEGIN
+namespace detail {
+
+// ---- the record formatting of the core functions ----
+
+// A staging buffer in front of a record's std::string.  Each append to a
+// std::string is an out-of-line call into libstdc++ (its members are extern
+// templates); a Tensor block is some forty small pieces, so it is built here
+// with inline copies and reaches the string in one append per kSize bytes.
+class Text {
+ public:
+  explicit Text(std::string& out) : out_(out) {}
+  ~Text() { flush(); }
+  Text(const Text&) = delete;
+  Text& operator=(const Text&) = delete;
+  Text& append(const char* p, size_t k) {
+    if (n_ + k > kSize) {
+      flush();
+      if (k > kSize) {
+        out_.append(p, k);
+        return *this;
+      }
+    }
+    std::memcpy(b_ + n_, p, k);
+    n_ += k;
+    return *this;
+  }
+  Text& append(size_t k, char c) {
+    for (size_t m = 0; k > 0; k -= m) {
+      m = k < 64 ? k : 64;
+      if (n_ + m > kSize) flush();
+      std::memset(b_ + n_, c, m);
+      n_ += m;
+    }
+    return *this;
+  }
+  Text& operator+=(const char* s) { return append(s, std::strlen(s)); }
+  Text& operator+=(char c) {
+    if (n_ == kSize) flush();
+    b_[n_++] = c;
+    return *this;
+  }
+  void flush() {
+    out_.append(b_, n_);
+    n_ = 0;
+  }
+
+ private:
+  static constexpr size_t kSize = 1024;
+  std::string& out_;
+  size_t n_ = 0;
+  char b_[kSize];
+};
+
+// "[timestamp] [pid N] kind id name<facts>\n" (facts: header_facts, run and call records)
+inline std::string header_line(const char* kind, const std::string& id, const char* name,
+                               const std::string& facts = std::string(), size_t reserve = 160) {
+  std::string out;
+  SpareRecord& spare = spare_record();
+  if (!spare.gone) out.swap(spare.text);  // empty, or the last record's cleared storage
+  out.reserve(reserve);  // 160: a level-1 record in one allocation
+  append_line_prefix(out);
+  out += kind;
+  out += ' ';
+  out += id;
+  out += ' ';
+  out += name && *name ? name : "-";
+  out += facts;
+  out += '\n';
+  return out;
+}
+
+inline std::string run_launch_id(int64_t run, int64_t launch) {
+  std::string id;
+  append_i64(id, run);
+  id += '.';
+  append_i64(id, launch);
+  return id;
+}
+
+// The id of a launch record, `model:R.K`: two loaded models (or two instances
+// of one, `ranker#2`) count R and K each on their own.
+inline std::string launch_id(const std::string& model, int64_t run, int64_t launch) {
+  std::string id;
+  id.reserve(model.size() + 24);
+  id += model;
+  id += ':';
+  append_i64(id, run);
+  id += '.';
+  append_i64(id, launch);
+  return id;
+}
+
+// A device's error as a record's one line: its first line (torch's CUDA
+// errors go on with advice), "unknown error" when there is none.
+inline std::string one_line(const char* text) {
+  std::string s = text ? text : "";
+  s = s.substr(0, s.find('\n'));
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\r' || s.back() == '\t')) s.pop_back();
+  return s.empty() ? "unknown error" : s;
+}
+
+template <class Out>
+inline void append_indent(Out& out, int n) { out.append(static_cast<size_t>(n), ' '); }
+
+// Python-tuple form: (), (5,), (2, 3)
+template <class Out>
+inline void append_tuple(Out& out, const int64_t* v, int64_t n) {
+  out += '(';
+  for (int64_t k = 0; k < n; ++k) {
+    if (k) out += ", ";
+    append_i64(out, v[k]);
+  }
+  if (n == 1) out += ',';
+  out += ')';
+}
+
+template <class Out>
+inline void append_device(Out& out, int32_t type, int32_t index) {
+  static const char* const names[] = {
+      "cpu", "cuda", "mkldnn", "opengl", "opencl", "ideep", "hip", "fpga", "maia", "xla", "vulkan",
+      "metal", "xpu", "mps", "meta", "hpu", "ve", "lazy", "ipu", "mtia", "privateuseone"};
+  if (type < 0 || type > 20) {
+    out += "device";
+    append_i64(out, type);
+  } else {
+    out += names[type];
+  }
+  if (type != 0) {  // non-CPU devices always carry an index (none given: 0)
+    out += ':';
+    append_i64(out, index >= 0 ? index : 0);
+  }
+}
+
+// Inline form of a string: double-quoted, \ and " escaped, \n \t \r, other
+// control characters (< 0x20 and 0x7f) as \xNN (lowercase hex).
+inline void append_quoted(std::string& out, const char* s) {
+  static const char hex[] = "0123456789abcdef";
+  out += '"';
+  for (const unsigned char* p = reinterpret_cast<const unsigned char*>(s); *p; ++p) {
+    const unsigned char c = *p;
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c == '\r') out += "\\r";
+    else if (c < 0x20 || c == 0x7f) (((out += "\\x") += hex[c >> 4]) += hex[c & 15]);
+    else out += static_cast<char>(c);
+  }
+  out += '"';
+}
+
+// Inline values (everything but tensors).
+inline void append_inline(std::string& out, const Value& v) {
+  switch (v.kind) {
+    case Value::kNone: out += "None"; break;
+    case Value::kBool: out += v.b ? "True" : "False"; break;
+    case Value::kInt: append_i64(out, v.i); break;
+    case Value::kDouble: append_double(out, v.d); break;
+    case Value::kString: append_quoted(out, v.s); break;
+    case Value::kIntList:
+      out += '[';
+      for (int64_t k = 0; k < v.i; ++k) {
+        if (k) out += ", ";
+        append_i64(out, v.list[k]);
+      }
+      out += ']';
+      break;
+    case Value::kTensor: out += "<Tensor>"; break;
+  }
+}
+
+template <class Out>
+inline void append_stat(Out& out, int indent, const char* key) {
+  append_indent(out, indent);
+  out += key;
+  out += '=';
+}
+
+// The statistics lines (section 3) for a computed Stats.
+template <class Out>
+inline void append_stats_lines(Out& out, int indent, const Stats& s);
+
+inline bool any_arg(size_t) { return true; }  // a prefetch of every Value
+
+#if AOTI_DEBUG_ENABLE_STATS
+// The statistics of the tensors of one record, kept while it is formatted
+// and, for a launch-end record, for the NaN/Inf check that follows it on the
+// same thread (checks.h): each tensor is read once for both, and a record's
+// device tensors are fetched together before it is formatted (prefetch: one
+// adapter call, one transfer, not one per tensor).  An entry matches a Value
+// built from the same handle: same data, dtype and size/stride arrays.
+struct StatsMemo {
+  static constexpr int kSize = 32;  // past it, tensors are read one by one
+  struct Entry {
+    const void* data;
+    const int64_t* sizes;
+    const int64_t* strides;
+    int32_t dtype;
+    Stats s;
+  };
+  const void* run = nullptr;  // whose launch the entries describe (null: none)
+  int64_t launch = 0;
+  bool active = false;        // a record is being formatted: blocks read and fill it
+  int n = 0;
+  Entry e[kSize];
+
+  void open(const void* r, int64_t k) { run = r, launch = k, n = 0, active = true; }
+  // `keep`: the entries stay for the NaN/Inf check of launch `launch`.
+  void close(bool keep) {
+    active = false;
+    if (!keep) run = nullptr;
+  }
+  bool holds(const void* r, int64_t k) const { return run == r && launch == k; }
+  void add(const TensorView& v, const Stats& s) {
+    if (n < kSize) e[n++] = Entry{v.data, v.sizes, v.strides, v.dtype, s};
+  }
+  const Stats* find(const TensorView& v) const {
+    for (int i = 0; i < n; ++i)
+      if (e[i].data == v.data && e[i].sizes == v.sizes && e[i].strides == v.strides && e[i].dtype == v.dtype)
+        return &e[i].s;
+    return nullptr;
+  }
+  // The statistics of the CUDA tensors among `vals` that `want` selects and
+  // that are not here yet, by one call of their adapter.  Nothing during
+  // graph capture; what the adapter cannot read is left to the caller.
+  template <class Want>
+  void prefetch(const Value* vals, size_t count, Want want) {
+    const Value* ask[kSize];
+    size_t m = 0;
+    for (size_t i = 0; i < count && n + static_cast<int>(m) < kSize; ++i) {
+      const Value& v = vals[i];
+      if (v.kind == Value::kTensor && v.t.device_type == 1 && v.t.data != nullptr && v.device_stats != nullptr &&
+          want(i) && numel_of(v.t) > 0 && stats_kind(v.t.dtype) != kStatsNone && find(v.t) == nullptr &&
+          (m == 0 || v.device_stats == ask[0]->device_stats))
+        ask[m++] = &v;
+    }
+    if (m == 0 || capturing_now()) return;
+    Stats got[kSize];
+    bool ok[kSize] = {};
+    ask[0]->device_stats(ask, m, got, ok);
+    for (size_t i = 0; i < m; ++i)
+      if (ok[i]) add(ask[i]->t, got[i]);
+  }
+};
+
+inline StatsMemo& stats_memo() {
+  static thread_local StatsMemo m;
+  return m;
+}
+#endif
+
+#if AOTI_DEBUG_ENABLE_STATS
+inline const Stats* memo_hit(const TensorView& v) {
+  const StatsMemo& memo = stats_memo();
+  return memo.active ? memo.find(v) : nullptr;
+}
+#endif
+
+// The Tensor block, "Tensor(" at `indent` spaces.  Statistics at level >= 5.
+inline void tensor_block(Text& out, const Value& val, int level, int indent) {
+  const TensorView& v = val.t;
+  const int in = indent + 2;
+  append_indent(out, indent);
+  out += "Tensor(\n";
+  append_stat(out, in, "shape");
+  append_tuple(out, v.sizes, v.ndim);
+  out += '\n';
+  append_stat(out, in, "stride");
+  append_tuple(out, v.strides, v.ndim);
+  out += '\n';
+  append_stat(out, in, "dtype");
+  const char* dn = dtype_name(v.dtype);
+  out += "torch.";
+  if (dn) out += dn;
+  else append_i64(out, v.dtype);
+  out += '\n';
+  append_stat(out, in, "device");
+  append_device(out, v.device_type, v.device_index);
+  out += '\n';
+  append_stat(out, in, "requires_grad");
+  out += val.b ? "True\n" : "False\n";  // adapters for inference artifacts leave it False
+  append_stat(out, in, "is_contiguous");
+  out += is_contiguous(v) ? "True\n" : "False\n";
+  if (level >= 5) {
+    const char* skip = nullptr;
+#if AOTI_DEBUG_ENABLE_STATS
+    Stats s;
+    if (numel_of(v) == 0) {
+      skip = "empty tensor";
+    } else if (stats_kind(v.dtype) == kStatsNone) {
+      skip = "dtype not supported";
+    } else if (const Stats* kept = memo_hit(v)) {
+      s = *kept;
+    } else if (v.device_type == 0 && v.data != nullptr) {
+      s = compute_stats(v, true);
+      StatsMemo& memo = stats_memo();
+      if (memo.active) memo.add(v, s);
+    } else if (!device_stats(val, &s, &skip)) {
+      if (skip == nullptr) skip = "device not supported";
+    }
+    if (skip == nullptr) append_stats_lines(out, in, s);
+#else
+    skip = "statistics not compiled in";
+#endif
+    if (skip != nullptr) {
+      append_stat(out, in, "stats");
+      out += "skipped (";
+      out += skip;
+      out += ")\n";
+    }
+  }
+  append_indent(out, indent);
+  out += ")\n";
+}
+
+inline void append_tensor_block(std::string& out, const Value& val, int level, int indent) {
+  Text text(out);
+  tensor_block(text, val, level, indent);
+}
+
+#if AOTI_DEBUG_ENABLE_STATS
+template <class Out>
+inline void append_stats_lines(Out& out, int indent, const Stats& s) {
+  auto dbl = [&](const char* key, double x) {
+    append_stat(out, indent, key);
+    append_double(out, x);
+    out += '\n';
+  };
+  auto i64 = [&](const char* key, int64_t x) {
+    append_stat(out, indent, key);
+    append_i64(out, x);
+    out += '\n';
+  };
+  auto u64 = [&](const char* key, uint64_t x) {
+    append_stat(out, indent, key);
+    append_u64(out, x);
+    out += '\n';
+  };
+  switch (s.kind) {
+    case kStatsFloat:
+    case kStatsComplex: {
+      const bool c = s.kind == kStatsComplex;
+      dbl(c ? "abs_min" : "min", s.min);
+      dbl(c ? "abs_max" : "max", s.max);
+      dbl(c ? "abs_mean" : "mean", s.mean);
+      i64("nan_count", s.nan_count);
+      i64("inf_count", s.inf_count);
+      break;
+    }
+    case kStatsInt:
+      i64("min", s.imin);
+      i64("max", s.imax);
+      dbl("mean", s.mean);
+      break;
+    case kStatsUInt:
+      u64("min", s.umin);
+      u64("max", s.umax);
+      dbl("mean", s.mean);
+      break;
+    case kStatsBool:
+      i64("true_count", s.true_count);
+      i64("false_count", s.false_count);
+      break;
+    default:
+      break;
+  }
+  if (s.hashed) {
+    append_stat(out, indent, "hash");
+    append_hex(out, "", s.hash, 16);
+    out += '\n';
+  }
+}
+#else
+template <class Out>
+inline void append_stats_lines(Out&, int, const Stats&) {}
+#endif
+
+// One argument item: "  label: inline\n" or "  label:\n" + block.
+inline void append_item(std::string& out, int indent, const char* label_a, const char* label_b,
+                        const Value& v, int level) {
+  append_indent(out, indent);
+  out += label_a;
+  if (label_b) {
+    out += ' ';
+    out += label_b;
+  }
+  if (v.kind == Value::kTensor) {
+    out += ":\n";
+    append_tensor_block(out, v, level, indent + 2);
+  } else {
+    out += ": ";
+    append_inline(out, v);
+    out += '\n';
+  }
+}
+
+// Several outputs of one call as a tuple block (section 1.4 containers).
+inline void append_tuple_item(std::string& out, int indent, const char* label, const Value* vals,
+                              int n, int level) {
+  bool has_tensor = false;
+  for (int k = 0; k < n; ++k) has_tensor = has_tensor || vals[k].kind == Value::kTensor;
+  append_indent(out, indent);
+  out += label;
+  if (!has_tensor) {  // inline tuple
+    out += ": (";
+    for (int k = 0; k < n; ++k) {
+      if (k) out += ", ";
+      append_inline(out, vals[k]);
+    }
+    if (n == 1) out += ',';
+    out += ")\n";
+    return;
+  }
+  out += ":\n";
+  append_indent(out, indent + 2);
+  out += "tuple(len=";
+  append_i64(out, n);
+  out += ")\n";
+  for (int k = 0; k < n; ++k) {
+    char lab[32];
+    int m = 0;
+    lab[m++] = '[';
+    m += format_i64(k, lab + m);
+    lab[m++] = ']';
+    lab[m] = '\0';
+    append_item(out, indent + 4, lab, nullptr, vals[k], level);
+  }
+}
+
+
+}  // namespace detail
+AOTI_DEBUG_NAMESPACE_END
