@@ -11,6 +11,48 @@ from aoti_debug.settings import ALL_NAMES
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+# -- which writer the Python runtime records through (AOTID_TEST_WRITER) ------------
+#
+# The Python runtime (torch.compile's wrapper, log_api) writes its records through
+# the compiled core (aoti_debug/native/core.py, a library built into
+# $AOTI_DEBUG_CACHE_DIR on first use) or, when that cannot be built, through the
+# pure-Python format and writer (runtime/format.py, runtime/sink.py).
+# AOTID_TEST_WRITER=python runs a session on the second: AOTI_DEBUG_CACHE_DIR
+# names a folder under /dev/null, where nothing can be made, so the core's build
+# fails (the product's own fallback, as on a machine without a compiler) in this
+# process and in every process the tests start (their environments are this
+# one's: clean_env keeps the variable).  The AOTI packages the session compiles
+# (compile_model) are built as always, with the core object linked in from the
+# cache the session started with: their records are the C++ runtime's.  The
+# one warning a process without the core gives on stderr ("aoti-debug: C++
+# runtime unavailable", native/core.py: the product's only Python warning) is
+# filtered out by PYTHONWARNINGS, so that the tests that compare stderr compare
+# what they compare with the core.  python_writer_session checks, once per
+# worker, that no process has the core.
+# .ci/run runs the `python_writer` tests (pyproject.toml) once more so.
+WRITER = os.environ.get("AOTID_TEST_WRITER") or "core"
+if WRITER not in ("core", "python"):
+    raise RuntimeError(f"AOTID_TEST_WRITER={WRITER!r}: expected 'core' (the default) or 'python'")
+NO_CORE_CACHE = "/dev/null/aoti-debug-cache"     # under a device, not a folder: ENOTDIR, even for root
+NO_CORE_WARNING = "ignore:aoti-debug:RuntimeWarning"   # a RuntimeWarning whose message starts so
+if WRITER == "python":
+    # the cache the session started with (pytest-xdist's workers inherit both variables)
+    os.environ.setdefault("AOTID_TEST_BUILD_CACHE", os.environ.get("AOTI_DEBUG_CACHE_DIR", ""))
+    os.environ["AOTI_DEBUG_CACHE_DIR"] = NO_CORE_CACHE
+    if NO_CORE_WARNING not in os.environ.get("PYTHONWARNINGS", "").split(","):
+        os.environ["PYTHONWARNINGS"] = ",".join(w for w in (os.environ.get("PYTHONWARNINGS"), NO_CORE_WARNING) if w)
+
+
+def build_env(env):
+    """`env` (a clean_env) for a process that builds what the C++ runtime runs (an AOTI
+    package): the session's own AOTI_DEBUG_CACHE_DIR, whatever AOTID_TEST_WRITER says."""
+    if WRITER == "python":
+        env = dict(env)
+        env.pop("AOTI_DEBUG_CACHE_DIR", None)
+        if os.environ.get("AOTID_TEST_BUILD_CACHE"):
+            env["AOTI_DEBUG_CACHE_DIR"] = os.environ["AOTID_TEST_BUILD_CACHE"]
+    return env
+
 
 def clean_env(**extra):
     """The test process's environment without any aoti-debug variable, plus `extra`."""
@@ -50,6 +92,38 @@ def run_python(code, env=None, cwd=None, timeout=300, check=True):
     if check and proc.returncode != 0:
         raise AssertionError(f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
     return proc
+
+
+# What a process of the session says its Python runtime writes through.
+_WHICH_WRITER = """
+from aoti_debug.native import build
+from aoti_debug.runtime import sink
+print(build.cache_dir(), "core" if sink.native() is not None else "python")
+"""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def python_writer_session():
+    """Under AOTID_TEST_WRITER=python, the proof that the session's Python runtime
+    records went through the pure-Python writer: no compiled core in this process,
+    before the tests and after them, nor in a process started fresh or forked
+    (run_python) with the tests' environment."""
+    if WRITER != "python":
+        yield
+        return
+    import warnings
+    from aoti_debug.native import core
+    from aoti_debug.runtime import sink
+
+    def here():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)    # "C++ runtime unavailable", once
+            assert sink.native() is None and core.lib() is None, "the compiled core was loaded"
+    here()
+    said = [run_python(code).stdout.split() for code in (_WHICH_WRITER, "import torch\n" + _WHICH_WRITER)]
+    assert said == [[NO_CORE_CACHE, "python"]] * 2, said
+    yield
+    here()
 
 
 def two_refused_compiles(tmp_path, **env):
@@ -153,7 +227,7 @@ def compile_model(model, out, cache, module="models", **compile_env):
         import torch, {module} as models
         ep = models.export({model!r})
         torch._inductor.aoti_compile_and_package(ep, package_path={out!r})
-    """, env=clean_env(TORCHINDUCTOR_CACHE_DIR=cache, **compile_env), timeout=600)
+    """, env=build_env(clean_env(TORCHINDUCTOR_CACHE_DIR=cache, **compile_env)), timeout=600)
 
 
 @pytest.fixture(scope="session")

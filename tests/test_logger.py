@@ -13,6 +13,10 @@ from aoti_debug.analysis.mask import mask
 from conftest import BANNER, banners, clean_env, records, run_python
 from test_content_hash import reference_hash
 
+# every record here is the Python runtime's: .ci/run runs the file once more on its
+# pure-Python writer (conftest's AOTID_TEST_WRITER)
+pytestmark = pytest.mark.python_writer
+
 MODEL = '''
 import enum, torch
 from aoti_debug import log_api

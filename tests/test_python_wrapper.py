@@ -9,14 +9,19 @@ import re
 import pytest
 
 from aoti_debug.analysis.mask import mask
-from conftest import TESTS, clean_env, records, run_package, run_python
+from conftest import TESTS, WRITER, clean_env, records, run_package, run_python
 from textmatch import matches
 
 pytestmark = pytest.mark.torch_matrix
+# `python_writer`: the tests that read records and notes the Python runtime wrote, which
+# .ci/run runs once more on the pure-Python writer (conftest's AOTID_TEST_WRITER); not
+# those of the generated code, the outputs, the dumps, the FX graph cache's key, nor
+# those that compare the two writers or need the compiled core.
 
 # Compiles a model of models.py (the MLP unless told) with torch.compile in one
 # fresh process: once per instrumentation level (each log to its own file), then
-# plain; writes the generated source of each compile and the outputs' bytes.
+# plain; writes the generated source of each compile, the outputs' bytes and
+# whether the Python runtime wrote through the compiled core.
 DRIVER = r"""
 import hashlib, json, os, sys
 sys.path.insert(0, {tests!r})
@@ -57,6 +62,8 @@ for level in {levels!r}:
     result[name] = hashlib.sha256(y.contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
 c = torch._dynamo.utils.counters["inductor"]
 result["hit"], result["miss"] = c["fxgraph_cache_hit"], c["fxgraph_cache_miss"]
+from aoti_debug.runtime import sink
+result["core"] = sink.native() is not None
 with open(os.path.join(out_dir, "result.json"), "w") as f:
     json.dump(result, f)
 """
@@ -75,6 +82,7 @@ def compiled(tmp_path_factory, aoti_cache):
     """Levels 1, 3, 5 instrumented, then plain, in one process (patches installed, inactive)."""
     out = tmp_path_factory.mktemp("pywrapper")
     result = drive(out, aoti_cache, [1, 3, 5, None])
+    assert result["core"] == (WRITER == "core")     # the writer the session asked for (conftest)
     return out, result
 
 
@@ -107,6 +115,7 @@ H = "[TIMESTAMP] [pid PID] "
 NAMES = {1: "model", 3: "model#2", 5: "model#3"}
 
 
+@pytest.mark.python_writer
 def test_level_1_headers_only(compiled):
     out, _ = compiled
     text = log(out, 1)
@@ -170,6 +179,7 @@ def expected_records(level):
     ]
 
 
+@pytest.mark.python_writer
 @pytest.mark.isa_sensitive   # records of compiled kernels against eager tensors
 @pytest.mark.parametrize("level", [3, 5])
 def test_records_exact(compiled, level):
@@ -234,6 +244,7 @@ def renamed(text, stem, name):
     return re.sub(rf"^({head}launch(?:-end)? ){stem}:", rf"\g<1>{name}:", text, flags=re.M)
 
 
+@pytest.mark.python_writer
 def test_records_match_the_aoti_path(packages, tmp_path, aoti_cache):
     """One graph compiled by AOTI and by torch.compile (models.py's weights_in: the MLP
     with its weights passed in, inputs of the graph on both paths) gives the same
@@ -299,6 +310,7 @@ def test_fx_graph_cache_never_serves_another_copys_lines(tmp_path):
     assert sources == [f"{tmp_path / 'copy0' / 'moved.py'}:6", f"{tmp_path / 'copy7' / 'moved.py'}:13"]
 
 
+@pytest.mark.python_writer
 def test_run_time_level_and_filter(tmp_path, fx_cache_dir):
     """Run-time variables: AOTI_DEBUG_LOGLEVEL cannot raise the compiled level (one
     note says so); AOTI_DEBUG_KERNELS filters records and keeps the numbers.  The
@@ -351,6 +363,7 @@ def ranked(tmp_path, ctx="contextlib.nullcontext()", **env):
     return proc.stdout.strip().splitlines()[-1], notes
 
 
+@pytest.mark.python_writer
 def test_nan_checks_name_the_origin_as_the_aoti_artifact_does(tmp_path):
     from models import line_of
     out, notes = ranked(tmp_path, AOTI_DEBUG_NAN_CHECK="raise:naninf")
@@ -369,6 +382,7 @@ def test_nan_checks_name_the_origin_as_the_aoti_artifact_does(tmp_path):
                     r"its inputs held no NaN, so this launch is where NaN first appears", out), out
 
 
+@pytest.mark.python_writer
 def test_nan_warn_notes_every_launch_and_the_run_goes_on(tmp_path):
     out, notes = ranked(tmp_path / "warn", AOTI_DEBUG_NAN_CHECK="warn:naninf")
     assert out == "NaN 3"
@@ -470,6 +484,7 @@ def viewed(tmp_path_factory):
     return out, proc.stdout
 
 
+@pytest.mark.python_writer
 @pytest.mark.parametrize("level", [3, 5])
 def test_run_end_holds_every_output_views_included(viewed, level):
     out, _ = viewed
@@ -481,6 +496,7 @@ def test_run_end_holds_every_output_views_included(viewed, level):
     assert layouts == [("(6, 4)", "(1, 6)"), ("(4,)", "(6,)"), ("(4, 6)", "(6, 1)")]
 
 
+@pytest.mark.python_writer
 def test_run_end_with_views_comes_before_the_nan_check_raises(viewed):
     out, stdout = viewed
     assert re.fullmatch(r"RAISED: aoti-debug NaN check: launch model#2:2\.1 aoti_torch_cpu_addmm_out \(source \S+, module fc\) "
@@ -514,6 +530,7 @@ def test_level_10_dumps_each_tensor_of_an_extern_kernel_that_returns_several(tmp
     assert torch.equal(values, values.sort(dim=0, descending=True).values)
 
 
+@pytest.mark.python_writer
 def test_level_10_stops_for_the_process_once_a_limit_is_reached(tmp_path):
     """torch.compile writes a folder per run: once the count limit stops recording, no later
     run makes a folder, and the note is written once."""
@@ -571,6 +588,8 @@ def test_launch_records_alike_with_and_without_the_compiled_core(tmp_path):
     assert launch.splitlines()[1:3] == ["  origin: nodes=add source=m.py:12", "  source-line: m.py:12 nodes=add"]
 
 
+@pytest.mark.skipif(WRITER == "python", reason="the crash trailer is written by the compiled core's signal "
+                    "handler; the pure-Python writer has none (AOTID_TEST_WRITER=python)")
 @pytest.mark.parametrize("level", ["1", "5"])
 def test_a_crash_in_a_launch_names_it(tmp_path, level):
     log = tmp_path / "log"
