@@ -1,8 +1,10 @@
 """C++ text for the AOTI wrapper: the inlined runtime and the calls into it.
 
-The generated code uses the API of cpp_runtime/include/aoti_debug/launch.h:
-a launch costs one counter increment and one predictable branch on the run's
-level, cached when the run begins.
+The generated code uses the API of cpp_runtime/include/aoti_debug/launch.h
+(the records) and launch_checks.h (the checks around a launch, in their
+order): a launch costs one counter increment and one predictable branch on
+the run's level, cached when the run begins, and one branch on whether any
+check compiled in is on.
 """
 
 from __future__ import annotations
@@ -285,11 +287,45 @@ def after_launch(site: Site, nan_check: bool, memcheck: bool = False, blackbox: 
             + checks_after(site, nan_check, memcheck, blackbox) + args_done(site))
 
 
+def _launch_args(site: Site, describer: str) -> str:
+    """The launch's arguments for aoti_debug::LaunchChecks, through one describer."""
+    return f"aotid_a_{site.index}.sides(aotid_{describer}_{site.index})" if site.args else "{}"
+
+
+def checks_before(site: Site, memcheck: bool, blackbox: bool) -> List[str]:
+    """Before a launch, the checks that act there (the memory check, the black
+    box), in the order launch_checks.h keeps: one branch when off at run time."""
+    if not (memcheck or blackbox):
+        return []
+    return [f"if (AOTI_DEBUG_UNLIKELY(aotid_checks.on)) aotid_checks.before(aotid_site_{site.index}, "
+            f"{_launch_args(site, 'in')});"]
+
+
 def checks_after(site: Site, nan_check: bool, memcheck: bool, blackbox: bool) -> List[str]:
-    """After a launch: the black box marks it returned, then the plan check (an op's outputs
-    as the graph planned them), the memory check, the NaN check."""
-    return ((box_after() if blackbox else []) + plan_after(site) + (mem_after(site) if memcheck else [])
-            + (nan_after(site) if nan_check else []))
+    """After a launch, the checks (the black box, the plan, memory and NaN
+    checks), in the order launch_checks.h keeps: one branch when off at run
+    time.  The plan check's layouts are evaluated only when a check is on.
+    Each output carries its own source line for the NaN check: a fused kernel
+    writes buffers that come from different lines of the model."""
+    if not (nan_check or memcheck or blackbox or site.planned):
+        return []
+    n = site.index
+    body = []
+    if site.planned:
+        body.append("  namespace aotid_sx = aoti_debug::detail::sizeexpr;")
+        planned = []
+        for j, p in enumerate(site.planned):
+            values = [_planned(e) for e in p.sizes + p.strides] or ["aotid_sx::undefined()"]
+            body.append(f"  const aotid_sx::Int aotid_pl_{n}_{j}[] = {{{', '.join(values)}}};")
+            planned.append(f"{{{p.arg}, {scalar_type(p.dtype)}, {len(p.sizes)}, aotid_pl_{n}_{j}}}")
+        body.append(f"  const aoti_debug::PlannedOutput aotid_planned_{n}[] = {{{', '.join(planned)}}};")
+    if nan_check:
+        sources = ", ".join(c_string(output_where(site, a) if a.role != IN else "") for a in site.args) or "nullptr"
+        body.append(f"  static const char* const aotid_sources_{n}[] = {{{sources}}};")
+    call = (f"  aotid_checks.after(aotid_site_{n}, {_launch_args(site, 'out')}, "
+            f"{f'aotid_sources_{n}' if nan_check else 'nullptr'}, "
+            f"{f'aotid_planned_{n}, {len(site.planned)}' if site.planned else 'nullptr, 0'});")
+    return ["if (AOTI_DEBUG_UNLIKELY(aotid_checks.on)) {"] + body + [call, "}"]
 
 
 def _planned(expr) -> str:
@@ -300,57 +336,6 @@ def _planned(expr) -> str:
         except sizeexpr.Unprintable:
             pass
     return "aotid_sx::undefined()"
-
-
-def plan_after(site: Site) -> List[str]:
-    """Each output of an extern kernel or custom op against the layout the graph
-    planned from the op's fake (plan.Planned): one branch when off at run time."""
-    if not site.planned:
-        return []
-    n = site.index
-    lines = ["if (AOTI_DEBUG_UNLIKELY(aotid_plan.on)) {",
-             "  namespace aotid_sx = aoti_debug::detail::sizeexpr;"]
-    for j, p in enumerate(site.planned):
-        values = [_planned(e) for e in p.sizes + p.strides] or ["aotid_sx::undefined()"]
-        lines += [f"  const aotid_sx::Int aotid_pl_{n}_{j}[] = {{{', '.join(values)}}};",
-                  f"  aotid_plan.output(aotid_site_{n}, {_all_values(site)}, {p.arg}, "
-                  f"{scalar_type(p.dtype)}, {len(p.sizes)}, aotid_pl_{n}_{j});"]
-    return lines + ["}"]
-
-
-def box_before(site: Site) -> List[str]:
-    """The launch's record and inputs into the black box: one branch when off at run time."""
-    values = _values(site, False)[0] if site.args else "{}"
-    return [f"if (AOTI_DEBUG_UNLIKELY(aotid_box.on)) aotid_box.before(aotid_site_{site.index}, {values});"]
-
-
-def box_after() -> List[str]:
-    return ["if (AOTI_DEBUG_UNLIKELY(aotid_box.on)) aotid_box.after();"]
-
-
-def mem_before(site: Site) -> List[str]:
-    """Tags what the launch allocates (memory check): one branch when off at run time."""
-    return [f"if (AOTI_DEBUG_UNLIKELY(aotid_mem.on)) aotid_mem.before(aotid_site_{site.index});"]
-
-
-def mem_after(site: Site) -> List[str]:
-    """The memory check after a launch, before the NaN check: a NaN read from
-    memory nobody wrote is reported as that, not as numerics."""
-    return [f"if (AOTI_DEBUG_UNLIKELY(aotid_mem.on)) aotid_mem.after(aotid_site_{site.index}, "
-            f"{_all_values(site)});"]
-
-
-def nan_after(site: Site) -> List[str]:
-    """The NaN/Inf check of a launch's outputs: one branch when switched off at run time.
-
-    Each output carries its own source line: a fused kernel writes buffers
-    that come from different lines of the model."""
-    n = site.index
-    outs = _values(site, True)[0] if site.args else "{}"  # the clean path describes the outputs only
-    sources = ", ".join(c_string(output_where(site, a) if a.role != IN else "") for a in site.args) or "nullptr"
-    return [f"static const char* const aotid_sources_{n}[] = {{{sources}}};",
-            f"if (AOTI_DEBUG_UNLIKELY(aotid_nan.on) && !aotid_nan.clean(aotid_site_{n}, {outs}))",
-            f"    aotid_nan.after(aotid_site_{n}, aotid_sources_{n}, {_all_values(site)});"]
 
 
 def output_sources(site: Site) -> dict:
@@ -391,11 +376,11 @@ class Emitter:
     @staticmethod
     def launch(site: Site, shown: bool, nan_check: bool, memcheck: bool = False, blackbox: bool = False):
         """(header, before, after) lines around the launch."""
-        extra = (mem_before(site) if memcheck else []) + (box_before(site) if blackbox else [])
+        before = checks_before(site, memcheck, blackbox)
         if shown:
-            return [], before_launch(site) + extra, after_launch(site, nan_check, memcheck, blackbox)
+            return [], before_launch(site) + before, after_launch(site, nan_check, memcheck, blackbox)
         checks = checks_after(site, nan_check, memcheck, blackbox)
-        return ([], skipped_launch(site, nan_check, memcheck, blackbox) + extra,
+        return ([], skipped_launch(site, nan_check, memcheck, blackbox) + before,
                 args_after(site) + checks + args_done(site) if checks else [])
 
 
@@ -458,6 +443,11 @@ def run_begin(settings, inputs: Sequence[str], labels: Sequence[str], device: st
     if settings.nan_check.enabled:
         lines += ["aoti_debug::NanChecks aotid_nan(aotid_model, aotid_run);",
                   f"if (AOTI_DEBUG_UNLIKELY(aotid_nan.on)) aotid_nan.inputs({{{', '.join(values)}}});"]
+    held = [f"&aotid_{name}" if on else "nullptr" for name, on in (
+        ("plan", settings.check_inputs or settings.memcheck != "off"), ("mem", settings.memcheck != "off"),
+        ("box", settings.blackbox > 0), ("nan", settings.nan_check.enabled))]
+    if held != ["nullptr"] * 4:
+        lines.append(f"aoti_debug::LaunchChecks aotid_checks({', '.join(held)});")
     return lines
 
 

@@ -257,26 +257,31 @@ def test_torch_compile_cuda_wrapper_names_triton_provenance(built):
 def launch_markers(wrapper, index):
     """What the model's run does around launch `index` (the runtime's comments show examples)."""
     run = wrapper[code_at(wrapper, "void AOTInductorModel::run_impl("):]
-    return [m for m in ("AOTI_DEBUG_LAUNCH(aotid_run, aotid_site_", "aotid_nan.clean(aotid_site_",
-                        "aotid_mem.before(aotid_site_", "aotid_box.before(aotid_site_")
+    return [m for m in ("AOTI_DEBUG_LAUNCH(aotid_run, aotid_site_", "aotid_checks.before(aotid_site_",
+                        "aotid_checks.after(aotid_site_")
             if re.search(rf"{re.escape(m)}{index}\b", run)]
 
 
-@pytest.mark.parametrize("config,marker,ops", [
-    ("level1", None, False),
-    ("level10", None, True),
-    ("nan_check", "aotid_nan.clean(aotid_site_", False),
-    ("memcheck", "aotid_mem.before(aotid_site_", False),
-    ("blackbox", "aotid_box.before(aotid_site_", True),
+# the checks a run holds (launch_checks.h: plan, memory, black box, NaN), None: no check compiled in
+@pytest.mark.parametrize("config,held,before,ops", [
+    ("level1", None, False, False),
+    ("level10", None, False, True),
+    ("nan_check", "nullptr, nullptr, nullptr, &aotid_nan", False, False),
+    ("memcheck", "&aotid_plan, &aotid_mem, nullptr, nullptr", True, False),
+    ("blackbox", "nullptr, nullptr, &aotid_box, nullptr", True, True),
 ])
-def test_each_setting_instruments_every_cuda_launch(built, config, marker, ops):
+def test_each_setting_instruments_every_cuda_launch(built, config, held, before, ops):
     wrapper = built.wrapper(config)
     found = by_kind(sites(wrapper))
+    declared = re.findall(r"aoti_debug::LaunchChecks aotid_checks\((.*)\);", wrapper)
+    # the setting's own check, and no other
+    assert declared == ([held] if held else []), config
     for kind, site in found.items():
         markers = launch_markers(wrapper, site["index"])
         assert markers[0] == "AOTI_DEBUG_LAUNCH(aotid_run, aotid_site_", (config, kind)
-        # the setting's own check around each launch, and no other
-        assert markers[1:] == ([marker] if marker else []), (config, kind)
+        # around each launch: its checks before it where that check acts before, after it
+        assert markers[1:] == (["aotid_checks.before(aotid_site_"] * before
+                               + ["aotid_checks.after(aotid_site_"] * bool(held)), (config, kind)
         assert bool(site["ops"]) == ops, (config, kind)
         assert site["source"].startswith(os.path.join(TESTS, "cuda_models.py:")), (config, kind)
 

@@ -128,10 +128,12 @@ def test_each_argument_is_described_once_per_launch_in_the_cpp_wrapper(shown):
     # every use goes through the cache, one side at a time: inputs by the inputs' describer
     # before the launch, anything by the outputs' one after it
     side = "aotid_a_1.side(aotid_{}_1, aotid_site_1, aoti_debug_gen::{})"
-    assert f"aotid_box.before(aotid_site_1, {side.format('in', 'kIn')});" in before
-    assert f"aotid_mem.after(aotid_site_1, {side.format('out', 'kAll')});" in after
-    assert f"aotid_nan.clean(aotid_site_1, {side.format('out', 'kOut')}))" in after
-    assert f"aotid_nan.after(aotid_site_1, aotid_sources_1, {side.format('out', 'kAll')});" in after
+    # the checks (launch_checks.h) ask for any side through one describer, in one call each side
+    assert before_lines[-1] == ("if (AOTI_DEBUG_UNLIKELY(aotid_checks.on)) "
+                                "aotid_checks.before(aotid_site_1, aotid_a_1.sides(aotid_in_1));")
+    assert ("  aotid_checks.after(aotid_site_1, aotid_a_1.sides(aotid_out_1), aotid_sources_1, nullptr, 0);"
+            in after_lines)
+    assert after.count("aotid_checks.") == 2 and before.count("aotid_checks.") == 2
     assert (f"AOTI_DEBUG_LAUNCH(aotid_run, aotid_site_1, {side.format('in', 'kIn')});" in before) == shown
     assert (f"AOTI_DEBUG_LAUNCH_END(aotid_run, aotid_site_1, {side.format('out', 'kOut')});" in after) == shown
     # with nothing but records, a launch the filter leaves out describes nothing

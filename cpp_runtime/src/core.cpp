@@ -6,3 +6,4 @@
 
 #include <aoti_debug/aoti.h>
 #include <aoti_debug/checks.h>
+#include <aoti_debug/launch_checks.h>

@@ -21,6 +21,8 @@
 
 // tensor(AtenTensorHandle); through launch.h, Site, Role, Value and Values
 #include "../aoti.h"
+// LaunchArgs: what the checks around a launch read the arguments through
+#include "../launch_checks.h"
 
 namespace aoti_debug_gen {
 template <class T> inline AtenTensorHandle handle(const T& t) { return t.get(); }
@@ -51,6 +53,10 @@ class AOTI_DEBUG_HIDDEN Args {  // hidden, as the runtime it holds
   template <class F> aoti_debug::Values side(F& describe, const aoti_debug::Site& site, Side which) {
     return side_of(&call<F>, &describe, site, which);
   }
+  // The arguments for the checks around the launch (aoti_debug::LaunchChecks),
+  // any side asked for through `describe`: before the launch the inputs'
+  // describer, after it the outputs' one (which hands inputs to the inputs').
+  template <class F> aoti_debug::LaunchArgs sides(F& describe) { return {&side_with<F>, this, &describe}; }
   template <class T> void keep(int i, T&& h) {
     if constexpr (!std::is_lvalue_reference<T>::value && owns_handle<T>::value) {
       owned_[i] = h.release();  // a temporary (a view built for this call): ours until done()
@@ -72,6 +78,10 @@ class AOTI_DEBUG_HIDDEN Args {  // hidden, as the runtime it holds
  private:
   using Describe = void (*)(void* describer, Args& d, int i);
   template <class F> static void call(void* describer, Args& d, int i) { (*static_cast<F*>(describer))(d, i); }
+  template <class F>
+  static aoti_debug::Values side_with(void* self, void* describer, const aoti_debug::Site& site, int which) {
+    return static_cast<Args*>(self)->side_of(&call<F>, describer, site, static_cast<Side>(which));
+  }
   __attribute__((noinline)) aoti_debug::Values side_of(Describe describe, void* describer,
                                                        const aoti_debug::Site& site, Side which) {
     if (slot_ == nullptr) {  // only when something reads them
