@@ -110,7 +110,7 @@ class Settings:
 
     def artifact_config(self, model: str, torch_version: str) -> Dict[str, object]:
         """What an artifact is compiled with, by the names of both runtimes'
-        configurations (runtime/launches.py's Model, detail/launch.h's
+        configurations (runtime/launches.py's Model, launch.h's
         ModelConfig and RunDefaults): each emitter writes it field by field."""
         config: Dict[str, object] = {
             "name": model, "level": int(self.level), "kernels": ",".join(self.kernels),

@@ -71,7 +71,7 @@ def test_no_compiler_means_one_warning_and_none(tmp_path):
     assert proc.stdout.split() == ["1", "True", "raised"], proc.stderr
 
 
-# The functions that choose their instruction set at run time (stats.h:
+# The functions that choose their instruction set at run time (stats-inl.h:
 # __attribute__((target)) with a CPU check before each call).
 DISPATCHED = ("stats_blocks_w4", "stats_blocks_w8", "hash_words_w4", "hash_words_w8",
               "convert_chunk_w4", "convert_chunk_w8", "any_above_w4", "any_above_w8")
