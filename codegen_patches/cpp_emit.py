@@ -65,7 +65,7 @@ def runtime_source(settings, core: Optional[Tuple[str, Sequence[str]]] = None) -
 
 def caller_error_source(settings, core: Optional[Tuple[str, Sequence[str]]] = None) -> str:
     """The type of the errors aoti-debug raises to the model's caller, inlined
-    after the same options as the runtime (patch_cpp_wrapper.pass_caller_errors puts it
+    after the same options as the runtime (hooks.pass_caller_errors puts it
     before torch's AOTI interface; the runtime's own inlining of it is then empty)."""
     return _options(settings, core) + _inliner()("detail", "caller_error.h")
 

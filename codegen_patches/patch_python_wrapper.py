@@ -27,12 +27,12 @@ def settings_pass(settings, user_pass, provenance: str = ""):
     from aoti_debug._version import __version__
 
     digest = hashlib.sha256()
-    digest.update(repr(("aoti-debug", __version__, settings.level, tuple(settings.kernels),
-                        str(settings.nan_check), bool(settings.check_inputs), settings.memcheck,
-                        repr(settings.run_defaults), provenance)).encode())
+    # everything the wrapper is compiled with, by name (the emitters write the same)
+    config = sorted(settings.artifact_config("", "").items())
+    digest.update(repr(("aoti-debug", __version__, config, provenance)).encode())
     # what writes the Python wrapper's calls and the Python runtime they reach, found
     # (not imported) wherever the package is installed
-    for module in ("python_emit", "hooks", "adapter", "ir_plan"):
+    for module in ("python_emit", "hooks", "adapter", "ir_plan", "ir_queries", "patch_python_wrapper"):
         _hash_file(digest, importlib.util.find_spec(f"{__package__}.{module}").origin)
     for module in ("aoti_debug.plan", "aoti_debug.runtime.launches"):
         _hash_file(digest, importlib.util.find_spec(module).origin)

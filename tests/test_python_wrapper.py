@@ -3,6 +3,7 @@ the same records from the Python runtime (aoti_debug/runtime/launches.py), the s
 generated code as upstream when nothing is on, bit-identical outputs, and
 the compile-time settings in Inductor's FX graph cache key."""
 
+import dataclasses
 import json
 import re
 
@@ -267,6 +268,22 @@ def test_records_match_the_aoti_path(packages, tmp_path, aoti_cache):
 @pytest.fixture(scope="module")
 def fx_cache_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("fx-cache")
+
+
+@pytest.mark.parametrize("change", [dict(level=5), dict(kernels=("*relu*",)), dict(nan_check="warn"),
+                                    dict(check_inputs=True), dict(memcheck="warn"), dict(blackbox=64),
+                                    dict(compile="all")])
+def test_the_cache_key_holds_every_compiled_setting(change):
+    """Two compiles that differ in one compiled-in setting never share an FX
+    graph cache entry (the black box's launch count was once left out of it)."""
+    from aoti_debug.codegen_patches.patch_python_wrapper import settings_pass
+    from aoti_debug.settings import Settings, _parse_nan
+    if "nan_check" in change:
+        change = dict(nan_check=_parse_nan(change["nan_check"]))
+    base = Settings(level=1)
+    changed = dataclasses.replace(base, **change).compiled()
+    assert settings_pass(changed, None).uuid() != settings_pass(base, None).uuid()
+    assert settings_pass(base, None).uuid() == settings_pass(Settings(level=1), None).uuid()
 
 
 def test_fx_graph_cache_knows_the_settings(tmp_path, fx_cache_dir):
