@@ -15,6 +15,7 @@ nothing heavy: the process-start hook uses it.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
 from typing import Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple
@@ -54,18 +55,6 @@ class NanCheck:
         return f"{self.action}:{'naninf' if self.count_inf else 'nan'}"
 
 
-@dataclasses.dataclass(frozen=True)
-class RunDefaults:
-    """What an artifact does while a run-time variable is unset, when that is
-    less than what was compiled in (AOTI_DEBUG_COMPILE=all)."""
-    level: int
-    kernels: Tuple[str, ...]
-    nan_check: NanCheck
-    check_inputs: bool
-    memcheck: str = "off"
-    blackbox: int = 0
-
-
 # AOTI_DEBUG_SYNC's notes, in both runtimes' words (detail/settings.h kSyncNeedsLevel, kSyncCapture)
 SYNC_NEEDS_LEVEL = ("AOTI_DEBUG_SYNC=1 waits for the launches of a logged run: at level 0 no launch is "
                     "waited for (set AOTI_DEBUG_LOGLEVEL=1 with it)")
@@ -92,7 +81,7 @@ class Settings:
     rank: Optional[int] = None
     world: Optional[int] = None
     # set by compiled(): what a run does while its variables are unset (None: what is compiled in)
-    run_defaults: Optional[RunDefaults] = None
+    run_defaults: Optional["RunDefaults"] = None
     # where each field's value came from: "default", "argument", or "NAME=value"
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False)
     # the fields a variable of the environment set (with a valid value)
@@ -110,40 +99,37 @@ class Settings:
 
     def artifact_config(self, model: str, torch_version: str) -> Dict[str, object]:
         """What an artifact is compiled with, by the names of both runtimes'
-        configurations (runtime/launches.py's Model, launch.h's
-        ModelConfig and RunDefaults): each emitter writes it field by field."""
-        config: Dict[str, object] = {
-            "name": model, "level": int(self.level), "kernels": ",".join(self.kernels),
-            "nan_check": str(self.nan_check), "check_inputs": bool(self.check_inputs),
-            "torch_version": torch_version}
-        d = self.run_defaults
-        if d is not None:
-            config["defaults"] = {
-                "level": int(d.level), "kernels": ",".join(d.kernels), "nan_check": str(d.nan_check),
-                "check_inputs": bool(d.check_inputs), "memcheck": d.memcheck, "blackbox": int(d.blackbox)}
-        if self.memcheck != "off":
-            config["memcheck"] = self.memcheck
-        if self.blackbox > 0:
-            config["blackbox"] = int(self.blackbox)
+        configurations (runtime/launches.py's Model, launch.h's ModelConfig
+        and RunDefaults): the fields of COMPILED, each emitter writes them
+        field by field."""
+        config: Dict[str, object] = {"name": model}
+        config.update((f, _emitted(getattr(self, f))) for f in COMPILED)
+        config["torch_version"] = torch_version
+        if self.run_defaults is not None:
+            config["defaults"] = {f: _emitted(getattr(self.run_defaults, f)) for f in COMPILED}
         return config
 
     def compiled(self) -> "Settings":
         """What goes into an artifact.  With compile=all that is everything
-        (level 10, NaN/Inf checks, guards, every kernel), and the values asked
-        for become what a run does until its own variables ask for more."""
+        (each compiled field's `everything` in VARIABLES: level 10, NaN/Inf
+        checks, guards, every kernel, ...), and the values asked for become
+        what a run does until its own variables ask for more."""
         if self.compile != "all":
             return self
-        return dataclasses.replace(
-            self, level=10, kernels=(), nan_check=NanCheck("raise", True), check_inputs=True,
-            memcheck="raise", blackbox=BLACKBOX_MAX_LAUNCHES,
-            run_defaults=RunDefaults(self.level, self.kernels, self.nan_check, self.check_inputs,
-                                     self.memcheck, self.blackbox))
+        return dataclasses.replace(self, **EVERYTHING, run_defaults=self.defaults)
 
     @property
-    def defaults(self) -> RunDefaults:
+    def defaults(self) -> "RunDefaults":
         """What a run does while its variables are unset."""
-        return self.run_defaults or RunDefaults(self.level, self.kernels, self.nan_check,
-                                                self.check_inputs, self.memcheck, self.blackbox)
+        return self.run_defaults or RunDefaults(*(getattr(self, f) for f in COMPILED))
+
+
+def _emitted(value):
+    """A compiled field as the configurations hold it: a kernel filter as one
+    comma-separated text, a NaN check as its variable's value."""
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return str(value) if isinstance(value, NanCheck) else value
 
 
 # -- the grammar, the same in the C++ shim (detail/settings.h) ---------------
@@ -387,28 +373,31 @@ class Variable:
     alias_parse: Optional[Callable[[str], object]] = None
     when: str = "compile + run"
     help: str = ""
+    # compiled in (when "compile + run"): the value AOTI_DEBUG_COMPILE=all compiles in
+    everything: object = None
 
 
 VARIABLES: Tuple[Variable, ...] = (
     Variable("level", "AOTI_DEBUG_LOGLEVEL", _parse_level,
              "AOT_INDUCTOR_DEBUG_INTERMEDIATE_VALUE_PRINTER", _parse_upstream_level,
-             help="0/1/3/5/10: what each launch writes"),
+             everything=10, help="0/1/3/5/10: what each launch writes"),
     Variable("compile", "AOTI_DEBUG_COMPILE", _parse_compile, when="compile",
              help="all: compile everything in, off at run time until asked for"),
     Variable("logdest", "AOTI_DEBUG_LOGDEST", _parse_dest, when="run",
              help="stdout, stderr or a path; %i becomes the process id"),
     Variable("kernels", "AOTI_DEBUG_KERNELS", _parse_kernels,
              "AOT_INDUCTOR_FILTERED_KERNELS_TO_PRINT", _parse_kernels,
-             help="comma-separated globs over kernel names and origins"),
+             everything=(), help="comma-separated globs over kernel names and origins"),
     Variable("check_inputs", "AOTI_DEBUG_CHECK_INPUTS", _parse_bool,
              "AOTI_RUNTIME_CHECK_INPUTS", _parse_bool,
-             help="guard model inputs against what the artifact was compiled for"),
+             everything=True, help="guard model inputs against what the artifact was compiled for"),
     Variable("nan_check", "AOTI_DEBUG_NAN_CHECK", _parse_nan,
              "TORCHINDUCTOR_NAN_ASSERTS", _parse_upstream_nan,
-             help="off, warn, raise (+ :nan or :naninf)"),
+             everything=NanCheck("raise", True), help="off, warn, raise (+ :nan or :naninf)"),
     Variable("memcheck", "AOTI_DEBUG_MEMCHECK", _parse_memcheck,
-             help="off, warn, raise: guard regions and poison around a run's allocations"),
+             everything="raise", help="off, warn, raise: guard regions and poison around a run's allocations"),
     Variable("blackbox", "AOTI_DEBUG_BLACKBOX", _parse_blackbox,
+             everything=BLACKBOX_MAX_LAUNCHES,
              help="off, or how many of the last launches the crash-proof ring keeps, e.g. 64"),
     Variable("blackbox_max_mb", "AOTI_DEBUG_BLACKBOX_MAX_MB", _parse_blackbox_mb, when="run",
              help="the black box's ring file size in megabytes"),
@@ -422,6 +411,16 @@ VARIABLES: Tuple[Variable, ...] = (
     Variable("dump_max_count", "AOTI_DEBUG_DUMP_MAX_COUNT", _parse_count, when="run",
              help="hard limit on the number of dumped launches"),
 )
+
+# The settings an artifact compiles in (a run's variables may lower them), in
+# the table's order: what artifact_config writes, RunDefaults holds, and
+# AOTI_DEBUG_COMPILE=all sets to their `everything`.
+COMPILED: Tuple[str, ...] = tuple(v.field for v in VARIABLES if v.when == "compile + run")
+EVERYTHING: Dict[str, object] = {v.field: v.everything for v in VARIABLES if v.field in COMPILED}
+# What an artifact does while a run-time variable is unset, when that is less
+# than what was compiled in (AOTI_DEBUG_COMPILE=all): one value per COMPILED field.
+RunDefaults = collections.namedtuple("RunDefaults", COMPILED)
+
 
 # Every name the process-start hook looks for.
 ALL_NAMES: Tuple[str, ...] = tuple(

@@ -34,12 +34,12 @@ def test_all_compiles_in_everything_and_keeps_what_was_asked_for_as_defaults():
     built = asked.compiled()
     assert (built.level, built.kernels, str(built.nan_check), built.check_inputs) == \
         (10, (), "raise:naninf", True)
-    assert built.run_defaults == settings.RunDefaults(1, ("*relu*",), settings.NanCheck(), False)
+    assert built.run_defaults == settings.RunDefaults(level=1, kernels=("*relu*",), check_inputs=False, nan_check=settings.NanCheck(), memcheck="off", blackbox=0)
     assert built.defaults == built.run_defaults
     # without it, what is asked for is what is compiled in, and what runs do
     plain = settings.read({"AOTI_DEBUG_LOGLEVEL": "3"})
     assert plain.compiled() is plain and plain.defaults == settings.RunDefaults(
-        3, (), settings.NanCheck(), False)
+        level=3, kernels=(), check_inputs=False, nan_check=settings.NanCheck(), memcheck="off", blackbox=0)
     assert settings.read({"AOTI_DEBUG_COMPILE": "all"}).anything_compiled_in
     assert not settings.read({"AOTI_DEBUG_COMPILE": "selected"}).anything_compiled_in
 
