@@ -1,7 +1,7 @@
 """What the runtime needs from a device's own runtime: waiting for a launch and
 asking whether its stream is being captured into a CUDA graph.
 
-The twin of DeviceHooks in cpp_runtime/include/aoti_debug/detail/launch.h.
+The twin of DeviceHooks in cpp_runtime/include/aoti_debug/detail/format.h.
 CUDA's come from torch.cuda; tests inject their own (``inject``), so every
 branch that uses them also runs on a CPU.
 """

@@ -1,6 +1,6 @@
 """The runtime that torch.compile's instrumented Python wrapper calls.
 
-The Python twin of cpp_runtime/include/aoti_debug/detail/launch.h: the same
+The Python twin of cpp_runtime/include/aoti_debug/launch.h: the same
 records (docs/log-format.md), the same numbering and the same rules for the
 run-time level (the compiled level, lowered by AOTI_DEBUG_LOGLEVEL when it is
 set, never raised: one note per process says what to recompile with), built
@@ -162,7 +162,7 @@ class Model:
             self._ready = True
 
     def _more(self, set_from: str, compiled, variable: str, wanted) -> str:
-        """The note for a run-time value above what was compiled in (as detail/launch.h)."""
+        """The note for a run-time value above what was compiled in (as launch-inl.h, Model::init)."""
         name, _, text = set_from.partition("=")
         return (f"{name}={text!r} asks for more than model {self.name!r} was compiled with "
                 f"({compiled}); using {compiled}. Recompile with {variable}={wanted} "
@@ -495,7 +495,7 @@ def _box_name(launches: int) -> str:
     return str(launches) if launches > 0 else "off"
 
 
-# a value in a note as its variable is set (detail/launch.h, Model::init); others by str()
+# a value in a note as its variable is set (launch-inl.h, Model::init); others by str()
 _SHOWN = {"check_inputs": lambda on: "1" if on else "0", "blackbox": _box_name}
 
 
