@@ -2,11 +2,12 @@
 
     python bench/bench_launch.py
 
-Builds bench_launch.cpp once (-O1, as Inductor builds wrappers) and times a
-loop of launches: without instrumentation, instrumented and switched off at
-run time (level 0, target <= 5 ns over the plain loop), and at level 1
-writing one flushed record per launch to a file (target <= 2 us) and to
-/dev/null (the same system call, without the file system behind it).
+Builds bench_launch.cpp header-only (-O1, as Inductor builds wrappers) and
+times a loop of launches of a site without arguments: without
+instrumentation, instrumented and switched off at run time (level 0, target
+<= 5 ns over the plain loop), and at level 1 writing one flushed record per
+launch to a file (target <= 2 us) and to /dev/null (the same system call,
+without the file system behind it).
 
 Then the same for torch.compile's Python wrapper: the statements its
 instrumented code runs around each launch (aoti_debug/runtime/launches.py)
@@ -14,6 +15,18 @@ around a kernel that does nothing, over the same loop without them; beside
 it, what a launch of the plain wrapper costs on a real model (GPT-2 of the
 tests' corpus, run by bench_corpus.py's worker: the median call over the
 launches of a call, counted in a level-1 log).
+
+Last, one launch with arguments in both runtimes, at levels 3 and 5 to
+/dev/null: PY_LOOP's site (buf0 inout, arg0_1 in: two float32 CPU tensors of
+16 elements; a `launch` record with two Tensor blocks and a `launch-end` with
+one) and the same site in bench_launch.cpp ("tensors"), which writes the same
+records byte for byte but for timestamps, pid and thread.  That binary is
+built as AOTI artifacts are: the wrapper at -O1 with
+-DAOTI_DEBUG_LINKED_CORE=1, linked with the core object (src/core.cpp at -O2,
+native/build.py core_flags, statistics compiled in) and torch's libraries the
+core calls; the rows above keep the header-only build.  Each runtime's cost
+is over its own plain loop; the ratio Python/C++ has the issue's target
+<= 1.2 per launch.
 """
 
 import os
@@ -56,7 +69,7 @@ for _ in range(7):
 print(min(times) / n)
 """
 
-def python_wrapper(env: dict, work: str) -> None:
+def python_wrapper(env: dict, work: str, cxx: dict) -> None:
     def loop(n, plain=False, **extra):
         out = subprocess.run([sys.executable, "-c", PY_LOOP, str(n), "plain" if plain else "on"],
                              env=dict(env, **extra), capture_output=True, text=True, check=True)
@@ -88,10 +101,38 @@ def python_wrapper(env: dict, work: str) -> None:
     print(f"  level 0 (compiled 5) {over['level 0']:+8.3f} us per launch")
     print(f"  level 1 to a file    {over['level 1 (file)']:+8.3f} us per launch, one record each")
     print(f"  level 1 to /dev/null {over['level 1 (/dev/null)']:+8.3f} us per launch")
-    print(f"  level 3 to /dev/null {over['level 3 (/dev/null)']:+8.3f} us per launch, two records, three tensors")
-    print(f"  level 5 to /dev/null {over['level 5 (/dev/null)']:+8.3f} us per launch, the same with statistics")
+    what = {3: "two records, three tensors", 5: "the same with statistics"}
+    for level in (3, 5):
+        py, cc = over[f"level {level} (/dev/null)"], cxx[level]
+        ratio = py / cc
+        print(f"  level {level} to /dev/null {py:+8.3f} us per launch, {what[level]}; "
+              f"C++ {cc:+.3f} us, Python/C++ {ratio:.2f}x (target <= 1.2){'' if ratio <= 1.2 else ' MISSED'}")
+    print(f"    (C++: bench_launch.cpp's site of the same launch, {cxx['build']})")
     print(f"  the plain wrapper on GPT-2: {per_call:.1f} us per call, {launches:g} launches, "
           f"{per_call / launches:.2f} us per launch")
+
+
+def build_artifact_like(work: str):
+    """bench_launch.cpp as an AOTI artifact links the runtime (ir_queries.py
+    linked_core): the wrapper at -O1 with the declarations only, the core
+    object at -O2, torch's libraries for the calls the core makes into them.
+    Returns (path, what it is); falls back to the header-only build."""
+    from aoti_debug.native import build
+    exe = os.path.join(work, "bench_launch_linked")
+    try:
+        flags = build.core_flags(stats=True, dumps=True)
+        core = str(build.core_object(flags))
+        import torch
+        lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+        abi = [f for f in build.torch_flags() if f.startswith("-D_GLIBCXX_USE_CXX11_ABI")]
+        subprocess.run(["c++", "-std=c++17", "-O1", "-DNDEBUG", "-DAOTI_DEBUG_LINKED_CORE=1", *abi,
+                        "-I", str(build.runtime_dir() / "include"), os.path.join(HERE, "bench_launch.cpp"), core,
+                        "-o", exe, f"-L{lib}", f"-Wl,-rpath,{lib}", "-ltorch_cpu", "-lc10", "-lpthread"],
+                       check=True)
+        return exe, "built as AOTI artifacts are: wrapper -O1, linked core object -O2"
+    except (build.BuildError, OSError, subprocess.CalledProcessError) as exc:
+        print(f"(no linked core: {exc}; the C++ figures below are the header-only -O1 build's)")
+        return os.path.join(work, "bench_launch"), "header-only at -O1"
 
 
 def main() -> int:
@@ -100,15 +141,17 @@ def main() -> int:
     exe = os.path.join(work, "bench_launch")
     subprocess.run(["c++", "-std=c++17", "-O1", "-DNDEBUG", "-I", include_dir(),
                     os.path.join(HERE, "bench_launch.cpp"), "-o", exe, "-lpthread"], check=True)
+    linked, build = build_artifact_like(work)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AOTI_DEBUG_")}
     log = os.path.join(work, "bench.log")
 
-    def run(n, instrumented, **extra):
-        out = subprocess.run([exe, str(n), "1" if instrumented else "0"], env=dict(env, **extra),
+    def run(n, instrumented, site="empty", binary=exe, **extra):
+        out = subprocess.run([binary, str(n), "1" if instrumented else "0", site], env=dict(env, **extra),
                              capture_output=True, text=True, check=True)
         return float(out.stdout.split()[-1])
 
     rows = {"plain": [], "level 0": [], "level 1 (file)": [], "level 1 (/dev/null)": []}
+    tensors = {"plain": [], 3: [], 5: []}
     for _ in range(5):
         rows["plain"].append(run(20_000_000, False))
         rows["level 0"].append(run(20_000_000, True, AOTI_DEBUG_LOGLEVEL="0"))
@@ -116,6 +159,10 @@ def main() -> int:
         os.unlink(log)
         rows["level 1 (/dev/null)"].append(run(200_000, True, AOTI_DEBUG_LOGLEVEL="1",
                                                AOTI_DEBUG_LOGDEST="/dev/null"))
+        tensors["plain"].append(run(20_000_000, False, binary=linked))
+        for level in (3, 5):   # the launch of PY_LOOP, with its two tensors
+            tensors[level].append(run(100_000, True, "tensors", linked, AOTI_DEBUG_LOGLEVEL=str(level),
+                                      AOTI_DEBUG_LOGDEST="/dev/null"))
     plain = statistics.median(rows["plain"])
     level0 = statistics.median(rows["level 0"])
     level1 = statistics.median(rows["level 1 (file)"])
@@ -125,7 +172,10 @@ def main() -> int:
     print(f"level 1 to a file    {level1:8.1f} ns per launch, one flushed record each (target <= 2000 ns)")
     null = statistics.median(rows["level 1 (/dev/null)"])
     print(f"level 1 to /dev/null {null:8.1f} ns per launch: what is not the file system's share of the write")
-    python_wrapper(env, work)
+    cxx = {level: (statistics.median(tensors[level]) - statistics.median(tensors["plain"])) / 1000
+           for level in (3, 5)}
+    cxx["build"] = build
+    python_wrapper(env, work, cxx)
     return 0
 
 
