@@ -24,6 +24,25 @@ packages', so these rows print ratios only.
 call, in microseconds: the launches are counted in the log of the first
 logged row (the `launch` records of its first round over its `run` records).
 
+The floors of a logged row come from one call's records: the log its first
+worker wrote in the first round (its warm-up calls and one batch), cut to the
+records of the last call (from its `run` header on; a call is as many `run`
+records as the log holds per call, so a torch.compile call split into several
+graphs counts whole).  "write(2) floor" is what the same number of write(2)
+calls of that call's record sizes cost alone, as a share of the plain run.
+The level-5 floor, printed on a line of its own after a model's rows, is
+what level 5 cannot avoid: one statistics pass, with the content hash, over
+every tensor the call's records describe, plus that write(2) floor.  The
+pass is bench/stats_floor.cpp, built with the runtime's own statistics core
+(compute_stats(view, true), as a record calls it): each Tensor block with
+statistics (CPU; empty tensors and unsupported dtypes are skipped as the
+records skip them, other devices are skipped and counted) gets a buffer of
+its own, with its shape, strides and dtype and finite values, and the median
+of 200 passes over all of them, warm in cache, is the floor's share.  Level
+5's cost (its median per call minus plain's) must be at most 1.3 times the
+floor on every model; under torch.compile the ratio is printed alone, the
+target being the packages'.
+
 With --work DIR the packages are kept there and reused while the runtime
 sources they were built from are unchanged (a stamp file records a hash of
 cpp_runtime/ and codegen_patches/).
@@ -32,6 +51,7 @@ cpp_runtime/ and codegen_patches/).
 import argparse
 import hashlib
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -59,6 +79,9 @@ CONFIGS = {
     "level 5": ({"AOTI_DEBUG_LOGLEVEL": "5"}, {"AOTI_DEBUG_LOGLEVEL": "5", "AOTI_DEBUG_LOGDEST": "LOG"}, 2.0),
 }
 
+# The rows held to their level-5 floor (see the docstring): at most this many times it.
+LEVEL5_FLOOR = {"level 5": 1.3}
+
 # torch.compile compiles and runs in one process with one environment: the
 # rows whose package is compiled one way and run another, as one environment.
 TORCH_COMPILE = {
@@ -77,6 +100,7 @@ torch._inductor.aoti_compile_and_package(ep, package_path={path!r})
 # A worker: loads one package (or compiles the model with torch.compile),
 # then answers each line "N" on stdin with the times of N calls (ns,
 # space-separated) on stdout.
+WARMUP = 20  # calls before "ready"
 LOAD = {
     "package": "m = torch._inductor.aoti_load_package({path!r})",
     "torch.compile": "m = torch.compile(corpus.build({model!r}))",
@@ -88,7 +112,7 @@ import torch, corpus
 torch.set_grad_enabled(False)
 {load}
 args = corpus.inputs({model!r})
-for _ in range(20):
+for _ in range({warmup}):
     m(*args)
 print("ready", flush=True)
 clock = time.perf_counter_ns
@@ -176,15 +200,25 @@ int main(int argc, char** argv) {
 """
 
 
-def write_floor(work: str, log: str, runs: int = 400) -> float:
-    """Median microseconds of one run's write(2) calls, from a log of one run."""
+def one_call(log: str, calls: int) -> bytes:
+    """The records of the last call in a log that holds `calls` calls: from
+    the last `run` headers on (the log's runs per call of them), or the whole
+    log after its banner when it holds no run."""
     with open(log, "rb") as f:
-        data = f.read()
-    body = data.split(b"=" * 80 + b"\n")[-1]  # after the banner, which a process writes once
-    records = body.count(b"\n[") + body.startswith(b"[")
+        body = f.read().split(b"=" * 80 + b"\n")[-1]  # after the banner, which a process writes once
+    starts = [m.start() for m in re.finditer(rb"^\[[^\]\n]*\] \[pid \d+\] run ", body, re.M)]
+    if not starts:
+        return body
+    per_call = max(1, round(len(starts) / max(1, calls)))
+    return body[starts[-per_call]:]
+
+
+def write_floor(work: str, records_text: bytes, runs: int = 400) -> float:
+    """Median microseconds of write(2) calls as many and as large as the records given."""
+    records = records_text.count(b"\n[") + records_text.startswith(b"[")
     if records == 0:
         return 0.0
-    size = max(1, len(body) // records)
+    size = max(1, len(records_text) // records)
     exe = os.path.join(work, "write_floor")
     if not os.path.exists(exe):
         src = exe + ".c"
@@ -196,13 +230,53 @@ def write_floor(work: str, log: str, runs: int = 400) -> float:
     return float(out.stdout)
 
 
-ONE_RUN = r'''
-import sys
-sys.path.insert(0, {tests!r})
-import torch, corpus
-m = torch._inductor.aoti_load_package({path!r})
-m(*corpus.inputs({model!r}))
-'''
+def tensor_blocks(records_text: bytes):
+    """The Tensor blocks of some records, each a dict of its `key=value` lines."""
+    blocks, block = [], None
+    for line in records_text.decode(errors="replace").splitlines():
+        text = line.strip()
+        if text == "Tensor(":
+            block = {}
+        elif block is not None and text == ")":
+            blocks.append(block)
+            block = None
+        elif block is not None:
+            key, _, value = text.partition("=")
+            block[key] = value
+    return blocks
+
+
+def stats_floor(work: str, records_text: bytes, runs: int = 200):
+    """(median microseconds of one statistics pass with the hash over every
+    CPU tensor whose statistics the records hold, those tensors, the bytes
+    they hold, the tensors on other devices left out)."""
+    from aoti_debug.native.core import DTYPE_CODES, include_dir
+
+    lines, other_devices = [], 0
+    for b in tensor_blocks(records_text):
+        if "hash" not in b:  # stats=skipped (empty tensor, dtype or device not supported): no pass
+            continue
+        if b.get("device") != "cpu":
+            other_devices += 1
+            continue
+        sizes = [int(x) for x in b["shape"].strip("()").split(",") if x.strip()]
+        strides = [int(x) for x in b["stride"].strip("()").split(",") if x.strip()]
+        if 0 in sizes:
+            continue
+        lines.append(" ".join(map(str, [DTYPE_CODES[b["dtype"][len("torch."):]], len(sizes), *sizes, *strides])))
+    src = os.path.join(HERE, "stats_floor.cpp")
+    with open(src, "rb") as f:
+        key = hashlib.sha256(sources_hash().encode() + f.read()).hexdigest()[:12]
+    exe = os.path.join(work, f"stats_floor-{key}")
+    if not os.path.exists(exe):
+        subprocess.run(["c++", "-O3", "-std=c++17", "-pthread", "-I", include_dir(), src, "-o", exe + ".tmp"],
+                       check=True)
+        os.replace(exe + ".tmp", exe)
+    tensors = os.path.join(work, "stats_floor.tensors")
+    with open(tensors, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    out = subprocess.run([exe, tensors, str(runs)], capture_output=True, text=True, check=True).stdout.split()
+    return float(out[0]), int(out[1]), int(out[2]), other_devices
 
 
 def launches_per_call(log: str):
@@ -213,16 +287,10 @@ def launches_per_call(log: str):
     return data.count(b"] launch ") / runs if runs else None
 
 
-def one_run_log(model, path, env, log):
-    """The log of a single run of the package (what write_floor() reads)."""
-    code = ONE_RUN.format(tests=os.path.join(ROOT, "tests"), model=model, path=path)
-    subprocess.run([sys.executable, "-c", code], env=env, check=True, stdout=subprocess.DEVNULL)
-
-
 class Worker:
     def __init__(self, model, path, env, wrapper="package"):
         load = LOAD[wrapper].format(model=model, path=path)
-        code = WORKER.format(tests=os.path.join(ROOT, "tests"), model=model, load=load)
+        code = WORKER.format(tests=os.path.join(ROOT, "tests"), model=model, load=load, warmup=WARMUP)
         self.proc = subprocess.Popen([sys.executable, "-c", code], env=env, text=True,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         line = self.proc.stdout.readline()
@@ -274,8 +342,10 @@ def main() -> int:
     logs = tempfile.mkdtemp(prefix="aoti-debug-corpus-logs-")
     print(f"median per call over {args.rounds} rounds x {args.batch} calls x {args.procs} processes "
           f"per configuration; ratio to the plain package")
-    print("write(2) floor: what the same number of write(2) calls of the run's record sizes cost alone, "
+    print("write(2) floor: what the same number of write(2) calls of a call's record sizes cost alone, "
           "as a share of the plain run")
+    print("level-5 floor: one statistics pass with the hash over every tensor a call's level-5 records "
+          "describe, plus its write(2) floor; level 5's cost over plain as a multiple of it")
     print("per launch: the row's cost over plain per launch of a call")
     print(f"{'model':8s} {'configuration':20s} {'per call':>10s} {'ratio':>7s} {'per launch':>11s} {'target':>15s} "
           f"{'write(2) floor':>15s}")
@@ -298,6 +368,7 @@ def main() -> int:
             times = {config: [] for config in wanted}
             keys = list(workers)
             launches = None
+            calls = {}  # logged row: the records of one call, from its first worker's first round
             for r in range(args.rounds):
                 for key in keys[r % len(keys):] + keys[:r % len(keys)]:
                     times[key[0]] += workers[key].times(args.batch)
@@ -305,6 +376,9 @@ def main() -> int:
                     path = os.path.join(logs, name)
                     if launches is None and name.startswith(model + "-"):
                         launches = launches_per_call(path)
+                    for config in wanted:
+                        if r == 0 and name == f"{model}-{config.replace(' ', '_')}-0.log":
+                            calls[config] = one_call(path, WARMUP + args.batch)
                     open(path, "w").close()
         finally:
             for w in workers.values():
@@ -312,6 +386,7 @@ def main() -> int:
         plain = statistics.median(times["plain"])
         if launches:
             print(f"{model}: {launches:g} launches per call", flush=True)
+        writes = {}  # logged row: its write(2) floor, us
         for config in wanted:
             value = statistics.median(times[config])
             ratio = value / plain
@@ -325,14 +400,26 @@ def main() -> int:
                     failed.append((model, config, ratio))
             elif config == "plain copy":
                 mark = "(noise)"
-            if "LOG" in CONFIGS[config][1].values() and not compiled:
-                log = os.path.join(logs, "one-run.log")
-                env = {n: v.replace("LOG", log) for n, v in CONFIGS[config][1].items()}
-                one_run_log(model, paths[model, config], dict(base, **env), log)
-                floor = f"{write_floor(work, log) * 1000 / plain:.3f}"
-                os.unlink(log)
+            if config in calls:
+                writes[config] = write_floor(work, calls[config])
+                floor = f"{writes[config] * 1000 / plain:.3f}"
             print(f"{model:8s} {config:20s} {value / 1000:8.1f}us {ratio:7.3f} {per_launch:>11s} {mark:>15s} "
                   f"{floor:>15s}", flush=True)
+        for config, target in LEVEL5_FLOOR.items():
+            if config not in calls:
+                continue
+            stats_us, tensors, nbytes, other = stats_floor(work, calls[config])
+            floor_us = stats_us + writes[config]
+            cost_us = (statistics.median(times[config]) - plain) / 1000
+            ratio = cost_us / floor_us if floor_us > 0 else float("inf")
+            mark = "ratio only" if compiled else f"target <= {target:.2f}"
+            if not compiled and ratio > target:
+                mark += " MISSED"
+                failed.append((model, config + " / floor", ratio))
+            left_out = f"; {other} tensors on other devices left out" if other else ""
+            print(f"{model}: level-5 floor {floor_us:.1f}us (stats pass {stats_us:.1f}us over {tensors} tensors, "
+                  f"{nbytes / 1e6:.2f} MB{left_out}; write(2) {writes[config]:.1f}us); {config} costs "
+                  f"{cost_us:.1f}us = {ratio:.2f}x its floor ({mark})", flush=True)
     shutil.rmtree(logs, ignore_errors=True)
     shutil.rmtree(os.path.join(work, "dumps"), ignore_errors=True)
     if not args.work:
