@@ -605,6 +605,82 @@ def test_launch_records_alike_with_and_without_the_compiled_core(tmp_path):
     assert launch.splitlines()[1:3] == ["  origin: nodes=add source=m.py:12", "  source-line: m.py:12 nodes=add"]
 
 
+# One launch of every value kind a record shows, at level 3 and 5, with the
+# NaN check on: WRITER=core has the compiled core render each record in one
+# call, WRITER=python has none.  The second site's string argument is one the
+# core does not render: format.py writes that record.  With the core, what
+# renders a Tensor block in Python and each scan by all_finite is counted.
+RECORD_KINDS = r"""
+import os, torch
+from aoti_debug.runtime import format as fmt, sink
+from aoti_debug.native import core
+calls = []
+if os.environ["WRITER"] == "python":
+    sink.native = lambda: None
+else:
+    def counted(name, fn):
+        return lambda *args, **kwargs: calls.append(name) or fn(*args, **kwargs)
+    sink.tensor_block = counted("block", sink.tensor_block)
+    core.all_finite = counted("all_finite", core.all_finite)
+from aoti_debug.runtime.launches import Model, Site
+m = Model("kinds", int(os.environ["LEVEL"]), "", "warn", False, torch.__version__)
+site = Site("cpp_fused_kinds_0", "mul", "m.py:3", "fc", (("weight", "in"), ("buf0", "inout"), ("idx", "in"),
+            ("view", "in"), ("none", "in"), ("n", "in"), ("alpha", "in"), ("flag", "in"), ("buf1", "out")))
+weight = torch.nn.Parameter(torch.linspace(-1, 1, 6).reshape(2, 3))
+buf0, idx, buf1 = torch.arange(6.0), torch.tensor([3, -2, 7]), torch.empty(2, 2)
+view = torch.arange(12.0).reshape(3, 4).t()[1:]
+run = m.begin_run(("w", "x"), (weight, buf0))
+run.launch += 1
+args = (weight, buf0, idx, view, None, 7, 0.25, True, buf1)
+run.before(site, args)
+buf1.copy_(torch.tensor([[1.0, float("nan")], [2.0, 3.0]]))
+run.after(site, args)
+run.checks_after(site, args, ("",) * len(args))
+text_site = Site("extern_kernels.mode", "mode", "m.py:4", "fc", (("buf1", "in"), ("how", "in"), ("out", "out")))
+run.launch += 1
+args = (buf1, "fast", torch.ones(2))
+run.before(text_site, args)
+run.after(text_site, args)
+run.end(("y",), (buf1,))
+run.nan_finish()
+print(calls)
+"""
+
+
+@pytest.mark.skipif(WRITER == "python", reason="compares the compiled core's records with the Python writer's")
+@pytest.mark.parametrize("level", ["3", "5"])
+def test_the_core_renders_a_whole_record_as_format_py_does(tmp_path, level):
+    """torch.compile's records at level 3 and 5 are rendered by the compiled
+    core in one call a record, byte for byte as format.py renders them:
+    parameters with requires_grad, views, integer tensors and every scalar
+    kind; a record holding a value the core does not render (a string) is
+    format.py's.  The NaN/Inf check after a level-5 launch reads the
+    statistics its record computed instead of scanning the outputs again."""
+    logs, calls = {}, {}
+    for writer in ("core", "python"):
+        log = tmp_path / f"{writer}.log"
+        proc = run_python(RECORD_KINDS, env=clean_env(WRITER=writer, LEVEL=level, AOTI_DEBUG_LOGLEVEL=level,
+                                                      AOTI_DEBUG_LOGDEST=str(log)))
+        logs[writer], calls[writer] = mask(log.read_text()), proc.stdout.strip()
+    assert logs["core"] == logs["python"]
+    # As launch 1 wrote a NaN, the NaN check scans its three `in` tensors (did the NaN come
+    # in?); the model's two inputs and the launch's two outputs only at level 3, whose records
+    # compute no statistics.  Python renders the blocks of the string's launch only.
+    scans = ["all_finite"] * (3 if level == "5" else 7)
+    assert calls["core"] == repr(scans + ["block", "block"])
+    launch = records(logs["core"])[1]
+    assert "  in weight:\n    Tensor(\n      shape=(2, 3)\n      stride=(3, 1)\n      dtype=torch.float32\n" \
+           "      device=cpu\n      requires_grad=True\n      is_contiguous=True\n" in launch
+    assert "  in view:\n    Tensor(\n      shape=(3, 3)\n      stride=(1, 4)\n" in launch
+    assert "  in none: None\n  in n: 7\n  in alpha: 0.250000\n  in flag: True\n" in launch
+    assert "launch kinds:1.1 cpp_fused_kinds_0 (source m.py:3) wrote 1 NaN into buf1 (first at flat index 1)" \
+        in logs["core"]
+    text_launch = [r for r in records(logs["core"]) if " launch kinds:1.2 " in r][0]
+    assert text_launch.endswith('      is_contiguous=True\n' + (
+        "      min=1.000000\n      max=3.000000\n      mean=2.000000\n      nan_count=1\n      inf_count=0\n"
+        "      hash=0f0f4bea8f334e68\n" if level == "5" else "") + '    )\n  in how: "fast"\n')
+
+
 @pytest.mark.skipif(WRITER == "python", reason="the crash trailer is written by the compiled core's signal "
                     "handler; the pure-Python writer has none (AOTID_TEST_WRITER=python)")
 @pytest.mark.parametrize("level", ["1", "5"])

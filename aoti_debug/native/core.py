@@ -138,6 +138,8 @@ _SIGNATURES = {
     "aotid_blackbox_launch": (None, [_ptr, _str, _i64, _i64, _i32, _i32, _ptr, _ptr, _ptr]),
     "aotid_blackbox_done": (None, [_ptr]),
     "aotid_blackbox_fired": (None, [_str, _str, _i64, _i64, _i32, _ptr, _i32, _ptr, _ptr]),
+    "aotid_write_record": (_i32, [_ptr, _ptr, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_char_p),
+                                  ctypes.POINTER(_StatsC)]),
 }
 
 
@@ -223,6 +225,11 @@ def compute_stats(tensor, max_threads: int = 0, isa_limit: int = 0, hash: bool =
     del tensor  # kept alive until here: the core reads its memory
     if rc != 0:
         raise RuntimeError("aotid_compute_stats failed")
+    return stats_fields(out)
+
+
+def stats_fields(out: "_StatsC") -> dict:
+    """The fields of a runtime.stats.Stats from the core's aoti_debug::Stats."""
     kind = STATS_KINDS.get(out.kind, "none")
     fields = dict(kind="int" if kind == "uint" else kind, numel=out.numel,
                   unsigned=kind == "uint")
@@ -452,34 +459,53 @@ _device_codes: Dict[object, Tuple[int, int]] = {}   # torch.device -> (type code
 
 
 def box_words(values) -> Tuple[array.array, array.array]:
-    """The arguments as pycore.cpp's py_values() reads them: eight words per value
-    {kind, dtype, i, bits of d, data, ndim, device type, device index}, and
-    each tensor's sizes then strides (an int list's values) in a second array.
-    A tensor is passed by its memory and layout; anything else (a string, a
-    list of tensors) as nothing: named, its value not kept.  A parameter
-    (torch.compile passes the weights as inputs) is flagged a weight, which
-    the black box describes and does not copy, as it does an artifact's
-    constants.  The caller keeps `values` alive while the C++ side reads them.
-    Every launch pays for this: lookups are cached, nothing is imported."""
+    """The arguments as pycore.cpp's py_values() reads them (value_words), in two
+    arrays: the values' words, and their sizes, strides and int lists."""
+    words, dims = value_words(values, False)
+    return array.array("q", words), array.array("q", dims or (0,))
+
+
+_CPU = (0, -1)
+
+
+def value_words(values, exact: bool) -> Optional[Tuple[list, list]]:
+    """Eight words per value {kind, dtype, flags, bits of d, data, ndim, device
+    type, device index}, and each tensor's sizes then strides (an int list's
+    values) in a second list.  A tensor is passed by its memory and layout;
+    anything else (a string, a list of tensors) as nothing: named, its value
+    not kept.  A tensor's flags: 1 a parameter (torch.compile passes the
+    weights as inputs), which the black box describes and does not copy, as it
+    does an artifact's constants; 2 requires_grad, which records show.  With
+    `exact`, None unless every value is one the core renders as format.py does
+    (a plain CPU tensor, None, a bool, an int, a float): a record's values.
+    The caller keeps `values` alive while the C++ side reads them.  Every
+    launch pays for this: lookups are cached, nothing is imported."""
     tensor, parameter = tensor_types()
     words, dims = [], []
     for v in values:
         if isinstance(v, tensor):
+            cpu = v.is_cpu
+            if exact and (not cpu or (type(v) is not tensor and type(v) is not parameter) or v.is_neg()):
+                return None
             shape = v.shape
             dims += shape
             dims += v.stride()
-            dtype, device = v.dtype, v.device
+            dtype = v.dtype
             code = _dtype_codes.get(dtype)
             if code is None:
                 try:
                     code = _dtype_codes.setdefault(dtype, dtype_code(dtype))
                 except ValueError:     # described by the C++ side as an unknown dtype
                     code = _dtype_codes.setdefault(dtype, -1)
-            where = _device_codes.get(device)
+            if exact and code < 0:
+                return None
+            where = _CPU if cpu else _device_codes.get(v.device)
             if where is None:
+                device = v.device
                 where = _device_codes.setdefault(device, (DEVICE_CODES.get(device.type, -1),
                                                           -1 if device.index is None else device.index))
-            words += (6, code, type(v) is parameter, 0, v.data_ptr(), len(shape), where[0], where[1])
+            words += (6, code, (type(v) is parameter) | (v.requires_grad << 1), 0, v.data_ptr(), len(shape),
+                      where[0], where[1])
         elif v is None:
             words += _NOTHING
         elif type(v) is bool:
@@ -488,12 +514,14 @@ def box_words(values) -> Tuple[array.array, array.array]:
             words += (2, 0, v, 0, 0, 0, 0, 0)
         elif type(v) is float:
             words += (3, 0, 0, _INT64.unpack(_DOUBLE.pack(v))[0], 0, 0, 0, 0)
+        elif exact:
+            return None
         elif isinstance(v, (list, tuple)) and all(type(x) is int for x in v):
             dims += v
             words += (5, 0, len(v), 0, 0, 0, 0, 0)
         else:
             words += _NOTHING
-    return array.array("q", words), array.array("q", dims or (0,))
+    return words, dims
 
 
 def _addr(a: array.array) -> int:
@@ -546,3 +574,41 @@ def blackbox_fired(what: str, model: bytes, run: int, launch: int, level: int, s
     words, dims = box_words(values)
     _need().aotid_blackbox_fired(_utf8(what), model, run, launch, level, site or None, len(values), _addr(words),
                                  _addr(dims))
+
+
+# ---------------------------------------------------------------- torch.compile's records
+
+RECORD_KINDS = {"launch": 0, "launch-end": 1, "run": 2, "run-end": 3}
+
+
+def record_texts(dest: str, model: str, torch_version: str, facts: str = ""):
+    """What write_record takes as `texts`: a run's destination, model name,
+    torch version and run-record facts, made once per run."""
+    return (ctypes.c_char_p * 4)(*[t.encode("utf-8", "backslashreplace") for t in (dest, model, torch_version, facts)])
+
+
+def write_record(kind: str, site: int, texts, run: int, launch: int, level: int, values, names=None,
+                 mark: bool = False, stats: bool = False):
+    """One record of torch.compile's wrapper, rendered by the C++ shim's own
+    code and written in one call (aotid_write_record): `site` a blackbox_site
+    handle for launches, `texts` from record_texts, `names` the labels of a
+    run's values.  None, and nothing written, when a value is not one the core
+    renders as format.py does (value_words' `exact`): the caller formats the
+    record itself.  Else the values' statistics as the record computed them
+    (level 5, `stats`): a ctypes array of aoti_debug::Stats, kind -1 where
+    there are none; () without.  One array carries every number: each
+    argument of a ctypes call costs more than the word it passes."""
+    encoded = value_words(values, True)
+    if encoded is None:
+        return None
+    words, dims = encoded
+    n = len(values)
+    head = array.array("q", [RECORD_KINDS[kind], run, launch, level, int(mark), n, 7 + len(words)] + words + dims)
+    out = (_StatsC * n)() if stats and n else None
+    labels = None
+    if names is not None:
+        labels = (ctypes.c_char_p * max(n, 1))(*[_utf8(names[k] if k < len(names) and names[k] else "-")
+                                                 for k in range(n)])
+    if _lib.aotid_write_record(head.buffer_info()[0], site or None, texts, labels, out) != 0:
+        raise RuntimeError("aotid_write_record failed")
+    return out if out is not None else ()

@@ -194,7 +194,10 @@ class Model:
             run.nan = nan_checks.NanChecks(self.nan_check, run.run, run.level, self.name)
             if run.box is not None:
                 run.nan.fired = run.box.fired
-            _safely(run.nan.inputs, inputs)
+            # the run record's statistics, when it computed them (level 5), are the check's
+            kept = run.memo[1] if run.memo is not None and run.memo[0] == 0 else None
+            run.memo = None
+            _safely(run.nan.inputs, inputs, kept)
         run.checks = any(c is not None for c in (run.mem, run.box, run.plan, run.nan))
         return run
 
@@ -222,7 +225,7 @@ class Run:
     """One call of the compiled graph: run number R, launch counter K, level."""
 
     __slots__ = ("model", "run", "level", "launch", "nan", "dumps", "mem", "box", "plan", "checks", "device",
-                 "synced", "memo", "devices")
+                 "synced", "memo", "devices", "_texts")
 
     def __init__(self, model: Model, run: int, level: int) -> None:
         self.model, self.run, self.level, self.launch = model, run, level, 0
@@ -237,6 +240,35 @@ class Run:
         self.memo = None   # (K, stats.Memo) of launch K's launch-end record, for its NaN/Inf check
         # level 5 with a device: each record's device tensors fetched together (stats.Memo)
         self.devices = level >= 5 and stats_mod.device_path_on()
+        self._texts = None   # (destination, model name, torch version) as the core takes them
+
+    def _core_record(self, kind: str, site: Optional[Site], values, names=None, facts: str = "",
+                     mark: bool = False, keep: bool = False) -> bool:
+        """The record rendered and written by the compiled core in one call,
+        its text the C++ shim's (launch-inl.h); with `keep` (a launch-end
+        record at level 5 before a NaN/Inf check) the statistics it computed
+        are kept for the check.  False, nothing written, where the core is
+        unavailable or a value is not one it renders (format.py writes those),
+        and in a run with a device (its statistics come from torch ops)."""
+        core = sink.native()
+        if core is None or self.devices:
+            return False
+        try:
+            texts = self._texts
+            if texts is None or facts:
+                texts = self._texts = core.record_texts(state.settings().logdest, self.model.name,
+                                                        sink.torch_version(), facts)
+            got = core.write_record(kind, blackbox.site_handle(site) if site is not None else 0, texts, self.run,
+                                    self.launch, self.level, values, names, mark, keep and self.level >= 5)
+        except Exception:
+            return False
+        if got is None:
+            return False
+        if got:
+            memo = stats_mod.Memo(hash=True)
+            memo.keep_core(values, got)
+            self.memo = (self.launch, memo)
+        return True
 
     def _memo(self) -> Optional[stats_mod.Memo]:
         return stats_mod.Memo() if self.devices else None
@@ -245,12 +277,12 @@ class Run:
         return f"{self.model.name}:{self.run}.{self.launch}"
 
     def _write_begin(self, names, values) -> None:
-        body = []
-        if self.level >= 3:
-            body = _named("in", names, values, self.level, self._memo())
         s = state.settings()
         facts = fmt.header_facts(threading.get_native_id(), s.rank, s.world, self.model.reference)
-        state.emit(fmt.record(fmt.header("run", str(self.run), self.model.name, state.pid(), None, facts), body))
+        keep = self.model.nan_check.enabled   # the inputs' statistics, for the NaN/Inf check's first look
+        if not (self.level >= 3 and self._core_record("run", None, values, names, facts, keep=keep)):
+            body = _named("in", names, values, self.level, self._memo()) if self.level >= 3 else []
+            state.emit(fmt.record(fmt.header("run", str(self.run), self.model.name, state.pid(), None, facts), body))
         if self.level >= 10:
             self.dumps = RunDumps(self.model.name, self.run)
             self.dumps.begin(names, values)
@@ -269,6 +301,8 @@ class Run:
     def _write_launch(self, site: Site, values, mark: bool) -> bool:
         """Writes the record; True when it also marked the launch in flight
         (the compiled core does both in one call)."""
+        if self.level >= 3 and self._core_record("launch", site, values, mark=mark):
+            return mark
         body = []
         if self.level >= 3:
             body = [site.origin_line()] + site.lines.splitlines() + _args(site, values, False, self.level, self._memo())
@@ -333,11 +367,13 @@ class Run:
         _safely(self._write_launch_end, site, values)
 
     def _write_launch_end(self, site: Site, values) -> None:
-        memo = self._memo()
-        if memo is not None and self.nan is not None:
-            self.memo = (self.launch, memo)    # for the NaN/Inf check right after
-        body = _args(site, values, True, self.level, memo)
-        state.emit(fmt.record(fmt.header("launch-end", self._id(), site.kernel, state.pid()), body))
+        # the statistics it computes are kept for the NaN/Inf check right after
+        if not self._core_record("launch-end", site, values, keep=self.nan is not None):
+            memo = self._memo()
+            if memo is not None and self.nan is not None:
+                self.memo = (self.launch, memo)
+            body = _args(site, values, True, self.level, memo)
+            state.emit(fmt.record(fmt.header("launch-end", self._id(), site.kernel, state.pid()), body))
         if self.dumps is not None:
             self.dumps.launch(self.launch, site, values, True)
 
@@ -348,8 +384,9 @@ class Run:
         _safely(self._write_end, names, values)
 
     def _write_end(self, names, values) -> None:
-        body = _named("out", names, values, self.level, self._memo())
-        state.emit(fmt.record(fmt.header("run-end", str(self.run), self.model.name, state.pid()), body))
+        if not self._core_record("run-end", None, values, names):
+            body = _named("out", names, values, self.level, self._memo())
+            state.emit(fmt.record(fmt.header("run-end", str(self.run), self.model.name, state.pid()), body))
         if self.dumps is not None:
             self.dumps.end(self.launch)
 

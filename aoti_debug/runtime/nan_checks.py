@@ -83,8 +83,9 @@ class NanChecks:
         memo.prefetch([t for t in tensors if _tensor(t)])
         return memo
 
-    def inputs(self, values: Sequence[Any]) -> None:
-        memo = self._fetched(values)
+    def inputs(self, values: Sequence[Any], memo: Optional[stats_mod.Memo] = None) -> None:
+        """The model's inputs; `memo`: what the run record read."""
+        memo = self._fetched(values, memo)
         for v in values:
             if _tensor(v) and not self._finite(v, memo):
                 self.bad.add(v.data_ptr())

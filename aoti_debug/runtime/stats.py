@@ -114,10 +114,14 @@ def finite(t, count_inf: bool, memo: Optional["Memo"] = None) -> bool:
     """No NaN (and, with ``count_inf``, no Inf) in ``t``?  The NaN/Inf check's
     clean path: on the CPU one scan of the raw bits by the compiled core, no
     statistics; a device tensor by its statistics (from ``memo`` when it
-    holds them).  What cannot be read here (other devices, CUDA graph
+    holds them, as it does a CPU tensor's when the launch-end record computed
+    its statistics in the compiled core).  What cannot be read here (other devices, CUDA graph
     capture, empty tensors) counts as finite, as in compute()'s skips."""
     if t.numel() == 0:
         return True
+    s = memo.get(t) if memo is not None else None
+    if s is not None:
+        return bool(s.skipped) or not holds_bad(s, count_inf)
     if not on_device(t):
         if t.device.type != "cpu":
             return True
@@ -147,7 +151,15 @@ class Memo:
     def __init__(self, tensors=(), hash: bool = True) -> None:
         self.hash = hash
         self._kept = {}
+        self._core = {}   # id -> (tensor, the core's Stats array, index): converted when asked
         self.prefetch(tensors)
+
+    def keep_core(self, values, got) -> None:
+        """What a record rendered by the compiled core computed: value k's
+        statistics at got[k] (native.core.write_record), kind -1 where none."""
+        for k, v in enumerate(values):
+            if got[k].kind >= 0:
+                self._core[id(v)] = (v, got, k)
 
     def prefetch(self, tensors) -> None:
         want = [t for t in tensors if id(t) not in self._kept and t.numel() and on_device(t)]
@@ -158,6 +170,11 @@ class Memo:
 
     def get(self, t) -> Optional[Stats]:
         kept = self._kept.get(id(t))
+        if kept is None and self._core:
+            core = self._core.pop(id(t), None)
+            if core is not None and core[0] is t:
+                from ..native import core as _native
+                kept = self._kept[id(t)] = (t, Stats(**_native.stats_fields(core[1][core[2]])))
         return kept[1] if kept is not None and kept[0] is t else None
 
     def __call__(self, t, hash: bool = False) -> Stats:

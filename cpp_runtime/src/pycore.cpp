@@ -367,7 +367,8 @@ PyValues py_values(int32_t n, const int64_t* words, const int64_t* dims) {
         v.t = make_view(reinterpret_cast<const void*>(w[4]), static_cast<int32_t>(w[1]), w[5], dims, dims + w[5],
                         static_cast<int32_t>(w[6]), static_cast<int32_t>(w[7]));
         dims += 2 * w[5];
-        py.constant[static_cast<size_t>(k)] = w[2] != 0;
+        py.constant[static_cast<size_t>(k)] = (w[2] & 1) != 0;  // flags: 1 a weight, 2 requires_grad
+        v.b = (w[2] & 2) != 0;
         break;
       case Value::kIntList:
         v.kind = Value::kIntList, v.list = dims, v.i = w[2];
@@ -501,4 +502,53 @@ AOTID_EXPORT void aotid_blackbox_fired(const char* what, const char* model, int6
                                        site ? &static_cast<PySite*>(site)->site : nullptr, py.all());
   } catch (...) {
   }
+}
+
+// torch.compile's records, rendered by the C++ shim's own code (launch-inl.h)
+// and written in one call.  `head`: {kind, R, K, level, mark, n, where the
+// dims start}, then n values' words and their dims (py_values), in one array:
+// each argument of a ctypes call costs more than the word it passes.  `kind`
+// 0 a `launch` record (then, with `mark`, the launch marked in flight, in
+// before_launch's order), 1 `launch-end`, 2 `run` (`names` its inputs'
+// labels), 3 `run-end`.  `site`: an aotid_blackbox_site handle, for launches.
+// `texts`: {destination, model, torch version, a run record's facts}.  With
+// `out` (level >= 5), out[k] gets value k's statistics as the record computed
+// them, kind -1 where it computed none: the NaN/Inf check after a launch
+// reads nothing twice.  0, or -1 when nothing was written.
+AOTID_EXPORT int32_t aotid_write_record(const int64_t* head, void* site, const char* const* texts,
+                                        const char* const* names, aoti_debug::Stats* out) noexcept {
+  namespace d = aoti_debug::detail;
+  const int64_t kind = head[0], run = head[1], launch = head[2];
+  const int32_t level = static_cast<int32_t>(head[3]), n = static_cast<int32_t>(head[5]);
+  const aoti_debug::Site* s = kind <= 1 && site != nullptr ? &static_cast<PySite*>(site)->site : nullptr;
+  int32_t rc = 0;
+  try {
+    const PyValues py = py_values(n, head + 7, head + head[6]);
+    const aoti_debug::Run r{level, run, launch, nullptr};
+    const std::string model(texts[1]);
+    std::string rec;
+    if (s != nullptr) {
+      rec = d::launch_record(model, r, *s, py.all(), kind == 1, false);
+    } else if (kind >= 2) {
+      rec = d::run_record(kind == 2 ? "run" : "run-end", model, r, kind == 2 ? texts[3] : "",
+                          kind == 2 ? "in" : "out", names, py.all());
+    } else {
+      return -1;
+    }
+    if (out != nullptr) {
+      // the entries this record added (the memo was opened for it: level >= 5)
+      const d::StatsMemo& memo = d::stats_memo();
+      for (int32_t k = 0; k < n; ++k) {
+        const aoti_debug::Value& v = py.values[static_cast<size_t>(k)];
+        const aoti_debug::Stats* got = level >= 5 && v.kind == aoti_debug::Value::kTensor ? memo.find(v.t) : nullptr;
+        if (got != nullptr) out[k] = *got;
+        else out[k].kind = -1;
+      }
+    }
+    d::write_record(texts[0], std::move(rec), texts[2]);
+  } catch (...) {
+    rc = -1;
+  }
+  if (head[4] != 0 && kind == 0 && s != nullptr) d::set_inflight(run, launch, s->kernel, texts[1]);
+  return rc;
 }

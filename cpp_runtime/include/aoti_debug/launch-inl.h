@@ -182,6 +182,39 @@ inline void append_named(std::string& out, const char* role, const char* const* 
   }
 }
 
+// The text of launch K's record before it (`launch`, its in side) or after it
+// (`launch-end`, its out side), as both runtimes write it: torch.compile's
+// wrapper has it rendered here too (pycore.cpp, aotid_write_record).  `keep`:
+// the statistics stay for the NaN/Inf check that follows on this thread.
+inline std::string launch_record(const std::string& model, const Run& run, const Site& site, Values args,
+                                 bool out_side, bool keep) {
+  std::string rec = header_line(out_side ? "launch-end" : "launch", launch_id(model, run.run, run.launch),
+                                site.kernel, std::string(), record_size(run, site));
+  if (run.level < 3) return rec;
+  if (!out_side) {
+    rec += "  origin: nodes=";
+    rec += or_dash(site.nodes);
+    rec += " source=";
+    rec += or_dash(site.source);
+    rec += '\n';
+    if (site.lines != nullptr) rec += site.lines;
+  }
+  RecordStats stats(run, args, keep, SideOf{site, out_side});
+  append_args(rec, site, args, out_side, run.level);
+  return rec;
+}
+
+// A `run` record (`role` "in": the model's inputs) or `run-end` record ("out").
+inline std::string run_record(const char* kind, const std::string& model, const Run& run, const std::string& facts,
+                              const char* role, const char* const* names, Values vals) {
+  std::string rec = header_line(kind, std::to_string(run.run), model.c_str(), facts);
+  if (run.level >= 3) {
+    RecordStats stats(run, vals, false, any_arg);
+    append_named(rec, role, names, vals, run.level);
+  }
+  return rec;
+}
+
 #if AOTI_DEBUG_ENABLE_DUMPS
 // ---- level 10: the flight recorder (docs/dumps.md) ----
 
@@ -392,13 +425,8 @@ AOTI_DEBUG_CORE_FN void wait_for_device(Run& run, const Site* site) {
 AOTI_DEBUG_CORE_FN void run_begin(Run& run, const char* const* input_names,
                                           Values inputs) {
   const Model& m = *run.model;
-  std::string rec = detail::header_line("run", std::to_string(run.run), m.name().c_str(),
-                                        detail::header_facts(m.settings().rank, m.settings().world));
-  if (run.level >= 3) {
-    detail::RecordStats stats(run, inputs, false, detail::any_arg);
-    detail::append_named(rec, "in", input_names, inputs, run.level);
-  }
-  m.write(std::move(rec));
+  m.write(detail::run_record("run", m.name(), run, detail::header_facts(m.settings().rank, m.settings().world),
+                             "in", input_names, inputs));
   if (run.level >= 10) detail::dump_run(run, input_names, inputs);
   // AOTI_DEBUG_SYNC: what was queued before the run, waited for now, is not
   // blamed on launch 1
@@ -409,19 +437,8 @@ AOTI_DEBUG_CORE_FN void before_launch(Run& run, const Site& site,
                                               Values args) {
   const Model& m = *run.model;
   if (m.selected(site)) {
-    std::string rec = detail::header_line("launch", detail::launch_id(m.name(), run.run, run.launch),
-                                          site.kernel, std::string(), detail::record_size(run, site));
-    if (run.level >= 3) {
-      rec += "  origin: nodes=";
-      rec += detail::or_dash(site.nodes);
-      rec += " source=";
-      rec += detail::or_dash(site.source);
-      rec += '\n';
-      if (site.lines != nullptr) rec += site.lines;
-      detail::RecordStats stats(run, args, false, detail::SideOf{site, false});
-      detail::append_args(rec, site, args, false, run.level);
-    }
-    m.write(std::move(rec));  // flushed (one write(2)) before the kernel runs
+    // flushed (one write(2)) before the kernel runs
+    m.write(detail::launch_record(m.name(), run, site, args, false, false));
     if (run.level >= 10) detail::dump_launch(run, site, args, false);  // before the launch too
   }
   detail::set_inflight(run.run, run.launch, site.kernel, m.name().c_str());
@@ -433,14 +450,7 @@ AOTI_DEBUG_CORE_FN void after_launch(Run& run, const Site& site,
   detail::clear_inflight();
   const Model& m = *run.model;
   if (run.level < 3 || !m.selected(site)) return;
-  std::string rec = detail::header_line("launch-end", detail::launch_id(m.name(), run.run, run.launch),
-                                        site.kernel, std::string(), detail::record_size(run, site));
-  {
-    // kept for the NaN/Inf check right after
-    detail::RecordStats stats(run, args, true, detail::SideOf{site, true});
-    detail::append_args(rec, site, args, true, run.level);
-  }
-  m.write(std::move(rec));
+  m.write(detail::launch_record(m.name(), run, site, args, true, true));  // kept for the NaN/Inf check right after
   if (run.level >= 10) detail::dump_launch(run, site, args, true);
 }
 
@@ -448,12 +458,7 @@ AOTI_DEBUG_CORE_FN void end_run(Run& run, const char* const* output_names,
                                         Values outputs) {
   if (run.level < 3) return;
   const Model& m = *run.model;
-  std::string rec = detail::header_line("run-end", std::to_string(run.run), m.name().c_str());
-  {
-    detail::RecordStats stats(run, outputs, false, detail::any_arg);
-    detail::append_named(rec, "out", output_names, outputs, run.level);
-  }
-  m.write(std::move(rec));
+  m.write(detail::run_record("run-end", m.name(), run, std::string(), "out", output_names, outputs));
   if (run.level >= 10) detail::dump_run_end(run);
 }
 
