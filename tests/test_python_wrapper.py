@@ -533,7 +533,7 @@ def test_level_10_dumps_each_tensor_of_an_extern_kernel_that_returns_several(tmp
     import json
     import torch
     dumps = tmp_path / "dumps"
-    proc = run_python(RANKED.format(tests=TESTS, ctx="contextlib.nullcontext()"), timeout=600,
+    run_python(RANKED.format(tests=TESTS, ctx="contextlib.nullcontext()"), timeout=600,
                       env=clean_env(AOTI_DEBUG_LOGLEVEL="10", AOTI_DEBUG_DUMP_DIR=dumps,
                                     AOTI_DEBUG_LOGDEST=tmp_path / "log.txt", TORCHINDUCTOR_FX_GRAPH_CACHE="0"))
     [folder] = [p for p in dumps.iterdir() if p.is_dir()]
