@@ -579,6 +579,8 @@ for k in (1, 2):
     run.launch += 1
     run.before(site, (torch.full((3,), float(k)),))
     run.after(site, (torch.full((3,), float(k) + 1),))
+if os.environ.get("CRASH") == "between":    # after launch 2 returned: no launch is in flight
+    ctypes.string_at(0)
 if os.environ.get("CRASH"):
     run.launch += 1
     run.before(site, (torch.ones(2),))
@@ -693,3 +695,19 @@ def test_a_crash_in_a_launch_names_it(tmp_path, level):
     assert heads[-2:] == ["[TIMESTAMP] [pid PID] launch toy:1.3 cpp_fused_add_0",
                           "[TIMESTAMP] [pid PID] crash toy:1.3 cpp_fused_add_0"]
     assert records(mask(log.read_text()))[-1].splitlines()[1:] == ["  signal: SIGSEGV"]
+
+
+@pytest.mark.skipif(WRITER == "python", reason="the crash trailer is written by the compiled core's signal "
+                    "handler; the pure-Python writer has none (AOTID_TEST_WRITER=python)")
+@pytest.mark.parametrize("level", ["1", "5"])
+def test_a_crash_after_a_launch_returned_names_no_launch(tmp_path, level):
+    """The launch-end record clears the launch's in-flight mark (at level 5 the
+    core does both in one call): a crash between launches blames none."""
+    log = tmp_path / "log"
+    proc = run_python(LAUNCHES, env=clean_env(SINK="core", CRASH="between", AOTI_DEBUG_LOGLEVEL=level,
+                                              AOTI_DEBUG_LOGDEST=str(log)), check=False)
+    assert proc.returncode != 0
+    heads = [r.splitlines()[0] for r in records(mask(log.read_text()))]
+    assert heads[-2:] == ["[TIMESTAMP] [pid PID] " + ("launch-end toy:1.2 cpp_fused_add_0" if level == "5"
+                                                      else "launch toy:1.2 cpp_fused_add_0"),
+                          "[TIMESTAMP] [pid PID] crash - -"]

@@ -245,9 +245,10 @@ class Run:
     def _core_record(self, kind: str, site: Optional[Site], values, names=None, facts: str = "",
                      mark: bool = False, keep: bool = False) -> bool:
         """The record rendered and written by the compiled core in one call,
-        its text the C++ shim's (launch-inl.h); with `keep` (a launch-end
-        record at level 5 before a NaN/Inf check) the statistics it computed
-        are kept for the check.  False, nothing written, where the core is
+        its text the C++ shim's (launch-inl.h); `mark`: the launch marked in
+        flight after a `launch` record, the mark cleared before a `launch-end`
+        one; with `keep` (level 5, a NaN/Inf check on) the statistics it
+        computed are kept for the check.  False, nothing written, where the core is
         unavailable or a value is not one it renders (format.py writes those),
         and in a run with a device (its statistics come from torch ops)."""
         core = sink.native()
@@ -258,8 +259,8 @@ class Run:
             if texts is None or facts:
                 texts = self._texts = core.record_texts(state.settings().logdest, self.model.name,
                                                         sink.torch_version(), facts)
-            got = core.write_record(kind, blackbox.site_handle(site) if site is not None else 0, texts, self.run,
-                                    self.launch, self.level, values, names, mark, keep and self.level >= 5)
+            got = core.write_record(kind, site._box or blackbox.site_handle(site) if site is not None else 0, texts,
+                                    self.run, self.launch, self.level, values, names, mark, keep and self.level >= 5)
         except Exception:
             return False
         if got is None:
@@ -361,14 +362,18 @@ class Run:
         """`launch-end model:R.K kernel` with the outputs (level >= 3)."""
         if self.device is not None:
             self.wait(site)
-        _inflight(None)
         if self.level < 3 or not self.model.selected(site):
+            _inflight(None)
             return
-        _safely(self._write_launch_end, site, values)
+        if _safely(self._write_launch_end, site, values) is None:   # it raised: the launch is over all the same
+            _inflight(None)
 
-    def _write_launch_end(self, site: Site, values) -> None:
+    def _write_launch_end(self, site: Site, values) -> bool:
+        """The record, the launch's in-flight mark cleared first (by the core in
+        the same call when it writes the record)."""
         # the statistics it computes are kept for the NaN/Inf check right after
-        if not self._core_record("launch-end", site, values, keep=self.nan is not None):
+        if not self._core_record("launch-end", site, values, mark=True, keep=self.nan is not None):
+            _inflight(None)
             memo = self._memo()
             if memo is not None and self.nan is not None:
                 self.memo = (self.launch, memo)
@@ -376,6 +381,7 @@ class Run:
             state.emit(fmt.record(fmt.header("launch-end", self._id(), site.kernel, state.pid()), body))
         if self.dumps is not None:
             self.dumps.launch(self.launch, site, values, True)
+        return True
 
     def end(self, names: Sequence[str], values: Sequence[Any]) -> None:
         """`run-end R model` with the outputs (level >= 3)."""

@@ -509,8 +509,9 @@ AOTID_EXPORT void aotid_blackbox_fired(const char* what, const char* model, int6
 // dims start}, then n values' words and their dims (py_values), in one array:
 // each argument of a ctypes call costs more than the word it passes.  `kind`
 // 0 a `launch` record (then, with `mark`, the launch marked in flight, in
-// before_launch's order), 1 `launch-end`, 2 `run` (`names` its inputs'
-// labels), 3 `run-end`.  `site`: an aotid_blackbox_site handle, for launches.
+// before_launch's order), 1 `launch-end` (with `mark`, the mark cleared
+// first, in after_launch's order), 2 `run` (`names` its inputs' labels), 3
+// `run-end`.  `site`: an aotid_blackbox_site handle, for launches.
 // `texts`: {destination, model, torch version, a run record's facts}.  With
 // `out` (level >= 5), out[k] gets value k's statistics as the record computed
 // them, kind -1 where it computed none: the NaN/Inf check after a launch
@@ -522,6 +523,7 @@ AOTID_EXPORT int32_t aotid_write_record(const int64_t* head, void* site, const c
   const int32_t level = static_cast<int32_t>(head[3]), n = static_cast<int32_t>(head[5]);
   const aoti_debug::Site* s = kind <= 1 && site != nullptr ? &static_cast<PySite*>(site)->site : nullptr;
   int32_t rc = 0;
+  if (head[4] != 0 && kind == 1) d::clear_inflight();
   try {
     const PyValues py = py_values(n, head + 7, head + head[6]);
     const aoti_debug::Run r{level, run, launch, nullptr};
