@@ -10,15 +10,23 @@ namespace detail {
 
 // ---- header lines ----
 
-// "[timestamp] [pid N] " -- the start of every header line.
+// "[timestamp] [pid N] " -- the start of every header line -- into buf
+// (>= kLinePrefixMax bytes); returns its length.
+constexpr size_t kLinePrefixMax = 64;
+inline int format_line_prefix(char* buf) {
+  buf[0] = '[';
+  int n = 1 + format_timestamp_fast(buf + 1);
+  std::memcpy(buf + n, "] [pid ", 7);
+  n += 7;
+  n += format_i64(current_pid(), buf + n);
+  buf[n++] = ']';
+  buf[n++] = ' ';
+  return n;
+}
+
 inline void append_line_prefix(std::string& out) {
-  char ts[32];
-  const int n = format_timestamp_fast(ts);
-  out += '[';
-  out.append(ts, static_cast<size_t>(n));
-  out += "] [pid ";
-  append_i64(out, current_pid());
-  out += "] ";
+  char b[kLinePrefixMax];
+  out.append(b, static_cast<size_t>(format_line_prefix(b)));
 }
 
 // The OS id of the calling thread (what profilers and `ps -L` show), cached per

@@ -14,50 +14,98 @@ namespace detail {
 // std::string is an out-of-line call into libstdc++ (its members are extern
 // templates); a Tensor block is some forty small pieces, so it is built here
 // with inline copies and reaches the string in one append per kSize bytes.
+// The pieces are written in place (room, commit): literals with their length
+// known when compiled (put), indents as one fixed-size copy of spaces, numbers
+// formatted straight into the buffer -- no strlen, no call for a short copy.
 class Text {
  public:
+  static constexpr size_t kSize = 1024;
   explicit Text(std::string& out) : out_(out) {}
   ~Text() { flush(); }
   Text(const Text&) = delete;
   Text& operator=(const Text&) = delete;
+  // Where k (<= kSize) more bytes go; commit(m) then keeps the first m of them.
+  AOTI_DEBUG_ALWAYS_INLINE char* room(size_t k) {
+    if (AOTI_DEBUG_UNLIKELY(n_ + k > kSize)) flush();
+    return b_ + n_;
+  }
+  AOTI_DEBUG_ALWAYS_INLINE void commit(size_t m) { n_ += m; }
   Text& append(const char* p, size_t k) {
-    if (n_ + k > kSize) {
+    if (AOTI_DEBUG_UNLIKELY(k > kSize)) {
       flush();
-      if (k > kSize) {
-        out_.append(p, k);
-        return *this;
-      }
+      out_.append(p, k);
+      return *this;
     }
-    std::memcpy(b_ + n_, p, k);
+    std::memcpy(room(k), p, k);
     n_ += k;
     return *this;
   }
   Text& append(size_t k, char c) {
     for (size_t m = 0; k > 0; k -= m) {
       m = k < 64 ? k : 64;
-      if (n_ + m > kSize) flush();
-      std::memset(b_ + n_, c, m);
+      std::memset(room(m), c, m);
       n_ += m;
     }
     return *this;
   }
   Text& operator+=(const char* s) { return append(s, std::strlen(s)); }
-  Text& operator+=(char c) {
-    if (n_ == kSize) flush();
-    b_[n_++] = c;
+  AOTI_DEBUG_ALWAYS_INLINE Text& operator+=(char c) {
+    *room(1) = c;
+    n_ += 1;
     return *this;
   }
   void flush() {
-    out_.append(b_, n_);
+    if (n_ != 0) out_.append(b_, n_);
     n_ = 0;
   }
 
  private:
-  static constexpr size_t kSize = 1024;
   std::string& out_;
   size_t n_ = 0;
   char b_[kSize];
 };
+
+// A string literal, its length known when compiled.
+template <size_t N>
+AOTI_DEBUG_ALWAYS_INLINE void put(Text& out, const char (&s)[N]) {
+  std::memcpy(out.room(N - 1), s, N - 1);
+  out.commit(N - 1);
+}
+template <size_t N>
+inline void put(std::string& out, const char (&s)[N]) { out.append(s, N - 1); }
+
+// A short name (a dtype's, a device's: < 32 bytes) copied byte by byte.
+AOTI_DEBUG_ALWAYS_INLINE void put_short(Text& out, const char* s) {
+  char* const d = out.room(32);
+  size_t m = 0;
+  while (s[m] != '\0' && m < 32) d[m] = s[m], ++m;
+  out.commit(m);
+  if (AOTI_DEBUG_UNLIKELY(s[m] != '\0')) out += s + m;
+}
+
+AOTI_DEBUG_ALWAYS_INLINE void put_i64(Text& out, int64_t v) {
+  char* const d = out.room(24);
+  out.commit(static_cast<size_t>(format_i64(v, d)));
+}
+
+// `n` spaces: one fixed-size copy for the usual depths.
+AOTI_DEBUG_ALWAYS_INLINE void put_spaces(Text& out, int n) {
+  static const char spaces[32] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ',
+                                  ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
+  if (AOTI_DEBUG_UNLIKELY(n < 0 || n > 32)) {
+    out.append(static_cast<size_t>(n < 0 ? 0 : n), ' ');
+    return;
+  }
+  std::memcpy(out.room(32), spaces, 32);
+  out.commit(static_cast<size_t>(n));
+}
+
+// "<indent spaces>key=" (key: a literal ending in '=')
+template <size_t N>
+AOTI_DEBUG_ALWAYS_INLINE void put_key(Text& out, int indent, const char (&key)[N]) {
+  put_spaces(out, indent);
+  put(out, key);
+}
 
 // "[timestamp] [pid N] kind id name<facts>\n" (facts: header_facts, run and call records)
 inline std::string header_line(const char* kind, const std::string& id, const char* name,
@@ -66,14 +114,17 @@ inline std::string header_line(const char* kind, const std::string& id, const ch
   SpareRecord& spare = spare_record();
   if (!spare.gone) out.swap(spare.text);  // empty, or the last record's cleared storage
   out.reserve(reserve);  // 160: a level-1 record in one allocation
-  append_line_prefix(out);
-  out += kind;
-  out += ' ';
-  out += id;
-  out += ' ';
-  out += name && *name ? name : "-";
-  out += facts;
-  out += '\n';
+  {
+    Text t(out);
+    t.commit(static_cast<size_t>(format_line_prefix(t.room(kLinePrefixMax))));
+    t += kind;
+    t += ' ';
+    t.append(id.data(), id.size());
+    t += ' ';
+    t += name && *name ? name : "-";
+    t.append(facts.data(), facts.size());
+    t += '\n';
+  }
   return out;
 }
 
@@ -139,6 +190,37 @@ inline void append_device(Out& out, int32_t type, int32_t index) {
   }
 }
 
+// The same two for a Text, written in place.
+inline void append_tuple(Text& out, const int64_t* v, int64_t n) {
+  out += '(';
+  for (int64_t k = 0; k < n; ++k) {
+    char* const d = out.room(26);
+    size_t m = 0;
+    if (k) d[0] = ',', d[1] = ' ', m = 2;
+    out.commit(m + static_cast<size_t>(format_i64(v[k], d + m)));
+  }
+  if (n == 1) out += ',';
+  out += ')';
+}
+
+inline void append_device(Text& out, int32_t type, int32_t index) {
+  if (type == 0) {
+    put(out, "cpu");
+    return;
+  }
+  static const char* const names[] = {
+      "cpu", "cuda", "mkldnn", "opengl", "opencl", "ideep", "hip", "fpga", "maia", "xla", "vulkan",
+      "metal", "xpu", "mps", "meta", "hpu", "ve", "lazy", "ipu", "mtia", "privateuseone"};
+  if (type < 0 || type > 20) {
+    put(out, "device");
+    put_i64(out, type);
+  } else {
+    put_short(out, names[type]);
+  }
+  out += ':';  // non-CPU devices always carry an index (none given: 0)
+  put_i64(out, index >= 0 ? index : 0);
+}
+
 // Inline form of a string: double-quoted, \ and " escaped, \n \t \r, other
 // control characters (< 0x20 and 0x7f) as \xNN (lowercase hex).
 inline void append_quoted(std::string& out, const char* s) {
@@ -176,17 +258,6 @@ inline void append_inline(std::string& out, const Value& v) {
     case Value::kTensor: out += "<Tensor>"; break;
   }
 }
-
-template <class Out>
-inline void append_stat(Out& out, int indent, const char* key) {
-  append_indent(out, indent);
-  out += key;
-  out += '=';
-}
-
-// The statistics lines (section 3) for a computed Stats.
-template <class Out>
-inline void append_stats_lines(Out& out, int indent, const Stats& s);
 
 inline bool any_arg(size_t) { return true; }  // a prefetch of every Value
 
@@ -264,31 +335,101 @@ inline const Stats* memo_hit(const TensorView& v) {
 }
 #endif
 
+#if AOTI_DEBUG_ENABLE_STATS
+// The statistics lines (section 3) for a computed Stats.
+inline void append_stats_lines(Text& out, int indent, const Stats& s) {
+  auto dbl = [&](const char* key, size_t len, double x) {
+    put_spaces(out, indent);
+    char* const d = out.room(32 + 48);
+    std::memcpy(d, key, 16);  // keys are padded to 16 bytes (below)
+    out.commit(len + static_cast<size_t>(format_double(x, d + len)));
+    out += '\n';
+  };
+  auto i64 = [&](const char* key, size_t len, int64_t x) {
+    put_spaces(out, indent);
+    char* const d = out.room(16 + 24);
+    std::memcpy(d, key, 16);
+    out.commit(len + static_cast<size_t>(format_i64(x, d + len)));
+    out += '\n';
+  };
+  auto u64 = [&](const char* key, size_t len, uint64_t x) {
+    put_spaces(out, indent);
+    char* const d = out.room(16 + 24);
+    std::memcpy(d, key, 16);
+    out.commit(len + static_cast<size_t>(format_u64(x, d + len)));
+    out += '\n';
+  };
+  // each key with its '=', padded to the 16 bytes copied at once
+#define AOTI_DEBUG_KEY_(k) k "=\0\0\0\0\0\0\0\0\0\0\0\0\0\0", sizeof(k)
+  switch (s.kind) {
+    case kStatsFloat:
+      dbl(AOTI_DEBUG_KEY_("min"), s.min);
+      dbl(AOTI_DEBUG_KEY_("max"), s.max);
+      dbl(AOTI_DEBUG_KEY_("mean"), s.mean);
+      i64(AOTI_DEBUG_KEY_("nan_count"), s.nan_count);
+      i64(AOTI_DEBUG_KEY_("inf_count"), s.inf_count);
+      break;
+    case kStatsComplex:
+      dbl(AOTI_DEBUG_KEY_("abs_min"), s.min);
+      dbl(AOTI_DEBUG_KEY_("abs_max"), s.max);
+      dbl(AOTI_DEBUG_KEY_("abs_mean"), s.mean);
+      i64(AOTI_DEBUG_KEY_("nan_count"), s.nan_count);
+      i64(AOTI_DEBUG_KEY_("inf_count"), s.inf_count);
+      break;
+    case kStatsInt:
+      i64(AOTI_DEBUG_KEY_("min"), s.imin);
+      i64(AOTI_DEBUG_KEY_("max"), s.imax);
+      dbl(AOTI_DEBUG_KEY_("mean"), s.mean);
+      break;
+    case kStatsUInt:
+      u64(AOTI_DEBUG_KEY_("min"), s.umin);
+      u64(AOTI_DEBUG_KEY_("max"), s.umax);
+      dbl(AOTI_DEBUG_KEY_("mean"), s.mean);
+      break;
+    case kStatsBool:
+      i64(AOTI_DEBUG_KEY_("true_count"), s.true_count);
+      i64(AOTI_DEBUG_KEY_("false_count"), s.false_count);
+      break;
+    default:
+      break;
+  }
+#undef AOTI_DEBUG_KEY_
+  if (s.hashed) {
+    static const char hex[] = "0123456789abcdef";
+    put_key(out, indent, "hash=");
+    char* const d = out.room(17);
+    for (int i = 0; i < 16; ++i) d[i] = hex[(s.hash >> (4 * (15 - i))) & 0xf];
+    d[16] = '\n';
+    out.commit(17);
+  }
+}
+#endif
+
 // The Tensor block, "Tensor(" at `indent` spaces.  Statistics at level >= 5.
 inline void tensor_block(Text& out, const Value& val, int level, int indent) {
   const TensorView& v = val.t;
   const int in = indent + 2;
-  append_indent(out, indent);
-  out += "Tensor(\n";
-  append_stat(out, in, "shape");
+  put_key(out, indent, "Tensor(\n");
+  put_key(out, in, "shape=");
   append_tuple(out, v.sizes, v.ndim);
   out += '\n';
-  append_stat(out, in, "stride");
+  put_key(out, in, "stride=");
   append_tuple(out, v.strides, v.ndim);
   out += '\n';
-  append_stat(out, in, "dtype");
+  put_key(out, in, "dtype=torch.");
   const char* dn = dtype_name(v.dtype);
-  out += "torch.";
-  if (dn) out += dn;
-  else append_i64(out, v.dtype);
+  if (dn) put_short(out, dn);
+  else put_i64(out, v.dtype);
   out += '\n';
-  append_stat(out, in, "device");
+  put_key(out, in, "device=");
   append_device(out, v.device_type, v.device_index);
   out += '\n';
-  append_stat(out, in, "requires_grad");
-  out += val.b ? "True\n" : "False\n";  // adapters for inference artifacts leave it False
-  append_stat(out, in, "is_contiguous");
-  out += is_contiguous(v) ? "True\n" : "False\n";
+  put_key(out, in, "requires_grad=");
+  if (val.b) put(out, "True\n");  // adapters for inference artifacts leave it False
+  else put(out, "False\n");
+  put_key(out, in, "is_contiguous=");
+  if (is_contiguous(v)) put(out, "True\n");
+  else put(out, "False\n");
   if (level >= 5) {
     const char* skip = nullptr;
 #if AOTI_DEBUG_ENABLE_STATS
@@ -311,14 +452,12 @@ inline void tensor_block(Text& out, const Value& val, int level, int indent) {
     skip = "statistics not compiled in";
 #endif
     if (skip != nullptr) {
-      append_stat(out, in, "stats");
-      out += "skipped (";
+      put_key(out, in, "stats=skipped (");
       out += skip;
-      out += ")\n";
+      put(out, ")\n");
     }
   }
-  append_indent(out, indent);
-  out += ")\n";
+  put_key(out, indent, ")\n");
 }
 
 inline void append_tensor_block(std::string& out, const Value& val, int level, int indent) {
@@ -326,80 +465,30 @@ inline void append_tensor_block(std::string& out, const Value& val, int level, i
   tensor_block(text, val, level, indent);
 }
 
-#if AOTI_DEBUG_ENABLE_STATS
-template <class Out>
-inline void append_stats_lines(Out& out, int indent, const Stats& s) {
-  auto dbl = [&](const char* key, double x) {
-    append_stat(out, indent, key);
-    append_double(out, x);
-    out += '\n';
-  };
-  auto i64 = [&](const char* key, int64_t x) {
-    append_stat(out, indent, key);
-    append_i64(out, x);
-    out += '\n';
-  };
-  auto u64 = [&](const char* key, uint64_t x) {
-    append_stat(out, indent, key);
-    append_u64(out, x);
-    out += '\n';
-  };
-  switch (s.kind) {
-    case kStatsFloat:
-    case kStatsComplex: {
-      const bool c = s.kind == kStatsComplex;
-      dbl(c ? "abs_min" : "min", s.min);
-      dbl(c ? "abs_max" : "max", s.max);
-      dbl(c ? "abs_mean" : "mean", s.mean);
-      i64("nan_count", s.nan_count);
-      i64("inf_count", s.inf_count);
-      break;
-    }
-    case kStatsInt:
-      i64("min", s.imin);
-      i64("max", s.imax);
-      dbl("mean", s.mean);
-      break;
-    case kStatsUInt:
-      u64("min", s.umin);
-      u64("max", s.umax);
-      dbl("mean", s.mean);
-      break;
-    case kStatsBool:
-      i64("true_count", s.true_count);
-      i64("false_count", s.false_count);
-      break;
-    default:
-      break;
-  }
-  if (s.hashed) {
-    append_stat(out, indent, "hash");
-    append_hex(out, "", s.hash, 16);
-    out += '\n';
-  }
-}
-#else
-template <class Out>
-inline void append_stats_lines(Out&, int, const Stats&) {}
-#endif
-
 // One argument item: "  label: inline\n" or "  label:\n" + block.
 inline void append_item(std::string& out, int indent, const char* label_a, const char* label_b,
                         const Value& v, int level) {
+  if (v.kind == Value::kTensor) {  // the item and its block in one staging buffer
+    Text t(out);
+    put_spaces(t, indent);
+    t += label_a;
+    if (label_b) {
+      t += ' ';
+      t += label_b;
+    }
+    put(t, ":\n");
+    tensor_block(t, v, level, indent + 2);
+    return;
+  }
   append_indent(out, indent);
   out += label_a;
   if (label_b) {
     out += ' ';
     out += label_b;
   }
-  if (v.kind == Value::kTensor) {
-    out += ":\n";
-    append_tensor_block(out, v, level, indent + 2);
-  } else {
-    out += ": ";
-    append_inline(out, v);
-    out += '\n';
-  }
+  out += ": ";
+  append_inline(out, v);
+  out += '\n';
 }
 
 // Several outputs of one call as a tuple block (section 1.4 containers).
