@@ -73,8 +73,11 @@ inline int format_timestamp_fast(char* buf) {
     second = ts.tv_sec;
   }
   std::memcpy(buf, text, 20);  // "YYYY-MM-DD hh:mm:ss."
-  int64_t v = micro;
-  for (int k = 25; k >= 20; --k, v /= 10) buf[k] = static_cast<char>('0' + v % 10);
+  const char* const pairs = digit_pairs();
+  const unsigned m = static_cast<unsigned>(micro), hi = m / 10000, mid = m / 100 % 100, lo = m % 100;
+  buf[20] = pairs[2 * hi], buf[21] = pairs[2 * hi + 1];
+  buf[22] = pairs[2 * mid], buf[23] = pairs[2 * mid + 1];
+  buf[24] = pairs[2 * lo], buf[25] = pairs[2 * lo + 1];
   buf[26] = '\0';
   return 26;
 }

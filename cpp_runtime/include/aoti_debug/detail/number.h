@@ -21,15 +21,34 @@
 AOTI_DEBUG_NAMESPACE_BEGIN
 namespace detail {
 
+// "00" to "99": two decimal digits at a time.  Async-signal-safe (a constant).
+inline const char* digit_pairs() {
+  static const char pairs[] =
+      "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+      "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+      "8081828384858687888990919293949596979899";
+  return pairs;
+}
+
 // Writes the decimal form of v into buf (>= 21 bytes); returns the length.
+// Its digits are counted first and written from the last, two at a time.
 inline int format_u64(uint64_t v, char* buf) {
-  char tmp[24];
-  int n = 0;
-  do {
-    tmp[n++] = static_cast<char>('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
-  for (int i = 0; i < n; ++i) buf[i] = tmp[n - 1 - i];
+  const char* const pairs = digit_pairs();
+  int n = 1;
+  for (uint64_t t = 10; n < 20 && v >= t; t *= 10) ++n;  // 10^19 <= v: 20 digits
+  char* p = buf + n;
+  while (v >= 100) {
+    const uint64_t q = v / 100;
+    const unsigned r = static_cast<unsigned>(v - q * 100);
+    p -= 2;
+    p[0] = pairs[2 * r], p[1] = pairs[2 * r + 1];
+    v = q;
+  }
+  if (v >= 10) {
+    p[-2] = pairs[2 * v], p[-1] = pairs[2 * v + 1];
+  } else {
+    p[-1] = static_cast<char>('0' + v);
+  }
   return n;
 }
 
