@@ -117,9 +117,16 @@ inline bool may_raise_signal(const DestEntry& e, int i) {
   return kind[i] == 1;
 }
 
+// Whether `key` is the NUL-terminated `s` (inline: a record looks its
+// destination up on every write).
+inline bool same_key(const std::string& key, const char* s) {
+  const size_t n = key.size();
+  return std::memcmp(key.data(), s, n) == 0 && s[n] == '\0';
+}
+
 inline int find_dest(Registry* r, const std::string& key) {
   for (int i = 0; i < r->ndest; ++i)
-    if (key == r->dest[i].key) return i;
+    if (key.size() < sizeof(r->dest[i].key) && same_key(key, r->dest[i].key)) return i;
   return -1;
 }
 
@@ -136,14 +143,16 @@ inline int add_dest(Registry* r, const std::string& key, int fd, int target) {
 // on first use; a failed open maps the path to stderr and sets *note_text
 // (written to stderr before the record).  Lock held.
 inline int resolve_dest(Registry* r, const std::string& dest, std::string* note_text) {
-  if (dest == "stdout" || dest == "stderr") {
+  const bool is_stdout = dest.size() == 6 && same_key(dest, "stdout");
+  if (is_stdout || (dest.size() == 6 && same_key(dest, "stderr"))) {
     int i = find_dest(r, dest);
-    if (i < 0) i = add_dest(r, dest, dest == "stdout" ? 1 : 2, -1);
+    if (i < 0) i = add_dest(r, dest, is_stdout ? 1 : 2, -1);
     return i < 0 ? 0 : r->dest[i].target;
   }
   // a path without '%' (the common case) is looked up without a copy
-  const std::string expanded = dest.find('%') == std::string::npos ? std::string() : expand_dest(dest);
-  const std::string& path = expanded.empty() ? dest : expanded;
+  const bool pattern = std::memchr(dest.data(), '%', dest.size()) != nullptr;
+  const std::string expanded = pattern ? expand_dest(dest) : std::string();
+  const std::string& path = pattern ? expanded : dest;
   int i = find_dest(r, path);
   if (i >= 0) return r->dest[i].target;
   make_parent_dirs(path);
