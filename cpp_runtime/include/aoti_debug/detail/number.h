@@ -59,6 +59,26 @@ inline int format_i64(int64_t v, char* buf) {
   return 1 + format_u64(0 - static_cast<uint64_t>(v), buf + 1);
 }
 
+// |a| = m * 2^e exactly for a finite a != 0, m normalized to 53 bits (what
+// frexp and ldexp(frac, 53) give, subnormals included) from the bits
+// themselves; a == 0 gives m = 0, e = -53 as they do.
+inline void split_double(double a, uint64_t* m, int* e) {
+  uint64_t bits;
+  std::memcpy(&bits, &a, sizeof bits);
+  int be = static_cast<int>((bits >> 52) & 0x7ff);
+  uint64_t f = bits & ((static_cast<uint64_t>(1) << 52) - 1);
+  if (be != 0) {
+    f |= static_cast<uint64_t>(1) << 52;
+  } else if (f == 0) {
+    *m = 0, *e = -53;
+    return;
+  } else {  // subnormal: normalized as frexp does
+    be = 1;
+    while ((f & (static_cast<uint64_t>(1) << 52)) == 0) f <<= 1, --be;
+  }
+  *m = f, *e = be - 1075;
+}
+
 #if defined(__SIZEOF_INT128__)
 // '%.6f' of a finite x with |x| < 1e16 (the fixed range): x = m * 2^e
 // exactly (m < 2^53), so x * 10^6 = m * 10^6 * 2^e is an
@@ -71,27 +91,36 @@ __extension__ typedef unsigned __int128 u128;
 inline int format_fixed6(double x, char* buf) {
   int n = 0;
   if (std::signbit(x)) buf[n++] = '-';
+  uint64_t m = 0;
   int e = 0;
-  const double frac = std::frexp(std::fabs(x), &e);  // |x| = frac * 2^e, frac in [0.5, 1)
-  const uint64_t m = static_cast<uint64_t>(std::ldexp(frac, 53));  // exact: 53 bits
-  e -= 53;                                                         // |x| = m * 2^e
-  u128 q = static_cast<u128>(m) * 1000000u;
+  split_double(x, &m, &e);  // |x| = m * 2^e
+  // |x| * 10^6 = whole * 10^6 + frac * 10^6 / 2^s: the whole part is exact,
+  // and as whole * 10^6 is even, rounding the sum half-to-even is rounding
+  // the fraction's part so -- 64-bit and inline 128-bit arithmetic, no division
+  // of 128 bits (a libgcc call)
+  uint64_t whole = 0;
+  uint32_t micro = 0;
   if (e >= 0) {
-    q <<= e;  // |x| < 1e16 < 2^54: e <= 1, q < 2^75
-  } else if (e > -128) {
+    whole = m << e;  // |x| < 1e16 < 2^54: e <= 1
+  } else if (e > -120) {
     const int s = -e;
-    const u128 rem = q & ((static_cast<u128>(1) << s) - 1);
+    const uint64_t frac = s >= 64 ? m : m & ((static_cast<uint64_t>(1) << s) - 1);
+    whole = s >= 64 ? 0 : m >> s;
+    const u128 p = static_cast<u128>(frac) * 1000000u;  // < 2^73
+    const u128 rem = p & ((static_cast<u128>(1) << s) - 1);
     const u128 half = static_cast<u128>(1) << (s - 1);
-    q >>= s;
+    uint64_t q = static_cast<uint64_t>(p >> s);
     if (rem > half || (rem == half && (q & 1))) ++q;
-  } else {
-    q = 0;  // below 2^-75: rounds to 0.000000 (only x == 0 gets here)
-  }
-  const uint64_t whole = static_cast<uint64_t>(q / 1000000u);
-  uint32_t micro = static_cast<uint32_t>(q % 1000000u);
+    if (q == 1000000u) q = 0, ++whole;
+    micro = static_cast<uint32_t>(q);
+  }  // else below 2^-120: rounds to 0.000000 (only x == 0 gets here)
   n += format_u64(whole, buf + n);
   buf[n++] = '.';
-  for (int k = 5; k >= 0; --k, micro /= 10) buf[n + k] = static_cast<char>('0' + micro % 10);
+  const char* const pairs = digit_pairs();
+  const uint32_t hi = micro / 10000, mid = micro / 100 % 100, lo = micro % 100;
+  buf[n] = pairs[2 * hi], buf[n + 1] = pairs[2 * hi + 1];
+  buf[n + 2] = pairs[2 * mid], buf[n + 3] = pairs[2 * mid + 1];
+  buf[n + 4] = pairs[2 * lo], buf[n + 5] = pairs[2 * lo + 1];
   n += 6;
   buf[n] = '\0';
   return n;
@@ -162,8 +191,27 @@ struct Digits {
 
 // round-half-even(|x| * 10^(6 - d)): the seven digits of |x| in '%.6e' at exponent d
 inline uint64_t scaled7(uint64_t m, int e, int d) {
-  Digits v(m);  // |x| = m * 2^e
   const int k = 6 - d;
+#if defined(__SIZEOF_INT128__)
+  // |x| >= ~1e-16 below 1: m * 10^k < 2^53 * 10^22 < 2^127, shifted right
+  // by fewer than 128 bits -- in 128-bit arithmetic without the big integer
+  if (k >= 0 && k <= 22 && e < 0 && e > -128) {
+    static const uint64_t p10[20] = {1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull,
+                                     100000000ull, 1000000000ull, 10000000000ull, 100000000000ull,
+                                     1000000000000ull, 10000000000000ull, 100000000000000ull,
+                                     1000000000000000ull, 10000000000000000ull, 100000000000000000ull,
+                                     1000000000000000000ull, 10000000000000000000ull};
+    u128 v = static_cast<u128>(m) * (k > 19 ? p10[19] : p10[k]);
+    if (k > 19) v *= p10[k - 19];
+    const int s = -e;
+    const u128 rem = v & ((static_cast<u128>(1) << s) - 1);
+    const u128 half = static_cast<u128>(1) << (s - 1);
+    u128 q = v >> s;
+    if (rem > half || (rem == half && (q & 1))) ++q;
+    return static_cast<uint64_t>(q);
+  }
+#endif
+  Digits v(m);  // |x| = m * 2^e
   if (k >= 0) {
     v.mul_pow10(k);
     if (e >= 0) {
@@ -197,10 +245,9 @@ inline uint64_t scaled7(uint64_t m, int e, int d) {
 inline int format_exp6(double x, char* buf) {
   int n = 0;
   if (std::signbit(x)) buf[n++] = '-';
+  uint64_t m = 0;
   int e = 0;
-  const double frac = std::frexp(std::fabs(x), &e);
-  const uint64_t m = static_cast<uint64_t>(std::ldexp(frac, 53));
-  e -= 53;
+  split_double(x, &m, &e);
   int d = static_cast<int>(std::floor(std::log10(std::fabs(x))));  // may be one off near 10^d
   uint64_t q = scaled7(m, e, d);
   if (q < 1000000u) q = scaled7(m, e, --d);
