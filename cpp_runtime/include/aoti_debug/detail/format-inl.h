@@ -19,7 +19,7 @@ namespace detail {
 // formatted straight into the buffer -- no strlen, no call for a short copy.
 class Text {
  public:
-  static constexpr size_t kSize = 1024;
+  static constexpr size_t kSize = 2048;
   explicit Text(std::string& out) : out_(out) {}
   ~Text() { flush(); }
   Text(const Text&) = delete;
@@ -65,9 +65,33 @@ class Text {
   char b_[kSize];
 };
 
+// A cursor without checks, into room a caller made for all it writes (a
+// Tensor block within its bound, tensor_block): the same pieces as a Text
+// (room, commit), its position kept in a register.
+struct Raw {
+  char* p;
+  AOTI_DEBUG_ALWAYS_INLINE char* room(size_t) { return p; }
+  AOTI_DEBUG_ALWAYS_INLINE void commit(size_t m) { p += m; }
+  AOTI_DEBUG_ALWAYS_INLINE Raw& operator+=(char c) {
+    *p++ = c;
+    return *this;
+  }
+  Raw& append(size_t k, char c) {
+    std::memset(p, c, k);
+    p += k;
+    return *this;
+  }
+  Raw& operator+=(const char* s) {
+    const size_t k = std::strlen(s);
+    std::memcpy(p, s, k);
+    p += k;
+    return *this;
+  }
+};
+
 // A string literal, its length known when compiled.
-template <size_t N>
-AOTI_DEBUG_ALWAYS_INLINE void put(Text& out, const char (&s)[N]) {
+template <class W, size_t N>
+AOTI_DEBUG_ALWAYS_INLINE void put(W& out, const char (&s)[N]) {
   std::memcpy(out.room(N - 1), s, N - 1);
   out.commit(N - 1);
 }
@@ -75,7 +99,8 @@ template <size_t N>
 inline void put(std::string& out, const char (&s)[N]) { out.append(s, N - 1); }
 
 // A short name (a dtype's, a device's: < 32 bytes) copied byte by byte.
-AOTI_DEBUG_ALWAYS_INLINE void put_short(Text& out, const char* s) {
+template <class W>
+AOTI_DEBUG_ALWAYS_INLINE void put_short(W& out, const char* s) {
   char* const d = out.room(32);
   size_t m = 0;
   while (s[m] != '\0' && m < 32) d[m] = s[m], ++m;
@@ -83,13 +108,15 @@ AOTI_DEBUG_ALWAYS_INLINE void put_short(Text& out, const char* s) {
   if (AOTI_DEBUG_UNLIKELY(s[m] != '\0')) out += s + m;
 }
 
-AOTI_DEBUG_ALWAYS_INLINE void put_i64(Text& out, int64_t v) {
+template <class W>
+AOTI_DEBUG_ALWAYS_INLINE void put_i64(W& out, int64_t v) {
   char* const d = out.room(24);
   out.commit(static_cast<size_t>(format_i64(v, d)));
 }
 
 // `n` spaces: one fixed-size copy for the usual depths.
-AOTI_DEBUG_ALWAYS_INLINE void put_spaces(Text& out, int n) {
+template <class W>
+AOTI_DEBUG_ALWAYS_INLINE void put_spaces(W& out, int n) {
   static const char spaces[32] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ',
                                   ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' ', ' '};
   if (AOTI_DEBUG_UNLIKELY(n < 0 || n > 32)) {
@@ -101,8 +128,8 @@ AOTI_DEBUG_ALWAYS_INLINE void put_spaces(Text& out, int n) {
 }
 
 // "<indent spaces>key=" (key: a literal ending in '=')
-template <size_t N>
-AOTI_DEBUG_ALWAYS_INLINE void put_key(Text& out, int indent, const char (&key)[N]) {
+template <class W, size_t N>
+AOTI_DEBUG_ALWAYS_INLINE void put_key(W& out, int indent, const char (&key)[N]) {
   put_spaces(out, indent);
   put(out, key);
 }
@@ -190,8 +217,9 @@ inline void append_device(Out& out, int32_t type, int32_t index) {
   }
 }
 
-// The same two for a Text, written in place.
-inline void append_tuple(Text& out, const int64_t* v, int64_t n) {
+// The same two for a Text or a Raw, written in place.
+template <class W>
+AOTI_DEBUG_ALWAYS_INLINE void write_tuple(W& out, const int64_t* v, int64_t n) {
   out += '(';
   for (int64_t k = 0; k < n; ++k) {
     char* const d = out.room(26);
@@ -203,7 +231,8 @@ inline void append_tuple(Text& out, const int64_t* v, int64_t n) {
   out += ')';
 }
 
-inline void append_device(Text& out, int32_t type, int32_t index) {
+template <class W>
+AOTI_DEBUG_ALWAYS_INLINE void write_device(W& out, int32_t type, int32_t index) {
   if (type == 0) {
     put(out, "cpu");
     return;
@@ -337,7 +366,8 @@ inline const Stats* memo_hit(const TensorView& v) {
 
 #if AOTI_DEBUG_ENABLE_STATS
 // The statistics lines (section 3) for a computed Stats.
-inline void append_stats_lines(Text& out, int indent, const Stats& s) {
+template <class W>
+AOTI_DEBUG_ALWAYS_INLINE void append_stats_lines(W& out, int indent, const Stats& s) {
   auto dbl = [&](const char* key, size_t len, double x) {
     put_spaces(out, indent);
     char* const d = out.room(32 + 48);
@@ -405,16 +435,19 @@ inline void append_stats_lines(Text& out, int indent, const Stats& s) {
 }
 #endif
 
-// The Tensor block, "Tensor(" at `indent` spaces.  Statistics at level >= 5.
-inline void tensor_block(Text& out, const Value& val, int level, int indent) {
+// The Tensor block, "Tensor(" at `indent` spaces, up to its statistics
+// lines (level >= 5); returns why there are none (nullptr: there are, or
+// level < 5), for the caller to say.
+template <class W>
+AOTI_DEBUG_ALWAYS_INLINE const char* block_lines(W& out, const Value& val, int level, int indent) {
   const TensorView& v = val.t;
   const int in = indent + 2;
   put_key(out, indent, "Tensor(\n");
   put_key(out, in, "shape=");
-  append_tuple(out, v.sizes, v.ndim);
+  write_tuple(out, v.sizes, v.ndim);
   out += '\n';
   put_key(out, in, "stride=");
-  append_tuple(out, v.strides, v.ndim);
+  write_tuple(out, v.strides, v.ndim);
   out += '\n';
   put_key(out, in, "dtype=torch.");
   const char* dn = dtype_name(v.dtype);
@@ -422,7 +455,7 @@ inline void tensor_block(Text& out, const Value& val, int level, int indent) {
   else put_i64(out, v.dtype);
   out += '\n';
   put_key(out, in, "device=");
-  append_device(out, v.device_type, v.device_index);
+  write_device(out, v.device_type, v.device_index);
   out += '\n';
   put_key(out, in, "requires_grad=");
   if (val.b) put(out, "True\n");  // adapters for inference artifacts leave it False
@@ -430,8 +463,8 @@ inline void tensor_block(Text& out, const Value& val, int level, int indent) {
   put_key(out, in, "is_contiguous=");
   if (is_contiguous(v)) put(out, "True\n");
   else put(out, "False\n");
+  const char* skip = nullptr;
   if (level >= 5) {
-    const char* skip = nullptr;
 #if AOTI_DEBUG_ENABLE_STATS
     Stats s;
     if (numel_of(v) == 0) {
@@ -451,11 +484,36 @@ inline void tensor_block(Text& out, const Value& val, int level, int indent) {
 #else
     skip = "statistics not compiled in";
 #endif
-    if (skip != nullptr) {
-      put_key(out, in, "stats=skipped (");
-      out += skip;
-      put(out, ")\n");
-    }
+  }
+  return skip;
+}
+
+// A bound of what block_lines writes, room made for its fixed-size copies
+// included: fourteen lines (six of statistics) of at most `indent` + 2 + 64
+// bytes, two tuples of ndim numbers; SIZE_MAX past the usual depths and ranks.
+inline size_t block_bound(const TensorView& v, int indent) {
+  if (indent < 0 || indent > 28 || v.ndim < 0 || v.ndim > 24) return ~static_cast<size_t>(0);
+  return 16 * (static_cast<size_t>(indent) + 2 + 64) + 2 * 22 * static_cast<size_t>(v.ndim) + 128;
+}
+
+// The Tensor block, "Tensor(" at `indent` spaces.  Statistics at level >= 5.
+// Its lines are written without a check per piece where they fit the buffer.
+inline void tensor_block(Text& out, const Value& val, int level, int indent) {
+  const char* skip;
+  const size_t bound = block_bound(val.t, indent);
+  if (AOTI_DEBUG_LIKELY(bound <= Text::kSize)) {
+    Raw raw{out.room(bound)};
+    char* const start = raw.p;
+    skip = block_lines(raw, val, level, indent);
+    out.commit(static_cast<size_t>(raw.p - start));
+  } else {
+    skip = block_lines(out, val, level, indent);
+  }
+  const int in = indent + 2;
+  if (skip != nullptr) {
+    put_key(out, in, "stats=skipped (");
+    out += skip;
+    put(out, ")\n");
   }
   put_key(out, indent, ")\n");
 }
