@@ -231,19 +231,11 @@ def write_floor(work: str, records_text: bytes, runs: int = 400) -> float:
 
 
 def tensor_blocks(records_text: bytes):
-    """The Tensor blocks of some records, each a dict of its `key=value` lines."""
-    blocks, block = [], None
-    for line in records_text.decode(errors="replace").splitlines():
-        text = line.strip()
-        if text == "Tensor(":
-            block = {}
-        elif block is not None and text == ")":
-            blocks.append(block)
-            block = None
-        elif block is not None:
-            key, _, value = text.partition("=")
-            block[key] = value
-    return blocks
+    """The Tensor blocks of some records, each a dict of its `key=value` lines
+    (the analysis commands' own parser: nested values' tensors included)."""
+    from aoti_debug.analysis.records import parse
+    log = parse(records_text.decode(errors="replace"))
+    return [t.fields for r in log.records for item in r.items for _, t in item.tensors()]
 
 
 def stats_floor(work: str, records_text: bytes, runs: int = 200):
