@@ -240,7 +240,7 @@ class Run:
         self.memo = None   # (K, stats.Memo) of launch K's launch-end record, for its NaN/Inf check
         # level 5 with a device: each record's device tensors fetched together (stats.Memo)
         self.devices = level >= 5 and stats_mod.device_path_on()
-        self._texts = None   # (destination, model name, torch version) as the core takes them
+        self._texts = None   # (destination, model name, torch version, run facts) as the core takes them
 
     def _core_record(self, kind: str, site: Optional[Site], values, names=None, facts: str = "",
                      mark: bool = False, keep: bool = False) -> bool:
