@@ -348,3 +348,83 @@ def test_the_divergence_names_the_layer_beside_the_line_all_layers_share(tmp_pat
     lines = out.splitlines()
     first = lines.index("first divergence: A 1.2 aoti_torch_cpu_addmm / B 1.2 aoti_torch_cpu_addmm")
     assert lines[first + 1] == "  source: /srv/app/modeling.py:224, module model.vit.layers.1.attention.q_proj", out
+
+
+# -- what went through a narrow format --------------------------------------------
+
+FP8 = "torch.float8_e4m3fn"
+
+
+def quantised_log(*, q_mean=1.5, mm_mean=2.25, gelu_mean=1.0, add_mean=0.5, after_mean=0.25, out_mean=1.0):
+    """An fp8 linear: x quantised to float8_e4m3fn (buf0), the scaled matmul (buf1), a
+    gelu of it (buf2); then a launch on the wide path only, writing buf0 again (reused),
+    and one reading that buf0."""
+    w = LogWriter()
+    w.run(1)
+    x, y = T(-2.0, 3.0, 0.5), T(-1.0, 1.0, 0.0)
+    steps = [("cpp_fused_quant_0", "to_1", 11, [("in x", x)], "out buf0", T(-2.0, 3.0, q_mean, dtype=FP8)),
+             ("aoti_torch_cpu__scaled_mm", "_scaled_mm", 12,
+              [("in buf0", T(-2.0, 3.0, q_mean, dtype=FP8)), ("in w", T(-1.0, 1.0, 0.0, dtype=FP8))],
+              "out buf1", T(-4.0, 9.0, mm_mean)),
+             ("cpp_fused_gelu_1", "gelu", 13, [("in buf1", T(-4.0, 9.0, mm_mean))], "out buf2",
+              T(-0.2, 9.0, gelu_mean)),
+             ("cpp_fused_add_2", "add", 14, [("in y", y)], "out buf0", T(-1.0, 2.0, add_mean)),
+             ("cpp_fused_mul_3", "mul", 15, [("in buf0", T(-1.0, 2.0, add_mean))], "out buf3",
+              T(-1.0, 2.0, after_mean))]
+    for k, (kernel, node, line, inputs, out, value) in enumerate(steps, 1):
+        w.launch(f"1.{k}", kernel, node, f"{SRC}:{line}", inputs=inputs, outputs=[(out, value)])
+    return w.run_end(1, outputs=[("out buf2", T(-0.2, 9.0, out_mean))])
+
+
+def test_values_through_fp8_are_judged_at_its_precision_and_the_wide_path_is_not(tmp_path, capsys):
+    """A step of rounding apart in the quantised input, and what the matmul, the gelu and
+    the model's output make of it, agree within float8_e4m3fn's precision; the add on the
+    wide path, which writes a buffer the quantisation wrote before, is judged at the
+    tolerances asked for."""
+    a, b = logs(tmp_path, quantised_log(),
+                quantised_log(q_mean=1.625, mm_mean=2.36, gelu_mean=1.05, add_mean=0.51, after_mean=0.26,
+                              out_mean=1.05))
+    code, out, err = cli(capsys, a, b)
+    assert (code, err) == (1, "")
+    assert out.splitlines()[2:] == [
+        "A    B    kernel                     status   largest delta",
+        "1.1  1.1  cpp_fused_quant_0          ok       out buf0 mean delta 0.125",
+        "1.2  1.2  aoti_torch_cpu__scaled_mm  ok       out buf1 mean delta 0.11",
+        "1.3  1.3  cpp_fused_gelu_1           ok       out buf2 mean delta 0.05",
+        "1.4  1.4  cpp_fused_add_2            DIFFERS  out buf0 mean 0.500000 vs 0.510000 (delta 0.01)",
+        "1.5  1.5  cpp_fused_mul_3            DIFFERS  out buf3 mean 0.250000 vs 0.260000 (delta 0.01)",
+        "end  end  model                      ok       out buf2 mean delta 0.05",
+        "4 aligned pair(s) hold values computed through float8_e4m3fn: judged at its precision "
+        "(rtol at least 0.125, atol at least 0.125 times the output's largest |value|)",
+        "first divergence: A 1.4 cpp_fused_add_2 / B 1.4 cpp_fused_add_2",
+        f"  source: {SRC}:14",
+        "  nodes:  add",
+        "  out buf0 mean 0.500000 vs 0.510000 (delta 0.01), allowed 0.00052",
+        "  A out buf0: shape=(2, 3) dtype=torch.float32 min=-1.000000 max=2.000000 mean=0.500000 "
+        "nan_count=0 inf_count=0",
+        "  B out buf0: shape=(2, 3) dtype=torch.float32 min=-1.000000 max=2.000000 mean=0.510000 "
+        "nan_count=0 inf_count=0",
+        "1 later aligned launch(es) differ too"]
+
+
+def test_a_wrong_scale_is_named_beyond_fp8s_precision(tmp_path, capsys):
+    """A scale on the wrong axis gives the matmul plausible values far beyond what one step
+    of float8_e4m3fn explains: the matmul is the first divergence, with what was allowed."""
+    a, b = logs(tmp_path, quantised_log(), quantised_log(mm_mean=4.5, gelu_mean=2.1))
+    code, out, _ = cli(capsys, a, b)
+    assert code == 1
+    lines = out.splitlines()
+    first = lines.index("first divergence: A 1.2 aoti_torch_cpu__scaled_mm / B 1.2 aoti_torch_cpu__scaled_mm")
+    assert lines[first + 1:first + 4] == [
+        f"  source: {SRC}:12", "  nodes:  _scaled_mm",
+        "  out buf1 mean 2.250000 vs 4.500000 (delta 2.25), allowed 1.69"]
+    assert not any("later aligned" in line for line in lines), out
+
+
+def test_precision_reached_follows_the_buffers_a_launch_writes():
+    """The matmul reads the fp8 buffer, the gelu reads what the matmul made of it; the
+    launch reading buf0 after a wide-path launch overwrote it reaches nothing narrow."""
+    log = records.parse(quantised_log().text())
+    found = diff.reached(log.events)
+    assert {e.ident: (p.dtype, p.rtol) for e in log.events if (p := found.get(id(e.first)))} == {
+        "1.2": ("float8_e4m3fn", 0.125), "1.3": ("float8_e4m3fn", 0.125)}

@@ -32,7 +32,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from ..runtime.format import number
 
 from . import closeness
-from .records import COUNT_KEYS, STAT_KEYS, Event, Item, Launch, Log, Process, Record, Tensor, parse_number
+from .records import (COUNT_KEYS, NARROW, STAT_KEYS, Event, Item, Launch, Log, Process, Record, Tensor,
+                      parse_number)
 from .untrusted import InputError, printable
 
 OK, DIFFERS, UNKNOWN, ONLY_A, ONLY_B = "ok", "DIFFERS", "not compared", "only in A", "only in B"
@@ -268,6 +269,64 @@ def pair_with_reference(ref: Sequence[Event], other: Sequence[Event]) -> Tuple[L
     return [pair for _, pair in keyed], len(order) - len(paired)
 
 
+# -- what went through a narrow format (records.NARROW) ---------------------------
+
+# What a value in a narrow format reaches is judged at that format's precision,
+# never tighter than the tolerances asked for.
+
+@dataclasses.dataclass(frozen=True)
+class Precision:
+    rtol: float                             # 2^-mantissa of `dtype`
+    dtype: str                              # the narrowest format on the value's path
+
+
+def _narrowest(*found: Optional[Precision]) -> Optional[Precision]:
+    return max((p for p in found if p is not None), key=lambda p: p.rtol, default=None)
+
+
+def _own(tensor: Tensor) -> Optional[Precision]:
+    short = tensor.dtype.replace("torch.", "")
+    return Precision(NARROW[short], short) if short in NARROW else None
+
+
+def reached(events: Sequence[Event]) -> Dict[int, Precision]:
+    """For each launch (by its first record) that reads a value which is, or was
+    computed from, a tensor in a narrow format: that format's precision.  Values
+    flow through names, in launch order: what a launch writes holds what it read."""
+    holds: Dict[str, Precision] = {}        # a buffer (or a node's) name: what its value went through
+    found: Dict[int, Precision] = {}
+    if not any(r.narrow for e in events if isinstance(e, Launch) for r in (e.start, e.end) if r is not None):
+        return found                        # the common case, without reading a record again
+    for event in events:
+        if not isinstance(event, Launch):
+            continue
+        came = _narrowest(*(_narrowest(_own(t), holds.get(item.name))
+                            for item in event.inputs for _, t in item.tensors()))
+        if came is not None:
+            found[id(event.first)] = came
+        for item in event.outputs:
+            own = _narrowest(came, *(_own(t) for _, t in item.tensors()))
+            if own is None:
+                holds.pop(item.name, None)  # overwritten with a value of wide formats only
+            else:
+                holds[item.name] = own
+    return found
+
+
+def _precision(event: Event, tensor: Tensor, found: Dict[int, Precision]) -> Optional[Precision]:
+    return _narrowest(found.get(id(event.first)), _own(tensor))
+
+
+def tolerances(atol: float, rtol: float, precision: Optional[Precision], b: Tensor) -> Tuple[float, float]:
+    """(atol, rtol) for a pair whose values went through `precision`'s format: rtol at
+    least its precision, atol at least that times B's largest |value| (judged at the
+    output's own scale, as check does)."""
+    if precision is None or precision.rtol <= rtol:
+        return atol, rtol
+    scale = b.stats.get("abs_max", max((abs(b.stats[k]) for k in ("min", "max") if k in b.stats), default=0.0))
+    return max(atol, precision.rtol * scale if math.isfinite(scale) else 0.0), precision.rtol
+
+
 # -- comparison ---------------------------------------------------------------
 
 @dataclasses.dataclass
@@ -310,6 +369,7 @@ class Row:
     bits_differ: Optional[str] = None       # the first output whose content hashes differ
     unhashed: int = 0                       # tensor pairs without a content hash on both sides
     dumped: bool = False                    # its outputs were read from dumps on both sides
+    precision: Optional[Precision] = None   # values went through a narrow format: judged at its precision
 
     @property
     def worst(self) -> Optional[Delta]:
@@ -378,7 +438,10 @@ def _holds(event: Event) -> Optional[dict]:
     return event.origin.holds if event.origin else None
 
 
-def compare(a: Event, b: Event, atol: float, rtol: float, exact: bool = False) -> Row:
+def compare(a: Event, b: Event, atol: float, rtol: float, exact: bool = False,
+            reach: Tuple[Dict[int, Precision], Dict[int, Precision]] = ({}, {})) -> Row:
+    """`reach`: each side's `reached`, for the tolerance of values that went through a
+    narrow format."""
     # a damaged record may have lost outputs, and the pairing of the others with them
     damaged = [r.damage for r in (a.end, b.end) if r is not None and r.damage]
     if damaged:
@@ -401,6 +464,7 @@ def compare(a: Event, b: Event, atol: float, rtol: float, exact: bool = False) -
     unreadable: List[str] = []
     hashed = same = 0           # tensor pairs with a content hash on both sides; of the same bytes
     bits_differ = None
+    judged: Optional[Precision] = None      # the narrow format that widened a tolerance
     for label, va, vb in paired:
         if isinstance(va, Tensor) and isinstance(vb, Tensor) and va.hash and vb.hash:
             hashed += 1
@@ -411,8 +475,11 @@ def compare(a: Event, b: Event, atol: float, rtol: float, exact: bool = False) -
                         and va.dtype == vb.dtype:
                     deltas.append(Delta(label, "hash", va.hash, vb.hash, math.inf, 0))
         if isinstance(va, Tensor) and isinstance(vb, Tensor):
+            narrow = _narrowest(_precision(a, va, reach[0]), _precision(b, vb, reach[1]))
+            if narrow is not None and narrow.rtol > rtol:
+                judged = _narrowest(judged, narrow)
             try:
-                found = compare_tensors(label, va, vb, atol, rtol)
+                found = compare_tensors(label, va, vb, *tolerances(atol, rtol, narrow, vb))
             except InputError as exc:       # a dumped file that cannot be read: unknown, not a difference
                 found, unreadable = None, unreadable + [str(exc)]
             if found is None:
@@ -424,19 +491,21 @@ def compare(a: Event, b: Event, atol: float, rtol: float, exact: bool = False) -
         else:
             deltas.append(Delta(label, "kind", _kind(va), _kind(vb), math.inf, 0))
     if any(d.violates for d in deltas):
-        return Row(a, b, DIFFERS, deltas, extra=extra, unreadable=unreadable, bits_differ=bits_differ)
+        return Row(a, b, DIFFERS, deltas, extra=extra, unreadable=unreadable, bits_differ=bits_differ,
+                   precision=judged)
     if unreadable:
         return Row(a, b, UNKNOWN, deltas, reason=f"unknown: {unreadable[0]}", extra=extra,
-                   unreadable=unreadable, bits_differ=bits_differ)
+                   unreadable=unreadable, bits_differ=bits_differ, precision=judged)
     if unknown:
         return Row(a, b, UNKNOWN, deltas, reason="outputs without statistics", extra=extra,
-                   bits_differ=bits_differ)
+                   bits_differ=bits_differ, precision=judged)
     tensors = [(va, vb) for _, va, vb in paired if isinstance(va, Tensor) and isinstance(vb, Tensor)]
     identical = same == len(tensors) > 0 and not extra \
         and all(d.a == d.b for d in deltas if d.field == "value")
     return Row(a, b, IDENTICAL if identical else OK, deltas, extra=extra, bits_differ=bits_differ,
                unhashed=len(tensors) - hashed,
-               dumped=any(va.dump is not None and vb.dump is not None for va, vb in tensors))
+               dumped=any(va.dump is not None and vb.dump is not None for va, vb in tensors),
+               precision=judged)
 
 
 def pair_outputs(out_a, out_b):
@@ -634,6 +703,7 @@ def diff(log_a: Log, log_b: Log, run: int = 1, atol: float = 1e-5, rtol: float =
     pairs, notes_pairs = pair_instances(instances_a, instances_b)
     rows: List[Row] = []
     for (_, events_a), (_, events_b) in pairs:
+        reach = (reached(events_a), reached(events_b))
         eager = [is_reference(log, events) for log, events in ((log_a, events_a), (log_b, events_b))]
         if eager[0] != eager[1]:        # a build against the eager reference: by held value
             ref, other = (events_a, events_b) if eager[0] else (events_b, events_a)
@@ -653,10 +723,14 @@ def diff(log_a: Log, log_b: Log, run: int = 1, atol: float = 1e-5, rtol: float =
             elif b is None:
                 rows.append(Row(a, None, ONLY_A))
             else:
-                rows.append(compare(a, b, atol, rtol, exact))
+                rows.append(compare(a, b, atol, rtol, exact, reach))
         ends = [model_outputs(log, events) for log, events in ((log_a, events_a), (log_b, events_b))]
         if all(ends):
-            rows.append(compare(ends[0], ends[1], atol, rtol, exact))
+            # the outputs' own buffers are not named: a run that computed through a narrow
+            # format has its outputs judged at the narrowest one
+            run_wide = tuple({id(end.first): p} if (p := _narrowest(*found.values())) else {}
+                             for end, found in zip(ends, reach))
+            rows.append(compare(ends[0], ends[1], atol, rtol, exact, run_wide))
         elif any(ends):
             (has, lacks), other = (("A", "B"), (log_b, events_b)) if ends[0] else (("B", "A"), (log_a, events_a))
             why = ("its run-end record holds none: a dump does not keep them" if _run_end(*other)
@@ -836,8 +910,19 @@ def table(result: Result) -> List[str]:
             for row in [head, *body]]
 
 
+def narrow_note(rows: List[Row]) -> List[str]:
+    """Which pairs were judged at a narrow format's precision, by format."""
+    by: Dict[Precision, int] = {}
+    for r in rows:
+        if r.precision is not None:
+            by[r.precision] = by.get(r.precision, 0) + 1
+    return [f"{n} aligned pair(s) hold values computed through {p.dtype}: judged at its precision "
+            f"(rtol at least {p.rtol:g}, atol at least {p.rtol:g} times the output's largest |value|)"
+            for p, n in sorted(by.items(), key=lambda kv: (-kv[0].rtol, kv[0].dtype))]
+
+
 def summary(result: Result) -> List[str]:
-    lines = list(result.notes) + uncompared(result.rows)
+    lines = list(result.notes) + uncompared(result.rows) + narrow_note(result.rows)
     lines += bitwise_summary(result)
     unhashed = sum(r.unhashed for r in result.rows)
     if result.exact and unhashed:

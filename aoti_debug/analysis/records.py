@@ -65,6 +65,15 @@ TENSOR_KEYS = ("shape", "stride", "dtype", "device", "requires_grad", "is_contig
     + ("hash",)
 _HASH = re.compile(r"^[0-9a-f]{16}$")
 COUNT_KEYS = ("nan_count", "inf_count", "true_count", "false_count")
+# mantissa bits of each floating format: the spacing of its values (check's ULPs, diff's
+# tolerance for what went through a narrow format); float8_e8m0fnu is exponent only
+MANTISSA = {"float64": 52, "float32": 23, "float16": 10, "bfloat16": 7, "float8_e4m3fn": 3,
+            "float8_e4m3fnuz": 3, "float8_e5m2": 2, "float8_e5m2fnuz": 2, "float8_e8m0fnu": 0}
+# Formats under 16 bits with a mantissa, by their precision (2^-mantissa: one step at
+# the bottom of a binade): two builds may round a value a step apart when they
+# quantise it, and here a step is 6 to 25% of the value.  float8_e8m0fnu (exponent
+# only: a step doubles the value) is not one: its values must agree.
+NARROW = {dtype: 2.0 ** -bits for dtype, bits in MANTISSA.items() if bits and dtype.startswith("float8")}
 ITEM_KINDS = {"call", "return", "run", "run-end", "launch", "launch-end"}
 # the roles of the items a launch or call reads from each of its records (None: every item)
 _READ_ROLES = {"launch": ("in", "inout"), "launch-end": ("out", "inout"), "call": None,
@@ -308,6 +317,7 @@ class Record:
     body_at: Optional[Tuple[int, int, int, bool]] = None
     level: int = 0
     kept_finiteness: Optional[Finiteness] = None
+    kept_narrow: Optional[bool] = None      # `narrow`, kept when the items are not
 
     @property
     def items(self) -> List[Item]:
@@ -329,6 +339,13 @@ class Record:
     @property
     def finiteness(self) -> Finiteness:
         return self.kept_finiteness or Finiteness.of(self)
+
+    @property
+    def narrow(self) -> bool:
+        """Whether some tensor it holds is in a NARROW format."""
+        if self.kept_narrow is not None:
+            return self.kept_narrow
+        return any(t.dtype.replace("torch.", "") in NARROW for i in self.held for _, t in i.tensors())
 
     @property
     def model(self) -> Optional[str]:
@@ -678,6 +695,7 @@ def _parse(source: Iterator[Tuple[str, int, bool]], path: Optional[str], lazy: b
             if lazy and current.kind in ITEM_KINDS:
                 current.level = _level(current)
                 current.kept_finiteness = _shared(Finiteness.of(current))
+                current.kept_narrow = current.narrow
                 current.held = ()               # read again when asked: `items`
                 current.body_at = (reading, at, len(body), cut)
             records.append(current)
