@@ -466,6 +466,21 @@ def test_an_output_without_a_float64_run_is_judged_against_eager_and_says_so():
         "against eager, not float64: buf1 (the float64 run: mylib.mul raised TypeError: float64 is not supported)")
 
 
+def test_an_fp8_output_is_judged_at_one_step_of_its_format():
+    """A quantisation one step of float8_e4m3fn apart from eager's (1.5 against 1.625) is
+    the format's rounding, not a finding; a sign lost is beyond it."""
+    import torch
+    from aoti_debug.analysis import check as checkmod
+    eager = torch.tensor([1.5, 2.0, 3.0]).to(torch.float8_e4m3fn)
+    for got, outside in (([1.625, 2.0, 3.0], 0), ([1.5, 2.0, -3.0], 1)):
+        out = checkmod.Output("buf0", "to_1")
+        checkmod.judge(out, torch.tensor(got).to(torch.float8_e4m3fn), eager, None, False, None, None,
+                       "no float64 run")
+        assert (out.outside, out.tolerance) == (
+            outside, "atol=0.375 rtol=0.125 for float8_e4m3fn, against eager"), got
+    assert out.worst == "worst at flat index 2: recorded -3, eager 3"
+
+
 # -- attention: random only through dropout -------------------------------------------
 
 SDPA = "aten._scaled_dot_product_flash_attention_for_cpu.default"

@@ -21,11 +21,12 @@ from typing import Any, Dict, List, Optional, Tuple
 from . import ops as opsmod
 from .dumps import load
 from .manifest import MANIFEST
-from .records import MANTISSA, Origin, parse_origin
+from .records import MANTISSA, NARROW, Origin, parse_origin
 from .untrusted import InputError
 
-# rtol per dtype: a few hundred float32 ULPs, a handful of half-precision ones
-RTOL = {"float64": 1e-10, "float32": 1e-5, "float16": 4e-3, "bfloat16": 3e-2}
+# rtol per dtype: a few hundred float32 ULPs, a handful of half-precision ones, one
+# step of a format under 16 bits (a quantisation may round a step apart)
+RTOL = {"float64": 1e-10, "float32": 1e-5, "float16": 4e-3, "bfloat16": 3e-2, **NARROW}
 
 
 @dataclass
