@@ -39,6 +39,7 @@ class Stats:
     numel: int = 0
     unsigned: bool = False            # int kind of an unsigned dtype
     hash: Optional[int] = None        # content hash (section 3.1), 64 bits
+    sat_count: Optional[int] = None   # narrow float formats: elements at the largest finite magnitude
 
 
 def kind_of(dtype) -> str:
@@ -63,6 +64,13 @@ def _INT_DTYPES():
     import torch
     return {torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
             torch.uint16, torch.uint32, torch.uint64}
+
+
+def saturation_limit(dtype) -> Optional[float]:
+    """The largest finite magnitude of a dtype whose statistics count saturated
+    values (sat_count: the float8 kinds), else None."""
+    from ..native.core import SATURATION_LIMITS
+    return SATURATION_LIMITS.get(str(dtype).replace("torch.", ""))
 
 
 def on_device(t) -> bool:
@@ -259,6 +267,9 @@ def _queue(t, hash: bool, parts: list):
         want_double(torch.where(nan, float("inf"), values).amin())
         want_double(torch.where(nan, float("-inf"), values).amax())
         want_double(torch.where(nan, 0, values).sum(dtype=torch.float64) / (numel - nans).clamp(min=1))
+    limit = saturation_limit(t.dtype) if kind == "float" else None
+    if limit is not None:
+        want_int((values.abs() == limit).sum())
     unsigned, itemsize = t.dtype in _UNSIGNED(), flat.element_size()
 
     def finish(got: list) -> Stats:
@@ -273,6 +284,8 @@ def _queue(t, hash: bool, parts: list):
         s = Stats(kind=kind, nan_count=got[0], inf_count=got[1], first_nan=got[2], first_inf=got[3], hash=digest)
         if s.nan_count < numel:
             s.min, s.max, s.mean = _double(got[4]), _double(got[5]), _double(got[6])
+        if limit is not None:
+            s.sat_count = got[7]
         return s
     return finish
 

@@ -160,6 +160,11 @@ inline bool plan(AtenTensorHandle handle, const TensorView& v, Words* words, Pla
     words->add_double(unary("aten::min", nan_to(values, __builtin_inf())));
     words->add_double(unary("aten::max", nan_to(values, -__builtin_inf())));
     words->add_double(total(nan_to(values, 0.0), ScalarType::Double));
+    if (counts_saturation(v.dtype)) {   // sat_count: |x| at the format's largest finite value
+      Tensor lim = torch::stable::new_zeros(values, {1}, ScalarType::Float);
+      torch::stable::fill_(lim, float_facts(v.dtype)->max_finite);
+      words->add_int(total(binary("aten::eq", unary("aten::abs", values), lim), ScalarType::Long));
+    }
   }
   return true;
 }
@@ -189,6 +194,7 @@ inline Stats finish(const Planned& p, const int64_t* got) {
       s.min = from_bits(got[4]), s.max = from_bits(got[5]);
       s.mean = from_bits(got[6]) / static_cast<double>(p.numel - s.nan_count);
     }
+    if (counts_saturation(p.dtype)) s.sat_count = got[7];
   }
   return s;
 }

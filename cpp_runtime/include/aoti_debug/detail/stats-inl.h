@@ -662,6 +662,7 @@ struct StatsJob {
   int64_t numel;
   int64_t nblocks;
   bool hash;  // also the content hash
+  double sat_max;  // counts_saturation dtypes: the largest finite magnitude, else 0
   const unsigned char* base;
   int64_t sizes[64];
   int64_t strides[64];
@@ -673,6 +674,7 @@ struct StatsJob {
 struct StatsPartial {
   double mn = __builtin_inf(), mx = -__builtin_inf();
   int64_t nan = 0, inf = 0, trues = 0;
+  int64_t sat = 0;  // elements at j.sat_max in magnitude
   bool negz = false, posz = false;
   bool failed = false;  // out of memory
   uint64_t hash_sum = 0;
@@ -753,16 +755,24 @@ AOTI_DEBUG_ALWAYS_INLINE const unsigned char* next_chunk(const StatsJob& j, Curs
   return buf;
 }
 
+// Elements of d[0, n) whose magnitude is lim (NaN never is).
+AOTI_DEBUG_ALWAYS_INLINE int64_t count_at(const double* d, int64_t n, double lim) {
+  int64_t k = 0;
+  for (int64_t i = 0; i < n; ++i) k += std::fabs(d[i]) == lim;
+  return k;
+}
+
 // One pass P of the floating path over block [start, start + len): chunks
 // (in place or gathered) converted to doubles, then the kernel; with
 // `hash_sum`, each chunk's content-hash sum added while it is at hand (a
-// gathered view is then gathered once, not again by hash_block).
+// gathered view is then gathered once, not again by hash_block); with `sat`,
+// the saturated elements counted (the fast pass, which sees each block once).
 template <int W, int P>
 AOTI_DEBUG_ALWAYS_INLINE void float_block_pass(const StatsJob& j, Cursor& c, unsigned char* buf,
                                                double* dbuf, int64_t start, int64_t len,
                                                FloatAcc<W>& fa, FastAcc<W>& fast,
                                                typename VecOf<double, W>::type* lanes,
-                                               uint64_t* hash_sum = nullptr) {
+                                               uint64_t* hash_sum = nullptr, int64_t* sat = nullptr) {
   if (!j.contiguous) c.seek(start);
   for (int64_t off = 0, m = 0; off < len; off += m) {
     int64_t avail = 0;
@@ -776,6 +786,7 @@ AOTI_DEBUG_ALWAYS_INLINE void float_block_pass(const StatsJob& j, Cursor& c, uns
       convert_chunk<W>(p, m, j.code, dbuf);
       d = dbuf;
     }
+    if (sat != nullptr) *sat += count_at(d, m, j.sat_max);
     float_kernel<W, P>(d, m, fa, fast, lanes);
   }
 }
@@ -927,7 +938,7 @@ AOTI_DEBUG_ALWAYS_INLINE void stats_blocks_impl(const StatsJob& j, int64_t b0, i
     } else {
       FastAcc<W> fast;
       float_block_pass<W, kPassFast>(j, c, buf, dbuf, start, len, fa, fast, lanes[0],
-                                     j.hash ? &out.hash_sum : nullptr);
+                                     j.hash ? &out.hash_sum : nullptr, j.sat_max > 0 ? &out.sat : nullptr);
       finish_block<W>(j, c, buf, dbuf, b, fa, fast, lanes[0]);
       ++b;
     }
@@ -1052,6 +1063,8 @@ AOTI_DEBUG_CORE_FN Stats compute_stats(const TensorView& v, bool hash, int max_t
   j.numel = s.numel;
   j.nblocks = (s.numel + kStatsBlock - 1) / kStatsBlock;
   j.hash = hash;
+  // float8 kinds only, which never take the direct fast path (has_fast_blocks)
+  j.sat_max = counts_saturation(v.dtype) ? float_facts(v.dtype)->max_finite : 0.0;
   j.base = static_cast<const unsigned char*>(v.data);
   j.nd = collapse_dims(v, j.sizes, j.strides);
   if (j.nd == 0) j.sizes[0] = 1, j.strides[0] = 1, j.nd = 1;  // one element
@@ -1129,6 +1142,7 @@ AOTI_DEBUG_CORE_FN Stats compute_stats(const TensorView& v, bool hash, int max_t
     const StatsPartial& p = parts[t];
     s.nan_count += p.nan;
     s.inf_count += p.inf;
+    s.sat_count += p.sat;
     if (p.mn < mn) mn = p.mn;
     if (p.mx > mx) mx = p.mx;
     negz = negz || p.negz;

@@ -58,6 +58,7 @@ struct Stats {
   int64_t first_inf;
   uint64_t hash;      // content hash (section 3.1), valid when hashed != 0
   int64_t hashed;
+  int64_t sat_count;  // elements at the format's largest finite magnitude (counts_saturation dtypes)
 };
 
 // What the NaN/Inf check fails on: NaN, and with count_inf Inf too.
