@@ -338,7 +338,7 @@ def _corpus():
 
 
 FIELDS = ("kind", "min", "max", "imin", "imax", "nan_count", "inf_count", "true_count", "false_count",
-          "first_nan", "first_inf", "hash", "unsigned", "sat_count")
+          "first_nan", "first_inf", "hash", "unsigned", "sat_count", "first_sat")
 
 
 def test_device_statistics_equal_the_compiled_cores():

@@ -228,7 +228,7 @@ def test_device_statistics_by_torch_ops_equal_the_compiled_cores(adapter, name):
     mean = got.pop("mean")
     assert got["hash"] == want["hash"] and got["numel"] == t.numel()
     for field in ("min", "max", "nan_count", "inf_count", "first_nan", "first_inf", "true_count", "false_count",
-                  "sat_count"):
+                  "sat_count", "first_sat"):
         if field in want:
             assert got[field] == want[field] or (math.isnan(got[field]) and math.isnan(want[field])), field
     if "imin" in want:

@@ -76,9 +76,10 @@ def check_floating(t, s):
     assert s.first_inf == (infs[0] if infs else -1)
     if t.dtype.itemsize == 1:   # the float8 kinds: values at the format's largest finite magnitude
         top = torch.finfo(t.dtype).max
-        assert s.sat_count == sum(1 for v in vals if abs(v) == top)
+        at = [i for i, v in enumerate(vals) if abs(v) == top]
+        assert (s.sat_count, s.first_sat) == (len(at), at[0] if at else -1)
     else:
-        assert s.sat_count is None
+        assert (s.sat_count, s.first_sat) == (None, -1)
     if not rest:
         assert math.isnan(s.min) and math.isnan(s.max) and math.isnan(s.mean)
         return
@@ -295,11 +296,13 @@ def test_stats_sat_count_same_for_any_threads_and_vector_width(native, dtype):
     x = big_case(torch.float32, numel, 13) * (150 if dtype == torch.float8_e4m3fn else 2e4)
     x = x.to(dtype)
     top = torch.finfo(dtype).max
-    want = int((x.to(torch.float32).abs() == top).sum())
-    assert 1000 < want < numel // 10
+    x.view(torch.uint8)[: numel // 2 + 7] = 0     # the first one where a later thread reads
+    at = x.to(torch.float32).abs() == top
+    want, first = int(at.sum()), int(at.to(torch.uint8).argmax())
+    assert 1000 < want < numel // 20 and first > numel // 2
     results = {(th, isa): compute_native(x, max_threads=th, isa_limit=isa)
                for th in (1, 0, 3) for isa in (2, 8)}
-    assert {s.sat_count for s in results.values()} == {want}
+    assert {(s.sat_count, s.first_sat) for s in results.values()} == {(want, first)}
     assert {repr(s) for s in results.values()} == {repr(results[(1, 2)])}   # repr: a NaN mean is equal
     wide = torch.zeros(numel, 2, dtype=torch.uint8)
     wide[:, 0] = x.view(torch.uint8)

@@ -80,6 +80,7 @@ class _StatsC(ctypes.Structure):
         ("true_count", ctypes.c_int64), ("false_count", ctypes.c_int64),
         ("first_nan", ctypes.c_int64), ("first_inf", ctypes.c_int64),
         ("hash", ctypes.c_uint64), ("hashed", ctypes.c_int64), ("sat_count", ctypes.c_int64),
+        ("first_sat", ctypes.c_int64),
     ]
 
 
@@ -249,7 +250,7 @@ def stats_fields(out: "_StatsC") -> dict:
         fields.update(min=out.min, max=out.max, mean=out.mean, nan_count=out.nan_count,
                       inf_count=out.inf_count, first_nan=out.first_nan, first_inf=out.first_inf)
         if out.dtype in _SATURATING_CODES:
-            fields.update(sat_count=out.sat_count)
+            fields.update(sat_count=out.sat_count, first_sat=out.first_sat)
     elif kind == "int":
         fields.update(imin=out.imin, imax=out.imax, mean=out.mean)
     elif kind == "uint":

@@ -40,6 +40,7 @@ class Stats:
     unsigned: bool = False            # int kind of an unsigned dtype
     hash: Optional[int] = None        # content hash (section 3.1), 64 bits
     sat_count: Optional[int] = None   # narrow float formats: elements at the largest finite magnitude
+    first_sat: int = -1               # the first of them
 
 
 def kind_of(dtype) -> str:
@@ -113,9 +114,10 @@ def compute(t, hash: bool = False) -> Stats:
     return compute_with_torch(t, hash)
 
 
-def holds_bad(s: Stats, count_inf: bool) -> bool:
-    """What the NaN/Inf check fails on: NaN, and with ``count_inf`` Inf too."""
-    return s.nan_count > 0 or (count_inf and s.inf_count > 0)
+def holds_bad(s: Stats, count_inf: bool, count_sat: bool = False) -> bool:
+    """What the NaN/Inf check fails on: NaN, with ``count_inf`` Inf too, with
+    ``count_sat`` saturated values too (AOTI_DEBUG_NAN_CHECK_SAT)."""
+    return s.nan_count > 0 or (count_inf and s.inf_count > 0) or (count_sat and bool(s.sat_count))
 
 
 def finite(t, count_inf: bool, memo: Optional["Memo"] = None) -> bool:
@@ -269,7 +271,9 @@ def _queue(t, hash: bool, parts: list):
         want_double(torch.where(nan, 0, values).sum(dtype=torch.float64) / (numel - nans).clamp(min=1))
     limit = saturation_limit(t.dtype) if kind == "float" else None
     if limit is not None:
-        want_int((values.abs() == limit).sum())
+        at = values.abs() == limit
+        sats = at.sum()
+        want_int(sats), want_int(torch.where(sats > 0, at.to(torch.uint8).argmax(), -1))
     unsigned, itemsize = t.dtype in _UNSIGNED(), flat.element_size()
 
     def finish(got: list) -> Stats:
@@ -285,7 +289,7 @@ def _queue(t, hash: bool, parts: list):
         if s.nan_count < numel:
             s.min, s.max, s.mean = _double(got[4]), _double(got[5]), _double(got[6])
         if limit is not None:
-            s.sat_count = got[7]
+            s.sat_count, s.first_sat = got[7], got[8]
         return s
     return finish
 

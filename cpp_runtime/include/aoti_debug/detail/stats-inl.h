@@ -674,7 +674,7 @@ struct StatsJob {
 struct StatsPartial {
   double mn = __builtin_inf(), mx = -__builtin_inf();
   int64_t nan = 0, inf = 0, trues = 0;
-  int64_t sat = 0;  // elements at j.sat_max in magnitude
+  int64_t sat[2] = {0, -1};  // elements at j.sat_max in magnitude, and the first one's index
   bool negz = false, posz = false;
   bool failed = false;  // out of memory
   uint64_t hash_sum = 0;
@@ -755,11 +755,14 @@ AOTI_DEBUG_ALWAYS_INLINE const unsigned char* next_chunk(const StatsJob& j, Curs
   return buf;
 }
 
-// Elements of d[0, n) whose magnitude is lim (NaN never is).
-AOTI_DEBUG_ALWAYS_INLINE int64_t count_at(const double* d, int64_t n, double lim) {
+// Elements of d[0, n) whose magnitude is lim (NaN never is) into sat[0]; the
+// logical index of the first one (d[0] is element `at`) into sat[1] if unset.
+AOTI_DEBUG_ALWAYS_INLINE void count_at(const double* d, int64_t n, double lim, int64_t at, int64_t* sat) {
   int64_t k = 0;
   for (int64_t i = 0; i < n; ++i) k += std::fabs(d[i]) == lim;
-  return k;
+  for (int64_t i = 0; k > 0 && sat[1] < 0 && i < n; ++i)
+    if (std::fabs(d[i]) == lim) sat[1] = at + i;
+  sat[0] += k;
 }
 
 // One pass P of the floating path over block [start, start + len): chunks
@@ -786,7 +789,7 @@ AOTI_DEBUG_ALWAYS_INLINE void float_block_pass(const StatsJob& j, Cursor& c, uns
       convert_chunk<W>(p, m, j.code, dbuf);
       d = dbuf;
     }
-    if (sat != nullptr) *sat += count_at(d, m, j.sat_max);
+    if (sat != nullptr) count_at(d, m, j.sat_max, start + off, sat);
     float_kernel<W, P>(d, m, fa, fast, lanes);
   }
 }
@@ -938,7 +941,7 @@ AOTI_DEBUG_ALWAYS_INLINE void stats_blocks_impl(const StatsJob& j, int64_t b0, i
     } else {
       FastAcc<W> fast;
       float_block_pass<W, kPassFast>(j, c, buf, dbuf, start, len, fa, fast, lanes[0],
-                                     j.hash ? &out.hash_sum : nullptr, j.sat_max > 0 ? &out.sat : nullptr);
+                                     j.hash ? &out.hash_sum : nullptr, j.sat_max > 0 ? out.sat : nullptr);
       finish_block<W>(j, c, buf, dbuf, b, fa, fast, lanes[0]);
       ++b;
     }
@@ -1052,7 +1055,7 @@ AOTI_DEBUG_CORE_FN Stats compute_stats(const TensorView& v, bool hash, int max_t
   s.dtype = v.dtype;
   s.kind = stats_kind(v.dtype);
   s.numel = numel_of(v);
-  s.first_nan = s.first_inf = -1;
+  s.first_nan = s.first_inf = s.first_sat = -1;
   s.min = s.max = s.mean = __builtin_nan("");
   if (s.kind == kStatsNone || s.numel <= 0) return s;
 
@@ -1142,7 +1145,9 @@ AOTI_DEBUG_CORE_FN Stats compute_stats(const TensorView& v, bool hash, int max_t
     const StatsPartial& p = parts[t];
     s.nan_count += p.nan;
     s.inf_count += p.inf;
-    s.sat_count += p.sat;
+    s.sat_count += p.sat[0];
+    // each thread reads its blocks in order, so its first is its smallest
+    if (p.sat[1] >= 0 && (s.first_sat < 0 || p.sat[1] < s.first_sat)) s.first_sat = p.sat[1];
     if (p.mn < mn) mn = p.mn;
     if (p.mx > mx) mx = p.mx;
     negz = negz || p.negz;
