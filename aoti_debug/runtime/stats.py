@@ -120,19 +120,22 @@ def holds_bad(s: Stats, count_inf: bool, count_sat: bool = False) -> bool:
     return s.nan_count > 0 or (count_inf and s.inf_count > 0) or (count_sat and bool(s.sat_count))
 
 
-def finite(t, count_inf: bool, memo: Optional["Memo"] = None) -> bool:
+def finite(t, count_inf: bool, memo: Optional["Memo"] = None, count_sat: bool = False) -> bool:
     """No NaN (and, with ``count_inf``, no Inf) in ``t``?  The NaN/Inf check's
     clean path: on the CPU one scan of the raw bits by the compiled core, no
     statistics; a device tensor by its statistics (from ``memo`` when it
     holds them, as it does a CPU tensor's when the launch-end record computed
     its statistics in the compiled core).  What cannot be read here (other devices, CUDA graph
-    capture, empty tensors) counts as finite, as in compute()'s skips."""
+    capture, empty tensors) counts as finite, as in compute()'s skips.  With
+    ``count_sat`` a saturated float8 value counts as bad too: the raw-bit scan
+    does not see those, so such a tensor gets its statistics."""
     if t.numel() == 0:
         return True
     s = memo.get(t) if memo is not None else None
     if s is not None:
-        return bool(s.skipped) or not holds_bad(s, count_inf)
-    if not on_device(t):
+        return bool(s.skipped) or not holds_bad(s, count_inf, count_sat)
+    count_sat = count_sat and saturation_limit(t.dtype) is not None
+    if not on_device(t) and not count_sat:
         if t.device.type != "cpu":
             return True
         try:
@@ -142,7 +145,7 @@ def finite(t, count_inf: bool, memo: Optional["Memo"] = None) -> bool:
         except ImportError:
             pass
     s = (memo or compute)(t)
-    return bool(s.skipped) or not holds_bad(s, count_inf)
+    return bool(s.skipped) or not holds_bad(s, count_inf, count_sat)
 
 
 def compute_native(t, max_threads: int = 0, isa_limit: int = 0, hash: bool = False) -> Stats:
