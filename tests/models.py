@@ -334,7 +334,7 @@ class Fp8Linear(torch.nn.Module):
         h = torch._scaled_mm(x8, self.w1, scale_a=self.x_scale, scale_b=self.w1_scale,
                              out_dtype=torch.float32)  # LINE:fp8.fc1
         h = torch.relu(h)
-        h_scale = h.abs().amax(1, keepdim=True).clamp(min=1e-12) / 448
+        h_scale = h.abs().amax(1, keepdim=True).clamp(min=1e-12) / 448  # LINE:fp8.row_scale
         h8 = (h / h_scale).to(E4M3)  # LINE:fp8.quantize_rows
         return torch._scaled_mm(h8, self.w2, scale_a=h_scale, scale_b=self.w2_scale,
                                 out_dtype=torch.float32)  # LINE:fp8.fc2
