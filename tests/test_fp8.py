@@ -78,6 +78,7 @@ def test_a_saturating_overflow_is_named_at_its_launch_and_line_only_when_asked(f
     assert "RAISED" not in quiet.stdout and quiet.stdout.count("OUTPUT") == 1
 
 
+@pytest.mark.python_writer
 def test_torch_compile_counts_and_names_saturation_as_aoti_does(aoti_cache, tmp_path):
     """The Python runtime (torch.compile's wrapper), warn mode: the overflow named with the
     AOTI run's words; then fc2's input, quantized per row by its own largest magnitude, holds
