@@ -69,6 +69,7 @@ class Settings:
     kernels: Tuple[str, ...] = ()
     check_inputs: bool = False
     nan_check: NanCheck = NanCheck()
+    nan_check_sat: bool = False   # the NaN check fails on saturated float8 values too
     memcheck: str = "off"      # off | warn | raise (docs/checks.md, "Memory check")
     blackbox: int = 0          # launches the black box keeps, 0: off (docs/dumps.md, "The black box")
     blackbox_max_mb: int = 256
@@ -394,6 +395,9 @@ VARIABLES: Tuple[Variable, ...] = (
     Variable("nan_check", "AOTI_DEBUG_NAN_CHECK", _parse_nan,
              "TORCHINDUCTOR_NAN_ASSERTS", _parse_upstream_nan,
              everything=NanCheck("raise", True), help="off, warn, raise (+ :nan or :naninf)"),
+    Variable("nan_check_sat", "AOTI_DEBUG_NAN_CHECK_SAT", _parse_bool, when="run",
+             help="1: the NaN check also fails on float8 values at their format's largest finite "
+                  "magnitude (saturated: an overflow, or a legitimate clamp)"),
     Variable("memcheck", "AOTI_DEBUG_MEMCHECK", _parse_memcheck,
              everything="raise", help="off, warn, raise: guard regions and poison around a run's allocations"),
     Variable("blackbox", "AOTI_DEBUG_BLACKBOX", _parse_blackbox,

@@ -307,6 +307,47 @@ class Named(torch.nn.Module):
         return (self.emb(input_ids) * attention_mask[..., None]).sum(1)
 
 
+E4M3 = torch.float8_e4m3fn
+
+
+class Fp8Linear(torch.nn.Module):
+    """Two linears in float8_e4m3fn through torch._scaled_mm, quantized as served models do:
+    weights once, per tensor (fc1) and per output row (fc2), each scaled so its largest
+    element lands on 448 (a legitimate clamp); fc1's input with a static scale calibrated
+    beforehand, so an input past 448 * 0.05 = 22.4 saturates in the cast; fc2's input per
+    row by its own largest magnitude."""
+
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(1)
+        w1, w2 = torch.randn(16, 32, generator=g) / 32 ** 0.5, torch.randn(8, 16, generator=g) / 4
+        s1, s2 = w1.abs().amax() / 448, w2.abs().amax(1, keepdim=True) / 448
+        # (in, out) column-major, as _scaled_mm takes its second operand
+        self.register_buffer("w1", (w1 / s1).to(E4M3).t())
+        self.register_buffer("w1_scale", s1)
+        self.register_buffer("w2", (w2 / s2).to(E4M3).t())
+        self.register_buffer("w2_scale", s2.t().contiguous())      # (1, 8): one per output row
+        self.register_buffer("x_scale", torch.tensor(0.05))
+
+    def forward(self, x):
+        x8 = (x / self.x_scale).to(E4M3)  # LINE:fp8.quantize
+        h = torch._scaled_mm(x8, self.w1, scale_a=self.x_scale, scale_b=self.w1_scale,
+                             out_dtype=torch.float32)  # LINE:fp8.fc1
+        h = torch.relu(h)
+        h_scale = h.abs().amax(1, keepdim=True).clamp(min=1e-12) / 448  # LINE:fp8.row_scale
+        h8 = (h / h_scale).to(E4M3)  # LINE:fp8.quantize_rows
+        return torch._scaled_mm(h8, self.w2, scale_a=h_scale, scale_b=self.w2_scale,
+                                out_dtype=torch.float32)  # LINE:fp8.fc2
+
+
+def fp8_inputs(overflow=False):
+    """fc1's input: within its calibrated range, or with one value past it (saturates)."""
+    x = torch.randn(4, 32, generator=torch.Generator().manual_seed(2))
+    if overflow:
+        x[1, 5] = 40.0       # 40 / 0.05 = 800 > 448: float8_e4m3fn saturates to 448
+    return (x,)
+
+
 @torch.library.custom_op("aotid_test::noisy_add", mutates_args=())
 def noisy_add(x: torch.Tensor) -> torch.Tensor:
     """A non-deterministic op: adds noise from a generator seeded by the OS, far below
@@ -450,6 +491,8 @@ def example(name):
     if name == "patches":
         batch, height, width = Dim("batch", min=2, max=8), Dim("height", min=32, max=64), Dim("width", min=32, max=64)
         return Patches(), (torch.randn(2, 3, 32, 48, generator=g),), ({0: batch, 2: height, 3: width},)
+    if name == "fp8":
+        return Fp8Linear(), fp8_inputs(), None
     if name == "weights_in":
         # x as mlp's; the weights from the same generator, scaled as nn.Linear's initialisation
         shapes = [(16, 8), (16,), (16, 16), (16,), (4, 16), (4,)]

@@ -111,6 +111,28 @@ def test_statistics_of_every_dtype_class_and_skipped_statistics():
     assert [label for label, _ in c.tensors()] == ["in c[0]"]
 
 
+def test_a_float8_blocks_saturation_count_is_read_and_a_bad_one_is_damage():
+    """sat_count (the float8 kinds, section 3) is a statistic and a count: read as a number,
+    shown with the others, and `sat_count=nan` is damage, never a number."""
+    block = ["  in w:", "    Tensor(", "      shape=(2, 3)", "      dtype=torch.float8_e4m3fn",
+             "      min=-448.000000", "      max=448.000000", "      mean=0.000000", "      nan_count=1",
+             "      inf_count=0", "      sat_count=3", "    )"]
+    w = LogWriter(with_banner=False)
+    w.record("launch", "1.1", "k", ["  origin: nodes=- source=-"] + block)
+    (launch,) = parse(w.text()).launches
+    assert launch.start.unparsed == [] and launch.start.damage is None
+    (w_,) = launch.inputs
+    assert w_.value.stats["sat_count"] == 3 and w_.value.nonfinite() is True
+    assert w_.value.stats_text() == ("min=-448.000000 max=448.000000 mean=0.000000 nan_count=1 inf_count=0 "
+                                     "sat_count=3")
+    bad = LogWriter(with_banner=False)
+    bad.record("launch", "1.1", "k", ["  origin: nodes=- source=-"] + [
+        line.replace("sat_count=3", "sat_count=nan") for line in block])
+    (record,) = parse(bad.text(), "x.log").records
+    assert record.damage == ("x.log:12: 'sat_count=nan' is not a count (expected a whole number of at "
+                             "most 20 digits)")
+
+
 def test_dict_keys_with_brackets_and_colons_are_read():
     text = ("[2026-11-21 05:30:45.000001] [pid 1] call 1 f\n"
             "  arg[0] d:\n    dict(len=2)\n"

@@ -151,6 +151,21 @@ def test_nan_raise_reaches_cpp_with_pythons_text(tmp_path, exe, packages):
     assert py_log == cpp_log
 
 
+def test_a_saturated_fp8_value_reaches_cpp_with_pythons_records_and_text(tmp_path, exe, packages):
+    """The fp8 model (models.py's Fp8Linear) with an input its float8_e4m3fn cast saturates, at
+    level 5 under AOTI_DEBUG_NAN_CHECK_SAT=1: the same records (sat_count in the float8
+    block) and the same error from the C++ runner."""
+    fp8 = packages.get("fp8", **PLANTED)
+    py, cpp, py_log, cpp_log = both(tmp_path, fp8, "fp8", "models.fp8_inputs(overflow=True)",
+                                    AOTI_DEBUG_NAN_CHECK_SAT="1")
+    text = raised(py)
+    assert text.startswith("aoti-debug NaN check: launch fp8:1.1 ") and " and 1 saturated into buf0 " in text
+    assert cpp.returncode == 1
+    assert cpp.stderr.endswith(f"aoti-debug-run: model run failed: {text}\n")
+    # launch 1.1 reads x (float32) and raises: its one float8 block, the quantized x
+    assert py_log == cpp_log and py_log.count("      sat_count=") == py_log.count("      sat_count=1\n") == 1
+
+
 @pytest.mark.parametrize("dest", ["stdout", "stderr"])
 def test_a_log_on_a_closed_pipe_does_not_stop_the_run(tmp_path, exe, mlp10, dest):
     """`AOTI_DEBUG_LOGLEVEL=5 aoti-debug-run ... | head -1` once head has exited: the log's

@@ -331,11 +331,14 @@ def _corpus():
            torch.randint(0, 200, (30,), dtype=torch.uint8), torch.tensor([0, 2**63 + 5], dtype=torch.uint64),
            torch.tensor([True, False, True]), c]
     out += [torch.randn(40, generator=g).to(getattr(torch, d)) for d in ("float8_e4m3fn", "float8_e5m2")]
+    # saturated values of both signs beside NaN, in a strided view (sat_count)
+    out += [(x * 300).to(torch.float8_e4m3fn)[1::2], (x * 4e4).to(torch.float8_e5m2).view(10, 100).t(),
+            torch.tensor([2.0 ** 127, 1.0, float("nan")]).to(torch.float8_e8m0fnu)]
     return out
 
 
 FIELDS = ("kind", "min", "max", "imin", "imax", "nan_count", "inf_count", "true_count", "false_count",
-          "first_nan", "first_inf", "hash", "unsigned")
+          "first_nan", "first_inf", "hash", "unsigned", "sat_count", "first_sat")
 
 
 def test_device_statistics_equal_the_compiled_cores():
@@ -343,12 +346,15 @@ def test_device_statistics_equal_the_compiled_cores():
     field exact (the mean to its last bits: torch's summation order)."""
     import math
     from aoti_debug.runtime.stats import compute_native, compute_with_torch
+    saturated = 0
     for t in _corpus():
         got, want = compute_with_torch(t, hash=True), compute_native(t, hash=True)
+        saturated += (want.sat_count or 0) > 0
         for f in FIELDS:
             a, b = getattr(got, f), getattr(want, f)
             assert a == b or (isinstance(a, float) and math.isnan(a) and math.isnan(b)), (t.dtype, f, a, b)
         assert got.mean == pytest.approx(want.mean, rel=1e-12, nan_ok=True), t.dtype
+    assert saturated == 3
 
 
 def test_device_statistics_wait_for_the_device_once():

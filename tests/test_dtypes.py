@@ -77,3 +77,46 @@ def test_the_guard_and_plan_check_name_every_dtype_by_the_table():
         [6, 8, 12, 45, 32]
     assert {n: scalar_type(n) for n in DTYPE_CODES} == DTYPE_CODES
     assert scalar_type("float128") == -1
+
+
+def header_float_facts():
+    """{name: (max_finite, smallest_normal, narrow)} of dtypes.h's float_facts table."""
+    text = open(HEADER).read()
+    body = text[text.index("static const FloatFacts table[] = {"):]
+    body = body[:body.index("};")]
+    names = {code: name for name, code in DTYPE_CODES.items()}
+    enum = text[text.index("enum ScalarCode"):]
+    codes = {name: int(code) for name, code in re.findall(r"k(\w+) = (\d+)", enum[:enum.index("};")])}
+    return {names[codes[k]]: (float(hi), float(lo), narrow == "true")
+            for k, hi, lo, narrow in re.findall(r"\{k(\w+), ([0-9.e+-]+), ([0-9.e+-]+), (true|false)\}", body)}
+
+
+def test_the_cpp_float_facts_are_torchs_finfo():
+    """Largest finite and smallest normal magnitude of every floating format, as torch.finfo
+    has them; narrow (under 16 bits) exactly for the float8 kinds and float4."""
+    facts = header_float_facts()
+    assert len(facts) == 10
+    for name, (hi, lo, narrow) in facts.items():
+        dtype = getattr(torch, name)
+        assert narrow == (dtype.itemsize == 1), name
+        if name == "float4_e2m1fn_x2":           # torch.finfo has no packed format: e2m1's own
+            assert (hi, lo) == (6.0, 1.0)
+            continue
+        info = torch.finfo(dtype)
+        assert (hi, lo) == (info.max, info.smallest_normal), name
+
+
+def test_the_saturation_limits_are_the_narrow_formats_with_statistics():
+    """native.core.SATURATION_LIMITS (the Python runtime's) names the formats dtypes.h's
+    counts_saturation does, each with the table's largest finite magnitude."""
+    from aoti_debug.native.core import SATURATION_LIMITS
+    facts = header_float_facts()
+    text = open(HEADER).read()
+    body = text[text.index("inline bool counts_saturation"):]
+    body = body[:body.index("return true")]
+    names = {code: name for name, code in DTYPE_CODES.items()}
+    enum = text[text.index("enum ScalarCode"):]
+    codes = {name: int(code) for name, code in re.findall(r"k(\w+) = (\d+)", enum[:enum.index("};")])}
+    counted = {names[codes[k]] for k in re.findall(r"case k(\w+):", body)}
+    assert counted == set(SATURATION_LIMITS) == {n for n, f in facts.items() if f[2]} - {"float4_e2m1fn_x2"}
+    assert SATURATION_LIMITS == {n: facts[n][0] for n in counted}

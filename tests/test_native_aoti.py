@@ -197,6 +197,8 @@ def device_corpus():
     yield "float16", x.half()
     yield "float64", x.double()
     yield "float8", torch.randn(50, generator=g).to(torch.float8_e4m3fn)
+    yield "float8 saturated", (x * 300).to(torch.float8_e4m3fn)[::2, 1:]     # both signs, NaN beside
+    yield "float8_e5m2 saturated", (x * 4e4).to(torch.float8_e5m2)
     yield "all-nan", torch.full((5,), math.nan)
     yield "finite", torch.randn(1000, generator=g)
     yield "odd bytes", torch.randn(7, generator=g).half()          # 14 bytes: the hash pads to 16
@@ -222,9 +224,11 @@ def test_device_statistics_by_torch_ops_equal_the_compiled_cores(adapter, name):
     status, got = device_stats(adapter, t)
     assert status == 1
     want = _native.compute_stats(t, hash=True)
+    assert (want.get("sat_count", 0) > 0) == name.endswith("saturated")
     mean = got.pop("mean")
     assert got["hash"] == want["hash"] and got["numel"] == t.numel()
-    for field in ("min", "max", "nan_count", "inf_count", "first_nan", "first_inf", "true_count", "false_count"):
+    for field in ("min", "max", "nan_count", "inf_count", "first_nan", "first_inf", "true_count", "false_count",
+                  "sat_count", "first_sat"):
         if field in want:
             assert got[field] == want[field] or (math.isnan(got[field]) and math.isnan(want[field])), field
     if "imin" in want:

@@ -37,6 +37,11 @@ def corpus():
     yield "bfloat16", x.bfloat16()
     yield "float8_e4m3fn", x.clamp(-400, 400).nan_to_num(0).to(torch.float8_e4m3fn)
     yield "float8_e5m2", x.to(torch.float8_e5m2)
+    # saturated values of both signs beside NaN, in a strided view (sat_count)
+    yield "float8_e4m3fn-saturated", (x * 300).to(torch.float8_e4m3fn).t()[::2]
+    yield "float8_e5m2-saturated", (x * 4e4).to(torch.float8_e5m2)[:, 1:]
+    yield "float8_e4m3fnuz", (x * 100).nan_to_num(0, 240, -240).to(torch.float8_e4m3fnuz)
+    yield "float8_e8m0fnu", torch.tensor([2.0 ** 127, 1.0, math.nan, 0.5]).to(torch.float8_e8m0fnu)
     yield "int64", torch.tensor([[-2**63, 2**63 - 1], [0, 5]])
     yield "int32", (x.nan_to_num(0, 9, -9) * 100).int()
     yield "int8", torch.tensor([-128, 127, 3], dtype=torch.int8)
@@ -89,3 +94,15 @@ def test_doc_example_block(native):
         "      device=cpu\n      requires_grad=False\n      is_contiguous=True\n"
         "      min=-1.000000\n      max=2.500000\n      mean=0.250000\n      nan_count=0\n"
         "      inf_count=0\n      hash=8d76fdcd3779af49\n    )\n")
+
+
+def test_saturated_float8_block(native):
+    """sat_count: the elements at the format's largest finite magnitude (e4m3fn: 448), both
+    signs, NaN beside them; written by both runtimes, only for the narrow formats."""
+    t = torch.tensor([[448.0, 1.0], [math.nan, -600.0], [-448.0, 0.5]]).to(torch.float8_e4m3fn).t()
+    block = native.render_tensor_block(t, 5, 4)
+    assert block == "\n".join(pyfmt.tensor_block(t, 5, 2)) + "\n"
+    assert block.splitlines()[7:] == [
+        "      min=-448.000000", "      max=448.000000", "      mean=-89.300000", "      nan_count=1",
+        "      inf_count=0", "      sat_count=3", "      hash=2d6ad92cf7208ed7", "    )"]
+    assert "sat_count" not in native.render_tensor_block(torch.tensor([448.0, 65504.0]).half(), 5, 4)

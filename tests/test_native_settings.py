@@ -29,6 +29,7 @@ BAD = [
     ("TORCHINDUCTOR_NAN_ASSERTS", ["2", "yes", "raise"]),
     ("AOTI_DEBUG_MEMCHECK", ["1", "yes", "on", "raise:nan", "error"]),
     ("AOTI_DEBUG_SYNC", ["2", "sometimes"]),
+    ("AOTI_DEBUG_NAN_CHECK_SAT", ["2", "sat", "raise"]),
     ("AOTI_DEBUG_DUMP_DIR", ["", "  ", "dumps/%r"]),
     ("AOTI_DEBUG_DUMP_MAX_SIZE_GB", ["0", "-1", "x", "inf", "nan", "1e", "0x10", "1__0", "", "-0.0",
                                      "1e-3", "+.5", "1E2"]),
@@ -50,6 +51,7 @@ GOOD = [
     ("TORCHINDUCTOR_NAN_ASSERTS", ["1", "TRUE", "0", ""]),
     ("AOTI_DEBUG_MEMCHECK", ["warn", " RAISE ", "0", "no", "off", ""]),
     ("AOTI_DEBUG_SYNC", ["on", "0"]),
+    ("AOTI_DEBUG_NAN_CHECK_SAT", ["1", " YES ", ""]),
     ("AOTI_DEBUG_DUMP_DIR", [" dumps "]),
     ("AOTI_DEBUG_DUMP_MAX_SIZE_GB", ["0.5", " 2 ", "0.001", ".5", "5."]),
     ("AOTI_DEBUG_DUMP_MAX_COUNT", ["0", " 12 ", "99999999999999999999999"]),
@@ -64,6 +66,7 @@ FIELDS = {"AOTI_DEBUG_LOGLEVEL": "level",
           "AOTI_DEBUG_CHECK_INPUTS": "check_inputs", "AOTI_RUNTIME_CHECK_INPUTS": "check_inputs",
           "AOTI_DEBUG_NAN_CHECK": "nan_check", "TORCHINDUCTOR_NAN_ASSERTS": "nan_check",
           "AOTI_DEBUG_MEMCHECK": "memcheck", "AOTI_DEBUG_SYNC": "sync", "AOTI_DEBUG_DUMP_DIR": "dump_dir",
+          "AOTI_DEBUG_NAN_CHECK_SAT": "nan_check_sat",
           "AOTI_DEBUG_DUMP_MAX_SIZE_GB": "dump_max_size_gb",
           "AOTI_DEBUG_DUMP_MAX_COUNT": "dump_max_count", "AOTI_DEBUG_BLACKBOX": "blackbox",
           "AOTI_DEBUG_BLACKBOX_MAX_MB": "blackbox_max_mb"}
@@ -71,7 +74,7 @@ FIELDS = {"AOTI_DEBUG_LOGLEVEL": "level",
 
 def as_text(field, value):
     """A Python Settings value in the C++ reader's output form."""
-    if field in ("check_inputs", "sync"):
+    if field in ("check_inputs", "sync", "nan_check_sat"):
         return "1" if value else "0"
     if field == "kernels":
         return ",".join(value)
@@ -86,7 +89,7 @@ def as_text(field, value):
 COMPILED = dict(level=3, kernels="*relu*", nan_check="warn:naninf", check_inputs=True, memcheck="warn",
                 blackbox=32)
 FALLBACK = {"level": "3", "logdest": "stdout", "kernels": "*relu*", "check_inputs": "1",
-            "nan_check": "warn:naninf", "memcheck": "warn", "sync": "0", "dump_dir": "aoti_debug_dumps",
+            "nan_check": "warn:naninf", "memcheck": "warn", "sync": "0", "nan_check_sat": "0", "dump_dir": "aoti_debug_dumps",
             "dump_max_size_gb": "20.0", "dump_max_count": "1000", "blackbox": "32", "blackbox_max_mb": "256"}
 
 

@@ -74,6 +74,12 @@ def check_floating(t, s):
     assert s.inf_count == len(infs)
     assert s.first_nan == (nans[0] if nans else -1)
     assert s.first_inf == (infs[0] if infs else -1)
+    if t.dtype.itemsize == 1:   # the float8 kinds: values at the format's largest finite magnitude
+        top = torch.finfo(t.dtype).max
+        at = [i for i, v in enumerate(vals) if abs(v) == top]
+        assert (s.sat_count, s.first_sat) == (len(at), at[0] if at else -1)
+    else:
+        assert (s.sat_count, s.first_sat) == (None, -1)
     if not rest:
         assert math.isnan(s.min) and math.isnan(s.max) and math.isnan(s.mean)
         return
@@ -166,6 +172,11 @@ CASES = {
     "complex-nan-inf-parts": lambda: torch.tensor(
         [complex(math.inf, math.nan), complex(math.inf, 1), complex(1, -math.inf), complex(3, 4),
          complex(math.nan, 0), complex(-0.0, 0.0)], dtype=torch.complex128),
+    # both signs, NaN beside them, overflows a saturating cast clamped (e4m3fn: Inf too)
+    "float8_e4m3fn-saturated": lambda: torch.tensor(
+        [448.0, -448.0, math.nan, 500.0, -1e9, math.inf, 1.0, -0.0, 416.0]).to(torch.float8_e4m3fn),
+    "float8_e5m2-saturated": lambda: torch.tensor(
+        [57344.0, -57344.0, math.nan, 6e4, math.inf, -2.0, 49152.0]).to(torch.float8_e5m2),
     "all-nan": lambda: torch.full((5,), math.nan),
     "all-negative-zero": lambda: torch.full((9,), -0.0),
     "mixed-zeros": lambda: torch.tensor([0.0, -0.0, 0.0]),
@@ -197,6 +208,8 @@ def test_stats_strided_views(native, view, dtype):
         base = base > 0
     elif dtype == torch.complex64:
         base = torch.complex(base, base.flip(0))
+    elif dtype.itemsize == 1 and dtype.is_floating_point:   # past 448 for a quarter: saturated
+        base = (base * 8).to(dtype)
     else:
         base = base.to(dtype) if dtype.is_floating_point else base.nan_to_num(0, 1e3, -1e3).to(dtype)
     t = {
@@ -273,6 +286,29 @@ def test_stats_same_bits_for_any_threads_and_vector_width(native, dtype):
     if dtype.is_floating_point or dtype.is_complex:
         assert (first.nan_count, first.inf_count) == (1, 1)
         assert (first.first_nan, first.first_inf) == (BLOCK * 2 + 5, BLOCK * 4 + 17)
+
+
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2], ids=str)
+def test_stats_sat_count_same_for_any_threads_and_vector_width(native, dtype):
+    """Saturated values counted once each whichever thread reads their block, also through a
+    strided view and beside a block that holds NaN (redone by the careful pass)."""
+    numel = (1 << 22) + 3 * BLOCK + 1001  # above the parallel threshold
+    x = big_case(torch.float32, numel, 13) * (150 if dtype == torch.float8_e4m3fn else 2e4)
+    x = x.to(dtype)
+    top = torch.finfo(dtype).max
+    x.view(torch.uint8)[: numel // 2 + 7] = 0     # the first one where a later thread reads
+    at = x.to(torch.float32).abs() == top
+    want, first = int(at.sum()), int(at.to(torch.uint8).argmax())
+    assert 1000 < want < numel // 20 and first > numel // 2
+    results = {(th, isa): compute_native(x, max_threads=th, isa_limit=isa)
+               for th in (1, 0, 3) for isa in (2, 8)}
+    assert {(s.sat_count, s.first_sat) for s in results.values()} == {(want, first)}
+    assert {repr(s) for s in results.values()} == {repr(results[(1, 2)])}   # repr: a NaN mean is equal
+    wide = torch.zeros(numel, 2, dtype=torch.uint8)
+    wide[:, 0] = x.view(torch.uint8)
+    strided = wide.view(dtype)[:, 0]
+    assert not strided.is_contiguous()
+    assert repr(compute_native(strided)) == repr(results[(1, 2)])
 
 
 def test_stats_vector_width_reported(native):

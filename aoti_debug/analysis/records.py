@@ -60,11 +60,11 @@ FLOATING = {"float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float
 INTEGER = {"uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64"}
 COMPLEX = {"complex64", "complex128"}
 STAT_KEYS = ("min", "max", "mean", "abs_min", "abs_max", "abs_mean",
-             "nan_count", "inf_count", "true_count", "false_count")
+             "nan_count", "inf_count", "sat_count", "true_count", "false_count")
 TENSOR_KEYS = ("shape", "stride", "dtype", "device", "requires_grad", "is_contiguous") + STAT_KEYS \
     + ("hash",)
 _HASH = re.compile(r"^[0-9a-f]{16}$")
-COUNT_KEYS = ("nan_count", "inf_count", "true_count", "false_count")
+COUNT_KEYS = ("nan_count", "inf_count", "sat_count", "true_count", "false_count")
 # mantissa bits of each floating format: the spacing of its values (check's ULPs, diff's
 # tolerance for what went through a narrow format); float8_e8m0fnu is exponent only
 MANTISSA = {"float64": 52, "float32": 23, "float16": 10, "bfloat16": 7, "float8_e4m3fn": 3,

@@ -54,6 +54,14 @@ DEVICE_CODES: Dict[str, int] = {
     "maia": 8, "xla": 9, "vulkan": 10, "metal": 11, "xpu": 12, "mps": 13, "meta": 14, "hpu": 15,
     "ve": 16, "lazy": 17, "ipu": 18, "mtia": 19, "privateuseone": 20,
 }
+# The narrow floating formats whose statistics count the values at their largest
+# finite magnitude (sat_count; detail/dtypes.h's float_facts and counts_saturation):
+# that magnitude, torch.finfo's max.
+SATURATION_LIMITS: Dict[str, float] = {
+    "float8_e5m2": 57344.0, "float8_e4m3fn": 448.0, "float8_e5m2fnuz": 57344.0,
+    "float8_e4m3fnuz": 240.0, "float8_e8m0fnu": 2.0 ** 127,
+}
+_SATURATING_CODES = frozenset(DTYPE_CODES[name] for name in SATURATION_LIMITS)
 STATS_KINDS = {0: "none", 1: "float", 2: "int", 3: "uint", 4: "bool", 5: "complex"}  # detail::StatsKind
 
 
@@ -71,7 +79,8 @@ class _StatsC(ctypes.Structure):
         ("nan_count", ctypes.c_int64), ("inf_count", ctypes.c_int64),
         ("true_count", ctypes.c_int64), ("false_count", ctypes.c_int64),
         ("first_nan", ctypes.c_int64), ("first_inf", ctypes.c_int64),
-        ("hash", ctypes.c_uint64), ("hashed", ctypes.c_int64),
+        ("hash", ctypes.c_uint64), ("hashed", ctypes.c_int64), ("sat_count", ctypes.c_int64),
+        ("first_sat", ctypes.c_int64),
     ]
 
 
@@ -240,6 +249,8 @@ def stats_fields(out: "_StatsC") -> dict:
     elif kind in ("float", "complex"):
         fields.update(min=out.min, max=out.max, mean=out.mean, nan_count=out.nan_count,
                       inf_count=out.inf_count, first_nan=out.first_nan, first_inf=out.first_inf)
+        if out.dtype in _SATURATING_CODES:
+            fields.update(sat_count=out.sat_count, first_sat=out.first_sat)
     elif kind == "int":
         fields.update(imin=out.imin, imax=out.imax, mean=out.mean)
     elif kind == "uint":

@@ -233,8 +233,11 @@ def stats_lines(s) -> List[str]:
 
 def _value_lines(s) -> List[str]:
     if s.kind == "float":
-        return [f"min={number(s.min)}", f"max={number(s.max)}", f"mean={number(s.mean)}",
-                f"nan_count={s.nan_count}", f"inf_count={s.inf_count}"]
+        lines = [f"min={number(s.min)}", f"max={number(s.max)}", f"mean={number(s.mean)}",
+                 f"nan_count={s.nan_count}", f"inf_count={s.inf_count}"]
+        if s.sat_count is not None:     # the float8 kinds (stats.saturation_limit)
+            lines.append(f"sat_count={s.sat_count}")
+        return lines
     if s.kind == "int":
         return [f"min={s.imin}", f"max={s.imax}", f"mean={number(s.mean)}"]
     if s.kind == "bool":

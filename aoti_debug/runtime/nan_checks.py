@@ -47,6 +47,7 @@ class NanChecks:
     def __init__(self, check: NanCheck, run: int, level: int = 1, model: str = "model") -> None:
         self.raise_ = check.action == "raise"
         self.count_inf = check.count_inf
+        self.count_sat = state.settings().nan_check_sat   # AOTI_DEBUG_NAN_CHECK_SAT (a run-time variable)
         self.run = run
         self.model = model   # the instance its messages name (`ranker#2:1.3`)
         self.level = level   # 0: warnings go to stderr, not into a log
@@ -68,10 +69,10 @@ class NanChecks:
         return None if s.skipped else s
 
     def _bad(self, s: stats_mod.Stats) -> bool:
-        return stats_mod.holds_bad(s, self.count_inf)
+        return stats_mod.holds_bad(s, self.count_inf, self.count_sat)
 
     def _finite(self, t, memo: Optional[stats_mod.Memo] = None) -> bool:
-        return not _tensor(t) or stats_mod.finite(t, self.count_inf, memo)
+        return not _tensor(t) or stats_mod.finite(t, self.count_inf, memo, self.count_sat)
 
     def _fetched(self, tensors, memo: Optional[stats_mod.Memo] = None) -> Optional[stats_mod.Memo]:
         """`memo` (a new one if None) with the device tensors among `tensors`
@@ -136,24 +137,34 @@ class NanChecks:
                              poison.at(t, self._first_bad(s)), values)
 
     def _counts(self, s: stats_mod.Stats) -> str:
-        return f"{s.nan_count} NaN" + (f" and {s.inf_count} Inf" if self.count_inf else "")
+        out = f"{s.nan_count} NaN"
+        if self.count_inf:
+            out += (", " if self.count_sat else " and ") + f"{s.inf_count} Inf"
+        return out + (f" and {s.sat_count or 0} saturated" if self.count_sat else "")
 
     def _first_bad(self, s: stats_mod.Stats) -> int:
         first = s.first_nan
         if self.count_inf and s.first_inf >= 0 and (first < 0 or s.first_inf < first):
             first = s.first_inf
+        if self.count_sat and s.sat_count and s.first_sat >= 0 and (first < 0 or s.first_sat < first):
+            first = s.first_sat
         return first
 
     def _report(self, launch: int, site, buffer: str, source: str, s, tainted: List[str],
                 poisoned: bool = False, values: Sequence[Any] = ()) -> None:
         msg = (f"launch {self.model}:{self.run}.{launch} {site.kernel} (source {source or '-'}) wrote "
                f"{self._counts(s)} into {buffer} (first at flat index {self._first_bad(s)}); ")
-        if not tainted:
+        if not tainted and self.count_sat:
+            msg += ("its inputs were finite and unsaturated, so this launch is where they first appear"
+                    if self.count_inf else
+                    "its inputs held no NaN and no saturated value, so this launch is where they first appear")
+        elif not tainted:
             msg += ("its inputs were finite, so this launch is where they first appear" if self.count_inf
                     else "its inputs held no NaN, so this launch is where NaN first appears")
         else:
             msg += ("its input " if len(tainted) == 1 else "its inputs ") + ", ".join(tainted)
-            msg += " already held NaN/Inf (look earlier)" if self.count_inf else " already held NaN (look earlier)"
+            msg += " already held NaN/Inf" if self.count_inf else " already held NaN"
+            msg += " or saturated values (look earlier)" if self.count_sat else " (look earlier)"
         if poisoned:
             msg += "; the first is memcheck poison: memory nobody wrote, not arithmetic"
         raising = self.raise_ and not tainted

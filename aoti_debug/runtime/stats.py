@@ -39,6 +39,8 @@ class Stats:
     numel: int = 0
     unsigned: bool = False            # int kind of an unsigned dtype
     hash: Optional[int] = None        # content hash (section 3.1), 64 bits
+    sat_count: Optional[int] = None   # narrow float formats: elements at the largest finite magnitude
+    first_sat: int = -1               # the first of them
 
 
 def kind_of(dtype) -> str:
@@ -63,6 +65,13 @@ def _INT_DTYPES():
     import torch
     return {torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
             torch.uint16, torch.uint32, torch.uint64}
+
+
+def saturation_limit(dtype) -> Optional[float]:
+    """The largest finite magnitude of a dtype whose statistics count saturated
+    values (sat_count: the float8 kinds), else None."""
+    from ..native.core import SATURATION_LIMITS
+    return SATURATION_LIMITS.get(str(dtype).replace("torch.", ""))
 
 
 def on_device(t) -> bool:
@@ -105,24 +114,28 @@ def compute(t, hash: bool = False) -> Stats:
     return compute_with_torch(t, hash)
 
 
-def holds_bad(s: Stats, count_inf: bool) -> bool:
-    """What the NaN/Inf check fails on: NaN, and with ``count_inf`` Inf too."""
-    return s.nan_count > 0 or (count_inf and s.inf_count > 0)
+def holds_bad(s: Stats, count_inf: bool, count_sat: bool = False) -> bool:
+    """What the NaN/Inf check fails on: NaN, with ``count_inf`` Inf too, with
+    ``count_sat`` saturated values too (AOTI_DEBUG_NAN_CHECK_SAT)."""
+    return s.nan_count > 0 or (count_inf and s.inf_count > 0) or (count_sat and bool(s.sat_count))
 
 
-def finite(t, count_inf: bool, memo: Optional["Memo"] = None) -> bool:
+def finite(t, count_inf: bool, memo: Optional["Memo"] = None, count_sat: bool = False) -> bool:
     """No NaN (and, with ``count_inf``, no Inf) in ``t``?  The NaN/Inf check's
     clean path: on the CPU one scan of the raw bits by the compiled core, no
     statistics; a device tensor by its statistics (from ``memo`` when it
     holds them, as it does a CPU tensor's when the launch-end record computed
     its statistics in the compiled core).  What cannot be read here (other devices, CUDA graph
-    capture, empty tensors) counts as finite, as in compute()'s skips."""
+    capture, empty tensors) counts as finite, as in compute()'s skips.  With
+    ``count_sat`` a saturated float8 value counts as bad too: the raw-bit scan
+    does not see those, so such a tensor gets its statistics."""
     if t.numel() == 0:
         return True
     s = memo.get(t) if memo is not None else None
     if s is not None:
-        return bool(s.skipped) or not holds_bad(s, count_inf)
-    if not on_device(t):
+        return bool(s.skipped) or not holds_bad(s, count_inf, count_sat)
+    count_sat = count_sat and saturation_limit(t.dtype) is not None
+    if not on_device(t) and not count_sat:
         if t.device.type != "cpu":
             return True
         try:
@@ -132,7 +145,7 @@ def finite(t, count_inf: bool, memo: Optional["Memo"] = None) -> bool:
         except ImportError:
             pass
     s = (memo or compute)(t)
-    return bool(s.skipped) or not holds_bad(s, count_inf)
+    return bool(s.skipped) or not holds_bad(s, count_inf, count_sat)
 
 
 def compute_native(t, max_threads: int = 0, isa_limit: int = 0, hash: bool = False) -> Stats:
@@ -259,6 +272,11 @@ def _queue(t, hash: bool, parts: list):
         want_double(torch.where(nan, float("inf"), values).amin())
         want_double(torch.where(nan, float("-inf"), values).amax())
         want_double(torch.where(nan, 0, values).sum(dtype=torch.float64) / (numel - nans).clamp(min=1))
+    limit = saturation_limit(t.dtype) if kind == "float" else None
+    if limit is not None:
+        at = values.abs() == limit
+        sats = at.sum()
+        want_int(sats), want_int(torch.where(sats > 0, at.to(torch.uint8).argmax(), -1))
     unsigned, itemsize = t.dtype in _UNSIGNED(), flat.element_size()
 
     def finish(got: list) -> Stats:
@@ -273,6 +291,8 @@ def _queue(t, hash: bool, parts: list):
         s = Stats(kind=kind, nan_count=got[0], inf_count=got[1], first_nan=got[2], first_inf=got[3], hash=digest)
         if s.nan_count < numel:
             s.min, s.max, s.mean = _double(got[4]), _double(got[5]), _double(got[6])
+        if limit is not None:
+            s.sat_count, s.first_sat = got[7], got[8]
         return s
     return finish
 

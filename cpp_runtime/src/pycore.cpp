@@ -217,6 +217,7 @@ AOTID_EXPORT int64_t aotid_read_settings(const char* const* env, int32_t level, 
     out += "kernels=" + d::join_kernels(s.kernels) + "\n";
     out += std::string("check_inputs=") + (s.check_inputs ? "1" : "0") + "\n";
     out += "nan_check=" + s.nan_check.str() + "\n";
+    out += std::string("nan_check_sat=") + (s.nan_check_sat ? "1" : "0") + "\n";
     out += std::string("memcheck=") + d::memcheck_name(s.memcheck) + "\n";
     out += "blackbox=" + std::to_string(s.blackbox) + "\n";
     out += "blackbox_max_mb=" + std::to_string(s.blackbox_max_mb) + "\n";

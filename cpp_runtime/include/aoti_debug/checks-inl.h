@@ -193,7 +193,7 @@ AOTI_DEBUG_CORE_FN bool NanChecks::clean(const Site& site, Values outs) {
       if (kept == nullptr) kept = &launch_memo(site, outs);
       s = kept->find(arg->t);
     }
-    const bool ok = s != nullptr ? !holds_bad(*s, count_inf_) : is_finite(*arg);
+    const bool ok = s != nullptr ? !holds_bad(*s, count_inf_, count_sat_) : is_finite(*arg);
 #else
     const bool ok = is_finite(*arg);
 #endif
@@ -246,11 +246,11 @@ AOTI_DEBUG_CORE_FN void NanChecks::after(const Site& site, const char* const* so
     } else if (!detail::device_stats(*arg, &s, &reason)) {
       continue;  // e.g. CUDA graph capture: never sync there
     }
-    const bool bad = holds_bad(s, count_inf_);
+    const bool bad = holds_bad(s, count_inf_, count_sat_);
     set_bad(arg->t.data, bad);
     if (bad)
       report(site, a.name, sources && *sources[k] ? sources[k] : site.source, s, tainted,
-             detail::poison_at(arg->t, InputGuard::first_bad(s, count_inf_)), args);
+             detail::poison_at(arg->t, InputGuard::first_bad(s, count_inf_, count_sat_)), args);
 #endif
   }
 }
@@ -261,17 +261,21 @@ AOTI_DEBUG_CORE_FN void NanChecks::report(const Site& site, const char* buffer, 
   // `source` names the module too: the codegen wrote it (findings' one format, plan.where)
   std::string msg = "launch " + detail::launch_id(model_.name(), run_.run, run_.launch) + " " + site.kernel +
                     " (source " + detail::or_dash(source) + ") wrote " +
-                    InputGuard::counts(s, count_inf_) + " into " + buffer + " (first at flat index " +
-                    std::to_string(InputGuard::first_bad(s, count_inf_)) + "); ";
+                    InputGuard::counts(s, count_inf_, count_sat_) + " into " + buffer + " (first at flat index " +
+                    std::to_string(InputGuard::first_bad(s, count_inf_, count_sat_)) + "); ";
   // checking NaN only, an Inf input is fine: the message says what was checked
-  if (tainted.empty()) {
+  if (tainted.empty() && count_sat_) {
+    msg += count_inf_ ? "its inputs were finite and unsaturated, so this launch is where they first appear"
+                      : "its inputs held no NaN and no saturated value, so this launch is where they first appear";
+  } else if (tainted.empty()) {
     msg += count_inf_ ? "its inputs were finite, so this launch is where they first appear"
                       : "its inputs held no NaN, so this launch is where NaN first appears";
   } else {
     msg += "its input";
     msg += tainted.size() == 1 ? " " : "s ";
     for (size_t i = 0; i < tainted.size(); ++i) msg += (i ? ", " : "") + tainted[i];
-    msg += count_inf_ ? " already held NaN/Inf (look earlier)" : " already held NaN (look earlier)";
+    msg += count_inf_ ? " already held NaN/Inf" : " already held NaN";
+    msg += count_sat_ ? " or saturated values (look earlier)" : " (look earlier)";
   }
   if (poison) msg += "; the first is memcheck poison: memory nobody wrote, not arithmetic";
   const bool raising = raise_ && tainted.empty();

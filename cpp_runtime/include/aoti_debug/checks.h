@@ -85,14 +85,17 @@ class InputGuard {
   void finish(const Run& run, const char* const* labels, Values inputs);
 
 #if AOTI_DEBUG_ENABLE_STATS
-  static std::string counts(const Stats& s, bool count_inf) {
+  static std::string counts(const Stats& s, bool count_inf, bool count_sat = false) {
     std::string out = std::to_string(s.nan_count) + " NaN";
-    if (count_inf) out += " and " + std::to_string(s.inf_count) + " Inf";
+    if (count_inf) out += (count_sat ? ", " : " and ") + std::to_string(s.inf_count) + " Inf";
+    if (count_sat) out += " and " + std::to_string(s.sat_count) + " saturated";
     return out;
   }
-  static int64_t first_bad(const Stats& s, bool count_inf) {
+  static int64_t first_bad(const Stats& s, bool count_inf, bool count_sat = false) {
     int64_t first = s.first_nan;
     if (count_inf && s.first_inf >= 0 && (first < 0 || s.first_inf < first)) first = s.first_inf;
+    if (count_sat && s.sat_count > 0 && s.first_sat >= 0 && (first < 0 || s.first_sat < first))
+      first = s.first_sat;
     return first;
   }
 #endif
@@ -119,7 +122,8 @@ class NanChecks {
  public:
   NanChecks(const Model& m, const Run& run)
       : on(m.nan_check().action != detail::kNanOff), model_(m), run_(run),
-        raise_(m.nan_check().action == detail::kNanRaise), count_inf_(m.nan_check().count_inf) {}
+        raise_(m.nan_check().action == detail::kNanRaise), count_inf_(m.nan_check().count_inf),
+        count_sat_(m.nan_check_sat()) {}
 
   const bool on;
 
@@ -150,11 +154,13 @@ class NanChecks {
 #if AOTI_DEBUG_ENABLE_STATS
     if (v.kind != Value::kTensor || v.t.data == nullptr) return true;
     if (v.t.device_type != 0) {  // fetched with the launch's others when it could be
-      if (const Stats* kept = memo_for_launch(v.t)) return !holds_bad(*kept, count_inf_);
+      if (const Stats* kept = memo_for_launch(v.t)) return !holds_bad(*kept, count_inf_, count_sat_);
       Stats s{};
       const char* reason = nullptr;
-      return !detail::device_stats(v, &s, &reason) || !holds_bad(s, count_inf_);
+      return !detail::device_stats(v, &s, &reason) || !holds_bad(s, count_inf_, count_sat_);
     }
+    // the raw-bit scan sees no saturation: a float8 tensor then gets its statistics
+    if (count_sat_ && detail::counts_saturation(v.t.dtype)) return !holds_bad(compute_stats(v.t), count_inf_, true);
     return all_finite(v.t, count_inf_);
 #else
     (void)v;
@@ -200,6 +206,7 @@ class NanChecks {
   const Run& run_;
   const bool raise_;
   const bool count_inf_;
+  const bool count_sat_;  // AOTI_DEBUG_NAN_CHECK_SAT: saturated float8 values count too
   // Keyed by data pointer, not name: the wrapper reuses a buffer under a new
   // name (`auto buf10 = std::move(buf7);`), and model inputs have user labels.
   std::vector<const void*> bad_;

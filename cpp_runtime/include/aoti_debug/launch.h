@@ -182,6 +182,7 @@ class Model {
   int memcheck() const { return memcheck_; }  // detail::kNanOff / kNanWarn / kNanRaise
   int64_t blackbox() const { return blackbox_; }  // launches the black box keeps, 0: off
   bool sync() const { return settings_.sync; }
+  bool nan_check_sat() const { return settings_.nan_check_sat; }  // AOTI_DEBUG_NAN_CHECK_SAT
   const detail::Settings& settings() const { return settings_; }
   const std::string& name() const { return name_; }
   const std::string& dest() const { return settings_.logdest; }

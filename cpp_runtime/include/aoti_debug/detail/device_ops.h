@@ -160,6 +160,13 @@ inline bool plan(AtenTensorHandle handle, const TensorView& v, Words* words, Pla
     words->add_double(unary("aten::min", nan_to(values, __builtin_inf())));
     words->add_double(unary("aten::max", nan_to(values, -__builtin_inf())));
     words->add_double(total(nan_to(values, 0.0), ScalarType::Double));
+    if (counts_saturation(v.dtype)) {   // sat_count: |x| at the format's largest finite value
+      Tensor lim = torch::stable::new_zeros(values, {1}, ScalarType::Float);
+      torch::stable::fill_(lim, float_facts(v.dtype)->max_finite);
+      Tensor at = binary("aten::eq", unary("aten::abs", values), lim);
+      words->add_int(total(at, ScalarType::Long));
+      words->add_int(first_true(at));
+    }
   }
   return true;
 }
@@ -169,7 +176,7 @@ inline Stats finish(const Planned& p, const int64_t* got) {
   Stats s;
   std::memset(&s, 0, sizeof(s));
   s.dtype = p.dtype, s.kind = p.kind, s.numel = p.numel;
-  s.first_nan = s.first_inf = -1;
+  s.first_nan = s.first_inf = s.first_sat = -1;
   s.min = s.max = s.mean = __builtin_nan("");
   s.hash = hash_finish(static_cast<uint64_t>(got[0]) + static_cast<uint64_t>(got[1]), p.numel,
                        dtype_info(p.dtype)->itemsize);
@@ -189,6 +196,7 @@ inline Stats finish(const Planned& p, const int64_t* got) {
       s.min = from_bits(got[4]), s.max = from_bits(got[5]);
       s.mean = from_bits(got[6]) / static_cast<double>(p.numel - s.nan_count);
     }
+    if (counts_saturation(p.dtype)) s.sat_count = got[7], s.first_sat = got[7] > 0 ? got[8] : -1;
   }
   return s;
 }

@@ -96,6 +96,48 @@ inline int32_t stats_kind(int32_t code) {
   }
 }
 
+// What each floating format can hold: its largest finite magnitude and its
+// smallest normal magnitude (torch.finfo's max and smallest_normal; tests
+// read this table against torch).  `narrow`: under 16 bits, where a value at
+// max_finite is how a conversion that saturates hides an overflow, so the
+// statistics count such values (sat_count, docs/log-format.md section 3).
+struct FloatFacts {
+  int32_t code;
+  double max_finite;
+  double smallest_normal;
+  bool narrow;
+};
+
+inline const FloatFacts* float_facts(int32_t code) {
+  static const FloatFacts table[] = {
+      {kHalf, 65504.0, 6.103515625e-05, false},
+      {kFloat, 3.4028234663852886e+38, 1.1754943508222875e-38, false},
+      {kDouble, 1.7976931348623157e+308, 2.2250738585072014e-308, false},
+      {kBFloat16, 3.3895313892515355e+38, 1.1754943508222875e-38, false},
+      {kFloat8_e5m2, 57344.0, 6.103515625e-05, true},
+      {kFloat8_e4m3fn, 448.0, 0.015625, true},
+      {kFloat8_e5m2fnuz, 57344.0, 3.0517578125e-05, true},
+      {kFloat8_e4m3fnuz, 240.0, 0.0078125, true},
+      {kFloat8_e8m0fnu, 1.7014118346046923e+38, 5.877471754111438e-39, true},
+      {kFloat4_e2m1fn_x2, 6.0, 1.0, true},  // per packed element; no statistics yet
+  };
+  for (const FloatFacts& f : table)
+    if (f.code == code) return &f;
+  return nullptr;
+}
+
+// Does this dtype's statistics block count saturated values (sat_count)?
+// The narrow formats that have statistics: the float8 kinds.
+inline bool counts_saturation(int32_t code) {
+  switch (code) {
+    case kFloat8_e5m2: case kFloat8_e4m3fn: case kFloat8_e5m2fnuz: case kFloat8_e4m3fnuz:
+    case kFloat8_e8m0fnu:
+      return true;
+    default:
+      return false;
+  }
+}
+
 inline float float_from_bits(uint32_t b) {
   float f;
   std::memcpy(&f, &b, 4);

@@ -398,6 +398,7 @@ AOTI_DEBUG_ALWAYS_INLINE void append_stats_lines(W& out, int indent, const Stats
       dbl(AOTI_DEBUG_KEY_("mean"), s.mean);
       i64(AOTI_DEBUG_KEY_("nan_count"), s.nan_count);
       i64(AOTI_DEBUG_KEY_("inf_count"), s.inf_count);
+      if (counts_saturation(s.dtype)) i64(AOTI_DEBUG_KEY_("sat_count"), s.sat_count);
       break;
     case kStatsComplex:
       dbl(AOTI_DEBUG_KEY_("abs_min"), s.min);

@@ -546,6 +546,8 @@ inline constexpr SettingVariable kSettingVariables[] = {
     {"AOTI_DEBUG_NAN_CHECK", "TORCHINDUCTOR_NAN_ASSERTS",
      parse_into<&Settings::nan_check, parse_nan>, parse_into<&Settings::nan_check, parse_upstream_nan>,
      [](const Settings& f) { return f.nan_check.str(); }, Settings::kNanCheck},
+    {"AOTI_DEBUG_NAN_CHECK_SAT", nullptr, parse_into<&Settings::nan_check_sat, parse_bool>, nullptr,
+     kept_flag<&Settings::nan_check_sat>, -1},
     {"AOTI_DEBUG_MEMCHECK", nullptr, parse_into<&Settings::memcheck, parse_memcheck>, nullptr,
      [](const Settings& f) { return std::string(memcheck_name(f.memcheck)); }, Settings::kMemcheck},
     {"AOTI_DEBUG_BLACKBOX", nullptr, parse_into<&Settings::blackbox, parse_blackbox>, nullptr,

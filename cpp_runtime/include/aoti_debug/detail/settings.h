@@ -57,6 +57,7 @@ struct Settings {
   std::vector<std::string> kernels;  // lowercased globs; empty = every kernel
   bool check_inputs = false;
   NanCheck nan_check;
+  bool nan_check_sat = false;  // AOTI_DEBUG_NAN_CHECK_SAT: saturated float8 values fail the check too
   int memcheck = kNanOff;  // AOTI_DEBUG_MEMCHECK: kNanOff, kNanWarn or kNanRaise (off, warn, raise)
   bool sync = false;
   std::string dump_dir = "aoti_debug_dumps";

@@ -662,6 +662,8 @@ struct StatsJob {
   int64_t numel;
   int64_t nblocks;
   bool hash;  // also the content hash
+  bool sat;                  // counts_saturation dtypes (float8): count the saturated elements
+  uint8_t sat_pos, sat_neg;  // their bytes: +max and -max (the same where there is no sign)
   const unsigned char* base;
   int64_t sizes[64];
   int64_t strides[64];
@@ -673,6 +675,7 @@ struct StatsJob {
 struct StatsPartial {
   double mn = __builtin_inf(), mx = -__builtin_inf();
   int64_t nan = 0, inf = 0, trues = 0;
+  int64_t sat[2] = {0, -1};  // saturated elements (j.sat), and the first one's index
   bool negz = false, posz = false;
   bool failed = false;  // out of memory
   uint64_t hash_sum = 0;
@@ -753,16 +756,30 @@ AOTI_DEBUG_ALWAYS_INLINE const unsigned char* next_chunk(const StatsJob& j, Curs
   return buf;
 }
 
+// The float8 elements p[0, n) that are byte pos or neg into sat[0]; the
+// logical index of the first one (p[0] is element `at`) into sat[1] if unset.
+// On the raw bytes: a byte compare is many lanes wide, a compare of the
+// converted doubles is not.
+AOTI_DEBUG_ALWAYS_INLINE void count_saturated(const unsigned char* p, int64_t n, uint8_t pos, uint8_t neg,
+                                              int64_t at, int64_t* sat) {
+  uint32_t k = 0;  // n <= kStatsChunk
+  for (int64_t i = 0; i < n; ++i) k += static_cast<uint32_t>((p[i] == pos) | (p[i] == neg));
+  for (int64_t i = 0; k > 0 && sat[1] < 0 && i < n; ++i)
+    if (p[i] == pos || p[i] == neg) sat[1] = at + i;
+  sat[0] += k;
+}
+
 // One pass P of the floating path over block [start, start + len): chunks
 // (in place or gathered) converted to doubles, then the kernel; with
 // `hash_sum`, each chunk's content-hash sum added while it is at hand (a
-// gathered view is then gathered once, not again by hash_block).
+// gathered view is then gathered once, not again by hash_block); with `sat`,
+// the saturated elements counted (the fast pass, which sees each block once).
 template <int W, int P>
 AOTI_DEBUG_ALWAYS_INLINE void float_block_pass(const StatsJob& j, Cursor& c, unsigned char* buf,
                                                double* dbuf, int64_t start, int64_t len,
                                                FloatAcc<W>& fa, FastAcc<W>& fast,
                                                typename VecOf<double, W>::type* lanes,
-                                               uint64_t* hash_sum = nullptr) {
+                                               uint64_t* hash_sum = nullptr, int64_t* sat = nullptr) {
   if (!j.contiguous) c.seek(start);
   for (int64_t off = 0, m = 0; off < len; off += m) {
     int64_t avail = 0;
@@ -776,6 +793,7 @@ AOTI_DEBUG_ALWAYS_INLINE void float_block_pass(const StatsJob& j, Cursor& c, uns
       convert_chunk<W>(p, m, j.code, dbuf);
       d = dbuf;
     }
+    if (sat != nullptr) count_saturated(p, m, j.sat_pos, j.sat_neg, start + off, sat);
     float_kernel<W, P>(d, m, fa, fast, lanes);
   }
 }
@@ -927,7 +945,7 @@ AOTI_DEBUG_ALWAYS_INLINE void stats_blocks_impl(const StatsJob& j, int64_t b0, i
     } else {
       FastAcc<W> fast;
       float_block_pass<W, kPassFast>(j, c, buf, dbuf, start, len, fa, fast, lanes[0],
-                                     j.hash ? &out.hash_sum : nullptr);
+                                     j.hash ? &out.hash_sum : nullptr, j.sat ? out.sat : nullptr);
       finish_block<W>(j, c, buf, dbuf, b, fa, fast, lanes[0]);
       ++b;
     }
@@ -1041,7 +1059,7 @@ AOTI_DEBUG_CORE_FN Stats compute_stats(const TensorView& v, bool hash, int max_t
   s.dtype = v.dtype;
   s.kind = stats_kind(v.dtype);
   s.numel = numel_of(v);
-  s.first_nan = s.first_inf = -1;
+  s.first_nan = s.first_inf = s.first_sat = -1;
   s.min = s.max = s.mean = __builtin_nan("");
   if (s.kind == kStatsNone || s.numel <= 0) return s;
 
@@ -1052,6 +1070,15 @@ AOTI_DEBUG_CORE_FN Stats compute_stats(const TensorView& v, bool hash, int max_t
   j.numel = s.numel;
   j.nblocks = (s.numel + kStatsBlock - 1) / kStatsBlock;
   j.hash = hash;
+  // float8 kinds only, which never take the direct fast path (has_fast_blocks)
+  j.sat = counts_saturation(v.dtype);
+  int pos = 0, neg = -1;  // the bytes the decode table spells +max and -max as
+  for (int b = 0; j.sat && b < 256; ++b) {
+    const double x = float8_table(v.dtype)[b], top = float_facts(v.dtype)->max_finite;
+    if (x == top) pos = b;
+    else if (x == -top) neg = b;
+  }
+  j.sat_pos = static_cast<uint8_t>(pos), j.sat_neg = static_cast<uint8_t>(neg >= 0 ? neg : pos);
   j.base = static_cast<const unsigned char*>(v.data);
   j.nd = collapse_dims(v, j.sizes, j.strides);
   if (j.nd == 0) j.sizes[0] = 1, j.strides[0] = 1, j.nd = 1;  // one element
@@ -1129,6 +1156,9 @@ AOTI_DEBUG_CORE_FN Stats compute_stats(const TensorView& v, bool hash, int max_t
     const StatsPartial& p = parts[t];
     s.nan_count += p.nan;
     s.inf_count += p.inf;
+    s.sat_count += p.sat[0];
+    // each thread reads its blocks in order, so its first is its smallest
+    if (p.sat[1] >= 0 && (s.first_sat < 0 || p.sat[1] < s.first_sat)) s.first_sat = p.sat[1];
     if (p.mn < mn) mn = p.mn;
     if (p.mx > mx) mx = p.mx;
     negz = negz || p.negz;

@@ -58,11 +58,14 @@ struct Stats {
   int64_t first_inf;
   uint64_t hash;      // content hash (section 3.1), valid when hashed != 0
   int64_t hashed;
+  int64_t sat_count;  // elements at the format's largest finite magnitude (counts_saturation dtypes)
+  int64_t first_sat;  // logical flat index of the first of them, -1 when none
 };
 
-// What the NaN/Inf check fails on: NaN, and with count_inf Inf too.
-inline bool holds_bad(const Stats& s, bool count_inf) {
-  return s.nan_count > 0 || (count_inf && s.inf_count > 0);
+// What the NaN/Inf check fails on: NaN, with count_inf Inf too, with
+// count_sat saturated values too (AOTI_DEBUG_NAN_CHECK_SAT).
+inline bool holds_bad(const Stats& s, bool count_inf, bool count_sat = false) {
+  return s.nan_count > 0 || (count_inf && s.inf_count > 0) || (count_sat && s.sat_count > 0);
 }
 
 // Their bodies, and the statistics core behind them, are in stats-inl.h: a

@@ -1,0 +1,115 @@
+"""An fp8 model (tests/models.py's Fp8Linear: two torch._scaled_mm linears, per-tensor and
+per-row scales) compiled with AOTI and with torch.compile: the float8 operands' statistics
+with sat_count (docs/log-format.md 3), and a planted overflow, which float8_e4m3fn
+saturates silently, named by the NaN check under AOTI_DEBUG_NAN_CHECK_SAT=1
+(docs/checks.md)."""
+
+import pytest
+import torch
+
+from aoti_debug.analysis import load
+from aoti_debug.analysis.mask import mask
+from aoti_debug.runtime import format as pyfmt
+from conftest import PLANTED, TESTS, clean_env, raised, records, run_package, run_python
+from models import fp8_inputs, line_of, seeded
+
+SCALED_MM = "aoti_torch_cpu__scaled_mm_out"
+
+
+@pytest.fixture(scope="module")
+def fp8(packages):
+    return packages.get("fp8", **PLANTED)
+
+
+def eager_operands(overflow=False):
+    """What each _scaled_mm reads, computed eagerly: {label: tensor} of fc1's and fc2's."""
+    m, _, _ = seeded("fp8")
+    (x,) = fp8_inputs(overflow)
+    x8 = (x / m.x_scale).to(torch.float8_e4m3fn)
+    h = torch.relu(torch._scaled_mm(x8, m.w1, scale_a=m.x_scale, scale_b=m.w1_scale, out_dtype=torch.float32))
+    h8 = (h / (h.abs().amax(1, keepdim=True).clamp(min=1e-12) / 448)).to(torch.float8_e4m3fn)
+    return {"buf0": x8, "w1": m.w1}, {"buf3": h8, "w2": m.w2}
+
+
+def saturated(t):
+    return int((t.to(torch.float32).abs() == 448).sum())
+
+
+def test_level_5_shows_each_scaled_mm_operands_saturation(fp8, tmp_path):
+    """Both extern _scaled_mm launches log their float8 operands with sat_count: the weights
+    and the per-row activations scaled to their largest magnitude hold their clamps, fc1's
+    input none; each block is the one format.py writes for the eager tensor."""
+    log = tmp_path / "log.txt"
+    proc = run_package(fp8, "fp8", inputs="models.fp8_inputs()", AOTI_DEBUG_LOGDEST=str(log))
+    assert "RAISED" not in proc.stdout
+    launches = [la for la in load.read(str(log)).launches if la.start.name == SCALED_MM]
+    assert len(launches) == 2
+    text = log.read_text()
+    for launch, operands in zip(launches, eager_operands()):
+        got = {i.name: i.value for i in launch.inputs if i.value.dtype == "torch.float8_e4m3fn"}
+        assert set(got) == set(operands)
+        for name, t in operands.items():
+            assert got[name].stats["sat_count"] == saturated(t)
+            block = "\n".join(pyfmt.tensor_block(t, 5, 2)) + "\n"
+            assert f"  in {name}:\n{block}" in text
+    counts = [saturated(t) for ops in eager_operands() for t in ops.values()]
+    assert counts[0] == 0 and all(c > 0 for c in counts[1:]), counts
+
+
+def overflow_message(model, kernel):
+    return (f"launch {model}:1.1 {kernel} (source {line_of('fp8.quantize')}) wrote 0 NaN, 0 Inf and 1 "
+            "saturated into buf0 (first at flat index 37); its inputs were finite and unsaturated, so "
+            "this launch is where they first appear")
+
+
+def test_a_saturating_overflow_is_named_at_its_launch_and_line_only_when_asked(fp8, tmp_path):
+    """x[1, 5] = 40 is 800 in fc1's input scale: float8_e4m3fn makes it 448 with no NaN or Inf.
+    AOTI_DEBUG_NAN_CHECK_SAT=1 names the quantizing launch (flat index 1 * 32 + 5); unset,
+    the run passes as before."""
+    log = tmp_path / "log.txt"
+    proc = run_package(fp8, "fp8", inputs="models.fp8_inputs(overflow=True)", AOTI_DEBUG_NAN_CHECK_SAT="1",
+                       AOTI_DEBUG_LOGDEST=str(log))
+    kernel = next(la.start.name for la in load.read(str(log)).launches if la.ident == "fp8:1.1")
+    assert kernel.startswith("cpp_fused_")
+    assert raised(proc) == "aoti-debug NaN check: " + overflow_message("fp8", kernel)
+    notes = [r for r in records(mask(log.read_text())) if " note - nan-check" in r]
+    assert notes == [f"[TIMESTAMP] [pid PID] note - nan-check\n  {overflow_message('fp8', kernel)}\n"]
+    quiet = run_package(fp8, "fp8", inputs="models.fp8_inputs(overflow=True)", AOTI_DEBUG_LOGLEVEL="0")
+    assert "RAISED" not in quiet.stdout and quiet.stdout.count("OUTPUT") == 1
+
+
+@pytest.mark.python_writer
+def test_torch_compile_counts_and_names_saturation_as_aoti_does(aoti_cache, tmp_path):
+    """The Python runtime (torch.compile's wrapper), warn mode: the overflow named with the
+    AOTI run's words; then fc2's input, quantized per row by its own largest magnitude, holds
+    one 448 per row, which the check names too: a legitimate clamp (docs/checks.md)."""
+    log = tmp_path / "log.txt"
+    proc = run_python(f"""
+        import sys; sys.path.insert(0, {TESTS!r})
+        import torch, models
+        model, _, _ = models.seeded("fp8")
+        with torch.no_grad():
+            print("SUM", float(torch.compile(model)(*models.fp8_inputs(overflow=True)).sum()))
+    """, env=clean_env(TORCHINDUCTOR_CACHE_DIR=aoti_cache, AOTI_DEBUG_LOGLEVEL="5",
+                       AOTI_DEBUG_NAN_CHECK="warn:naninf", AOTI_DEBUG_NAN_CHECK_SAT="1",
+                       AOTI_DEBUG_LOGDEST=str(log)))
+    assert "SUM" in proc.stdout
+    parsed = load.read(str(log))
+    kernel = next(la.start.name for la in parsed.launches if la.ident == "model:1.1")
+    fc1, fc2 = eager_operands(overflow=True)
+    rows = fc2["buf3"].to(torch.float32).abs().reshape(-1) == 448
+    scaled = [la for la in parsed.launches if "scaled_mm" in la.start.name and not la.start.name.startswith("cpp_")]
+    assert len(scaled) == 2
+    got = {i.name: i.value.stats.get("sat_count") for i in scaled[0].inputs}
+    assert (got["buf0"], got["w1"]) == (1, saturated(fc1["w1"]))
+    quantize_rows = next(la for la in parsed.launches if la.ident == "model:1.3")
+    notes = [r.split("\n", 1)[1] for r in records(mask(log.read_text())) if " note - nan-check" in r]
+    assert notes == [
+        f"  {overflow_message('model', kernel)}\n",
+        f"  launch model:1.3 {quantize_rows.start.name} (source {quantize_rows.start.origin.source}) wrote "
+        f"0 NaN, 0 Inf and {int(rows.sum())} saturated into buf3 (first at flat index "
+        f"{int(rows.to(torch.uint8).argmax())}); its inputs were finite and unsaturated, so this launch "
+        "is where they first appear\n",
+        "  run 1: NaN/Inf in 2 launches: " + f"{kernel} x1, {quantize_rows.start.name} x1\n"]
+    # the launch's line: the division that makes the row scale, the most telling op it fused
+    assert quantize_rows.start.origin.source == line_of("fp8.row_scale")
