@@ -331,13 +331,13 @@ class Fp8Linear(torch.nn.Module):
 
     def forward(self, x):
         x8 = (x / self.x_scale).to(E4M3)  # LINE:fp8.quantize
-        h = torch._scaled_mm(x8, self.w1, scale_a=self.x_scale, scale_b=self.w1_scale,
-                             out_dtype=torch.float32)  # LINE:fp8.fc1
+        h = torch._scaled_mm(x8, self.w1, scale_a=self.x_scale,  # LINE:fp8.fc1
+                             scale_b=self.w1_scale, out_dtype=torch.float32)
         h = torch.relu(h)
         h_scale = h.abs().amax(1, keepdim=True).clamp(min=1e-12) / 448  # LINE:fp8.row_scale
         h8 = (h / h_scale).to(E4M3)  # LINE:fp8.quantize_rows
-        return torch._scaled_mm(h8, self.w2, scale_a=h_scale, scale_b=self.w2_scale,
-                                out_dtype=torch.float32)  # LINE:fp8.fc2
+        return torch._scaled_mm(h8, self.w2, scale_a=h_scale,  # LINE:fp8.fc2
+                                scale_b=self.w2_scale, out_dtype=torch.float32)
 
 
 def fp8_inputs(overflow=False):

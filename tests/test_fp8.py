@@ -113,3 +113,61 @@ def test_torch_compile_counts_and_names_saturation_as_aoti_does(aoti_cache, tmp_
         "  run 1: NaN/Inf in 2 launches: " + f"{kernel} x1, {quantize_rows.start.name} x1\n"]
     # the launch's line: the division that makes the row scale, the most telling op it fused
     assert quantize_rows.start.origin.source == line_of("fp8.row_scale")
+
+
+# -- diff against the eager reference (docs/analysis.md, "Values that went through fp8") --
+
+@pytest.fixture(scope="module")
+def fp8_logs(fp8, tmp_path_factory):
+    """(the package's level-5 log, the eager reference's, the eager reference's of the model
+    with fc2's weight scales on the wrong rows)."""
+    root = tmp_path_factory.mktemp("fp8-diff")
+    aoti, eager, wrong = (str(root / name) for name in ("aoti.log", "eager.log", "wrong.log"))
+    run_package(fp8, "fp8", inputs="models.fp8_inputs()", AOTI_DEBUG_LOGDEST=aoti)
+    for path, flip in ((eager, False), (wrong, True)):
+        run_python(f"""
+            import sys; sys.path.insert(0, {TESTS!r})
+            import aoti_debug, models
+            model, _, _ = models.seeded("fp8")
+            if {flip}:
+                model.w2_scale.copy_(model.w2_scale.flip(1))
+            aoti_debug.eager_log(model, models.fp8_inputs())
+        """, env=clean_env(AOTI_DEBUG_LOGDEST=path, AOTI_DEBUG_LOGLEVEL="5"))
+    return aoti, eager, wrong
+
+
+def diff_cli(*argv):
+    proc = run_python(f"""
+        import sys
+        from aoti_debug.cli import main
+        sys.exit(main({list(argv)!r}))
+    """, env=clean_env(PYTHONPATH=TESTS), check=False)
+    return proc.returncode, proc.stdout.splitlines(), proc.stderr
+
+
+def test_diff_against_the_eager_reference_agrees_bit_for_bit(fp8_logs):
+    aoti, eager, _ = fp8_logs
+    code, out, err = diff_cli("diff", eager, aoti)
+    assert (code, err) == (0, ""), out
+    assert [line.split()[:4] for line in out[3:8]] == [
+        ["-", "fp8:1.1", "cpp_fused__scaled_mm__to_copy_div_0", "only"],
+        ["eager:1.3", "fp8:1.2", "aten._scaled_mm.default", "/"],
+        ["eager:1.6", "fp8:1.3", "aten.amax.default", "/"],
+        ["eager:1.11", "fp8:1.4", "aten._scaled_mm.default", "/"],
+        ["end", "end", "eager", "/"]]
+    assert all(line.endswith("identical  0 (bit for bit)") for line in out[4:8]), out
+    assert out[-1] == "the logs agree: 3 aligned launch(es) compared (atol=1e-05, rtol=0.001; counts exact)"
+
+
+def test_diff_names_the_matmul_whose_weight_scales_are_on_the_wrong_rows(fp8_logs):
+    """fc2's fp8 operands are the same on both sides (equal hashes), so its output is judged
+    at the tolerances asked for, not at float8_e4m3fn's precision: the scales on the wrong
+    rows make fc2 the first divergence, at its line."""
+    aoti, _, wrong = fp8_logs
+    code, out, err = diff_cli("diff", wrong, aoti)
+    assert (code, err) == (1, "")
+    first = out.index("first divergence: node _scaled_mm_1: A eager:1.11 aten._scaled_mm.default / "
+                      "B fp8:1.4 aoti_torch_cpu__scaled_mm_out")
+    assert out[first + 1:first + 3] == [f"  source: {line_of('fp8.fc2')}", "  nodes:  _scaled_mm_1"]
+    assert out[first + 3].startswith("  out _scaled_mm_1/buf5 min ")
+    assert not any("judged at its precision" in line for line in out), out

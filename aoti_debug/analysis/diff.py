@@ -271,8 +271,14 @@ def pair_with_reference(ref: Sequence[Event], other: Sequence[Event]) -> Tuple[L
 
 # -- what went through a narrow format (records.NARROW) ---------------------------
 
-# What a value in a narrow format reaches is judged at that format's precision,
-# never tighter than the tolerances asked for.
+# Two builds may quantise a value one step apart (x * (1/s) against x / s), and
+# a step of a format under 16 bits is 6 to 25% of the value.  So a narrow value
+# that differs between the sides is judged at its format's precision, and so is
+# what a launch computes from narrow inputs that differ (or that only one side
+# has), and what the launches after it compute from those results, until both
+# sides hold a value alike again.  A matmul whose fp8 operands are the same on
+# both sides is judged at the tolerances asked for: a wrong scale beside them is
+# still found.
 
 @dataclasses.dataclass(frozen=True)
 class Precision:
@@ -284,37 +290,53 @@ def _narrowest(*found: Optional[Precision]) -> Optional[Precision]:
     return max((p for p in found if p is not None), key=lambda p: p.rtol, default=None)
 
 
-def _own(tensor: Tensor) -> Optional[Precision]:
+def _own(tensor: object) -> Optional[Precision]:
+    if not isinstance(tensor, Tensor):
+        return None
     short = tensor.dtype.replace("torch.", "")
     return Precision(NARROW[short], short) if short in NARROW else None
 
 
-def reached(events: Sequence[Event]) -> Dict[int, Precision]:
-    """For each launch (by its first record) that reads a value which is, or was
-    computed from, a tensor in a narrow format: that format's precision.  Values
-    flow through names, in launch order: what a launch writes holds what it read."""
-    holds: Dict[str, Precision] = {}        # a buffer (or a node's) name: what its value went through
-    found: Dict[int, Precision] = {}
-    if not any(r.narrow for e in events if isinstance(e, Launch) for r in (e.start, e.end) if r is not None):
-        return found                        # the common case, without reading a record again
-    for event in events:
-        if not isinstance(event, Launch):
-            continue
-        came = _narrowest(*(_narrowest(_own(t), holds.get(item.name))
-                            for item in event.inputs for _, t in item.tensors()))
-        if came is not None:
-            found[id(event.first)] = came
-        for item in event.outputs:
-            own = _narrowest(came, *(_own(t) for _, t in item.tensors()))
-            if own is None:
-                holds.pop(item.name, None)  # overwritten with a value of wide formats only
-            else:
-                holds[item.name] = own
-    return found
+def _item(label: str) -> str:
+    """The item a (flattened) label names: `out buf5[0]` -> `buf5`."""
+    return label.split(" ", 1)[-1].split("[", 1)[0]
 
 
-def _precision(event: Event, tensor: Tensor, found: Dict[int, Precision]) -> Optional[Precision]:
-    return _narrowest(found.get(id(event.first)), _own(tensor))
+def has_narrow(events: Sequence[Event]) -> bool:
+    return any(r.narrow for e in events if isinstance(e, Launch) for r in (e.start, e.end) if r is not None)
+
+
+@dataclasses.dataclass
+class Paths:
+    """Each side's names holding a value computed from narrow values that differed."""
+    sides: Tuple[Dict[str, Precision], Dict[str, Precision]] = \
+        dataclasses.field(default_factory=lambda: ({}, {}))
+
+    def reads(self, a: Event, b: Event) -> Optional[Precision]:
+        """What the pair computes from: narrow inputs that differ between the sides or that
+        one side lacks, and values on a path."""
+        if isinstance(a, ModelOutputs):     # the model's outputs: the values the run ended with
+            return _narrowest(*[self.sides[0].get(i.name) for i in a.outputs],
+                              *[self.sides[1].get(i.name) for i in b.outputs])
+        found = [self.sides[0].get(i.name) for i in a.inputs] + [self.sides[1].get(i.name) for i in b.inputs]
+        ins_a, ins_b = _outputs(a.inputs), _outputs(b.inputs)
+        paired, _ = pair_outputs(ins_a, ins_b)
+        kept = {id(v) for _, va, vb in paired for v in (va, vb)}
+        found += [_own(va) for _, va, vb in paired
+                  if isinstance(va, Tensor) and isinstance(vb, Tensor) and not same_bytes(va, vb)]
+        found += [_own(v) for _, v in ins_a + ins_b if id(v) not in kept]
+        return _narrowest(*found)
+
+    def wrote(self, a: Event, b: Event, came: Optional[Precision], paired) -> None:
+        """After the pair: its outputs continue a path unless both sides hold them alike."""
+        for _, la, lb, va, vb in paired:
+            alike = isinstance(va, Tensor) and isinstance(vb, Tensor) and same_bytes(va, vb)
+            for side, label, value in ((0, la, va), (1, lb, vb)):
+                on = None if alike else _narrowest(came, _own(value))
+                if on is None:
+                    self.sides[side].pop(_item(label), None)
+                else:
+                    self.sides[side][_item(label)] = on
 
 
 def tolerances(atol: float, rtol: float, precision: Optional[Precision], b: Tensor) -> Tuple[float, float]:
@@ -438,18 +460,17 @@ def _holds(event: Event) -> Optional[dict]:
     return event.origin.holds if event.origin else None
 
 
-def compare(a: Event, b: Event, atol: float, rtol: float, exact: bool = False,
-            reach: Tuple[Dict[int, Precision], Dict[int, Precision]] = ({}, {})) -> Row:
-    """`reach`: each side's `reached`, for the tolerance of values that went through a
-    narrow format."""
+def _paired(a: Event, b: Event):
+    """(the outputs compare pairs, as (label, A's label, B's label, value A, value B); what
+    is left unpaired; a Row saying why nothing can be compared, or None)."""
     # a damaged record may have lost outputs, and the pairing of the others with them
     damaged = [r.damage for r in (a.end, b.end) if r is not None and r.damage]
     if damaged:
-        return Row(a, b, UNKNOWN, reason=f"unknown: {damaged[0]}", unreadable=damaged)
+        return [], "", Row(a, b, UNKNOWN, reason=f"unknown: {damaged[0]}", unreadable=damaged)
     out_a, out_b = _outputs(a.outputs), _outputs(b.outputs)
     if not out_a or not out_b:
         missing = " and ".join(s for s, o in (("A", out_a), ("B", out_b)) if not o)
-        return Row(a, b, UNKNOWN, reason=f"no outputs recorded in {missing}")
+        return [], "", Row(a, b, UNKNOWN, reason=f"no outputs recorded in {missing}")
     holds_a, holds_b = _holds(a), _holds(b)
     # held values are comparable only where the two graphs name nodes alike (torch.compile
     # and export may number them differently): at least one value must be held on both sides
@@ -457,6 +478,20 @@ def compare(a: Event, b: Event, atol: float, rtol: float, exact: bool = False,
         paired, extra = pair_outputs(out_a, out_b)
     else:
         paired, extra = pair_by_value(out_a, out_b, holds_a, holds_b)
+    label_a, label_b = {id(v): la for la, v in out_a}, {id(v): lb for lb, v in out_b}
+    return [(label, label_a[id(va)], label_b[id(vb)], va, vb) for label, va, vb in paired], extra, None
+
+
+def compare(a: Event, b: Event, atol: float, rtol: float, exact: bool = False,
+            paths: Optional[Paths] = None) -> Row:
+    """`paths`: the values computed from narrow values that differ, followed through the
+    pairs compared before this one (None: the run holds no narrow value)."""
+    paired, extra, cannot = _paired(a, b)
+    if cannot is not None:
+        return cannot
+    came = paths.reads(a, b) if paths is not None else None
+    if paths is not None:
+        paths.wrote(a, b, came, paired)
     if not paired:
         return Row(a, b, UNKNOWN, reason="no common outputs", extra=extra)
     deltas: List[Delta] = []
@@ -465,7 +500,7 @@ def compare(a: Event, b: Event, atol: float, rtol: float, exact: bool = False,
     hashed = same = 0           # tensor pairs with a content hash on both sides; of the same bytes
     bits_differ = None
     judged: Optional[Precision] = None      # the narrow format that widened a tolerance
-    for label, va, vb in paired:
+    for label, la, lb, va, vb in paired:
         if isinstance(va, Tensor) and isinstance(vb, Tensor) and va.hash and vb.hash:
             hashed += 1
             same += same_bytes(va, vb)
@@ -475,8 +510,8 @@ def compare(a: Event, b: Event, atol: float, rtol: float, exact: bool = False,
                         and va.dtype == vb.dtype:
                     deltas.append(Delta(label, "hash", va.hash, vb.hash, math.inf, 0))
         if isinstance(va, Tensor) and isinstance(vb, Tensor):
-            narrow = _narrowest(_precision(a, va, reach[0]), _precision(b, vb, reach[1]))
-            if narrow is not None and narrow.rtol > rtol:
+            narrow = _narrowest(came, _own(va), _own(vb))
+            if narrow is not None and narrow.rtol > rtol and not same_bytes(va, vb):
                 judged = _narrowest(judged, narrow)
             try:
                 found = compare_tensors(label, va, vb, *tolerances(atol, rtol, narrow, vb))
@@ -499,7 +534,7 @@ def compare(a: Event, b: Event, atol: float, rtol: float, exact: bool = False,
     if unknown:
         return Row(a, b, UNKNOWN, deltas, reason="outputs without statistics", extra=extra,
                    bits_differ=bits_differ, precision=judged)
-    tensors = [(va, vb) for _, va, vb in paired if isinstance(va, Tensor) and isinstance(vb, Tensor)]
+    tensors = [(va, vb) for *_, va, vb in paired if isinstance(va, Tensor) and isinstance(vb, Tensor)]
     identical = same == len(tensors) > 0 and not extra \
         and all(d.a == d.b for d in deltas if d.field == "value")
     return Row(a, b, IDENTICAL if identical else OK, deltas, extra=extra, bits_differ=bits_differ,
@@ -703,7 +738,6 @@ def diff(log_a: Log, log_b: Log, run: int = 1, atol: float = 1e-5, rtol: float =
     pairs, notes_pairs = pair_instances(instances_a, instances_b)
     rows: List[Row] = []
     for (_, events_a), (_, events_b) in pairs:
-        reach = (reached(events_a), reached(events_b))
         eager = [is_reference(log, events) for log, events in ((log_a, events_a), (log_b, events_b))]
         if eager[0] != eager[1]:        # a build against the eager reference: by held value
             ref, other = (events_a, events_b) if eager[0] else (events_b, events_a)
@@ -717,20 +751,17 @@ def diff(log_a: Log, log_b: Log, run: int = 1, atol: float = 1e-5, rtol: float =
                                  "buffer, or filtered out): not compared"]
         else:
             aligned = align(events_a, events_b)
+        paths = Paths() if has_narrow(events_a) or has_narrow(events_b) else None
         for a, b in aligned:
             if a is None:
                 rows.append(Row(None, b, ONLY_B))
             elif b is None:
                 rows.append(Row(a, None, ONLY_A))
             else:
-                rows.append(compare(a, b, atol, rtol, exact, reach))
+                rows.append(compare(a, b, atol, rtol, exact, paths))
         ends = [model_outputs(log, events) for log, events in ((log_a, events_a), (log_b, events_b))]
         if all(ends):
-            # the outputs' own buffers are not named: a run that computed through a narrow
-            # format has its outputs judged at the narrowest one
-            run_wide = tuple({id(end.first): p} if (p := _narrowest(*found.values())) else {}
-                             for end, found in zip(ends, reach))
-            rows.append(compare(ends[0], ends[1], atol, rtol, exact, run_wide))
+            rows.append(compare(ends[0], ends[1], atol, rtol, exact, paths))
         elif any(ends):
             (has, lacks), other = (("A", "B"), (log_b, events_b)) if ends[0] else (("B", "A"), (log_a, events_a))
             why = ("its run-end record holds none: a dump does not keep them" if _run_end(*other)
