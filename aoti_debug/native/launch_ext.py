@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import sys
 import sysconfig
 import threading
@@ -47,12 +48,24 @@ def flags() -> Tuple[str, ...]:
     import torch
     lib = os.path.join(os.path.dirname(torch.__file__), "lib")
     include = os.path.join(os.path.dirname(torch.__file__), "include")
-    return ("-O2", _build.CXX_STD, "-shared", "-fPIC", "-fvisibility=hidden", *_build.torch_flags(),
+    return ("-O2", _cxx_std(os.path.dirname(torch.__file__)), "-shared", "-fPIC", "-fvisibility=hidden", *_build.torch_flags(),
             f"-DAOTI_DEBUG_TORCH_GIT={getattr(torch.version, 'git_version', '') or 'unknown'}",
             "-I", os.path.join(include, "torch", "csrc", "api", "include"),
             "-I", sysconfig.get_paths()["include"],
             "-Wl,--no-as-needed", "-L", lib, "-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python",
             f"-Wl,-rpath,{lib}")
+
+
+def _cxx_std(torch_dir: str) -> str:
+    """The C++ standard torch builds its own extensions with (torch.utils.cpp_extension's
+    common_cflags: C++20 from 2.12 on, whose headers need it; C++17 before), read from
+    its source rather than imported (that module pulls in setuptools)."""
+    try:
+        with open(os.path.join(torch_dir, "utils", "cpp_extension.py"), encoding="utf-8") as f:
+            found = re.search(r"common_cflags \+= \['(-std=c\+\+\d+)'", f.read())
+    except OSError:
+        found = None
+    return found.group(1) if found else _build.CXX_STD
 
 
 def _name() -> str:
