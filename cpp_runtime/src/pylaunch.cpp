@@ -94,10 +94,11 @@ bool encode_values(PyObject* const* items, Py_ssize_t n, std::vector<int64_t>& h
       w[0] = kTensor, w[1] = dtype, w[2] = (tp == st.parameter ? 1 : 0) | (t.requires_grad() ? 2 : 0);
       w[4] = reinterpret_cast<int64_t>(t.const_data_ptr()), w[5] = static_cast<int64_t>(sizes.size());
       w[6] = 0, w[7] = -1;
-      const size_t at = static_cast<size_t>(w - head.data());
-      head.insert(head.end(), sizes.begin(), sizes.end());
-      head.insert(head.end(), strides.begin(), strides.end());
-      w = head.data() + at;  // the insert may have moved the words
+      const size_t at = static_cast<size_t>(w - head.data()), end = head.size(), nd = sizes.size();
+      head.resize(end + 2 * nd);  // may move the words
+      std::memcpy(head.data() + end, sizes.data(), nd * sizeof(int64_t));
+      std::memcpy(head.data() + end + nd, strides.data(), nd * sizeof(int64_t));
+      w = head.data() + at;
     } else if (o == Py_None) {
       w[0] = kNone;
     } else if (tp == &PyBool_Type) {
@@ -180,7 +181,9 @@ PyObject* hand_over(PyObject* run, PyObject* name, PyObject* site, PyObject* con
 bool is_true(PyObject* o) { return o == Py_True; }
 bool is_none(PyObject* o) { return o == nullptr || o == Py_None; }
 
-thread_local std::vector<int64_t> head_words;
+// one record's words at a time: every call here holds the GIL (not thread_local: a
+// dlopen'ed library's thread_local costs a __tls_get_addr call each use)
+std::vector<int64_t> head_words;
 
 // kind 0 (`launch`, then the launch marked in flight) or 1 (`launch-end`, the
 // mark cleared first) at level >= 3; false where the Run must write it.
