@@ -36,7 +36,7 @@ from . import build as _build
 SOURCE = Path("src") / "pylaunch.cpp"
 MODULE = "aotid_pylaunch"
 SWITCH = "AOTI_DEBUG_LAUNCH_EXTENSION"   # "0": the Python functions (the extension is not built)
-BUILD_TIME = "once per torch release; 15 s to 25 s measured on 2 cores"
+BUILD_TIME = "once per torch release; 15 s to 30 s measured on 2 cores"
 
 _lock = threading.Lock()
 _module = None
