@@ -435,6 +435,7 @@ ALL_NAMES: Tuple[str, ...] = tuple(
 # AOTI_DEBUG_* names the project uses that are not settings: known, never called unknown
 OTHER_NAMES: Tuple[str, ...] = (
     "AOTI_DEBUG_CACHE_DIR",             # where the C++ pieces are built (native/build.py, runner.py)
+    "AOTI_DEBUG_LAUNCH_EXTENSION",      # "0": torch.compile's launches without their extension (native/launch_ext.py)
     "AOTI_DEBUG_RUNTIME_REGISTRY",      # set by the runtime itself (docs/log-format.md 6)
     "AOTI_DEBUG_VENV",                  # scripts/setup.sh
     "AOTI_DEBUG_CACHE",                 # the test venvs of other torch versions (docs/testing.md)

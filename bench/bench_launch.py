@@ -10,8 +10,12 @@ launch to a file (target <= 2 us) and to /dev/null (the same system call,
 without the file system behind it).
 
 Then the same for torch.compile's Python wrapper: the statements its
-instrumented code runs around each launch (aoti_debug/runtime/launches.py)
-around a kernel that does nothing, over the same loop without them; beside
+instrumented code runs around each launch (codegen_patches/python_emit.py:
+`launch(run, site, *values)` / `launch_end(...)`, the compiled launch
+extension of native/launch_ext.py, built first if the cache lacks it)
+around a kernel that does nothing, over the same loop without them, and
+the same with the extension switched off (AOTI_DEBUG_LAUNCH_EXTENSION=0:
+launches.py's functions, one ctypes call a record); beside
 it, what a launch of the plain wrapper costs on a real model (GPT-2 of the
 tests' corpus, run by bench_corpus.py's worker: the median call over the
 launches of a call, counted in a level-1 log).
@@ -53,11 +57,12 @@ def kernel(a, b):
     pass
 def call():
     run = model.begin_run(("x",), (arg0_1,))
+    launch, launch_end = model.calls
     for _ in range(n):
-        run.launch += 1
-        if run.level: run.before(site, (buf0, arg0_1))
+        if run.level: launch(run, site, buf0, arg0_1)
+        else: run.launch += 1
         kernel(buf0, arg0_1)
-        if run.level: run.after(site, (buf0, arg0_1))
+        if run.level: launch_end(run, site, buf0, None)
 def call_plain():
     for _ in range(n):
         kernel(buf0, arg0_1)
@@ -66,26 +71,34 @@ f()
 times = []
 for _ in range(7):
     t0 = time.perf_counter_ns(); f(); times.append(time.perf_counter_ns() - t0)
-print(min(times) / n)
+from aoti_debug.runtime import launches
+print("ctypes" if model.calls[0] is launches.launch else "extension", min(times) / n)
 """
 
 def python_wrapper(env: dict, work: str, cxx: dict) -> None:
-    def loop(n, plain=False, **extra):
+    def loop(n, plain=False, path="extension", **extra):
+        if path == "ctypes":
+            extra["AOTI_DEBUG_LAUNCH_EXTENSION"] = "0"
         out = subprocess.run([sys.executable, "-c", PY_LOOP, str(n), "plain" if plain else "on"],
                              env=dict(env, **extra), capture_output=True, text=True, check=True)
-        return float(out.stdout.split()[-1])
+        used, ns = out.stdout.split()[-2:]
+        if not plain and int(extra.get("AOTI_DEBUG_LOGLEVEL", "1")) and used != path:
+            raise SystemExit(f"the loop ran on {used}, not {path}: {out.stderr}")
+        return float(ns)
 
     log = os.path.join(work, "python.log")
-    rows = {"plain": [], "level 0": [], "level 1 (file)": [], "level 1 (/dev/null)": [],
-            "level 3 (/dev/null)": [], "level 5 (/dev/null)": []}
+    rows = {"plain": [], "level 0": [], "level 1 (file)": []}
+    for path in ("extension", "ctypes"):
+        rows.update({(path, level): [] for level in (1, 3, 5)})
     for _ in range(5):
         rows["plain"].append(loop(200_000, plain=True))
         rows["level 0"].append(loop(200_000, AOTI_DEBUG_LOGLEVEL="0"))
         rows["level 1 (file)"].append(loop(50_000, AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_LOGDEST=log))
         os.unlink(log)
-        for level in (1, 3, 5):
-            rows[f"level {level} (/dev/null)"].append(
-                loop(50_000 if level == 1 else 5_000, AOTI_DEBUG_LOGLEVEL=str(level), AOTI_DEBUG_LOGDEST="/dev/null"))
+        for path in ("extension", "ctypes"):
+            for level in (1, 3, 5):
+                rows[(path, level)].append(loop(50_000 if level == 1 else 5_000, path=path,
+                                                AOTI_DEBUG_LOGLEVEL=str(level), AOTI_DEBUG_LOGDEST="/dev/null"))
     over = {k: (statistics.median(v) - statistics.median(rows["plain"])) / 1000 for k, v in rows.items()}
 
     from bench_corpus import Worker, launches_per_call   # its worker runs GPT-2 under torch.compile
@@ -100,13 +113,15 @@ def python_wrapper(env: dict, work: str, cxx: dict) -> None:
     print("torch.compile's Python wrapper, per launch over the same loop without instrumentation:")
     print(f"  level 0 (compiled 5) {over['level 0']:+8.3f} us per launch")
     print(f"  level 1 to a file    {over['level 1 (file)']:+8.3f} us per launch, one record each")
-    print(f"  level 1 to /dev/null {over['level 1 (/dev/null)']:+8.3f} us per launch")
+    print(f"  level 1 to /dev/null {over[('extension', 1)]:+8.3f} us per launch "
+          f"(through ctypes: {over[('ctypes', 1)]:+.3f} us)")
     what = {3: "two records, three tensors", 5: "the same with statistics"}
     for level in (3, 5):
-        py, cc = over[f"level {level} (/dev/null)"], cxx[level]
+        py, cc, slow = over[("extension", level)], cxx[level], over[("ctypes", level)]
         ratio = py / cc
         print(f"  level {level} to /dev/null {py:+8.3f} us per launch, {what[level]}; "
-              f"C++ {cc:+.3f} us, Python/C++ {ratio:.2f}x (target <= 1.2){'' if ratio <= 1.2 else ' MISSED'}")
+              f"C++ {cc:+.3f} us, Python/C++ {ratio:.2f}x (target <= 1.2){'' if ratio <= 1.2 else ' MISSED'}; "
+              f"through ctypes {slow:+.3f} us, {slow / cc:.2f}x")
     print(f"    (C++: bench_launch.cpp's site of the same launch, {cxx['build']})")
     print(f"  the plain wrapper on GPT-2: {per_call:.1f} us per call, {launches:g} launches, "
           f"{per_call / launches:.2f} us per launch")
@@ -142,8 +157,10 @@ def main() -> int:
     subprocess.run(["c++", "-std=c++17", "-O1", "-DNDEBUG", "-I", include_dir(),
                     os.path.join(HERE, "bench_launch.cpp"), "-o", exe, "-lpthread"], check=True)
     linked, build = build_artifact_like(work)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AOTI_DEBUG_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AOTI_DEBUG_") or k == "AOTI_DEBUG_CACHE_DIR"}
     log = os.path.join(work, "bench.log")
+    from aoti_debug.native import launch_ext
+    launch_ext.build()   # before the loops time anything
 
     def run(n, instrumented, site="empty", binary=exe, **extra):
         out = subprocess.run([binary, str(n), "1" if instrumented else "0", site], env=dict(env, **extra),

@@ -3,7 +3,7 @@ into aoti_debug/runtime/launches.py, the Python twin of cpp_emit.py.
 
 Site descriptions and the model object live at module level (written into
 the wrapper's header); the calls go into `call(args)`.  At level 0 a launch
-costs one increment and one branch per side.
+costs one branch per side and one increment.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from aoti_debug.plan import IN, INOUT, OUT, Arg, Site
 
 RUN = "_aotid_run"
 MODEL = "_aotid_model"
+# launches.launch / launch_end or their compiled twins (Model.calls), bound once a call
+LAUNCH, LAUNCH_END = "_aotid_launch", "_aotid_launch_end"
 
 
 def header(settings, model: str) -> List[str]:
@@ -51,13 +53,21 @@ def _values(site: Site, out_side: bool) -> str:
     return _tuple([a.expr if a.role in wanted else "None" for a in site.args])
 
 
+def _arguments(site: Site, out_side: bool) -> str:
+    """The call's arguments: the run, the site, then its values (_values), one argument each."""
+    wanted = (OUT, INOUT) if out_side else (IN, INOUT)
+    return ", ".join([RUN, site_name(site)] + [a.expr if a.role in wanted else "None" for a in site.args])
+
+
 def before_launch(site: Site) -> List[str]:
-    return [f"{RUN}.launch += 1",
-            f"if {RUN}.level: {RUN}.before({site_name(site)}, {_values(site, False)})"]
+    """launch() counts the launch and writes its record (at level >= 1); at
+    level 0 the count alone, without a call."""
+    return [f"if {RUN}.level: {LAUNCH}({_arguments(site, False)})",
+            f"else: {RUN}.launch += 1"]
 
 
 def after_launch(site: Site) -> List[str]:
-    return [f"if {RUN}.level: {RUN}.after({site_name(site)}, {_values(site, True)})"]
+    return [f"if {RUN}.level: {LAUNCH_END}({_arguments(site, True)})"]
 
 
 def skipped_launch(site: Site) -> List[str]:
@@ -120,7 +130,8 @@ EMITTER = Emitter()
 
 
 def run_begin(inputs: Sequence[str], labels: Sequence[str]) -> List[str]:
-    return [f"{RUN} = {MODEL}.begin_run({_tuple([repr(l) for l in labels])}, {_tuple(list(inputs))})"]
+    return [f"{RUN} = {MODEL}.begin_run({_tuple([repr(l) for l in labels])}, {_tuple(list(inputs))})",
+            f"{LAUNCH}, {LAUNCH_END} = {MODEL}.calls"]
 
 
 def run_end(outputs: Sequence[Arg], memcheck: bool = False) -> List[str]:

@@ -42,6 +42,54 @@ if WRITER == "python":
     if NO_CORE_WARNING not in os.environ.get("PYTHONWARNINGS", "").split(","):
         os.environ["PYTHONWARNINGS"] = ",".join(w for w in (os.environ.get("PYTHONWARNINGS"), NO_CORE_WARNING) if w)
 
+# -- which launch functions torch.compile's wrapper calls (AOTID_TEST_LAUNCH) ---------
+#
+# The generated wrapper calls launch(run, site, *values) / launch_end(...) around
+# each launch (runtime/launches.py): from a model's first run at level >= 1 the
+# compiled ones (native/launch_ext.py, a CPython extension built into
+# $AOTI_DEBUG_CACHE_DIR beside the core, once per torch release), else, where it
+# cannot be built or AOTI_DEBUG_LAUNCH_EXTENSION=0, launches.py's own, which
+# write the same records through ctypes.  AOTID_TEST_LAUNCH=ctypes runs a session
+# on the second: the variable reaches every process the tests start (clean_env
+# keeps it); launch_session checks, once per worker, that no process loads the
+# extension, and in the default session that it loads (built here once, before
+# any test process looks for it).  .ci/run runs the `launch_path` tests once more so.
+LAUNCH = os.environ.get("AOTID_TEST_LAUNCH") or "extension"
+if LAUNCH not in ("extension", "ctypes"):
+    raise RuntimeError(f"AOTID_TEST_LAUNCH={LAUNCH!r}: expected 'extension' (the default) or 'ctypes'")
+if LAUNCH == "ctypes":
+    os.environ["AOTI_DEBUG_LAUNCH_EXTENSION"] = "0"
+
+# the functions a model's first run at level 1 gives the generated wrapper
+_WHICH_LAUNCH = """
+import torch
+from aoti_debug.runtime import launches
+model = launches.Model("which", 1)
+model.begin_run()
+print("ctypes" if model.calls == (launches.launch, launches.launch_end) else "extension")
+"""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def launch_session():
+    """The launch functions the session asked for, in this process and in one it
+    starts (with the core: without it, AOTID_TEST_WRITER=python, there is no
+    extension either).  The extension is built here, under a lock, so that the
+    session's processes find it in the cache instead of building it side by side."""
+    if WRITER == "python":
+        yield
+        return
+    import fcntl
+    from aoti_debug.native import build, launch_ext
+    if LAUNCH == "extension":
+        build.cache_dir().mkdir(parents=True, exist_ok=True)
+        with open(build.cache_dir() / "aotid_pylaunch.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            launch_ext.build()
+    assert ("extension" if launch_ext.module() is not None else "ctypes") == LAUNCH
+    assert run_python(_WHICH_LAUNCH, env=clean_env(AOTI_DEBUG_LOGDEST=os.devnull)).stdout.split() == [LAUNCH]
+    yield
+
 
 def build_env(env):
     """`env` (a clean_env) for a process that builds what the C++ runtime runs (an AOTI

@@ -77,8 +77,9 @@ def test_both_emitters_put_the_same_calls_around_a_logged_launch(active):
     assert cpp.lines[-3:] == ["AOTI_DEBUG_LAUNCH(aotid_run, aotid_site_1);", "UPSTREAM CALL",
                               "AOTI_DEBUG_LAUNCH_END(aotid_run, aotid_site_1);"]
     assert py.header.lines == ["_aotid_site_1 = _aotid_Site('k', '', '', 'fc1', (), '')"]
-    assert py.lines == ["_aotid_run.launch += 1", "if _aotid_run.level: _aotid_run.before(_aotid_site_1, ())",
-                        "UPSTREAM CALL", "if _aotid_run.level: _aotid_run.after(_aotid_site_1, ())"]
+    assert py.lines == ["if _aotid_run.level: _aotid_launch(_aotid_run, _aotid_site_1)",
+                        "else: _aotid_run.launch += 1", "UPSTREAM CALL",
+                        "if _aotid_run.level: _aotid_launch_end(_aotid_run, _aotid_site_1)"]
 
 
 def test_the_module_is_the_one_running_the_line_the_launch_names():

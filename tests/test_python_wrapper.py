@@ -10,14 +10,16 @@ import re
 import pytest
 
 from aoti_debug.analysis.mask import mask
-from conftest import TESTS, WRITER, clean_env, records, run_package, run_python
+from conftest import LAUNCH, TESTS, WRITER, clean_env, records, run_package, run_python
 from textmatch import matches
 
 pytestmark = pytest.mark.torch_matrix
 # `python_writer`: the tests that read records and notes the Python runtime wrote, which
 # .ci/run runs once more on the pure-Python writer (conftest's AOTID_TEST_WRITER); not
 # those of the generated code, the outputs, the dumps, the FX graph cache's key, nor
-# those that compare the two writers or need the compiled core.
+# those that compare the two writers or need the compiled core.  `launch_path`: the
+# tests of the records torch.compile's launch functions write, which .ci/run runs
+# once more on launches.py's own (conftest's AOTID_TEST_LAUNCH).
 
 # Compiles a model of models.py (the MLP unless told) with torch.compile in one
 # fresh process: once per instrumentation level (each log to its own file), then
@@ -116,6 +118,7 @@ H = "[TIMESTAMP] [pid PID] "
 NAMES = {1: "model", 3: "model#2", 5: "model#3"}
 
 
+@pytest.mark.launch_path
 @pytest.mark.python_writer
 def test_level_1_headers_only(compiled):
     out, _ = compiled
@@ -180,6 +183,7 @@ def expected_records(level):
     ]
 
 
+@pytest.mark.launch_path
 @pytest.mark.python_writer
 @pytest.mark.isa_sensitive   # records of compiled kernels against eager tensors
 @pytest.mark.parametrize("level", [3, 5])
@@ -245,6 +249,7 @@ def renamed(text, stem, name):
     return re.sub(rf"^({head}launch(?:-end)? ){stem}:", rf"\g<1>{name}:", text, flags=re.M)
 
 
+@pytest.mark.launch_path
 @pytest.mark.python_writer
 def test_records_match_the_aoti_path(packages, tmp_path, aoti_cache):
     """One graph compiled by AOTI and by torch.compile (models.py's weights_in: the MLP
@@ -327,6 +332,7 @@ def test_fx_graph_cache_never_serves_another_copys_lines(tmp_path):
     assert sources == [f"{tmp_path / 'copy0' / 'moved.py'}:6", f"{tmp_path / 'copy7' / 'moved.py'}:13"]
 
 
+@pytest.mark.launch_path
 @pytest.mark.python_writer
 def test_run_time_level_and_filter(tmp_path, fx_cache_dir):
     """Run-time variables: AOTI_DEBUG_LOGLEVEL cannot raise the compiled level (one
@@ -575,19 +581,19 @@ from aoti_debug.runtime.launches import Model, Site
 m = Model("toy", 5, "", "off", False, torch.__version__)
 site = Site("cpp_fused_add_0", "add", "m.py:12", "fc1", (("buf0", "inout"),), "  source-line: m.py:12 nodes=add\n")
 run = m.begin_run(("x",), (torch.arange(4.0),))
+launch, launch_end = m.calls    # as the generated wrapper calls them
 for k in (1, 2):
-    run.launch += 1
-    run.before(site, (torch.full((3,), float(k)),))
-    run.after(site, (torch.full((3,), float(k) + 1),))
+    launch(run, site, torch.full((3,), float(k)))
+    launch_end(run, site, torch.full((3,), float(k) + 1))
 if os.environ.get("CRASH") == "between":    # after launch 2 returned: no launch is in flight
     ctypes.string_at(0)
 if os.environ.get("CRASH"):
-    run.launch += 1
-    run.before(site, (torch.ones(2),))
+    launch(run, site, torch.ones(2))
     ctypes.string_at(0)
 """
 
 
+@pytest.mark.launch_path
 def test_launch_records_alike_with_and_without_the_compiled_core(tmp_path):
     """The compiled core writes torch.compile's launch record and marks the
     launch in flight in one call; the Python writer's records are the same."""
@@ -632,23 +638,25 @@ weight = torch.nn.Parameter(torch.linspace(-1, 1, 6).reshape(2, 3))
 buf0, idx, buf1 = torch.arange(6.0), torch.tensor([3, -2, 7]), torch.empty(2, 2)
 view = torch.arange(12.0).reshape(3, 4).t()[1:]
 run = m.begin_run(("w", "x"), (weight, buf0))
-run.launch += 1
+launch, launch_end = m.calls    # as the generated wrapper calls them
 args = (weight, buf0, idx, view, None, 7, 0.25, True, buf1)
-run.before(site, args)
+launch(run, site, *args)
 buf1.copy_(torch.tensor([[1.0, float("nan")], [2.0, 3.0]]))
-run.after(site, args)
+launch_end(run, site, *args)
 run.checks_after(site, args, ("",) * len(args))
 text_site = Site("extern_kernels.mode", "mode", "m.py:4", "fc", (("buf1", "in"), ("how", "in"), ("out", "out")))
-run.launch += 1
 args = (buf1, "fast", torch.ones(2))
-run.before(text_site, args)
-run.after(text_site, args)
+launch(run, text_site, *args)
+launch_end(run, text_site, *args)
 run.end(("y",), (buf1,))
 run.nan_finish()
 print(calls)
+from aoti_debug.native import launch_ext
+print(launch_ext._module.counts() if launch_ext._module is not None else None)
 """
 
 
+@pytest.mark.launch_path
 @pytest.mark.skipif(WRITER == "python", reason="compares the compiled core's records with the Python writer's")
 @pytest.mark.parametrize("level", ["3", "5"])
 def test_the_core_renders_a_whole_record_as_format_py_does(tmp_path, level):
@@ -658,13 +666,18 @@ def test_the_core_renders_a_whole_record_as_format_py_does(tmp_path, level):
     kind; a record holding a value the core does not render (a string) is
     format.py's.  The NaN/Inf check after a level-5 launch reads the
     statistics its record computed instead of scanning the outputs again."""
-    logs, calls = {}, {}
+    logs, calls, paths = {}, {}, {}
     for writer in ("core", "python"):
         log = tmp_path / f"{writer}.log"
         proc = run_python(RECORD_KINDS, env=clean_env(WRITER=writer, LEVEL=level, AOTI_DEBUG_LOGLEVEL=level,
                                                       AOTI_DEBUG_LOGDEST=str(log)))
-        logs[writer], calls[writer] = mask(log.read_text()), proc.stdout.strip()
+        logs[writer], (calls[writer], paths[writer]) = mask(log.read_text()), proc.stdout.strip().splitlines()
     assert logs["core"] == logs["python"]
+    # the launch functions that wrote them (records written in the extension, records it
+    # handed to the Run): not the level-5 launch-end, whose statistics the NaN check keeps
+    # (stats.Memo), nor the string's launch; none without the core
+    assert paths == {"core": {"extension": "(2, 2)" if level == "3" else "(1, 3)", "ctypes": "None"}[LAUNCH],
+                     "python": "None"}
     # As launch 1 wrote a NaN, the NaN check scans its three `in` tensors (did the NaN come
     # in?); the model's two inputs and the launch's two outputs only at level 3, whose records
     # compute no statistics.  Python renders the blocks of the string's launch only.
@@ -683,6 +696,7 @@ def test_the_core_renders_a_whole_record_as_format_py_does(tmp_path, level):
         "      hash=0f0f4bea8f334e68\n" if level == "5" else "") + '    )\n  in how: "fast"\n')
 
 
+@pytest.mark.launch_path
 @pytest.mark.skipif(WRITER == "python", reason="the crash trailer is written by the compiled core's signal "
                     "handler; the pure-Python writer has none (AOTID_TEST_WRITER=python)")
 @pytest.mark.parametrize("level", ["1", "5"])
@@ -697,6 +711,7 @@ def test_a_crash_in_a_launch_names_it(tmp_path, level):
     assert records(mask(log.read_text()))[-1].splitlines()[1:] == ["  signal: SIGSEGV"]
 
 
+@pytest.mark.launch_path
 @pytest.mark.skipif(WRITER == "python", reason="the crash trailer is written by the compiled core's signal "
                     "handler; the pure-Python writer has none (AOTID_TEST_WRITER=python)")
 @pytest.mark.parametrize("level", ["1", "5"])

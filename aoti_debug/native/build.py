@@ -100,16 +100,24 @@ def _compile(cxx: str, flags: Sequence[str], root: Path, source: Path, out: Path
             os.unlink(tmp)
 
 
+def _need_compiler() -> str:
+    cxx = compiler()
+    if cxx is None:
+        raise BuildError("no C++ compiler found (set CXX, or install c++/g++/clang++)")
+    return cxx
+
+
+def output(source: Path, flags: Sequence[str], name: str) -> Path:
+    """Where build() puts `source` built with `flags` (there or not yet); raises BuildError."""
+    return cache_dir() / name.format(key=_build_key(runtime_dir(), source, _need_compiler(), tuple(flags)))
+
+
 def build(source: Path, flags: Sequence[str], name: str, force: bool = False) -> Path:
     """`source` (relative to cpp_runtime/) compiled with `flags` into the cache
     as `name` (its `{key}` filled in).  No -march=native: the core object is
     linked into artifacts that may run on another CPU than the one that built
     them, and the loops that need vectors choose them at run time."""
-    root = runtime_dir()
-    cxx = compiler()
-    if cxx is None:
-        raise BuildError("no C++ compiler found (set CXX, or install c++/g++/clang++)")
-    out = cache_dir() / name.format(key=_build_key(root, source, cxx, tuple(flags)))
+    root, cxx, out = runtime_dir(), _need_compiler(), output(source, flags, name)
     if out.is_file() and not force:
         return out
     err = _compile(cxx, tuple(flags), root, source, out)

@@ -16,17 +16,23 @@ What the codegen (codegen_patches/python_emit.py) emits:
         arg0_1, arg1_1 = args
         args.clear()
         _aotid_run = _aotid_model.begin_run(("x", "w"), (arg0_1, arg1_1))
+        _aotid_launch, _aotid_launch_end = _aotid_model.calls
         ...
-        _aotid_run.launch += 1
-        if _aotid_run.level: _aotid_run.before(_aotid_site_3, (buf1,))
+        if _aotid_run.level: _aotid_launch(_aotid_run, _aotid_site_3, buf1)
+        else: _aotid_run.launch += 1
         cpp_fused_relu_0(buf1)
-        if _aotid_run.level: _aotid_run.after(_aotid_site_3, (buf1,))
+        if _aotid_run.level: _aotid_launch_end(_aotid_run, _aotid_site_3, buf1)
         if _aotid_run.checks: _aotid_run.checks_after(_aotid_site_3, (buf1,), ("m.py:12, module fc1",))
         ...
         if _aotid_run.level >= 3: _aotid_run.end(("buf6",), (buf6,))
         return (buf6, )
 
-At level 0 a launch costs one increment and one branch per side.
+At level 0 a launch costs one branch per side and one increment.
+`launch` / `launch_end` are this module's functions of those names, or,
+from a model's first run at level >= 1, the same functions compiled
+(native/launch_ext.py: a CPython extension that writes the same records
+through the same core without the Python in between), whichever
+`Model.calls` holds.
 """
 
 from __future__ import annotations
@@ -114,6 +120,7 @@ class Model:
         self._runs = itertools.count(1)   # next() on a count is atomic under the GIL
         self.reference = ""               # "eager": the runs are an eager reference (runtime/eager.py)
         self.sync = False                 # AOTI_DEBUG_SYNC (after _init)
+        self.calls = (launch, launch_end)  # what the wrapper calls around a launch (after _init)
 
     # -- settings ------------------------------------------------------------
 
@@ -158,6 +165,7 @@ class Model:
                 state.tell(level, "settings", *lines, once=True)
             if level >= 1:
                 _crash_handler()
+                self.calls = _compiled_calls() or self.calls
             self.level = level
             self._ready = True
 
@@ -255,10 +263,7 @@ class Run:
         if core is None or self.devices:
             return False
         try:
-            texts = self._texts
-            if texts is None or facts:
-                texts = self._texts = core.record_texts(state.settings().logdest, self.model.name,
-                                                        sink.torch_version(), facts)
+            texts = self._core_texts(core, facts)
             got = core.write_record(kind, site._box or blackbox.site_handle(site) if site is not None else 0, texts,
                                     self.run, self.launch, self.level, values, names, mark, keep and self.level >= 5)
         except Exception:
@@ -270,6 +275,25 @@ class Run:
             memo.keep_core(values, got)
             self.memo = (self.launch, memo)
         return True
+
+    def _core_texts(self, core=None, facts: str = ""):
+        """The run's texts as the compiled core takes them (core.record_texts),
+        made on first use; None without the core, or where a `launch` record of
+        level 1 or 2 could not be headed by it (core.write_launch encodes its
+        destination and model name strictly).  The launch extension asks too."""
+        texts = self._texts
+        if texts is None or facts:
+            core = core or sink.native()
+            if core is None:
+                return None
+            dest = state.settings().logdest
+            if self.level < 3:
+                try:
+                    dest.encode("utf-8"), self.model.name.encode("utf-8")
+                except UnicodeError:
+                    return None
+            texts = self._texts = core.record_texts(dest, self.model.name, sink.torch_version(), facts)
+        return texts
 
     def _memo(self) -> Optional[stats_mod.Memo]:
         return stats_mod.Memo() if self.devices else None
@@ -463,6 +487,33 @@ class Run:
     def mem_finish(self, names: Sequence[str], values: Sequence[Any]) -> None:
         if self.mem.on:
             _checked(self.mem.finish, self.launch, names, values, what="memory check")
+
+
+def launch(run: Run, site: Site, *values) -> None:
+    """Launch K at `site`, counted; at level >= 1 its `launch` record (the
+    launch marked in flight).  `values`: the site's arguments, None where the
+    record does not show one (an output's before the launch)."""
+    run.launch += 1
+    if run.level:
+        run.before(site, values)
+
+
+def launch_end(run: Run, site: Site, *values) -> None:
+    """The launch returned: at level >= 1 its in-flight mark cleared, with its
+    `launch-end` record at level >= 3."""
+    if run.level:
+        run.after(site, values)
+
+
+def _compiled_calls():
+    """launch / launch_end compiled (native/launch_ext.py), or None (as without the core)."""
+    if sink.native() is None:
+        return None
+    try:
+        from ..native import launch_ext
+        return launch_ext.functions()
+    except Exception:
+        return None
 
 
 class SyncError(RuntimeError):

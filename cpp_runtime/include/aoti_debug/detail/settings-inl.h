@@ -612,8 +612,9 @@ inline const std::vector<std::string>& setting_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> n;
     for (const SettingVariable& v : kSettingVariables) n.push_back(v.name);
-    for (const char* other : {"AOTI_DEBUG_COMPILE", "AOTI_DEBUG_CACHE_DIR", "AOTI_DEBUG_RUNTIME_REGISTRY",
-                              "AOTI_DEBUG_VENV", "AOTI_DEBUG_CACHE", "AOTI_DEBUG_FUZZ_EXAMPLES", "AOTI_DEBUG_PREFIX"})
+    for (const char* other : {"AOTI_DEBUG_COMPILE", "AOTI_DEBUG_CACHE_DIR", "AOTI_DEBUG_LAUNCH_EXTENSION",
+                              "AOTI_DEBUG_RUNTIME_REGISTRY", "AOTI_DEBUG_VENV", "AOTI_DEBUG_CACHE",
+                              "AOTI_DEBUG_FUZZ_EXAMPLES", "AOTI_DEBUG_PREFIX"})
       n.push_back(other);
     return n;
   }();

@@ -1,0 +1,377 @@
+// torch.compile's launch records from compiled code: a CPython extension,
+// built against the running torch (aoti_debug/native/launch_ext.py), that the
+// generated wrapper calls as launch(run, site, *values) / launch_end(run,
+// site, *values) in place of aoti_debug/runtime/launches.py's functions of
+// the same names.
+//
+// It reads each tensor as an at::Tensor and hands the record to the compiled
+// core's own aotid_write_record / aotid_write_launch (pycore.cpp, reached
+// through the addresses the Python side gives init()), so a record is the one
+// the ctypes path writes, through the same writer, lock and in-flight mark.
+// Whatever it does not handle exactly as the Python Run does (a value the core
+// does not render as format.py does, the kernel filter's first look, level
+// 10's dumps, a run with a device, a NaN/Inf check that keeps the record's
+// statistics, anything unexpected) goes to that Run's own before/after for
+// that record: never an error into the user's model.
+#include <Python.h>
+#include <structmember.h>
+
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+// pycore.cpp's entry points (their signatures there)
+using WriteRecord = int32_t (*)(const int64_t*, void*, const char* const*, const char* const*, void*);
+using WriteLaunch = int32_t (*)(const char*, const char*, int64_t, int64_t, const char*, const char*, int64_t,
+                                int32_t, const char*);
+using ClearInflight = void (*)();
+
+// py_values()'s layout in pycore.cpp (native/core.py value_words): eight words a value
+constexpr int64_t kNone = 0, kBool = 1, kInt = 2, kDouble = 3, kTensor = 6;
+constexpr int kMaxDtype = 45;  // the last c10::ScalarType native/core.py's DTYPE_CODES names
+
+struct State {
+  WriteRecord write_record = nullptr;
+  WriteLaunch write_launch = nullptr;
+  ClearInflight clear_inflight = nullptr;
+  PyTypeObject* run_type = nullptr;  // launches.Run and launches.Site: their slots are read in place
+  PyTypeObject* site_type = nullptr;
+  PyTypeObject* parameter = nullptr;  // torch.nn.Parameter
+  PyObject* py_launch = nullptr;      // launches.launch / launch_end: any other run or site
+  PyObject* py_launch_end = nullptr;
+  PyObject* site_handle = nullptr;    // blackbox.site_handle: a site's core handle, made on its first launch
+  // slot offsets of Run and Site
+  Py_ssize_t launch = -1, level = -1, run = -1, model = -1, dumps = -1, device = -1, devices = -1, nan = -1,
+             texts = -1;
+  Py_ssize_t selected = -1, box = -1, kernel = -1;
+  PyObject *s_before, *s_after, *s_core_texts, *s_selected;
+  PyObject* texts_obj = nullptr;  // the last run's texts (a ctypes char*[4]) and their address
+  const char* const* texts_at = nullptr;
+  unsigned long long fast = 0, handed = 0;  // records written here, records handed to the Run
+};
+State st;
+
+inline PyObject* slot(PyObject* o, Py_ssize_t off) { return *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(o) + off); }
+
+// The offset of `name`, a __slots__ member of `type`; -1 with an error set.
+Py_ssize_t slot_offset(PyTypeObject* type, const char* name) {
+  PyObject* d = PyDict_GetItemString(type->tp_dict, name);
+  if (d == nullptr || !PyObject_TypeCheck(d, &PyMemberDescr_Type)) {
+    PyErr_Format(PyExc_TypeError, "%s.%s is not a slot", type->tp_name, name);
+    return -1;
+  }
+  const PyMemberDef* m = reinterpret_cast<PyMemberDescrObject*>(d)->d_member;
+  if (m->type != T_OBJECT_EX) {
+    PyErr_Format(PyExc_TypeError, "%s.%s is not an object slot", type->tp_name, name);
+    return -1;
+  }
+  return m->offset;
+}
+
+// The record's values as py_values() reads them, after the 7 head words; false
+// where one is not a value the core renders as format.py does (value_words'
+// `exact`): a tensor that is not a plain strided CPU torch.Tensor or
+// Parameter with storage, a negative view, an unknown dtype, an int beyond
+// int64, a string, a list...
+bool encode_values(PyObject* const* items, Py_ssize_t n, std::vector<int64_t>& head) {
+  head.resize(7 + 8 * static_cast<size_t>(n));
+  int64_t* w = head.data() + 7;
+  for (Py_ssize_t k = 0; k < n; ++k, w += 8) {
+    PyObject* o = items[k];
+    std::memset(w, 0, 8 * sizeof(int64_t));
+    PyTypeObject* tp = Py_TYPE(o);
+    if (tp == reinterpret_cast<PyTypeObject*>(THPVariableClass) || tp == st.parameter) {
+      const at::Tensor& t = THPVariable_Unpack(o);
+      if (!t.defined() || t.layout() != c10::kStrided || !t.device().is_cpu() || !t.has_storage() || t.is_neg())
+        return false;
+      const int dtype = static_cast<int>(t.scalar_type());
+      if (dtype < 0 || dtype > kMaxDtype) return false;
+      const c10::IntArrayRef sizes = t.sizes(), strides = t.strides();
+      w[0] = kTensor, w[1] = dtype, w[2] = (tp == st.parameter ? 1 : 0) | (t.requires_grad() ? 2 : 0);
+      w[4] = reinterpret_cast<int64_t>(t.const_data_ptr()), w[5] = static_cast<int64_t>(sizes.size());
+      w[6] = 0, w[7] = -1;
+      const size_t at = static_cast<size_t>(w - head.data()), end = head.size(), nd = sizes.size();
+      head.resize(end + 2 * nd);  // may move the words
+      std::memcpy(head.data() + end, sizes.data(), nd * sizeof(int64_t));
+      std::memcpy(head.data() + end + nd, strides.data(), nd * sizeof(int64_t));
+      w = head.data() + at;
+    } else if (o == Py_None) {
+      w[0] = kNone;
+    } else if (tp == &PyBool_Type) {
+      w[0] = kBool, w[2] = o == Py_True;
+    } else if (tp == &PyLong_Type) {
+      int overflow = 0;
+      const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+      if (overflow != 0 || (v == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return false;
+      }
+      w[0] = kInt, w[2] = v;
+    } else if (tp == &PyFloat_Type) {
+      const double d = PyFloat_AS_DOUBLE(o);
+      w[0] = kDouble;
+      std::memcpy(&w[3], &d, sizeof d);
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+// encode_values, where torch may also throw (a tensor whose sizes are symbolic, or
+// that has no data): such a value is the Run's to describe.
+bool encode(PyObject* const* items, Py_ssize_t n, std::vector<int64_t>& head) {
+  try {
+    return encode_values(items, n, head);
+  } catch (...) {
+    return false;
+  }
+}
+
+// The run's texts {destination, model, torch version, facts} as the Run makes
+// them (Run._core_texts); null where it has none (the core is not there).
+const char* const* run_texts(PyObject* run) {
+  PyObject* texts = slot(run, st.texts);
+  if (texts == nullptr || texts == Py_None) {
+    PyObject* made = PyObject_CallMethodNoArgs(run, st.s_core_texts);
+    if (made == nullptr) {
+      PyErr_Clear();
+      return nullptr;
+    }
+    Py_DECREF(made);  // the Run keeps it
+    texts = slot(run, st.texts);
+    if (texts == nullptr || texts == Py_None) return nullptr;
+  }
+  if (texts != st.texts_obj) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(texts, &view, PyBUF_SIMPLE) != 0) {
+      PyErr_Clear();
+      return nullptr;
+    }
+    const char* const* at = static_cast<const char* const*>(view.buf);
+    const bool whole = view.len == static_cast<Py_ssize_t>(4 * sizeof(char*));
+    PyBuffer_Release(&view);
+    if (!whole) return nullptr;
+    Py_INCREF(texts);
+    Py_XSETREF(st.texts_obj, texts);
+    st.texts_at = at;
+  }
+  return st.texts_at;
+}
+
+// The record handed to the Run's own method (run.before / run.after), which
+// writes it as the ctypes path always has.
+PyObject* hand_over(PyObject* run, PyObject* name, PyObject* site, PyObject* const* values, Py_ssize_t n) {
+  ++st.handed;
+  PyObject* tuple = PyTuple_New(n);
+  if (tuple == nullptr) return nullptr;
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    Py_INCREF(values[k]);
+    PyTuple_SET_ITEM(tuple, k, values[k]);
+  }
+  PyObject* got = PyObject_CallMethodObjArgs(run, name, site, tuple, nullptr);
+  Py_DECREF(tuple);
+  return got;
+}
+
+bool is_true(PyObject* o) { return o == Py_True; }
+bool is_none(PyObject* o) { return o == nullptr || o == Py_None; }
+
+// one record's words at a time: every call here holds the GIL (not thread_local: a
+// dlopen'ed library's thread_local costs a __tls_get_addr call each use)
+std::vector<int64_t> head_words;
+
+// kind 0 (`launch`, then the launch marked in flight) or 1 (`launch-end`, the
+// mark cleared first) at level >= 3; false where the Run must write it.
+bool write_launch_record(int kind, PyObject* run, PyObject* site, int64_t r, int64_t k, long level,
+                         PyObject* const* values, Py_ssize_t n) {
+  long long box = PyLong_AsLongLong(slot(site, st.box));
+  if (box == 0) {  // the site's first launch
+    PyObject* made = PyObject_CallOneArg(st.site_handle, site);
+    Py_XDECREF(made);
+    box = PyLong_AsLongLong(slot(site, st.box));
+  }
+  if (box == 0 || (box == -1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    return false;
+  }
+  const char* const* texts = run_texts(run);
+  if (texts == nullptr) return false;
+  std::vector<int64_t>& head = head_words;
+  if (!encode(values, n, head)) return false;
+  head[0] = kind, head[1] = r, head[2] = k, head[3] = level, head[4] = 1, head[5] = n, head[6] = 7 + 8 * n;
+  return st.write_record(head.data(), reinterpret_cast<void*>(static_cast<intptr_t>(box)), texts, nullptr,
+                         nullptr) == 0;
+}
+
+// Does the kernel filter keep the site (Model.selected, asked on its first launch)?
+PyObject* selected(PyObject* run, PyObject* site) {
+  PyObject* got = slot(site, st.selected);
+  if (got == nullptr || got == Py_None) {
+    PyObject* model = slot(run, st.model);
+    PyObject* made = model != nullptr ? PyObject_CallMethodOneArg(model, st.s_selected, site) : nullptr;
+    if (made == nullptr) PyErr_Clear();
+    Py_XDECREF(made);  // the site keeps it
+    got = slot(site, st.selected);
+  }
+  return got;
+}
+
+// Run.before's work, in place, for the cases it writes through the core.
+bool fast_before(PyObject* run, PyObject* site, int64_t k, long level, PyObject* const* values, Py_ssize_t n) {
+  if (!is_true(selected(run, site)) || !is_none(slot(run, st.dumps))) return false;
+  const int64_t r = PyLong_AsLongLong(slot(run, st.run));
+  if (r == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  if (level >= 3) {
+    if (is_true(slot(run, st.devices))) return false;  // its statistics come from torch ops
+    return write_launch_record(0, run, site, r, k, level, values, n);
+  }
+  const char* const* texts = run_texts(run);
+  if (texts == nullptr) return false;
+  const char* kernel = PyUnicode_AsUTF8(slot(site, st.kernel));
+  if (kernel == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  st.write_launch(texts[0], texts[1], r, k, kernel, "", 0, 1, texts[2]);  // its status unread, as the Run's
+  return true;
+}
+
+// Run.after's work, in place, likewise.
+bool fast_after(PyObject* run, PyObject* site, long level, PyObject* const* values, Py_ssize_t n) {
+  if (!is_none(slot(run, st.device))) return false;  // AOTI_DEBUG_SYNC waits first
+  if (level < 3) {
+    st.clear_inflight();
+    return true;
+  }
+  PyObject* kept = selected(run, site);
+  if (kept == Py_False) {
+    st.clear_inflight();
+    return true;
+  }
+  if (!is_true(kept) || !is_none(slot(run, st.dumps)) || is_true(slot(run, st.devices))) return false;
+  if (level >= 5 && !is_none(slot(run, st.nan))) return false;  // the check keeps the statistics (stats.Memo)
+  const int64_t r = PyLong_AsLongLong(slot(run, st.run));
+  const int64_t k = PyLong_AsLongLong(slot(run, st.launch));
+  if ((r == -1 || k == -1) && PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  return write_launch_record(1, run, site, r, k, level, values, n);
+}
+
+bool exact(PyObject* const* args, Py_ssize_t nargs) {
+  return nargs >= 2 && Py_TYPE(args[0]) == st.run_type && Py_TYPE(args[1]) == st.site_type;
+}
+
+long run_level(PyObject* run) {
+  PyObject* level = slot(run, st.level);
+  if (level == nullptr) return -1;
+  const long v = PyLong_AsLong(level);
+  if (v == -1 && PyErr_Occurred()) PyErr_Clear();
+  return v;
+}
+
+// launch(run, site, *values): counts the launch; at level >= 1 its `launch`
+// record, the launch marked in flight.
+PyObject* launch(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (!exact(args, nargs) || st.write_record == nullptr) return PyObject_Vectorcall(st.py_launch, args, nargs, nullptr);
+  PyObject* run = args[0];
+  PyObject* count = slot(run, st.launch);
+  const long long k = count != nullptr ? PyLong_AsLongLong(count) + 1 : 0;
+  PyObject* next = k > 0 ? PyLong_FromLongLong(k) : nullptr;
+  if (next == nullptr) {  // not a counter this can add to: the Run's own code
+    PyErr_Clear();
+    return PyObject_Vectorcall(st.py_launch, args, nargs, nullptr);
+  }
+  Py_XSETREF(*reinterpret_cast<PyObject**>(reinterpret_cast<char*>(run) + st.launch), next);
+  const long level = run_level(run);
+  if (level == 0) Py_RETURN_NONE;
+  if (level > 0 && fast_before(run, args[1], k, level, args + 2, nargs - 2)) {
+    ++st.fast;
+    Py_RETURN_NONE;
+  }
+  PyErr_Clear();
+  return hand_over(run, st.s_before, args[1], args + 2, nargs - 2);
+}
+
+// launch_end(run, site, *values): at level >= 1 the launch's in-flight mark
+// cleared, with its `launch-end` record at level >= 3.
+PyObject* launch_end(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (!exact(args, nargs) || st.write_record == nullptr)
+    return PyObject_Vectorcall(st.py_launch_end, args, nargs, nullptr);
+  PyObject* run = args[0];
+  const long level = run_level(run);
+  if (level == 0) Py_RETURN_NONE;
+  if (level > 0 && fast_after(run, args[1], level, args + 2, nargs - 2)) {
+    ++st.fast;
+    Py_RETURN_NONE;
+  }
+  PyErr_Clear();
+  return hand_over(run, st.s_after, args[1], args + 2, nargs - 2);
+}
+
+// init(Run, Site, Parameter, launch, launch_end, site_handle, write_record, write_launch, clear_inflight)
+PyObject* init(PyObject*, PyObject* args) {
+  PyObject *run_type, *site_type, *parameter, *py_launch, *py_launch_end, *site_handle;
+  unsigned long long wr, wl, ci;
+  if (!PyArg_ParseTuple(args, "O!O!O!OOOKKK", &PyType_Type, &run_type, &PyType_Type, &site_type, &PyType_Type,
+                        &parameter, &py_launch, &py_launch_end, &site_handle, &wr, &wl, &ci))
+    return nullptr;
+  if (THPVariableClass == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "torch is not imported");
+    return nullptr;
+  }
+  State s;
+  s.run_type = reinterpret_cast<PyTypeObject*>(run_type);
+  s.site_type = reinterpret_cast<PyTypeObject*>(site_type);
+  s.parameter = reinterpret_cast<PyTypeObject*>(parameter);
+  struct {
+    PyTypeObject* type;
+    const char* name;
+    Py_ssize_t* at;
+  } slots[] = {{s.run_type, "launch", &s.launch}, {s.run_type, "level", &s.level},   {s.run_type, "run", &s.run}, {s.run_type, "model", &s.model},
+               {s.run_type, "dumps", &s.dumps},   {s.run_type, "device", &s.device}, {s.run_type, "devices", &s.devices},
+               {s.run_type, "nan", &s.nan},       {s.run_type, "_texts", &s.texts},  {s.site_type, "_selected", &s.selected},
+               {s.site_type, "_box", &s.box},     {s.site_type, "kernel", &s.kernel}};
+  for (auto& one : slots)
+    if ((*one.at = slot_offset(one.type, one.name)) < 0) return nullptr;
+  s.s_before = PyUnicode_InternFromString("before");
+  s.s_after = PyUnicode_InternFromString("after");
+  s.s_core_texts = PyUnicode_InternFromString("_core_texts");
+  s.s_selected = PyUnicode_InternFromString("selected");
+  if (s.s_before == nullptr || s.s_after == nullptr || s.s_core_texts == nullptr || s.s_selected == nullptr)
+    return nullptr;
+  Py_INCREF(run_type), Py_INCREF(site_type), Py_INCREF(parameter), Py_INCREF(py_launch), Py_INCREF(py_launch_end);
+  Py_INCREF(site_handle);
+  s.py_launch = py_launch, s.py_launch_end = py_launch_end, s.site_handle = site_handle;
+  s.write_record = reinterpret_cast<WriteRecord>(static_cast<uintptr_t>(wr));
+  s.write_launch = reinterpret_cast<WriteLaunch>(static_cast<uintptr_t>(wl));
+  s.clear_inflight = reinterpret_cast<ClearInflight>(static_cast<uintptr_t>(ci));
+  st = s;  // once per process (launch_ext.py); the references are kept for its life
+  Py_RETURN_NONE;
+}
+
+// (records written here, records handed to the Run's own methods)
+PyObject* counts(PyObject*, PyObject*) { return Py_BuildValue("(KK)", st.fast, st.handed); }
+
+#define FAST(f) reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(f)), METH_FASTCALL
+PyMethodDef methods[] = {
+    {"launch", FAST(launch), "launch(run, site, *values): counts the launch and writes its `launch` record"},
+    {"launch_end", FAST(launch_end), "launch_end(run, site, *values): the launch's `launch-end` record"},
+    {"init", init, METH_VARARGS, nullptr},
+    {"counts", counts, METH_NOARGS, nullptr},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "aotid_pylaunch", nullptr, -1, methods};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit_aotid_pylaunch() { return PyModule_Create(&moduledef); }

@@ -1,0 +1,127 @@
+"""torch.compile's compiled launch functions (native/launch_ext.py,
+cpp_runtime/src/pylaunch.cpp): the records they write are those of
+launches.py's own functions byte for byte, in every case those handle; a
+build that fails falls back to those with one warning; a build is made once
+per cache."""
+
+import os
+import re
+import shutil
+
+import pytest
+
+from aoti_debug.analysis.mask import mask
+from conftest import WRITER, clean_env, records, run_python
+
+pytestmark = pytest.mark.skipif(WRITER == "python", reason="the extension writes through the compiled core, "
+                                "which AOTID_TEST_WRITER=python has not")
+
+# Every case Run.before / Run.after handle, through the functions the generated
+# wrapper calls (Model.calls): CPU tensors (a parameter, a view, integers), every
+# scalar kind, a string, a list, a negative view, an int beyond int64, a tensor
+# subclass, a second site the kernel filter leaves out (AOTI_DEBUG_KERNELS), a
+# site launched again; then what each path wrote: (records the extension wrote,
+# records it handed to the Run) or None.
+CASES = r"""
+import os, sys, torch
+from aoti_debug.runtime.launches import Model, Site
+class Sub(torch.Tensor):
+    pass
+m = Model("cases", int(os.environ["LEVEL"]), "", "off", False, torch.__version__)
+site = Site("cpp_fused_kinds_0", "mul", "m.py:3", "fc", (("weight", "in"), ("buf0", "inout"), ("idx", "in"),
+            ("view", "in"), ("none", "in"), ("n", "in"), ("alpha", "in"), ("flag", "in"), ("buf1", "out")))
+other = Site("cpp_fused_other_1", "add", "m.py:5", "fc", (("buf2", "inout"),))
+weight = torch.nn.Parameter(torch.linspace(-1, 1, 6).reshape(2, 3))
+buf0, idx, buf1 = torch.arange(6.0), torch.tensor([3, -2, 7]), torch.zeros(2, 2)
+view = torch.arange(12.0).reshape(3, 4).t()[1:]
+for r in range(2):
+    run = m.begin_run(("w", "x"), (weight, buf0))
+    launch, launch_end = m.calls
+    launch(run, site, weight, buf0, idx, view, None, 7, 0.25, True, None)
+    launch_end(run, site, None, buf0, None, None, None, None, None, None, buf1)
+    launch(run, other, torch.ones(3))
+    launch_end(run, other, torch.ones(3))
+    launch(run, site, "text", [1, 2], torch.ones(3).neg()._neg_view(), 2 ** 70, -5, 1.5, False, None, None)
+    launch_end(run, site, None, torch.ones(3).as_subclass(Sub), None, None, None, None, None, None, torch.ones(1))
+    launch(run, site, weight, buf0, idx, view, None, -7, float("inf"), False, None)
+    launch_end(run, site, None, buf0, None, None, None, None, None, None, buf1)
+    run.end(("y",), (buf1,))
+from aoti_debug.native import launch_ext
+print(launch_ext._module.counts() if launch_ext._module is not None else None)
+"""
+
+
+def run_cases(tmp_path, name, level, **env):
+    log = tmp_path / f"{name}.log"
+    proc = run_python(CASES, env=clean_env(LEVEL=level, AOTI_DEBUG_LOGLEVEL=level, AOTI_DEBUG_LOGDEST=log,
+                                           AOTI_DEBUG_KERNELS="*kinds*", **env))
+    return mask(log.read_text()), proc.stdout.strip().splitlines()[-1], proc.stderr
+
+
+@pytest.mark.parametrize("level", ["1", "3", "5"])
+def test_the_extension_writes_the_records_launches_py_writes(tmp_path, level):
+    """Byte for byte the records of launches.py's functions (ctypes), and of
+    the Python writer: each record the core renders is the extension's; a
+    value it does not render as format.py does (a string, a list, a negative
+    view, an int beyond int64, a subclass) hands that record to the Run, as
+    does the filter's first look at a site the filter leaves out."""
+    ext, counts, _ = run_cases(tmp_path, "ext", level, AOTI_DEBUG_LAUNCH_EXTENSION="1")
+    slow, none, _ = run_cases(tmp_path, "ctypes", level, AOTI_DEBUG_LAUNCH_EXTENSION="0")
+    assert ext == slow and none == "None"
+    heads = [r.splitlines()[0] for r in records(ext)]
+    ids = [f"{kind} cases:{r}.{k} cpp_fused_kinds_0" for r in (1, 2) for k in (1, 3, 4)
+           for kind in (("launch", "launch-end") if level != "1" else ("launch",))]
+    assert [h for h in heads if " launch" in h] == ["[TIMESTAMP] [pid PID] " + i for i in ids]
+    # per run: the filtered-out site's launch handed over (the Run marks it in flight
+    # without a record); at level 3 and 5 the string's launch and the subclass's
+    # launch-end too
+    handed = {"1": 1, "3": 3, "5": 3}[level]
+    assert counts == str((2 * (8 - handed), 2 * handed))
+
+
+BROKEN = r"""
+import torch
+from aoti_debug.native import launch_ext
+flags = launch_ext.flags
+launch_ext.flags = lambda: flags() + ("-include", "/nonexistent/aotid-missing.h")
+""" + CASES
+
+
+def test_a_failed_build_falls_back_with_one_warning(tmp_path):
+    """A build that fails (here: a header the compiler cannot find) is said once,
+    with the compiler's error, and the records are launches.py's, whole."""
+    slow, _, _ = run_cases(tmp_path, "ctypes", "3", AOTI_DEBUG_LAUNCH_EXTENSION="0")
+    log = tmp_path / "broken.log"
+    proc = run_python(BROKEN, env=clean_env(LEVEL="3", AOTI_DEBUG_LOGLEVEL="3", AOTI_DEBUG_LOGDEST=log,
+                                            AOTI_DEBUG_KERNELS="*kinds*", AOTI_DEBUG_LAUNCH_EXTENSION="1"))
+    assert mask(log.read_text()) == slow and proc.stdout.strip() == "None"
+    said = [line for line in proc.stderr.splitlines() if "aoti-debug" in line]
+    assert len(said) == 2, proc.stderr
+    assert re.fullmatch(r"aoti-debug: building torch\.compile's launch extension for torch \S+ in \S+ "
+                        r"\(once per torch release; 15 s to 30 s measured on 2 cores\)", said[0]), said
+    assert said[1].endswith(
+        "RuntimeWarning: aoti-debug: torch.compile's launch extension unavailable (building src/pylaunch.cpp "
+        "failed: <command-line>: fatal error: /nonexistent/aotid-missing.h: No such file or directory); its "
+        "launch records are written through ctypes instead (the same records, slower)"), said
+
+
+@pytest.mark.slow
+def test_a_cache_builds_the_extension_once(tmp_path):
+    """The first process that needs the extension builds it into the cache (saying so);
+    the next one loads it from there."""
+    from aoti_debug.native import core
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    built = core.build()   # the core from the session's cache: only the extension is built here
+    shutil.copy(built, cache / built.name)
+    said, files = [], []
+    for name in ("first", "second"):
+        log, counts, stderr = run_cases(tmp_path, name, "3", AOTI_DEBUG_CACHE_DIR=cache,
+                                        AOTI_DEBUG_LAUNCH_EXTENSION="1")
+        said.append([line for line in stderr.splitlines() if line.startswith("aoti-debug")])
+        files.append(sorted((p.name, p.stat().st_ino, p.stat().st_mtime_ns) for p in cache.iterdir()
+                            if p.name.startswith("aotid_pylaunch_")))
+        assert counts == "(10, 6)"
+    assert len(said[0]) == 2 and said[0][0].startswith("aoti-debug: building torch.compile's launch extension ")
+    assert said[0][1].startswith(f"aoti-debug: built {cache}{os.sep}aotid_pylaunch_")
+    assert said[1] == [] and files[0] == files[1] and len(files[0]) == 1
