@@ -181,8 +181,9 @@ PyObject* hand_over(PyObject* run, PyObject* name, PyObject* site, PyObject* con
 bool is_true(PyObject* o) { return o == Py_True; }
 bool is_none(PyObject* o) { return o == nullptr || o == Py_None; }
 
-// one record's words at a time: every call here holds the GIL (not thread_local: a
-// dlopen'ed library's thread_local costs a __tls_get_addr call each use)
+// the words of a record, kept between calls to save their allocation (not
+// thread_local: a dlopen'ed library's thread_local costs a __tls_get_addr call
+// each use); a call takes it with the GIL held and gives it back after its write
 std::vector<int64_t> head_words;
 
 // kind 0 (`launch`, then the launch marked in flight) or 1 (`launch-end`, the
@@ -201,11 +202,23 @@ bool write_launch_record(int kind, PyObject* run, PyObject* site, int64_t r, int
   }
   const char* const* texts = run_texts(run);
   if (texts == nullptr) return false;
-  std::vector<int64_t>& head = head_words;
-  if (!encode(values, n, head)) return false;
-  head[0] = kind, head[1] = r, head[2] = k, head[3] = level, head[4] = 1, head[5] = n, head[6] = 7 + 8 * n;
-  return st.write_record(head.data(), reinterpret_cast<void*>(static_cast<intptr_t>(box)), texts, nullptr,
-                         nullptr) == 0;
+  std::vector<int64_t> head;
+  head.swap(head_words);  // another thread's call meanwhile finds none and makes its own
+  bool written = false;
+  if (encode(values, n, head)) {
+    head[0] = kind, head[1] = r, head[2] = k, head[3] = level, head[4] = 1, head[5] = n, head[6] = 7 + 8 * n;
+    // The write may wait on its destination (a full pipe): other Python threads run
+    // meanwhile, as they do around the ctypes path's call.  What it reads stays alive:
+    // the tensors and the run (its texts) are the caller's arguments, the site holds box.
+    int32_t status;
+    Py_BEGIN_ALLOW_THREADS
+    status = st.write_record(head.data(), reinterpret_cast<void*>(static_cast<intptr_t>(box)), texts, nullptr,
+                             nullptr);
+    Py_END_ALLOW_THREADS
+    written = status == 0;
+  }
+  if (head.capacity() > head_words.capacity()) head.swap(head_words);
+  return written;
 }
 
 // Does the kernel filter keep the site (Model.selected, asked on its first launch)?
@@ -240,7 +253,9 @@ bool fast_before(PyObject* run, PyObject* site, int64_t k, long level, PyObject*
     PyErr_Clear();
     return false;
   }
+  Py_BEGIN_ALLOW_THREADS  // as write_launch_record's write; the site (kernel) and run (texts) stay alive
   st.write_launch(texts[0], texts[1], r, k, kernel, "", 0, 1, texts[2]);  // its status unread, as the Run's
+  Py_END_ALLOW_THREADS
   return true;
 }
 
