@@ -106,3 +106,46 @@ def test_saturated_float8_block(native):
         "      min=-448.000000", "      max=448.000000", "      mean=-89.300000", "      nan_count=1",
         "      inf_count=0", "      sat_count=3", "      hash=2d6ad92cf7208ed7", "    )"]
     assert "sat_count" not in native.render_tensor_block(torch.tensor([448.0, 65504.0]).half(), 5, 4)
+
+
+def _render_in_place(sizes, strides, view, level, indent, requires_grad=False):
+    """The core's block for `view` described through the given ctypes arrays
+    (the caller refills them between calls: one address, other metadata)."""
+    import ctypes
+    sizes[:view.dim()] = list(view.shape)
+    strides[:view.dim()] = list(view.stride())
+    buf = ctypes.create_string_buffer(8192)
+    n = _native._need().aotid_render_tensor_block(view.data_ptr(), _native.dtype_code(view.dtype), view.dim(),
+                                                  sizes, strides, 0, -1, int(requires_grad), level, indent,
+                                                  buf, len(buf))
+    assert 0 <= n < len(buf)
+    return buf.raw[:n].decode()
+
+
+def test_block_heads_follow_the_metadata_not_its_address(native):
+    """The core keeps each thread's Tensor block heads (shape to is_contiguous)
+    by the view's whole metadata: one sizes/strides array refilled between
+    blocks (a freed buffer's array handed to the next), requires_grad, the
+    indent, more shapes than its slots, views too deep or too wide to keep:
+    every block is still format.py's."""
+    import ctypes
+    base = torch.arange(4096, dtype=torch.float32) / 7
+    sizes, strides = (ctypes.c_int64 * 8)(), (ctypes.c_int64 * 8)()
+    shapes = [(2, 3), (3, 2), (6,), (1, 6), (6, 1), (2, 1, 3)]
+    shapes += [(k, 4096 // k // 2) for k in range(1, 300, 3)]  # more than the cache's slots
+    shapes += [(1,) * 7, (2, 2, 2, 2, 2, 2, 2)]               # deeper than it keeps
+    for round_ in range(2):  # the second round finds the heads the first kept
+        for shape in shapes:
+            t = base[:math.prod(shape)].view(shape)
+            views = [t, t.t() if t.dim() == 2 else t]
+            for v in views:
+                for level, depth, grad in ((3, 2, False), (5, 2, False), (5, 3, False), (5, 2, True)):
+                    expected = "\n".join(pyfmt.tensor_block(v.detach().requires_grad_(grad), level, depth)) + "\n"
+                    got = _render_in_place(sizes, strides, v, level, 2 * depth, grad)
+                    assert got == expected, (round_, shape, v.stride(), level, depth, grad)
+    # a head longer than a slot holds (strides of 16 digits): formatted each time
+    wide = base[:1].as_strided((1,) * 6, (10**15,) * 6)
+    for level in (3, 5, 5):
+        expected = "\n".join(pyfmt.tensor_block(wide, level, 2)) + "\n"
+        assert len(expected.split("      min=")[0]) > 240
+        assert _render_in_place(sizes, strides, wide, level, 4) == expected

@@ -336,3 +336,19 @@ def test_crash_in_other_thread_names_newest_launch(native, tmp_path):
     """)
     assert proc.returncode == -signal.SIGABRT
     assert text.endswith("[TIMESTAMP] [pid PID] crash 5.9 from_worker\n  signal: SIGABRT\n")
+
+
+def test_the_core_stamps_its_headers_with_the_time_of_the_write(native, tmp_path):
+    """A header the core formats leaves its time for the write to fill in (one
+    clock read a record): what reaches the file is the time of the write, UTC."""
+    import datetime
+    log = str(tmp_path / "log.txt")
+    before = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    native.write_launch(log, "m", 1, 1, "k", "  origin: nodes=- source=-\n", False)
+    native.write_launch(log, "m", 1, 2, "k", "", False)
+    after = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    with open(log) as f:
+        heads = [line for line in f.read().split(f"{RULE}\n")[-1].splitlines() if line.startswith("[")]
+    assert [h.split("] ", 2)[2] for h in heads] == ["launch m:1.1 k", "launch m:1.2 k"]
+    stamps = [datetime.datetime.strptime(h[1:27], "%Y-%m-%d %H:%M:%S.%f") for h in heads]
+    assert before <= stamps[0] <= stamps[1] <= after, (before, stamps, after)

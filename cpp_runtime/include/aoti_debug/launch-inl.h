@@ -135,8 +135,7 @@ struct SideOf {
   }
 };
 
-inline void append_args(std::string& out, const Site& site, Values vals,
-                        bool out_side, int level) {
+inline void append_args(Text& out, const Site& site, Values vals, bool out_side, int level) {
   int k = 0;
   for (const Value& v : vals) {
     if (k >= site.nargs) break;
@@ -188,20 +187,29 @@ inline void append_named(std::string& out, const char* role, const char* const* 
 // the statistics stay for the NaN/Inf check that follows on this thread.
 inline std::string launch_record(const std::string& model, const Run& run, const Site& site, Values args,
                                  bool out_side, bool keep) {
-  std::string rec = header_line(out_side ? "launch-end" : "launch", launch_id(model, run.run, run.launch),
-                                site.kernel, std::string(), record_size(run, site));
-  if (run.level < 3) return rec;
+  std::string rec = record_storage(record_size(run, site));
+  Text t(rec);  // the whole record staged in one buffer; its id written in place
+  put_header_start(t, out_side ? "launch-end" : "launch");
+  t.append(model.data(), model.size());
+  t += ':';
+  put_i64(t, run.run);
+  t += '.';
+  put_i64(t, run.launch);
+  t += ' ';
+  t += site.kernel && *site.kernel ? site.kernel : "-";
+  t += '\n';
+  if (run.level < 3) return std::move(t.str());
   if (!out_side) {
-    rec += "  origin: nodes=";
-    rec += or_dash(site.nodes);
-    rec += " source=";
-    rec += or_dash(site.source);
-    rec += '\n';
-    if (site.lines != nullptr) rec += site.lines;
+    put(t, "  origin: nodes=");
+    t += or_dash(site.nodes);
+    put(t, " source=");
+    t += or_dash(site.source);
+    t += '\n';
+    if (site.lines != nullptr) t += site.lines;
   }
   RecordStats stats(run, args, keep, SideOf{site, out_side});
-  append_args(rec, site, args, out_side, run.level);
-  return rec;
+  append_args(t, site, args, out_side, run.level);
+  return std::move(t.str());
 }
 
 // A `run` record (`role` "in": the model's inputs) or `run-end` record ("out").

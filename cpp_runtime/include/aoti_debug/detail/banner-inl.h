@@ -24,6 +24,19 @@ inline int format_line_prefix(char* buf) {
   return n;
 }
 
+// The same with the time left as zeros, for a record that write_record
+// stamps with the time of its write (restamp), so that a record reads the
+// clock once.
+inline int format_line_prefix_unstamped(char* buf) {
+  static const char kBlank[] = "[0000-00-00 00:00:00.000000] [pid ";
+  int n = static_cast<int>(sizeof kBlank) - 1;
+  std::memcpy(buf, kBlank, static_cast<size_t>(n));
+  n += format_i64(current_pid(), buf + n);
+  buf[n++] = ']';
+  buf[n++] = ' ';
+  return n;
+}
+
 inline void append_line_prefix(std::string& out) {
   char b[kLinePrefixMax];
   out.append(b, static_cast<size_t>(format_line_prefix(b)));

@@ -3,6 +3,8 @@
 // AOTI_DEBUG_CORE_BODIES): header-only code and the core object (src/core.cpp).
 #pragma once
 
+#include <new>
+
 #include "format.h"
 
 AOTI_DEBUG_NAMESPACE_BEGIN
@@ -57,6 +59,11 @@ class Text {
   void flush() {
     if (n_ != 0) out_.append(b_, n_);
     n_ = 0;
+  }
+  // The string behind it, all staged bytes in it (for what is appended there directly).
+  std::string& str() {
+    flush();
+    return out_;
   }
 
  private:
@@ -134,18 +141,31 @@ AOTI_DEBUG_ALWAYS_INLINE void put_key(W& out, int indent, const char (&key)[N]) 
   put(out, key);
 }
 
-// "[timestamp] [pid N] kind id name<facts>\n" (facts: header_facts, run and call records)
-inline std::string header_line(const char* kind, const std::string& id, const char* name,
-                               const std::string& facts = std::string(), size_t reserve = 160) {
+// A new record's storage: this thread's spare (sink.h SpareRecord: empty,
+// or the last record's cleared storage), `reserve` bytes at least.
+inline std::string record_storage(size_t reserve) {
   std::string out;
   SpareRecord& spare = spare_record();
-  if (!spare.gone) out.swap(spare.text);  // empty, or the last record's cleared storage
-  out.reserve(reserve);  // 160: a level-1 record in one allocation
+  if (!spare.gone) out.swap(spare.text);
+  out.reserve(reserve);
+  return out;
+}
+
+// "[timestamp] [pid N] kind " -- the time left for write_record to stamp.
+inline void put_header_start(Text& t, const char* kind) {
+  t.commit(static_cast<size_t>(format_line_prefix_unstamped(t.room(kLinePrefixMax))));
+  t += kind;
+  t += ' ';
+}
+
+// "[timestamp] [pid N] kind id name<facts>\n" (facts: header_facts, run and
+// call records), the timestamp stamped by write_record (restamp).
+inline std::string header_line(const char* kind, const std::string& id, const char* name,
+                               const std::string& facts = std::string(), size_t reserve = 160) {
+  std::string out = record_storage(reserve);  // 160: a level-1 record in one allocation
   {
     Text t(out);
-    t.commit(static_cast<size_t>(format_line_prefix(t.room(kLinePrefixMax))));
-    t += kind;
-    t += ' ';
+    put_header_start(t, kind);
     t.append(id.data(), id.size());
     t += ' ';
     t += name && *name ? name : "-";
@@ -358,13 +378,20 @@ inline StatsMemo& stats_memo() {
 #endif
 
 #if AOTI_DEBUG_ENABLE_STATS
-inline const Stats* memo_hit(const TensorView& v) {
-  const StatsMemo& memo = stats_memo();
-  return memo.active ? memo.find(v) : nullptr;
+// `v` as eight lowercase hex digits at d, with no table and no loop: each
+// nibble spread into a byte of its own, '0' added to all, 'a' - '0' - 10
+// more to those of 10 and up (nibble + 6 carries into bit 4).
+AOTI_DEBUG_ALWAYS_INLINE void hex8(uint32_t v, char* d) {
+  uint64_t x = v;
+  x = ((x & 0xFFFF0000ull) << 16) | (x & 0xFFFFull);
+  x = ((x & 0x0000FF000000FF00ull) << 8) | (x & 0x000000FF000000FFull);
+  x = ((x & 0x00F000F000F000F0ull) << 4) | (x & 0x000F000F000F000Full);  // byte k: nibble k
+  const uint64_t letters = ((x + 0x0606060606060606ull) >> 4) & 0x0101010101010101ull;
+  x += 0x3030303030303030ull + letters * static_cast<uint64_t>('a' - '0' - 10);
+  x = __builtin_bswap64(x);  // the most significant nibble first
+  std::memcpy(d, &x, 8);
 }
-#endif
 
-#if AOTI_DEBUG_ENABLE_STATS
 // The statistics lines (section 3) for a computed Stats.
 template <class W>
 AOTI_DEBUG_ALWAYS_INLINE void append_stats_lines(W& out, int indent, const Stats& s) {
@@ -426,21 +453,21 @@ AOTI_DEBUG_ALWAYS_INLINE void append_stats_lines(W& out, int indent, const Stats
   }
 #undef AOTI_DEBUG_KEY_
   if (s.hashed) {
-    static const char hex[] = "0123456789abcdef";
     put_key(out, indent, "hash=");
     char* const d = out.room(17);
-    for (int i = 0; i < 16; ++i) d[i] = hex[(s.hash >> (4 * (15 - i))) & 0xf];
+    hex8(static_cast<uint32_t>(s.hash >> 32), d);
+    hex8(static_cast<uint32_t>(s.hash), d + 8);
     d[16] = '\n';
     out.commit(17);
   }
 }
 #endif
 
-// The Tensor block, "Tensor(" at `indent` spaces, up to its statistics
-// lines (level >= 5); returns why there are none (nullptr: there are, or
-// level < 5), for the caller to say.
+// The head of a Tensor block: "Tensor(" at `indent` spaces and its lines up
+// to the statistics (shape, stride, dtype, device, requires_grad,
+// is_contiguous).
 template <class W>
-AOTI_DEBUG_ALWAYS_INLINE const char* block_lines(W& out, const Value& val, int level, int indent) {
+AOTI_DEBUG_ALWAYS_INLINE void block_head(W& out, const Value& val, int indent) {
   const TensorView& v = val.t;
   const int in = indent + 2;
   put_key(out, indent, "Tensor(\n");
@@ -464,32 +491,110 @@ AOTI_DEBUG_ALWAYS_INLINE const char* block_lines(W& out, const Value& val, int l
   put_key(out, in, "is_contiguous=");
   if (is_contiguous(v)) put(out, "True\n");
   else put(out, "False\n");
+}
+
+// A block head is a function of the view's metadata and the indent alone,
+// and a launch site shows the same shapes call after call: each thread keeps
+// the heads it wrote, keyed by that metadata compared in full (never by a
+// pointer: a buffer's sizes array is new each call, and a freed one's
+// address comes back holding other sizes), and copies one instead of
+// formatting it again.  Direct-mapped; a collision formats and replaces.
+struct HeadCache {
+  static constexpr int kEntries = 128;  // slot() takes 7 bits
+  static constexpr int kMaxDims = 6;     // deeper views are formatted each time
+  static constexpr size_t kMaxText = 240;
+  struct Entry {
+    int32_t dtype = -1, ndim = -1, device_type = 0, device_index = 0, indent = -1, grad = 0;
+    int64_t sizes[kMaxDims] = {}, strides[kMaxDims] = {};
+    uint32_t len = 0;
+    char text[kMaxText];
+    bool holds(const Value& val, int in) const {
+      const TensorView& v = val.t;
+      if (ndim != v.ndim || dtype != v.dtype || indent != in || device_type != v.device_type ||
+          device_index != v.device_index || grad != static_cast<int32_t>(val.b))
+        return false;
+      for (int64_t d = 0; d < v.ndim; ++d)
+        if (sizes[d] != v.sizes[d] || strides[d] != v.strides[d]) return false;
+      return true;
+    }
+    void keep(const Value& val, int in, const char* p, size_t n) {
+      const TensorView& v = val.t;
+      if (n > kMaxText) {
+        ndim = -1;  // held nothing: no lookup matches
+        return;
+      }
+      dtype = v.dtype, ndim = static_cast<int32_t>(v.ndim), device_type = v.device_type;
+      device_index = v.device_index, indent = in, grad = val.b;
+      for (int64_t d = 0; d < v.ndim; ++d) sizes[d] = v.sizes[d], strides[d] = v.strides[d];
+      std::memcpy(text, p, n);
+      len = static_cast<uint32_t>(n);
+    }
+  };
+  Entry e[kEntries];
+
+  // The entry for this metadata (holding it or to be filled), or nullptr
+  // for views not kept (too many dimensions).
+  Entry* slot(const Value& val, int indent) {
+    const TensorView& v = val.t;
+    if (v.ndim < 0 || v.ndim > kMaxDims) return nullptr;
+    uint64_t h = static_cast<uint64_t>(v.dtype) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(v.ndim + 8 * indent);
+    for (int64_t d = 0; d < v.ndim; ++d)
+      h = (h ^ static_cast<uint64_t>(v.sizes[d])) * 0x100000001B3ull ^ static_cast<uint64_t>(v.strides[d]) * 31u;
+    h ^= static_cast<uint64_t>(v.device_type) << 7 ^ static_cast<uint64_t>(v.device_index) << 13;
+    return &e[(h * 0x9E3779B97F4A7C15ull) >> 57];  // the top 7 bits: kEntries
+  }
+};
+
+// This thread's head cache, made on its first level-3 record (nullptr if
+// that fails, or past the thread's exit).
+struct HeadCacheSlot {
+  HeadCache* cache = nullptr;
+  bool gone = false;
+  ~HeadCacheSlot() {
+    delete cache;
+    cache = nullptr;
+    gone = true;
+  }
+};
+
+inline HeadCache* head_cache() {
+  static thread_local HeadCacheSlot slot;
+  if (AOTI_DEBUG_UNLIKELY(slot.cache == nullptr) && !slot.gone) slot.cache = new (std::nothrow) HeadCache();
+  return slot.cache;
+}
+
+// What follows the head at level >= 5: the statistics lines; returns why
+// there are none (nullptr: there are, or level < 5), for the caller to say.
+template <class W>
+AOTI_DEBUG_ALWAYS_INLINE const char* block_stats(W& out, const Value& val, int level, int indent) {
   const char* skip = nullptr;
   if (level >= 5) {
 #if AOTI_DEBUG_ENABLE_STATS
+    const TensorView& v = val.t;
+    StatsMemo& memo = stats_memo();  // once a block: in a shared object each look costs a call
     Stats s;
     if (numel_of(v) == 0) {
       skip = "empty tensor";
     } else if (stats_kind(v.dtype) == kStatsNone) {
       skip = "dtype not supported";
-    } else if (const Stats* kept = memo_hit(v)) {
+    } else if (const Stats* kept = memo.active ? memo.find(v) : nullptr) {
       s = *kept;
     } else if (v.device_type == 0 && v.data != nullptr) {
       s = compute_stats(v, true);
-      StatsMemo& memo = stats_memo();
       if (memo.active) memo.add(v, s);
     } else if (!device_stats(val, &s, &skip)) {
       if (skip == nullptr) skip = "device not supported";
     }
-    if (skip == nullptr) append_stats_lines(out, in, s);
+    if (skip == nullptr) append_stats_lines(out, indent + 2, s);
 #else
+    (void)out, (void)val, (void)indent;
     skip = "statistics not compiled in";
 #endif
   }
   return skip;
 }
 
-// A bound of what block_lines writes, room made for its fixed-size copies
+// A bound of what block_head and block_stats write, room made for their fixed-size copies
 // included: fourteen lines (six of statistics) of at most `indent` + 2 + 64
 // bytes, two tuples of ndim numbers; SIZE_MAX past the usual depths and ranks.
 inline size_t block_bound(const TensorView& v, int indent) {
@@ -498,17 +603,28 @@ inline size_t block_bound(const TensorView& v, int indent) {
 }
 
 // The Tensor block, "Tensor(" at `indent` spaces.  Statistics at level >= 5.
-// Its lines are written without a check per piece where they fit the buffer.
+// Its lines are written without a check per piece where they fit the buffer,
+// its head copied from this thread's head cache where it holds it.
 inline void tensor_block(Text& out, const Value& val, int level, int indent) {
   const char* skip;
   const size_t bound = block_bound(val.t, indent);
   if (AOTI_DEBUG_LIKELY(bound <= Text::kSize)) {
     Raw raw{out.room(bound)};
     char* const start = raw.p;
-    skip = block_lines(raw, val, level, indent);
+    HeadCache* const heads = head_cache();
+    HeadCache::Entry* const kept = heads != nullptr ? heads->slot(val, indent) : nullptr;
+    if (kept != nullptr && kept->holds(val, indent)) {
+      std::memcpy(raw.p, kept->text, kept->len);
+      raw.p += kept->len;
+    } else {
+      block_head(raw, val, indent);
+      if (kept != nullptr) kept->keep(val, indent, start, static_cast<size_t>(raw.p - start));
+    }
+    skip = block_stats(raw, val, level, indent);
     out.commit(static_cast<size_t>(raw.p - start));
   } else {
-    skip = block_lines(out, val, level, indent);
+    block_head(out, val, indent);
+    skip = block_stats(out, val, level, indent);
   }
   const int in = indent + 2;
   if (skip != nullptr) {
@@ -524,19 +640,24 @@ inline void append_tensor_block(std::string& out, const Value& val, int level, i
   tensor_block(text, val, level, indent);
 }
 
+// A tensor's argument item, "  label:\n" + block, into a Text.
+inline void tensor_item(Text& t, int indent, const char* label_a, const char* label_b, const Value& v, int level) {
+  put_spaces(t, indent);
+  t += label_a;
+  if (label_b) {
+    t += ' ';
+    t += label_b;
+  }
+  put(t, ":\n");
+  tensor_block(t, v, level, indent + 2);
+}
+
 // One argument item: "  label: inline\n" or "  label:\n" + block.
 inline void append_item(std::string& out, int indent, const char* label_a, const char* label_b,
                         const Value& v, int level) {
   if (v.kind == Value::kTensor) {  // the item and its block in one staging buffer
     Text t(out);
-    put_spaces(t, indent);
-    t += label_a;
-    if (label_b) {
-      t += ' ';
-      t += label_b;
-    }
-    put(t, ":\n");
-    tensor_block(t, v, level, indent + 2);
+    tensor_item(t, indent, label_a, label_b, v, level);
     return;
   }
   append_indent(out, indent);
@@ -548,6 +669,13 @@ inline void append_item(std::string& out, int indent, const char* label_a, const
   out += ": ";
   append_inline(out, v);
   out += '\n';
+}
+
+// The same into a Text (a record staged whole).
+inline void append_item(Text& t, int indent, const char* label_a, const char* label_b, const Value& v,
+                        int level) {
+  if (v.kind == Value::kTensor) tensor_item(t, indent, label_a, label_b, v, level);
+  else append_item(t.str(), indent, label_a, label_b, v, level);
 }
 
 // Several outputs of one call as a tuple block (section 1.4 containers).

@@ -244,6 +244,8 @@ inline SpareRecord& spare_record() {
 AOTI_DEBUG_CORE_FN void write_record(const std::string& dest, std::string text, const char* torch_version) {
   Registry* r = registry();
   if (r == nullptr) {  // no registry (mmap failed): still never lose the record
+    char ts[32];
+    restamp(text, ts, static_cast<size_t>(format_timestamp_fast(ts)));
     write_all(2, text.data(), text.size());
     return;
   }

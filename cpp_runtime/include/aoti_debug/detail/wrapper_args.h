@@ -15,6 +15,7 @@
 // AtenTensorHandle, aoti_torch_delete_tensor_object
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 
+#include <cstring>
 #include <new>
 #include <type_traits>
 #include <utility>
@@ -40,9 +41,7 @@ class AOTI_DEBUG_HIDDEN Args {  // hidden, as the runtime it holds
   Args& operator=(const Args&) = delete;
   ~Args() {
     done();
-    delete[] slot_;
-    delete[] owned_;
-    delete[] made_;
+    ::operator delete(slot_);  // the one block side_of made (Values are trivially destructible)
   }
   // The arguments of one side of the launch (kIn: in and inout, kOut: out
   // and inout, kAll), each described (through `describe(*this, i)` and keep)
@@ -84,10 +83,16 @@ class AOTI_DEBUG_HIDDEN Args {  // hidden, as the runtime it holds
   }
   __attribute__((noinline)) aoti_debug::Values side_of(Describe describe, void* describer,
                                                        const aoti_debug::Site& site, Side which) {
-    if (slot_ == nullptr) {  // only when something reads them
-      slot_ = new aoti_debug::Value[n_];
-      owned_ = new AtenTensorHandle[n_];
-      made_ = new unsigned char[n_]();
+    if (slot_ == nullptr) {  // only when something reads them; one allocation for the three arrays
+      static_assert(std::is_trivially_destructible<aoti_debug::Value>::value, "~Args frees Values unrun");
+      static_assert(alignof(aoti_debug::Value) >= alignof(AtenTensorHandle), "handles follow the Values");
+      const size_t n = static_cast<size_t>(n_);
+      void* block = ::operator new(n * (sizeof(aoti_debug::Value) + sizeof(AtenTensorHandle) + 1));
+      slot_ = static_cast<aoti_debug::Value*>(block);
+      for (size_t i = 0; i < n; ++i) new (slot_ + i) aoti_debug::Value();
+      owned_ = reinterpret_cast<AtenTensorHandle*>(slot_ + n);
+      made_ = reinterpret_cast<unsigned char*>(owned_ + n);
+      std::memset(made_, 0, n);
     }
     for (int i = 0; i < n_; ++i) {
       const aoti_debug::Role r = site.args[i].role;
@@ -102,7 +107,7 @@ class AOTI_DEBUG_HIDDEN Args {  // hidden, as the runtime it holds
   }
 
   const int n_;
-  // On the heap, made on first use: a wrapper's many launches share one stack frame.
+  // On the heap in one block, made on first use: a wrapper's many launches share one stack frame.
   aoti_debug::Value* slot_ = nullptr;
   AtenTensorHandle* owned_ = nullptr;
   unsigned char* made_ = nullptr;  // 0: not yet, 1: described, 2: described, owns owned_[i]
