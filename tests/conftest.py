@@ -86,7 +86,8 @@ def launch_session():
         with open(build.cache_dir() / "aotid_pylaunch.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             launch_ext.build()
-    assert ("extension" if launch_ext.module() is not None else "ctypes") == LAUNCH
+    from aoti_debug.runtime import launches
+    assert ("extension" if launches._compiled_calls() is not None else "ctypes") == LAUNCH
     assert run_python(_WHICH_LAUNCH, env=clean_env(AOTI_DEBUG_LOGDEST=os.devnull)).stdout.split() == [LAUNCH]
     yield
 

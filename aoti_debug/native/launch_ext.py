@@ -89,12 +89,11 @@ def build(force: bool = False) -> Path:
     return out
 
 
-def _load():
+def _load(runtime: tuple):
     """The initialised extension module; raises on any failure."""
     import importlib.machinery
     import importlib.util
     import torch
-    from ..runtime import blackbox, launches
     from . import core
     lib = core.lib()
     path = build()
@@ -106,15 +105,19 @@ def _load():
     def address(fn) -> int:
         return ctypes.cast(fn, ctypes.c_void_p).value
 
-    module.init(launches.Run, launches.Site, torch.nn.Parameter, launches.launch, launches.launch_end,
-                blackbox.site_handle, address(lib.aotid_write_record), address(lib.aotid_write_launch), address(lib.aotid_clear_inflight))
+    run_type, site_type, launch, launch_end, site_handle = runtime
+    module.init(run_type, site_type, torch.nn.Parameter, launch, launch_end, site_handle,
+                address(lib.aotid_write_record), address(lib.aotid_write_launch), address(lib.aotid_clear_inflight))
     return module
 
 
-def module():
-    """The loaded extension, built on first use; None (after one warning) if impossible or switched off."""
+def module(runtime: Optional[tuple] = None):
+    """The loaded extension, built on first use; None (after one warning) if impossible or
+    switched off, and before a runtime loaded it.  `runtime`: what the extension reads in
+    place and hands records over to, given by the runtime that calls it (runtime/launches.py:
+    its Run and Site, its launch and launch_end, blackbox.site_handle)."""
     global _module, _tried
-    if _module is not None or _tried:
+    if _module is not None or _tried or runtime is None:
         return _module
     with _lock:
         if _module is None and not _tried:
@@ -122,7 +125,7 @@ def module():
             # without the core there is nothing to write through (its own warning said why)
             if os.environ.get(SWITCH, "") != "0" and core.lib() is not None:
                 try:
-                    _module = _load()
+                    _module = _load(runtime)
                 except Exception as exc:
                     warnings.warn(f"aoti-debug: torch.compile's launch extension unavailable ({_why(exc)}); "
                                   "its launch records are written through ctypes instead (the same records, "
@@ -141,7 +144,7 @@ def _why(exc: Exception) -> str:
     return f"{type(exc).__name__}: {lines[0] if lines else ''}"
 
 
-def functions() -> Optional[Tuple[Callable, Callable]]:
-    """(launch, launch_end) of the extension, or None."""
-    m = module()
+def functions(runtime: tuple) -> Optional[Tuple[Callable, Callable]]:
+    """(launch, launch_end) of the extension, or None; `runtime` as for module()."""
+    m = module(runtime)
     return None if m is None else (m.launch, m.launch_end)

@@ -511,7 +511,7 @@ def _compiled_calls():
         return None
     try:
         from ..native import launch_ext
-        return launch_ext.functions()
+        return launch_ext.functions((Run, Site, launch, launch_end, blackbox.site_handle))
     except Exception:
         return None
 
