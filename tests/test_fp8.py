@@ -12,6 +12,7 @@ from aoti_debug.analysis.mask import mask
 from aoti_debug.runtime import format as pyfmt
 from conftest import PLANTED, TESTS, clean_env, raised, records, run_package, run_python
 from models import fp8_inputs, line_of, seeded
+from test_eager_reference import diff_cli
 
 SCALED_MM = "aoti_torch_cpu__scaled_mm_out"
 
@@ -134,15 +135,6 @@ def fp8_logs(fp8, tmp_path_factory):
             aoti_debug.eager_log(model, models.fp8_inputs())
         """, env=clean_env(AOTI_DEBUG_LOGDEST=path, AOTI_DEBUG_LOGLEVEL="5"))
     return aoti, eager, wrong
-
-
-def diff_cli(*argv):
-    proc = run_python(f"""
-        import sys
-        from aoti_debug.cli import main
-        sys.exit(main({list(argv)!r}))
-    """, env=clean_env(PYTHONPATH=TESTS), check=False)
-    return proc.returncode, proc.stdout.splitlines(), proc.stderr
 
 
 def test_diff_against_the_eager_reference_agrees_bit_for_bit(fp8_logs):
