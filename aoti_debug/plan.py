@@ -40,6 +40,7 @@ class Arg:
     role: str        # in | out | inout
     value: str = ""  # the FX node whose result the buffer holds ("" = not known)
     constant: bool = False  # one of the artifact's constants (weights): the black box does not copy it
+    scale: str = ""  # the op's schema argument it is passed as when the kernel uses it as a scale (scale_a)
 
 
 @dataclasses.dataclass(frozen=True)
