@@ -331,7 +331,7 @@ class Fp8Linear(torch.nn.Module):
 
     def forward(self, x):
         x8 = (x / self.x_scale).to(E4M3)  # LINE:fp8.quantize
-        h = torch._scaled_mm(x8, self.w1, scale_a=self.x_scale, scale_b=self.w1_scale,
+        h = torch._scaled_mm(x8, self.w1, scale_a=self.x_scale, scale_b=self.w1_scale,  # LINE:fp8.fc1_call
                              out_dtype=torch.float32)  # LINE:fp8.fc1
         h = torch.relu(h)
         h_scale = h.abs().amax(1, keepdim=True).clamp(min=1e-12) / 448  # LINE:fp8.row_scale

@@ -1,6 +1,8 @@
-"""Scales (docs/log-format.md section 3, `scale=`): a tensor a kernel reads as its op's
-scale (_scaled_mm's scale_a, scale_b, scale_result) gets zero and subnormal counts at
-level 5, written alike by both runtimes; tests/models.py's Fp8Linear compiled with AOTI."""
+"""Scales (docs/log-format.md 3.2, docs/checks.md "Bad scales"): a tensor a kernel reads as
+its op's scale (_scaled_mm's scale_a, scale_b, scale_result) gets zero and subnormal counts
+at level 5, written alike by both runtimes, and the NaN check names a zero, NaN or Inf one
+at the launch that reads it; tests/models.py's Fp8Linear compiled with AOTI (the shared
+package) and with torch.compile."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ import torch
 from aoti_debug.analysis import load
 from aoti_debug.native import core as _native
 from aoti_debug.runtime import format as pyfmt
-from conftest import PLANTED, run_package
+from aoti_debug.analysis.mask import mask
+from conftest import PLANTED, TESTS, clean_env, raised, records, run_package, run_python
+from models import fp8_inputs, line_of, seeded
 
 SCALED_MM = "aoti_torch_cpu__scaled_mm_out"
 
@@ -69,7 +73,6 @@ def test_level_5_shows_each_scaled_mm_scale_with_its_counts(fp8, tmp_path):
     constants; fc2's per-row activation scale written by the launch before, its per-row
     weight scale) are marked with the schema argument they are passed as and their zero and
     subnormal counts, each block as format.py writes the eager tensor; nothing else is."""
-    from models import fp8_inputs, seeded
     log = tmp_path / "log.txt"
     proc = run_package(fp8, "fp8", inputs="models.fp8_inputs()", AOTI_DEBUG_LOGDEST=str(log))
     assert "OUTPUT" in proc.stdout
@@ -98,11 +101,12 @@ ZEROED_W1_SCALE = ("(m.load_constants({{'constant4': torch.zeros(())}}, check_fu
 
 
 def test_a_zeroed_weight_scale_shows_as_a_zero_scale_not_as_nan(fp8, tmp_path):
-    """fc1's weight scale zeroed through the package's constants: no NaN or Inf anywhere
-    (the NaN check, on in the package, passes) and the output is all zeros; the record of the
-    launch that reads it says which scale it is and that it is zero."""
+    """fc1's weight scale zeroed through the package's constants, the NaN check off: no NaN
+    or Inf anywhere and the output is all zeros; the record of the launch that reads it says
+    which scale it is and that it is zero."""
     log = tmp_path / "log.txt"
-    proc = run_package(fp8, "fp8", inputs=ZEROED_W1_SCALE, AOTI_DEBUG_LOGDEST=str(log))
+    proc = run_package(fp8, "fp8", inputs=ZEROED_W1_SCALE, AOTI_DEBUG_LOGDEST=str(log),
+                       AOTI_DEBUG_NAN_CHECK="off")
     assert "RAISED" not in proc.stdout and "OUTPUT (4, 8) 0.0 " in proc.stdout
     fc1 = next(la for la in load.read(str(log)).launches if la.start.name == SCALED_MM)
     got = {i.name: (i.value.scale, i.value.scale_counts()) for i in fc1.inputs if i.value.scale}
@@ -116,9 +120,8 @@ def test_torch_compile_writes_the_scales_blocks_as_aoti_does(fp8, aoti_cache, tm
     """The Python runtime (torch.compile's wrapper), fc1's weight scale zeroed: each scale's
     block is the AOTI run's, byte for byte (the model's names for its buffers, the package's
     constant names aside)."""
-    from conftest import TESTS, clean_env, run_python
     aoti_log, py_log = tmp_path / "aoti.txt", tmp_path / "py.txt"
-    run_package(fp8, "fp8", inputs=ZEROED_W1_SCALE, AOTI_DEBUG_LOGDEST=str(aoti_log))
+    run_package(fp8, "fp8", inputs=ZEROED_W1_SCALE, AOTI_DEBUG_LOGDEST=str(aoti_log), AOTI_DEBUG_NAN_CHECK="off")
     proc = run_python(f"""
         import sys; sys.path.insert(0, {TESTS!r})
         import torch, models
@@ -140,3 +143,43 @@ def test_torch_compile_writes_the_scales_blocks_as_aoti_does(fp8, aoti_cache, tm
     assert [(name, f["scale"], f["zero_count"]) for name, f in py] == [
         ("x_scale", "scale_a", "0"), ("w1_scale", "scale_b", "1"), ("buf4", "scale_a", "0"),
         ("w2_scale", "scale_b", "0")]
+
+
+def zero_scale_message(model, source, name, constant):
+    return (f"launch {model}:1.2 {SCALED_MM} (source {source}) read scale_b {name} holding 1 zero, 0 NaN and "
+            "0 Inf (first at flat index 0); a bad scale is the origin of what this launch writes, not its "
+            "arithmetic" + (f"; {name} is one of the artifact's constants" if constant else ""))
+
+
+def test_the_nan_check_names_a_zero_scale_at_the_launch_that_reads_it(fp8, tmp_path):
+    """The package's NaN check (raise:naninf) with fc1's weight scale zeroed: nothing turns
+    NaN, yet the check raises at the _scaled_mm launch that reads the scale, naming it, the
+    schema argument and that it is one of the artifact's constants; the same package with its
+    scales intact passes."""
+    log = tmp_path / "log.txt"
+    proc = run_package(fp8, "fp8", inputs=ZEROED_W1_SCALE, AOTI_DEBUG_LOGDEST=str(log))
+    source = next(la.start.origin.source for la in load.read(str(log)).launches if la.ident == "fp8:1.2")
+    assert source == line_of("fp8.fc1_call")      # the line the call starts on
+    assert raised(proc) == "aoti-debug NaN check: " + zero_scale_message("fp8", source, "constant4", True)
+    assert "OUTPUT" in run_package(fp8, "fp8", inputs="models.fp8_inputs()").stdout
+
+
+@pytest.mark.python_writer
+def test_torch_compile_names_a_zero_scale_in_the_aoti_runs_words(aoti_cache, tmp_path):
+    """The Python runtime's NaN check (warn:naninf), fc1's weight scale zeroed: one note at
+    the _scaled_mm launch naming w1_scale (a model buffer passed in, not a constant) in the
+    words of the C++ shim's message above, then the run's summary; the output is all zeros."""
+    log = tmp_path / "log.txt"
+    proc = run_python(f"""
+        import sys; sys.path.insert(0, {TESTS!r})
+        import torch, models
+        model, _, _ = models.seeded("fp8")
+        model.w1_scale.zero_()
+        with torch.no_grad():
+            print("SUM", float(torch.compile(model)(*models.fp8_inputs()).sum()))
+    """, env=clean_env(TORCHINDUCTOR_CACHE_DIR=aoti_cache, AOTI_DEBUG_LOGLEVEL="3",
+                       AOTI_DEBUG_NAN_CHECK="warn:naninf", AOTI_DEBUG_LOGDEST=str(log)))
+    assert "SUM 0.0" in proc.stdout
+    notes = [r.split("\n", 1)[1] for r in records(mask(log.read_text())) if " note - nan-check" in r]
+    assert notes == [f"  {zero_scale_message('model', line_of('fp8.fc1_call'), 'w1_scale', False)}\n",
+                     f"  run 1: NaN/Inf in 1 launch: {SCALED_MM} x1\n"]

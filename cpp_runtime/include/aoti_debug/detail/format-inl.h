@@ -508,12 +508,19 @@ inline double scale_element(const char* p, int32_t code) {
   }
 }
 
+// A scale's NaN and Inf elements and the logical index of its first zero, NaN or
+// Inf (-1: none), for the NaN check (checks.h NanChecks::scales).
+struct ScaleFaults {
+  int64_t nans = 0, infs = 0, first = -1;
+};
+
 // Zeros and subnormals (finite, non-zero, under the format's smallest normal) of
 // a CPU tensor of a floating format that a kernel uses as a scale; false when
 // they are not counted (another device, no elements, another dtype).  Scales are
 // small (one per tensor, row or block), so one plain pass; NaN and Inf are
 // told apart on the bits, whatever the includer's math flags.
-inline bool scale_counts(const TensorView& v, int64_t* zeros, int64_t* subnormals) {
+inline bool scale_counts(const TensorView& v, int64_t* zeros, int64_t* subnormals,
+                         ScaleFaults* faults = nullptr) {
   const FloatFacts* facts = float_facts(v.dtype);
   const DtypeInfo* info = dtype_info(v.dtype);
   const int64_t n = numel_of(v);
@@ -534,6 +541,8 @@ inline bool scale_counts(const TensorView& v, int64_t* zeros, int64_t* subnormal
     std::memcpy(&a, &magnitude, 8);
     if (magnitude == 0) ++*zeros;
     else if ((magnitude >> 52) != 0x7ff && a < facts->smallest_normal) ++*subnormals;
+    if (faults != nullptr && (magnitude >> 52) == 0x7ff) ++((magnitude << 12) ? faults->nans : faults->infs);
+    if (faults != nullptr && faults->first < 0 && (magnitude == 0 || (magnitude >> 52) == 0x7ff)) faults->first = k;
     for (int64_t d = v.ndim - 1; d >= 0; --d) {  // the next logical index
       if (++index[d] < v.sizes[d]) break;
       index[d] = 0;
