@@ -86,7 +86,15 @@ def scale_buffers(ir_node) -> dict:
     """{buffer name: schema argument} of the scales an extern kernel or custom op
     reads: its IR inputs are its op's tensor arguments in schema order, those the
     FX node passes as None left out (tuned _scaled_mm's inputs stop before
-    scale_result).  Empty when the op or its FX node is not known."""
+    scale_result).  Empty when the op or its FX node is not known, or not as
+    expected: a launch whose scales cannot be told is instrumented as before."""
+    try:
+        return _scale_buffers(ir_node)
+    except Exception:
+        return {}
+
+
+def _scale_buffers(ir_node) -> dict:
     op = getattr(ir_node, "op_overload", None)
     schema = getattr(op, "_schema", None)
     fx_node = getattr(ir_node, "origin_node", None) or next(iter(own_fx_nodes(ir_node)), None)
@@ -101,8 +109,11 @@ def scale_buffers(ir_node) -> dict:
         if "Tensor" not in str(a.type) or a.is_out or value is None:
             continue
         names += [a.name] * (len(value) if isinstance(value, (list, tuple)) else 1)
+    inputs = list(getattr(ir_node, "inputs", ()) or ())
+    if len(inputs) > len(names):
+        return {}              # inputs the schema does not account for: no guess
     found = {}
-    for node, name in zip(getattr(ir_node, "inputs", ()) or (), names):
+    for node, name in zip(inputs, names):
         try:
             buffer = node.get_name()
         except Exception:

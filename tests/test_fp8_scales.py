@@ -183,3 +183,48 @@ def test_torch_compile_names_a_zero_scale_in_the_aoti_runs_words(aoti_cache, tmp
     notes = [r.split("\n", 1)[1] for r in records(mask(log.read_text())) if " note - nan-check" in r]
     assert notes == [f"  {zero_scale_message('model', line_of('fp8.fc1_call'), 'w1_scale', False)}\n",
                      f"  run 1: NaN/Inf in 1 launch: {SCALED_MM} x1\n"]
+
+
+class _Buffer:
+    def __init__(self, name):
+        self.name = name
+
+    def get_name(self):
+        return self.name
+
+
+class _ExternNode:
+    """What scale_buffers reads of an extern kernel's IR node: its op, FX node and inputs."""
+
+    def __init__(self, op, args, kwargs, inputs):
+        import types
+        self.op_overload = op
+        self.origin_node = types.SimpleNamespace(args=args, kwargs=kwargs)
+        self.inputs = [_Buffer(n) for n in inputs]
+
+
+def test_scale_buffers_follow_the_schema_with_absent_optionals_left_out():
+    """The scales of _scaled_mm (bias present or not, scale_result given), of the block-scaled
+    _scaled_mm_v2 (a list of scales per operand) and of _scaled_grouped_mm (offs before them
+    in its inputs only when given); an IR node whose inputs outnumber what the FX node passes
+    is not guessed at; an op without scale arguments has none."""
+    from aoti_debug.codegen_patches.ir_plan import scale_buffers
+    aten = torch.ops.aten
+    mm = aten._scaled_mm.out
+    assert scale_buffers(_ExternNode(mm, ("a", "b"), {"scale_a": "sa", "scale_b": "sb"},
+                                     ["buf0", "w", "c3", "c4"])) == {"c3": "scale_a", "c4": "scale_b"}
+    assert scale_buffers(_ExternNode(mm, ("a", "b", "sa", "sb", None, "sr"), {},
+                                     ["buf0", "w", "c3", "c4", "buf9"])) == {
+        "c3": "scale_a", "c4": "scale_b", "buf9": "scale_result"}
+    # tuned _scaled_mm's inputs stop at bias: scale_result is not among them
+    assert scale_buffers(_ExternNode(mm, ("a", "b", "sa", "sb", "bias", "sr"), {},
+                                     ["buf0", "w", "c3", "c4", "c5"])) == {"c3": "scale_a", "c4": "scale_b"}
+    v2 = aten._scaled_mm_v2.default
+    assert scale_buffers(_ExternNode(v2, ("a", "b", ["sa0", "sa1"]), {"scale_b": ["sb0"]},
+                                     ["x", "w", "s0", "s1", "t0"])) == {"s0": "scale_a", "s1": "scale_a",
+                                                                        "t0": "scale_b"}
+    grouped = aten._scaled_grouped_mm.default
+    assert scale_buffers(_ExternNode(grouped, ("a", "b", "sa", "sb", "offs"), {},
+                                     ["x", "w", "s", "t", "o"])) == {"s": "scale_a", "t": "scale_b"}
+    assert scale_buffers(_ExternNode(mm, ("a", "b", "sa", "sb"), {}, ["x", "w", "s", "t", "extra"])) == {}
+    assert scale_buffers(_ExternNode(aten.mm.out, ("a", "b"), {}, ["x", "w"])) == {}
