@@ -97,7 +97,8 @@ class Site:
                 "nodes": list(self.provenance.nodes), "source": self.provenance.source,
                 "lines": [[line, list(nodes)] for line, nodes in self.provenance.lines],
                 "modules": list(self.provenance.modules), "module": self.provenance.module,
-                "args": [{"name": a.name, "role": a.role, "value": a.value} for a in self.args],
+                "args": [{"name": a.name, "role": a.role, "value": a.value, **({"scale": a.scale} if a.scale else {})}
+                         for a in self.args],
                 **({"ops": self.ops} if self.ops else {})}
 
 
