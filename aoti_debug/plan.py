@@ -40,6 +40,7 @@ class Arg:
     role: str        # in | out | inout
     value: str = ""  # the FX node whose result the buffer holds ("" = not known)
     constant: bool = False  # one of the artifact's constants (weights): the black box does not copy it
+    scale: str = ""  # the op's schema argument it is passed as when the kernel uses it as a scale (scale_a)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +97,8 @@ class Site:
                 "nodes": list(self.provenance.nodes), "source": self.provenance.source,
                 "lines": [[line, list(nodes)] for line, nodes in self.provenance.lines],
                 "modules": list(self.provenance.modules), "module": self.provenance.module,
-                "args": [{"name": a.name, "role": a.role, "value": a.value} for a in self.args],
+                "args": [{"name": a.name, "role": a.role, "value": a.value, **({"scale": a.scale} if a.scale else {})}
+                         for a in self.args],
                 **({"ops": self.ops} if self.ops else {})}
 
 

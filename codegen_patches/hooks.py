@@ -45,6 +45,7 @@ class WrapperState:
     pending: Optional[Provenance] = None      # replay phase: set by the marker line
     last: Optional[Provenance] = None         # scheduling phase: last codegen_comment
     extern_out: Optional[str] = None
+    pending_scales: Dict[str, str] = dataclasses.field(default_factory=dict)   # set by the marker line
     launches: int = 0
     in_call: bool = False
     header_written: bool = False
@@ -76,14 +77,14 @@ def state(wrapper) -> Optional[WrapperState]:
     return _state_of(wrapper, ir_queries.is_instrumentable, WrapperState)
 
 
-def note_provenance(provenance: Provenance) -> None:
+def note_provenance(provenance: Provenance, scales: Optional[Dict[str, str]] = None) -> None:
     from torch._inductor.virtualized import V
     wrapper = V.graph.wrapper_code
     st = state(wrapper)
     if st is None:
         return
     st.last = provenance
-    wrapper.writeline(ir_queries.marker_line_class()(wrapper, provenance))
+    wrapper.writeline(ir_queries.marker_line_class()(wrapper, provenance, scales))
 
 
 def take_provenance(st: WrapperState, kernel: str) -> Provenance:
@@ -111,7 +112,7 @@ def on_scheduled_kernel_comment(node_schedule, kernel_name) -> None:
 
 def on_extern_kernel_comment(ir_node) -> None:
     if _active is not None:
-        note_provenance(ir_plan.provenance_of_ir_node(ir_node))
+        note_provenance(ir_plan.provenance_of_ir_node(ir_node), ir_plan.scale_buffers(ir_node))
 
 
 def on_define_kernel(wrapper, kernel_name: str, kernel_body: str, cpp_definition: Optional[str]) -> None:
@@ -243,6 +244,7 @@ def around_extern_call(wrapper, kernel: str, args: List[str], emit_call) -> None
         emit_call()
         return
     prov = take_provenance(st, kernel)
+    scales, st.pending_scales = st.pending_scales, {}
     out_name, st.extern_out = st.extern_out, None
     tensors: List[Arg] = []
     for a in args:
@@ -257,7 +259,13 @@ def around_extern_call(wrapper, kernel: str, args: List[str], emit_call) -> None
         elif _OPTIONAL.match(a) and ir_queries.is_tensor_name(_OPTIONAL.match(a).group(1)):
             name = _OPTIONAL.match(a).group(1)
             tensors.append(Arg(name, name, IN))
-    launch(wrapper, st, kernel, prov, tensors, "extern", emit_call)
+    launch(wrapper, st, kernel, prov, scaled(tensors, scales), "extern", emit_call)
+
+
+def scaled(args: List[Arg], scales: Dict[str, str]) -> List[Arg]:
+    """The arguments a launch reads as its op's scales (ir_plan.scale_buffers) marked so."""
+    return [dataclasses.replace(a, scale=scales[a.name]) if a.role == IN and a.name in scales else a
+            for a in args]
 
 
 def around_proxy_call(wrapper, op_overload, raw_args, raw_outputs, emit_call) -> None:
@@ -546,7 +554,8 @@ def py_around_extern_out(wrapper, kernel: str, out: str, out_view, args, device,
     name = ir_queries.extern_launch_name(node, device) if node is not None else kernel
     prov = take_provenance(st, name)
     outs = [Arg(f"{out}_as_strided", out_view, OUT) if out_view else Arg(out, out, OUT)]
-    launch(wrapper, st, name, prov, outs + _py_tensor_args(args), "extern", emit_call)
+    scales = ir_plan.scale_buffers(node) if node is not None else {}
+    launch(wrapper, st, name, prov, scaled(outs + _py_tensor_args(args), scales), "extern", emit_call)
 
 
 def py_around_extern_alloc(wrapper, node, args, emit_call) -> None:
@@ -560,7 +569,7 @@ def py_around_extern_alloc(wrapper, node, args, emit_call) -> None:
     tensors = _py_tensor_args(args)
     if ir_queries.returns_value(node):
         tensors.append(Arg(node.get_name(), node.get_name(), OUT))
-    launch(wrapper, st, name, prov, tensors, "extern", emit_call)
+    launch(wrapper, st, name, prov, scaled(tensors, ir_plan.scale_buffers(node)), "extern", emit_call)
 
 
 def py_on_header(wrapper) -> None:

@@ -74,6 +74,55 @@ def _sorted_origins(origins) -> List:
     except TypeError:
         return list(origins)
 
+# -- scale arguments ------------------------------------------------------------
+
+# The schema arguments through which an op takes a scale of its operands or of its
+# result: _scaled_mm, _scaled_mm_v2 (block-scaled; a list of scales each) and
+# _scaled_grouped_mm name them so.
+SCALE_ARGUMENTS = ("scale_a", "scale_b", "scale_result")
+
+
+def scale_buffers(ir_node) -> dict:
+    """{buffer name: schema argument} of the scales an extern kernel or custom op
+    reads: its IR inputs are its op's tensor arguments in schema order, those the
+    FX node passes as None left out (tuned _scaled_mm's inputs stop before
+    scale_result).  Empty when the op or its FX node is not known, or not as
+    expected: a launch whose scales cannot be told is instrumented as before."""
+    try:
+        return _scale_buffers(ir_node)
+    except Exception:
+        return {}
+
+
+def _scale_buffers(ir_node) -> dict:
+    op = getattr(ir_node, "op_overload", None)
+    schema = getattr(op, "_schema", None)
+    fx_node = getattr(ir_node, "origin_node", None) or next(iter(own_fx_nodes(ir_node)), None)
+    if schema is None or fx_node is None \
+            or not any(a.name in SCALE_ARGUMENTS for a in schema.arguments):
+        return {}
+    given = dict(zip((a.name for a in schema.arguments), fx_node.args))
+    given.update(fx_node.kwargs)
+    names: List[str] = []
+    for a in schema.arguments:
+        value = given.get(a.name)
+        if "Tensor" not in str(a.type) or a.is_out or value is None:
+            continue
+        names += [a.name] * (len(value) if isinstance(value, (list, tuple)) else 1)
+    inputs = list(getattr(ir_node, "inputs", ()) or ())
+    if len(inputs) > len(names):
+        return {}              # inputs the schema does not account for: no guess
+    found = {}
+    for node, name in zip(inputs, names):
+        try:
+            buffer = node.get_name()
+        except Exception:
+            continue
+        if name in SCALE_ARGUMENTS:
+            found.setdefault(buffer, name)
+    return found
+
+
 # -- argument roles from kernel signatures -------------------------------------
 
 

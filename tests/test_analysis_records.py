@@ -351,3 +351,30 @@ def test_a_page_or_trace_of_a_log_rewritten_meanwhile_is_not_left_half_written(t
     assert code == 2 and not out.exists()
     assert re.fullmatch(rf"aoti-debug {command}: {re.escape(path)}:\d+: the file changed while it was being "
                         r"read \(read a log once its process has stopped writing it, or a copy\)\n", err), err
+
+
+def test_a_scales_block_is_read_and_a_bad_count_or_name_is_damage():
+    """A scale's lines after its statistics (section 3): which of its op's scales it is and
+    its zero and subnormal counts, read as whole numbers; `zero_count=-1` is damage, and a
+    `scale=` naming no scale argument is a line that cannot be read."""
+    block = ["  in constant3:", "    Tensor(", "      shape=()", "      dtype=torch.float32",
+             "      min=0.000000", "      max=0.000000", "      mean=0.000000", "      nan_count=0",
+             "      inf_count=0", "      hash=0000000000000000", "      scale=scale_a", "      zero_count=1",
+             "      subnormal_count=0", "    )"]
+    w = LogWriter(with_banner=False)
+    w.record("launch", "1.2", "k", ["  origin: nodes=- source=-"] + block)
+    (launch,) = parse(w.text()).launches
+    assert launch.start.unparsed == [] and launch.start.damage is None
+    (scale,) = launch.inputs
+    assert scale.value.scale == "scale_a"
+    assert scale.value.scale_counts() == {"zero_count": 1, "subnormal_count": 0}
+    bad = LogWriter(with_banner=False)
+    bad.record("launch", "1.2", "k", ["  origin: nodes=- source=-"] + [
+        line.replace("zero_count=1", "zero_count=-1") for line in block])
+    (record,) = parse(bad.text(), "x.log").records
+    assert record.damage == "x.log:14: 'zero_count=-1' is not a count (expected a whole number of at most 20 digits)"
+    odd = LogWriter(with_banner=False)
+    odd.record("launch", "1.2", "k", ["  origin: nodes=- source=-"] + [
+        line.replace("scale=scale_a", "scale=bias") for line in block])
+    (launch,) = parse(odd.text()).launches
+    assert launch.inputs[0].value.scale is None and launch.start.unparsed != []

@@ -65,6 +65,10 @@ TENSOR_KEYS = ("shape", "stride", "dtype", "device", "requires_grad", "is_contig
     + ("hash",)
 _HASH = re.compile(r"^[0-9a-f]{16}$")
 COUNT_KEYS = ("nan_count", "inf_count", "sat_count", "true_count", "false_count")
+# after the statistics of a tensor its kernel reads as a scale: which of its op's scales
+# (a schema argument name), its zeros and subnormals (whole numbers, as the counts are)
+SCALE_ARGUMENTS = ("scale_a", "scale_b", "scale_result")
+SCALE_COUNTS = ("zero_count", "subnormal_count")
 # mantissa bits of each floating format: the spacing of its values (check's ULPs, diff's
 # tolerance for what went through a narrow format); float8_e8m0fnu is exponent only
 MANTISSA = {"float64": 52, "float32": 23, "float16": 10, "bfloat16": 7, "float8_e4m3fn": 3,
@@ -146,6 +150,15 @@ class Tensor:
     def hash(self) -> Optional[str]:
         """The content hash (section 3.1) as written, 16 hex digits; None when not written."""
         return self.fields.get("hash")
+
+    @property
+    def scale(self) -> Optional[str]:
+        """Which of its op's scales the kernel reads it as (`scale_a`); None when not one."""
+        return self.fields.get("scale")
+
+    def scale_counts(self) -> Dict[str, int]:
+        """A scale's zero_count and subnormal_count, those written."""
+        return {k: int(self.fields[k]) for k in SCALE_COUNTS if k in self.fields}
 
     @property
     def has_stats(self) -> bool:
@@ -995,12 +1008,14 @@ def _block(b: _Body, j: int, depth: int) -> Tuple[Optional[Value], int, bool]:
             key, sep, value = body[j].strip(" ").partition("=")
             if sep and key == "stats" and value.startswith("skipped (") and value.endswith(")"):
                 skipped = value[len("skipped ("):-1]
-            elif sep and key in COUNT_KEYS and decimal(value) is None:
+            elif sep and (key in COUNT_KEYS or key in SCALE_COUNTS) and decimal(value) is None:
                 # `nan_count=nan` or `-1` is no count: read as a number it would say "no NaN"
                 b.lost(j, f"'{shorten(key + '=' + value)}' is not a count (expected a whole number "
                           "of at most 20 digits)")
             elif sep and key in TENSOR_KEYS and (key not in STAT_KEYS or parse_number(value) is not None) \
                     and (key != "hash" or _HASH.match(value)):
+                fields[key] = value
+            elif sep and (key in SCALE_COUNTS or (key == "scale" and value in SCALE_ARGUMENTS)):
                 fields[key] = value
             else:
                 b.lost(j)

@@ -31,7 +31,7 @@ from . import build as _build
 
 __all__ = [
     "NativeUnavailable", "lib", "include_dir", "runtime_dir", "compute_stats", "all_finite",
-    "render_tensor_block", "format_number", "sink_write", "write_note", "set_inflight",
+    "render_tensor_block", "render_scale_lines", "format_number", "sink_write", "write_note", "set_inflight",
     "clear_inflight", "install_crash_handler", "next_call_number", "instance_name", "read_settings",
     "glob_match", "dtype_code", "vector_width",
 ]
@@ -123,6 +123,7 @@ _SIGNATURES = {
     "aotid_all_finite": (_i32, [_ptr, _i32, _i64, _i64p, _i64p, _i32]),
     "aotid_render_tensor_block": (_i64, [_ptr, _i32, _i64, _i64p, _i64p, _i32, _i32, _i32, _i32, _i32,
                                          _buf, _i64]),
+    "aotid_render_scale_lines": (_i64, [_ptr, _i32, _i64, _i64p, _i64p, _i32, _i32, _str, _i32, _buf, _i64]),
     "aotid_format_number": (_i32, [_dbl, _buf]),
     "aotid_sink_write": (_i32, [_str, _str, _i64, _str]),
     "aotid_write_launch": (_i32, [_str, _str, _i64, _i64, _str, _str, _i64, _i32, _str]),
@@ -141,7 +142,7 @@ _SIGNATURES = {
     "aotid_blackbox_entries": (_i64, [_ptr, _i64, _buf, _i64]),
     "aotid_blackbox_open": (_i32, [_i64, _i32, _str, _str, _str, _i64, _dbl, _i64, _i64, _i64]),
     "aotid_blackbox_site": (_ptr, [_str, _str, _str, _str, _str, _i32, ctypes.POINTER(ctypes.c_char_p),
-                                   ctypes.POINTER(_i32), ctypes.POINTER(_i32)]),
+                                   ctypes.POINTER(_i32), ctypes.POINTER(_i32), ctypes.POINTER(ctypes.c_char_p)]),
     "aotid_blackbox_site_free": (None, [_ptr]),
     "aotid_blackbox_run": (None, [_str, _i64, _i32, ctypes.POINTER(ctypes.c_char_p), _ptr, _ptr]),
     "aotid_blackbox_launch": (None, [_ptr, _str, _i64, _i64, _i32, _i32, _ptr, _ptr, _ptr]),
@@ -283,6 +284,21 @@ def render_tensor_block(tensor, level: int, indent: int) -> str:
         if n < len(buf):
             return ctypes.string_at(buf, n).decode("utf-8")
         buf = _block_buffer(n + 1)
+
+
+def render_scale_lines(tensor, scale: str, indent: int) -> str:
+    """The lines a scale argument's Tensor block adds at level 5 as the C++ shim
+    writes them (format.scale_lines is the Python runtime's)."""
+    handle = _need()
+    tensor, data, code, ndim, sizes, strides = _view_args(tensor, False)
+    dev = tensor.device
+    buf = _block_buffer()
+    n = handle.aotid_render_scale_lines(data, code, ndim, sizes, strides, DEVICE_CODES.get(dev.type, -1),
+                                        dev.index if dev.index is not None else -1, scale.encode(),
+                                        indent, buf, len(buf))
+    if n < 0 or n >= len(buf):
+        raise RuntimeError("aotid_render_scale_lines failed")
+    return ctypes.string_at(buf, n).decode("utf-8")
 
 
 _blocks = threading.local()
@@ -547,14 +563,18 @@ def blackbox_open(launches: int, level: int, dest: str, torch_version: str, dump
                                        -1 if rank is None else rank, -1 if world is None else world) == 1
 
 
-def blackbox_site(kernel: str, nodes: str, source: str, lines: str, ops: str, args, constants) -> int:
-    """A handle for a launch site (name, role) pairs; free it with blackbox_site_free."""
+def blackbox_site(kernel: str, nodes: str, source: str, lines: str, ops: str, args, constants,
+                  scales=None) -> int:
+    """A handle for a launch site (name, role) pairs; free it with blackbox_site_free.
+    `scales`: {arg index: the op's scale argument it is passed as}."""
     n = len(args)
+    scales = scales or {}
+    scale_names = (ctypes.c_char_p * max(n, 1))(*[_utf8(scales[k]) if k in scales else None for k in range(n)])
     names = (ctypes.c_char_p * max(n, 1))(*[_utf8(a) for a, _ in args])
     roles = (ctypes.c_int32 * max(n, 1))(*[("in", "out", "inout").index(r) for _, r in args])
     consts = (ctypes.c_int32 * max(n, 1))(*[int(k in constants) for k in range(n)])
     return _need().aotid_blackbox_site(_utf8(kernel), _utf8(nodes), _utf8(source), _utf8(lines), _utf8(ops),
-                                       n, names, roles, consts) or 0
+                                       n, names, roles, consts, scale_names) or 0
 
 
 def blackbox_site_free(handle: int) -> None:

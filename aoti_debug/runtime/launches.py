@@ -54,11 +54,12 @@ IN, OUT, INOUT = "in", "out", "inout"
 class Site:
     """One launch point of a generated wrapper, described once."""
 
-    __slots__ = ("kernel", "nodes", "source", "modules", "args", "lines", "ops", "constants", "_selected", "_box")
+    __slots__ = ("kernel", "nodes", "source", "modules", "args", "lines", "ops", "constants", "scales",
+                 "_selected", "_box")
 
     def __init__(self, kernel: str, nodes: str, source: str, modules: str,
                  args: Sequence[Tuple[str, str]] = (), lines: str = "", ops: str = "",
-                 constants: Sequence[int] = ()) -> None:
+                 constants: Sequence[int] = (), scales: Optional[Dict[int, str]] = None) -> None:
         self.kernel = kernel
         self.nodes = nodes          # comma-separated FX node names, "" = unknown
         self.source = source        # "file:line", "" = unknown
@@ -67,6 +68,7 @@ class Site:
         self.lines = lines          # the source-line / holds body lines, formatted by the codegen
         self.ops = ops              # the launch's FX ops, one JSON array (level 10; docs/dumps.md)
         self.constants = frozenset(constants)   # indexes of args that are constants (the black box describes them)
+        self.scales = dict(scales or {})        # arg index -> the op's scale argument it is passed as
         self._selected: Optional[bool] = None
         self._box = 0               # the black box's C++ description of this site (made on first use)
 
@@ -641,13 +643,16 @@ def _checked(check, *args, what: str = "NaN check") -> None:
 def _args(site: Site, values, out_side: bool, level: int, memo=None):
     """A launch record's items; `memo` (a stats.Memo, level 5 of a run with a
     device) fetches their device tensors' statistics together first."""
-    shown = [(name, role, value) for (name, role), value in zip(site.args, values)
+    shown = [(name, role, value, site.scales.get(k)) for k, ((name, role), value) in enumerate(zip(site.args, values))
              if role == INOUT or (role == OUT) == out_side]
     if memo is not None:
-        memo.prefetch([t for _, _, value in shown for t in fmt.tensors_in(value)])
+        memo.prefetch([t for _, _, value, _ in shown for t in fmt.tensors_in(value)])
     lines = []
-    for name, role, value in shown:
-        lines += fmt.item(f"{role} {name or '-'}", value, level, stats=memo, tensor=sink.tensor_block)
+    for name, role, value, scale in shown:
+        item = fmt.item(f"{role} {name or '-'}", value, level, stats=memo, tensor=sink.tensor_block)
+        if scale and level >= 5 and fmt._is_tensor(value):     # before the block's closing line
+            item[-1:-1] = fmt.scale_lines(value, scale, 3)
+        lines += item
     return lines
 
 

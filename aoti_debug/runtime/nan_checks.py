@@ -37,6 +37,11 @@ class NanCheckError(RuntimeError):
     """Raised into the model's caller by `raise` (a RuntimeError, as from AOTI)."""
 
 
+def torch_module():
+    import torch
+    return torch
+
+
 def _tensor(value: Any) -> bool:
     return hasattr(value, "data_ptr") and hasattr(value, "dtype")
 
@@ -110,6 +115,8 @@ class NanChecks:
         (format.where; "" = the site's line); `memo`: what the launch-end record
         read.  The clean path scans each output once, its device outputs
         together (one transfer)."""
+        if getattr(site, "scales", None):
+            self._scales(launch, site, values)
         outputs = list(self._outputs(site, values))
         memo = self._fetched([t for _, _, t in outputs], memo)
         if not all(self._finite(t, memo) for _, _, t in outputs):
@@ -135,6 +142,29 @@ class NanChecks:
             if bad:
                 self._report(launch, site, label, sources[k] or site.source, s, tainted,
                              poison.at(t, self._first_bad(s)), values)
+
+    def _scales(self, launch: int, site, values: Sequence[Any]) -> None:
+        """The scales the launch read (site.scales): one holding a zero, NaN or Inf is a
+        finding of its own, named here, whatever the outputs hold (a zero scale leaves no
+        NaN at all); a subnormal one is not (the record counts it)."""
+        for k, scale in sorted(site.scales.items()):
+            t = values[k] if k < len(values) else None
+            if (not _tensor(t) or t.device.type != "cpu" or t.numel() == 0 or not t.dtype.is_floating_point
+                    or t.dtype == getattr(torch_module(), "float4_e2m1fn_x2", None)):
+                continue      # as the C++ shim: the scales it reads on the CPU (detail::scale_faults)
+            v = t.detach().to(torch_module().float64).reshape(-1)
+            zero, nan, inf = v == 0, v.isnan(), v.isinf()
+            bad = zero | nan | inf
+            if not bool(bad.any()):
+                continue
+            name = site.args[k][0]
+            msg = (f"launch {self.model}:{self.run}.{launch} {site.kernel} (source {site.source or '-'}) read "
+                   f"{scale} {name} holding {int(zero.sum())} zero, {int(nan.sum())} NaN and {int(inf.sum())} Inf "
+                   f"(first at flat index {int(bad.to(torch_module().uint8).argmax())}); a bad scale is the origin "
+                   "of what this launch writes, not its arithmetic")
+            if k in site.constants:
+                msg += f"; {name} is one of the artifact's constants"
+            self._fail(launch, site, msg, True, values)
 
     def _counts(self, s: stats_mod.Stats) -> str:
         out = f"{s.nan_count} NaN"
@@ -167,7 +197,11 @@ class NanChecks:
             msg += " or saturated values (look earlier)" if self.count_sat else " (look earlier)"
         if poisoned:
             msg += "; the first is memcheck poison: memory nobody wrote, not arithmetic"
-        raising = self.raise_ and not tainted
+        self._fail(launch, site, msg, not tainted, values)
+
+    def _fail(self, launch: int, site, msg: str, origin: bool, values: Sequence[Any]) -> None:
+        """A finding: told, raised at its origin under `raise`, else kept for the summary."""
+        raising = self.raise_ and origin
         if self.level >= 1 or not raising:   # at level 0 the exception alone says it
             state.tell(self.level, "nan-check", msg)
         if self.fired is not None:

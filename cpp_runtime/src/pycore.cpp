@@ -76,6 +76,25 @@ AOTID_EXPORT int32_t aotid_all_finite(const void* data, int32_t dtype, int64_t n
   }
 }
 
+// The lines a scale argument's Tensor block adds at level >= 5 (detail::scale_lines).
+AOTID_EXPORT int64_t aotid_render_scale_lines(const void* data, int32_t dtype, int64_t ndim,
+                                              const int64_t* sizes, const int64_t* strides,
+                                              int32_t device_type, int32_t device_index,
+                                              const char* scale, int32_t indent, char* buf,
+                                              int64_t cap) noexcept {
+  try {
+    std::string out;
+    {
+      aoti_debug::detail::Text text(out);  // written into `out` when it goes
+      aoti_debug::detail::scale_lines(text, make_view(data, dtype, ndim, sizes, strides, device_type,
+                                                      device_index), scale, indent);
+    }
+    return give(out, buf, cap);
+  } catch (...) {
+    return -1;
+  }
+}
+
 // The Tensor block as the C++ shim writes it ("Tensor(" at `indent` spaces).
 AOTID_EXPORT int64_t aotid_render_tensor_block(const void* data, int32_t dtype, int64_t ndim,
                                                const int64_t* sizes, const int64_t* strides,
@@ -398,7 +417,7 @@ PyBox& py_box() {
 // A launch site of the Python wrapper, with the strings it points to.
 struct PySite {
   std::string kernel, nodes, source, lines, ops;
-  std::vector<std::string> names;
+  std::vector<std::string> names, scales;
   std::vector<aoti_debug::ArgSpec> args;
   aoti_debug::Site site{};
 };
@@ -435,15 +454,19 @@ AOTID_EXPORT int32_t aotid_blackbox_open(int64_t launches, int32_t level, const 
 // A site handle for the calls below (freed with aotid_blackbox_site_free).
 AOTID_EXPORT void* aotid_blackbox_site(const char* kernel, const char* nodes, const char* source, const char* lines,
                                        const char* ops, int32_t nargs, const char* const* names,
-                                       const int32_t* roles, const int32_t* constants) noexcept {
+                                       const int32_t* roles, const int32_t* constants,
+                                       const char* const* scales) noexcept {
   try {
     PySite* p = new PySite();
     p->kernel = kernel ? kernel : "", p->nodes = nodes ? nodes : "", p->source = source ? source : "";
     p->lines = lines ? lines : "", p->ops = ops ? ops : "";
     p->names.reserve(static_cast<size_t>(nargs));
+    p->scales.reserve(static_cast<size_t>(nargs));
     for (int32_t k = 0; k < nargs; ++k) p->names.push_back(names[k] ? names[k] : "");
-    for (int32_t k = 0; k < nargs; ++k)
-      p->args.push_back({p->names[k].c_str(), static_cast<aoti_debug::Role>(roles[k]), constants[k] != 0});
+    for (int32_t k = 0; k < nargs; ++k) p->scales.push_back(scales[k] ? scales[k] : "");
+    for (int32_t k = 0; k < nargs; ++k)  // scales[k] null: not read as a scale
+      p->args.push_back({p->names[k].c_str(), static_cast<aoti_debug::Role>(roles[k]), constants[k] != 0,
+                         scales[k] ? p->scales[k].c_str() : nullptr});
     p->site.kernel = p->kernel.c_str(), p->site.nodes = p->nodes.c_str(), p->site.source = p->source.c_str();
     p->site.module = "", p->site.args = p->args.data(), p->site.nargs = nargs;
     p->site.lines = p->lines.c_str(), p->site.ops = p->ops.c_str();

@@ -278,7 +278,31 @@ AOTI_DEBUG_CORE_FN void NanChecks::report(const Site& site, const char* buffer, 
     msg += count_sat_ ? " or saturated values (look earlier)" : " (look earlier)";
   }
   if (poison) msg += "; the first is memcheck poison: memory nobody wrote, not arithmetic";
-  const bool raising = raise_ && tainted.empty();
+  fail(site, msg, tainted.empty(), args);
+}
+#endif
+
+AOTI_DEBUG_CORE_FN void NanChecks::scales(const Site& site, Values args) {
+  int k = 0;
+  for (const Value* arg = args.begin(); k < site.nargs && arg != args.end(); ++k, ++arg) {
+    const ArgSpec& a = site.args[k];
+    if (a.scale == nullptr || a.role != Role::In || arg->kind != Value::kTensor) continue;
+    int64_t zeros = 0, subnormals = 0;
+    detail::ScaleFaults f;
+    if (!detail::scale_counts(arg->t, &zeros, &subnormals, &f) || f.first < 0) continue;
+    std::string msg = "launch " + detail::launch_id(model_.name(), run_.run, run_.launch) + " " + site.kernel +
+                      " (source " + detail::or_dash(site.source) + ") read " + a.scale + " " +
+                      detail::or_dash(a.name) + " holding " + std::to_string(zeros) + " zero, " +
+                      std::to_string(f.nans) + " NaN and " + std::to_string(f.infs) + " Inf (first at flat index " +
+                      std::to_string(f.first) + "); a bad scale is the origin of what this launch writes, not "
+                      "its arithmetic";
+    if (a.constant) msg += std::string("; ") + detail::or_dash(a.name) + " is one of the artifact's constants";
+    fail(site, msg, true, args);
+  }
+}
+
+AOTI_DEBUG_CORE_FN void NanChecks::fail(const Site& site, const std::string& msg, bool origin, Values args) {
+  const bool raising = raise_ && origin;
   // at level 0 the exception alone says it: no record, no stderr line twice
   if (run_.level >= 1 || !raising) model_.tell(run_.level, "nan-check", msg);
 #if AOTI_DEBUG_ENABLE_DUMPS
@@ -293,7 +317,6 @@ AOTI_DEBUG_CORE_FN void NanChecks::report(const Site& site, const char* buffer, 
     kernels_.push_back(site.kernel);
   }
 }
-#endif
 
 AOTI_DEBUG_CORE_FN void NanChecks::finish() {
   if (failures_.empty()) return;

@@ -142,6 +142,11 @@ class NanChecks {
   // Python; "" = the site's line).  Statistics, taint and reports.
   void after(const Site& site, const char* const* sources, Values args);
 
+  // After a launch that reads scales (ArgSpec::scale), before its outputs: a scale
+  // holding a zero, NaN or Inf is a finding named at this launch (a zero scale
+  // leaves no NaN behind).  `args`: every site argument.
+  void scales(const Site& site, Values args);
+
   // End of run: the summary line, and the deferred error when every failing
   // launch only propagated NaN/Inf it was given.
   void finish();
@@ -201,6 +206,8 @@ class NanChecks {
   void report(const Site& site, const char* buffer, const char* source, const Stats& s,
               const std::vector<std::string>& tainted, bool poison, Values args);
 #endif
+  // A finding: told, thrown at its origin under `raise`, else kept for the summary.
+  void fail(const Site& site, const std::string& msg, bool origin, Values args);
 
   const Model& model_;
   const Run& run_;

@@ -140,7 +140,7 @@ inline void append_args(Text& out, const Site& site, Values vals, bool out_side,
   for (const Value& v : vals) {
     if (k >= site.nargs) break;
     const ArgSpec& a = site.args[k++];
-    if (shown(a, out_side)) append_item(out, 2, role_name(a.role), or_dash(a.name), v, level);
+    if (shown(a, out_side)) append_item(out, 2, role_name(a.role), or_dash(a.name), v, level, a.scale);
   }
 }
 

@@ -97,6 +97,7 @@ struct ArgSpec {
   const char* name;
   Role role;
   bool constant = false;  // one of the artifact's constants (weights): the black box does not copy it
+  const char* scale = nullptr;  // the op's schema argument when the kernel reads it as a scale ("scale_a")
 };
 
 // A launch site, described once by the generated code.

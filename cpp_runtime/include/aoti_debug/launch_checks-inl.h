@@ -26,6 +26,13 @@ AOTI_DEBUG_CORE_FN void LaunchChecks::after(const Site& site, LaunchArgs args, c
 #if AOTI_DEBUG_ENABLE_MEMCHECK
   if (mem_ != nullptr && mem_->on) mem_->after(site, args.side(site, 2));
 #endif
+  // a launch reading scales has them checked first (ArgSpec::scale)
+  if (nan_ != nullptr && nan_->on && sources != nullptr)
+    for (int k = 0; k < site.nargs; ++k)
+      if (site.args[k].scale != nullptr) {
+        nan_->scales(site, args.side(site, 2));
+        break;
+      }
   // the clean path describes the outputs only
   if (nan_ != nullptr && nan_->on && sources != nullptr && !nan_->clean(site, args.side(site, 1)))
     nan_->after(site, sources, args.side(site, 2));

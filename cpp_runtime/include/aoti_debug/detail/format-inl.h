@@ -602,10 +602,83 @@ inline size_t block_bound(const TensorView& v, int indent) {
   return 16 * (static_cast<size_t>(indent) + 2 + 64) + 2 * 22 * static_cast<size_t>(v.ndim) + 128;
 }
 
-// The Tensor block, "Tensor(" at `indent` spaces.  Statistics at level >= 5.
+// A scale's element as a double: the floating formats with float_facts, float4 aside.
+inline double scale_element(const char* p, int32_t code) {
+  switch (code) {
+    case kFloat: { float f; std::memcpy(&f, p, 4); return f; }
+    case kDouble: { double d; std::memcpy(&d, p, 8); return d; }
+    case kHalf: { uint16_t h; std::memcpy(&h, p, 2); return half_to_float(h); }
+    case kBFloat16: { uint16_t h; std::memcpy(&h, p, 2); return bf16_to_float(h); }
+    default: return float8_table(code)[*reinterpret_cast<const uint8_t*>(p)];
+  }
+}
+
+// A scale's NaN and Inf elements and the logical index of its first zero, NaN or
+// Inf (-1: none), for the NaN check (checks.h NanChecks::scales).
+struct ScaleFaults {
+  int64_t nans = 0, infs = 0, first = -1;
+};
+
+// Zeros and subnormals (finite, non-zero, under the format's smallest normal) of
+// a CPU tensor of a floating format that a kernel uses as a scale; false when
+// they are not counted (another device, no elements, another dtype).  Scales are
+// small (one per tensor, row or block), so one plain pass; NaN and Inf are
+// told apart on the bits, whatever the includer's math flags.
+inline bool scale_counts(const TensorView& v, int64_t* zeros, int64_t* subnormals,
+                         ScaleFaults* faults = nullptr) {
+  const FloatFacts* facts = float_facts(v.dtype);
+  const DtypeInfo* info = dtype_info(v.dtype);
+  const int64_t n = numel_of(v);
+  if (v.device_type != 0 || v.data == nullptr || n <= 0 || facts == nullptr || info == nullptr ||
+      v.dtype == kFloat4_e2m1fn_x2)
+    return false;
+  *zeros = *subnormals = 0;
+  int64_t index[32] = {0};
+  if (v.ndim > 32) return false;
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d < v.ndim; ++d) offset += index[d] * v.strides[d];
+    const double x = scale_element(static_cast<const char*>(v.data) + offset * info->itemsize, v.dtype);
+    uint64_t bits;
+    std::memcpy(&bits, &x, 8);
+    const uint64_t magnitude = bits & 0x7fffffffffffffffull;
+    double a;
+    std::memcpy(&a, &magnitude, 8);
+    if (magnitude == 0) ++*zeros;
+    else if ((magnitude >> 52) != 0x7ff && a < facts->smallest_normal) ++*subnormals;
+    if (faults != nullptr && (magnitude >> 52) == 0x7ff) ++((magnitude << 12) ? faults->nans : faults->infs);
+    if (faults != nullptr && faults->first < 0 && (magnitude == 0 || (magnitude >> 52) == 0x7ff)) faults->first = k;
+    for (int64_t d = v.ndim - 1; d >= 0; --d) {  // the next logical index
+      if (++index[d] < v.sizes[d]) break;
+      index[d] = 0;
+    }
+  }
+  return true;
+}
+
+// The lines a scale argument's Tensor block adds at level >= 5, after the
+// statistics (docs/log-format.md section 3): which of its op's scales it is,
+// and its zero and subnormal counts where counted (scale_counts).
+template <class W>
+inline void scale_lines(W& out, const TensorView& v, const char* scale, int indent) {
+  put_key(out, indent, "scale=");
+  out += scale;
+  out += '\n';
+  int64_t zeros, subnormals;
+  if (!scale_counts(v, &zeros, &subnormals)) return;
+  put_key(out, indent, "zero_count=");
+  put_i64(out, zeros);
+  out += '\n';
+  put_key(out, indent, "subnormal_count=");
+  put_i64(out, subnormals);
+  out += '\n';
+}
+
+// The Tensor block, "Tensor(" at `indent` spaces.  Statistics at level >= 5;
+// `scale`: the op's schema argument when the kernel uses the tensor as a scale.
 // Its lines are written without a check per piece where they fit the buffer,
 // its head copied from this thread's head cache where it holds it.
-inline void tensor_block(Text& out, const Value& val, int level, int indent) {
+inline void tensor_block(Text& out, const Value& val, int level, int indent, const char* scale = nullptr) {
   const char* skip;
   const size_t bound = block_bound(val.t, indent);
   if (AOTI_DEBUG_LIKELY(bound <= Text::kSize)) {
@@ -632,6 +705,7 @@ inline void tensor_block(Text& out, const Value& val, int level, int indent) {
     out += skip;
     put(out, ")\n");
   }
+  if (scale != nullptr && level >= 5) scale_lines(out, val.t, scale, in);
   put_key(out, indent, ")\n");
 }
 
@@ -641,7 +715,8 @@ inline void append_tensor_block(std::string& out, const Value& val, int level, i
 }
 
 // A tensor's argument item, "  label:\n" + block, into a Text.
-inline void tensor_item(Text& t, int indent, const char* label_a, const char* label_b, const Value& v, int level) {
+inline void tensor_item(Text& t, int indent, const char* label_a, const char* label_b, const Value& v, int level,
+                        const char* scale = nullptr) {
   put_spaces(t, indent);
   t += label_a;
   if (label_b) {
@@ -649,15 +724,15 @@ inline void tensor_item(Text& t, int indent, const char* label_a, const char* la
     t += label_b;
   }
   put(t, ":\n");
-  tensor_block(t, v, level, indent + 2);
+  tensor_block(t, v, level, indent + 2, scale);
 }
 
 // One argument item: "  label: inline\n" or "  label:\n" + block.
 inline void append_item(std::string& out, int indent, const char* label_a, const char* label_b,
-                        const Value& v, int level) {
+                        const Value& v, int level, const char* scale = nullptr) {
   if (v.kind == Value::kTensor) {  // the item and its block in one staging buffer
     Text t(out);
-    tensor_item(t, indent, label_a, label_b, v, level);
+    tensor_item(t, indent, label_a, label_b, v, level, scale);
     return;
   }
   append_indent(out, indent);
@@ -673,8 +748,8 @@ inline void append_item(std::string& out, int indent, const char* label_a, const
 
 // The same into a Text (a record staged whole).
 inline void append_item(Text& t, int indent, const char* label_a, const char* label_b, const Value& v,
-                        int level) {
-  if (v.kind == Value::kTensor) tensor_item(t, indent, label_a, label_b, v, level);
+                        int level, const char* scale = nullptr) {
+  if (v.kind == Value::kTensor) tensor_item(t, indent, label_a, label_b, v, level, scale);
   else append_item(t.str(), indent, label_a, label_b, v, level);
 }
 

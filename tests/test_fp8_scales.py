@@ -1,0 +1,230 @@
+"""Scales (docs/log-format.md 3.2, docs/checks.md "Bad scales"): a tensor a kernel reads as
+its op's scale (_scaled_mm's scale_a, scale_b, scale_result) gets zero and subnormal counts
+at level 5, written alike by both runtimes, and the NaN check names a zero, NaN or Inf one
+at the launch that reads it; tests/models.py's Fp8Linear compiled with AOTI (the shared
+package) and with torch.compile."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import pytest
+import torch
+
+from aoti_debug.analysis import load
+from aoti_debug.native import core as _native
+from aoti_debug.runtime import format as pyfmt
+from aoti_debug.analysis.mask import mask
+from conftest import PLANTED, TESTS, clean_env, raised, records, run_package, run_python
+from models import fp8_inputs, line_of, seeded
+
+SCALED_MM = "aoti_torch_cpu__scaled_mm_out"
+
+
+@pytest.fixture(scope="module")
+def native():
+    assert _native.lib() is not None
+    return _native
+
+
+@pytest.fixture(scope="module")
+def fp8(packages):
+    return packages.get("fp8", **PLANTED)
+
+
+def scale_corpus():
+    tiny32 = torch.finfo(torch.float32).smallest_normal
+    yield torch.tensor(0.05)
+    yield torch.tensor([0.0, -0.0, 1e-40, -1e-39, tiny32, math.nan, math.inf, 2.0])
+    yield torch.tensor([[0.0, 3e-45], [1.0, -math.inf]]).t()          # strided
+    yield torch.tensor([0.0, 1e-5, 6.2e-5, 1.0, math.nan]).half()      # 1e-5: subnormal in float16
+    yield torch.tensor([0.0, 1e-39, 1.0]).bfloat16()
+    yield torch.tensor([0.0, 1e-310, 1.0], dtype=torch.float64)
+    yield torch.tensor([0.0, 0.001953125, 0.015625, 448.0, math.nan]).to(torch.float8_e4m3fn)
+    yield torch.tensor([0.0, 1.5e-5, 1.0, math.inf]).to(torch.float8_e5m2)[::2]
+    yield torch.tensor([2.0 ** -127, 1.0, math.nan]).to(torch.float8_e8m0fnu)
+    yield torch.zeros(0)
+    yield torch.tensor([0, 3], dtype=torch.int32)
+
+
+def test_scale_lines_match_between_runtimes(native):
+    """The zero and subnormal counts of scales of every floating format, strided views,
+    NaN and Inf beside them (neither a zero nor a subnormal): format.scale_lines and the
+    C++ shim's scale_lines write the same lines; no counts for an empty or integer tensor."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tensors = list(scale_corpus())
+    got = [native.render_scale_lines(t, "scale_b", 6) for t in tensors]
+    assert got == ["\n".join(pyfmt.scale_lines(t, "scale_b", 3)) + "\n" for t in tensors]
+    counts = [tuple(int(line.rpartition("=")[2]) for line in text.splitlines()[1:]) for text in got]
+    assert counts == [(0, 0), (2, 2), (1, 1), (1, 1), (1, 1), (1, 1), (1, 1), (1, 0), (0, 0), (), ()]
+    assert got[0] == "      scale=scale_b\n      zero_count=0\n      subnormal_count=0\n"
+
+
+def scale_block(t, scale):
+    """A scale's Tensor block at level 5 as format.py writes it, its scale lines before `)`."""
+    lines = pyfmt.tensor_block(t, 5, 2)
+    return "\n".join(lines[:-1] + pyfmt.scale_lines(t, scale, 3) + lines[-1:]) + "\n"
+
+
+def test_level_5_shows_each_scaled_mm_scale_with_its_counts(fp8, tmp_path):
+    """Each _scaled_mm launch's scales (fc1's static input scale and weight scale, both
+    constants; fc2's per-row activation scale written by the launch before, its per-row
+    weight scale) are marked with the schema argument they are passed as and their zero and
+    subnormal counts, each block as format.py writes the eager tensor; nothing else is."""
+    log = tmp_path / "log.txt"
+    proc = run_package(fp8, "fp8", inputs="models.fp8_inputs()", AOTI_DEBUG_LOGDEST=str(log))
+    assert "OUTPUT" in proc.stdout
+    text = log.read_text()
+    launches = [la for la in load.read(str(log)).launches if la.start.name == SCALED_MM]
+    assert [[(i.name, i.value.scale, i.value.scale_counts()) for i in la.inputs if i.value.scale]
+            for la in launches] == [
+        [("constant3", "scale_a", {"zero_count": 0, "subnormal_count": 0}),
+         ("constant4", "scale_b", {"zero_count": 0, "subnormal_count": 0})],
+        [("buf4", "scale_a", {"zero_count": 0, "subnormal_count": 0}),
+         ("w2_scale", "scale_b", {"zero_count": 0, "subnormal_count": 0})]]
+    m, _, _ = seeded("fp8")
+    (x,) = fp8_inputs()
+    h = torch.relu(torch._scaled_mm((x / m.x_scale).to(torch.float8_e4m3fn), m.w1, scale_a=m.x_scale,
+                                    scale_b=m.w1_scale, out_dtype=torch.float32))
+    h_scale = h.abs().amax(1, keepdim=True).clamp(min=1e-12) / 448
+    for name, t, scale in [("constant3", m.x_scale, "scale_a"), ("constant4", m.w1_scale, "scale_b"),
+                           ("buf4", h_scale, "scale_a"), ("w2_scale", m.w2_scale, "scale_b")]:
+        assert f"  in {name}:\n{scale_block(t, scale)}" in text
+    assert text.count("      scale=") == 4 and text.count("      zero_count=") == 4
+
+
+# the package keeps fc1's weight scale as its constant `constant4`
+ZEROED_W1_SCALE = ("(m.load_constants({{'constant4': torch.zeros(())}}, check_full_update=False), "
+                   "models.fp8_inputs())[1]")
+
+
+def test_a_zeroed_weight_scale_shows_as_a_zero_scale_not_as_nan(fp8, tmp_path):
+    """fc1's weight scale zeroed through the package's constants, the NaN check off: no NaN
+    or Inf anywhere and the output is all zeros; the record of the launch that reads it says
+    which scale it is and that it is zero."""
+    log = tmp_path / "log.txt"
+    proc = run_package(fp8, "fp8", inputs=ZEROED_W1_SCALE, AOTI_DEBUG_LOGDEST=str(log),
+                       AOTI_DEBUG_NAN_CHECK="off")
+    assert "RAISED" not in proc.stdout and "OUTPUT (4, 8) 0.0 " in proc.stdout
+    fc1 = next(la for la in load.read(str(log)).launches if la.start.name == SCALED_MM)
+    got = {i.name: (i.value.scale, i.value.scale_counts()) for i in fc1.inputs if i.value.scale}
+    assert got == {"constant3": ("scale_a", {"zero_count": 0, "subnormal_count": 0}),
+                   "constant4": ("scale_b", {"zero_count": 1, "subnormal_count": 0})}
+    assert f"  in constant4:\n{scale_block(torch.zeros(()), 'scale_b')}" in log.read_text()
+
+
+@pytest.mark.python_writer
+def test_torch_compile_writes_the_scales_blocks_as_aoti_does(fp8, aoti_cache, tmp_path):
+    """The Python runtime (torch.compile's wrapper), fc1's weight scale zeroed: each scale's
+    block is the AOTI run's, byte for byte (the model's names for its buffers, the package's
+    constant names aside)."""
+    aoti_log, py_log = tmp_path / "aoti.txt", tmp_path / "py.txt"
+    run_package(fp8, "fp8", inputs=ZEROED_W1_SCALE, AOTI_DEBUG_LOGDEST=str(aoti_log), AOTI_DEBUG_NAN_CHECK="off")
+    proc = run_python(f"""
+        import sys; sys.path.insert(0, {TESTS!r})
+        import torch, models
+        model, _, _ = models.seeded("fp8")
+        model.w1_scale.zero_()
+        with torch.no_grad():
+            print("SUM", float(torch.compile(model)(*models.fp8_inputs()).sum()))
+    """, env=clean_env(TORCHINDUCTOR_CACHE_DIR=aoti_cache, AOTI_DEBUG_LOGLEVEL="5",
+                       AOTI_DEBUG_LOGDEST=str(py_log)))
+    assert "SUM 0.0" in proc.stdout
+
+    def scales(path, names):
+        blocks = []
+        for la in load.read(str(path)).launches:
+            blocks += [(names.get(i.name, i.name), i.value.fields) for i in la.inputs if i.value.scale]
+        return blocks
+    py = scales(py_log, {})
+    assert py == scales(aoti_log, {"constant3": "x_scale", "constant4": "w1_scale"})
+    assert [(name, f["scale"], f["zero_count"]) for name, f in py] == [
+        ("x_scale", "scale_a", "0"), ("w1_scale", "scale_b", "1"), ("buf4", "scale_a", "0"),
+        ("w2_scale", "scale_b", "0")]
+
+
+def zero_scale_message(model, source, name, constant):
+    return (f"launch {model}:1.2 {SCALED_MM} (source {source}) read scale_b {name} holding 1 zero, 0 NaN and "
+            "0 Inf (first at flat index 0); a bad scale is the origin of what this launch writes, not its "
+            "arithmetic" + (f"; {name} is one of the artifact's constants" if constant else ""))
+
+
+def test_the_nan_check_names_a_zero_scale_at_the_launch_that_reads_it(fp8, tmp_path):
+    """The package's NaN check (raise:naninf) with fc1's weight scale zeroed: nothing turns
+    NaN, yet the check raises at the _scaled_mm launch that reads the scale, naming it, the
+    schema argument and that it is one of the artifact's constants; the same package with its
+    scales intact passes."""
+    log = tmp_path / "log.txt"
+    proc = run_package(fp8, "fp8", inputs=ZEROED_W1_SCALE, AOTI_DEBUG_LOGDEST=str(log))
+    source = next(la.start.origin.source for la in load.read(str(log)).launches if la.ident == "fp8:1.2")
+    assert source == line_of("fp8.fc1")      # the line the call starts on
+    assert raised(proc) == "aoti-debug NaN check: " + zero_scale_message("fp8", source, "constant4", True)
+    assert "OUTPUT" in run_package(fp8, "fp8", inputs="models.fp8_inputs()").stdout
+
+
+@pytest.mark.python_writer
+def test_torch_compile_names_a_zero_scale_in_the_aoti_runs_words(aoti_cache, tmp_path):
+    """The Python runtime's NaN check (warn:naninf), fc1's weight scale zeroed: one note at
+    the _scaled_mm launch naming w1_scale (a model buffer passed in, not a constant) in the
+    words of the C++ shim's message above, then the run's summary; the output is all zeros."""
+    log = tmp_path / "log.txt"
+    proc = run_python(f"""
+        import sys; sys.path.insert(0, {TESTS!r})
+        import torch, models
+        model, _, _ = models.seeded("fp8")
+        model.w1_scale.zero_()
+        with torch.no_grad():
+            print("SUM", float(torch.compile(model)(*models.fp8_inputs()).sum()))
+    """, env=clean_env(TORCHINDUCTOR_CACHE_DIR=aoti_cache, AOTI_DEBUG_LOGLEVEL="3",
+                       AOTI_DEBUG_NAN_CHECK="warn:naninf", AOTI_DEBUG_LOGDEST=str(log)))
+    assert "SUM 0.0" in proc.stdout
+    notes = [r.split("\n", 1)[1] for r in records(mask(log.read_text())) if " note - nan-check" in r]
+    assert notes == [f"  {zero_scale_message('model', line_of('fp8.fc1'), 'w1_scale', False)}\n",
+                     f"  run 1: NaN/Inf in 1 launch: {SCALED_MM} x1\n"]
+
+
+class _Buffer:
+    def __init__(self, name):
+        self.name = name
+
+    def get_name(self):
+        return self.name
+
+
+class _ExternNode:
+    """What scale_buffers reads of an extern kernel's IR node: its op, FX node and inputs."""
+
+    def __init__(self, op, args, kwargs, inputs):
+        import types
+        self.op_overload = op
+        self.origin_node = types.SimpleNamespace(args=args, kwargs=kwargs)
+        self.inputs = [_Buffer(n) for n in inputs]
+
+
+def test_scale_buffers_follow_the_schema_with_absent_optionals_left_out():
+    """The scales of _scaled_mm (bias present or not, scale_result given), of the block-scaled
+    _scaled_mm_v2 (a list of scales per operand) and of _scaled_grouped_mm (offs before them
+    in its inputs only when given); an IR node whose inputs outnumber what the FX node passes
+    is not guessed at; an op without scale arguments has none."""
+    from aoti_debug.codegen_patches.ir_plan import scale_buffers
+    aten = torch.ops.aten
+    mm = aten._scaled_mm.out
+    assert scale_buffers(_ExternNode(mm, ("a", "b"), {"scale_a": "sa", "scale_b": "sb"},
+                                     ["buf0", "w", "c3", "c4"])) == {"c3": "scale_a", "c4": "scale_b"}
+    assert scale_buffers(_ExternNode(mm, ("a", "b", "sa", "sb", None, "sr"), {},
+                                     ["buf0", "w", "c3", "c4", "buf9"])) == {
+        "c3": "scale_a", "c4": "scale_b", "buf9": "scale_result"}
+    # tuned _scaled_mm's inputs stop at bias: scale_result is not among them
+    assert scale_buffers(_ExternNode(mm, ("a", "b", "sa", "sb", "bias", "sr"), {},
+                                     ["buf0", "w", "c3", "c4", "c5"])) == {"c3": "scale_a", "c4": "scale_b"}
+    v2 = aten._scaled_mm_v2.default
+    assert scale_buffers(_ExternNode(v2, ("a", "b", ["sa0", "sa1"]), {"scale_b": ["sb0"]},
+                                     ["x", "w", "s0", "s1", "t0"])) == {"s0": "scale_a", "s1": "scale_a",
+                                                                        "t0": "scale_b"}
+    grouped = aten._scaled_grouped_mm.default
+    assert scale_buffers(_ExternNode(grouped, ("a", "b", "sa", "sb", "offs"), {},
+                                     ["x", "w", "s", "t", "o"])) == {"s": "scale_a", "t": "scale_b"}
+    assert scale_buffers(_ExternNode(mm, ("a", "b", "sa", "sb"), {}, ["x", "w", "s", "t", "extra"])) == {}
+    assert scale_buffers(_ExternNode(aten.mm.out, ("a", "b"), {}, ["x", "w"])) == {}
