@@ -254,17 +254,13 @@ def scale_lines(t: Any, scale: str, depth: int) -> List[str]:
     its op's scales it is (`scale_a`), then, for a CPU tensor of a floating format
     (float4 aside) with elements, its zeros and subnormals (finite, non-zero, under
     the format's smallest normal), as detail::scale_lines counts them."""
-    torch = _torch()
+    from . import stats as stats_mod
     pad = INDENT * depth
     lines = [f"{pad}scale={scale}"]
-    if (t.device.type != "cpu" or t.numel() == 0 or not t.dtype.is_floating_point
-            or t.dtype == getattr(torch, "float4_e2m1fn_x2", None)):
+    c = stats_mod.scale_counts(t)
+    if c is None:
         return lines
-    a = t.detach().to(torch.float64).abs()
-    tiny = torch.finfo(t.dtype).smallest_normal
-    zeros = int((a == 0).sum())
-    subnormals = int((torch.isfinite(a) & (a != 0) & (a < tiny)).sum())
-    return lines + [f"{pad}zero_count={zeros}", f"{pad}subnormal_count={subnormals}"]
+    return lines + [f"{pad}zero_count={c.zeros}", f"{pad}subnormal_count={c.subnormals}"]
 
 
 def record(head: str, body: Sequence[str] = ()) -> str:

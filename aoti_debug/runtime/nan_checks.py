@@ -37,11 +37,6 @@ class NanCheckError(RuntimeError):
     """Raised into the model's caller by `raise` (a RuntimeError, as from AOTI)."""
 
 
-def torch_module():
-    import torch
-    return torch
-
-
 def _tensor(value: Any) -> bool:
     return hasattr(value, "data_ptr") and hasattr(value, "dtype")
 
@@ -149,18 +144,13 @@ class NanChecks:
         NaN at all); a subnormal one is not (the record counts it)."""
         for k, scale in sorted(site.scales.items()):
             t = values[k] if k < len(values) else None
-            if (not _tensor(t) or t.device.type != "cpu" or t.numel() == 0 or not t.dtype.is_floating_point
-                    or t.dtype == getattr(torch_module(), "float4_e2m1fn_x2", None)):
-                continue      # as the C++ shim: the scales it reads on the CPU (detail::scale_faults)
-            v = t.detach().to(torch_module().float64).reshape(-1)
-            zero, nan, inf = v == 0, v.isnan(), v.isinf()
-            bad = zero | nan | inf
-            if not bool(bad.any()):
+            c = stats_mod.scale_counts(t) if _tensor(t) else None   # CPU scales, as the C++ shim's
+            if c is None or c.first < 0:
                 continue
             name = site.args[k][0]
             msg = (f"launch {self.model}:{self.run}.{launch} {site.kernel} (source {site.source or '-'}) read "
-                   f"{scale} {name} holding {int(zero.sum())} zero, {int(nan.sum())} NaN and {int(inf.sum())} Inf "
-                   f"(first at flat index {int(bad.to(torch_module().uint8).argmax())}); a bad scale is the origin "
+                   f"{scale} {name} holding {c.zeros} zero, {c.nans} NaN and {c.infs} Inf "
+                   f"(first at flat index {c.first}); a bad scale is the origin "
                    "of what this launch writes, not its arithmetic")
             if k in site.constants:
                 msg += f"; {name} is one of the artifact's constants"

@@ -74,6 +74,34 @@ def saturation_limit(dtype) -> Optional[float]:
     return SATURATION_LIMITS.get(str(dtype).replace("torch.", ""))
 
 
+@dataclasses.dataclass
+class ScaleCounts:
+    """What a tensor a kernel uses as a scale holds that the record and the NaN check
+    name (detail::scale_counts and ScaleFaults are the C++ shim's)."""
+    zeros: int
+    subnormals: int     # finite, non-zero, under the format's smallest normal
+    nans: int
+    infs: int
+    first: int          # the logical index of the first zero, NaN or Inf; -1: none
+
+
+def scale_counts(t) -> Optional[ScaleCounts]:
+    """A scale's counts, for a CPU tensor of a floating format (float4 aside) with
+    elements; None where they are not counted (as the C++ shim, which reads host
+    memory only)."""
+    import torch
+    if (t.device.type != "cpu" or t.numel() == 0 or not t.dtype.is_floating_point
+            or t.dtype == getattr(torch, "float4_e2m1fn_x2", None)):
+        return None
+    v = t.detach().to(torch.float64).reshape(-1)
+    a = v.abs()
+    zero, nan, inf = a == 0, v.isnan(), v.isinf()
+    bad = zero | nan | inf
+    subnormal = torch.isfinite(a) & ~zero & (a < torch.finfo(t.dtype).smallest_normal)
+    return ScaleCounts(int(zero.sum()), int(subnormal.sum()), int(nan.sum()), int(inf.sum()),
+                       int(bad.to(torch.uint8).argmax()) if bool(bad.any()) else -1)
+
+
 def on_device(t) -> bool:
     """Is ``t`` reduced on its device by torch ops (compute_with_torch)?  The
     tests widen it to CPU tensors to run the device path here."""
