@@ -11,9 +11,37 @@ from .adapter import after, around, before, before_return, bound, patch, through
 def _hash_file(digest, path: str) -> None:
     try:
         with open(path, "rb") as f:
-            digest.update(f.read())
+            digest.update(path.rsplit("/", 1)[-1].encode() + b"\0" + f.read())
     except OSError:
         pass
+
+
+# The packages whose code the generated wrapper is written by or calls into.  A
+# cached wrapper is only as good as the code that wrote it and the runtime API it
+# calls: any of their files changing (an upgrade of aoti-debug) must miss the cache.
+_WRAPPER_PACKAGES = (__package__, "aoti_debug.runtime", "aoti_debug.native")
+_WRAPPER_MODULES = ("aoti_debug.plan", "aoti_debug.settings", "aoti_debug._version")
+
+
+def wrapper_sources() -> list:
+    """Every source file of the packages and modules above, found (not imported)
+    wherever aoti-debug is installed, in a fixed order."""
+    import importlib.util
+    import os
+    paths = []
+    for package in _WRAPPER_PACKAGES:
+        spec = importlib.util.find_spec(package)
+        for folder in (spec.submodule_search_locations or ()) if spec else ():
+            try:
+                names = sorted(os.listdir(folder))
+            except OSError:
+                continue
+            paths += [os.path.join(folder, n) for n in names if n.endswith(".py")]
+    for module in _WRAPPER_MODULES:
+        spec = importlib.util.find_spec(module)
+        if spec is not None and spec.origin:
+            paths.append(spec.origin)
+    return paths
 
 
 def settings_pass(settings, user_pass, provenance: str = ""):
@@ -22,7 +50,6 @@ def settings_pass(settings, user_pass, provenance: str = ""):
     instrumented and plain artifacts apart, and never hands back a wrapper
     that names the lines of another copy of the model's source."""
     import hashlib
-    import importlib.util
     from torch._inductor.custom_graph_pass import CustomGraphPass
     from aoti_debug._version import __version__
 
@@ -30,12 +57,8 @@ def settings_pass(settings, user_pass, provenance: str = ""):
     # everything the wrapper is compiled with, by name (the emitters write the same)
     config = sorted(settings.artifact_config("", "").items())
     digest.update(repr(("aoti-debug", __version__, config, provenance)).encode())
-    # what writes the Python wrapper's calls and the Python runtime they reach, found
-    # (not imported) wherever the package is installed
-    for module in ("python_emit", "hooks", "adapter", "ir_plan", "ir_queries", "patch_python_wrapper"):
-        _hash_file(digest, importlib.util.find_spec(f"{__package__}.{module}").origin)
-    for module in ("aoti_debug.plan", "aoti_debug.runtime.launches"):
-        _hash_file(digest, importlib.util.find_spec(module).origin)
+    for path in wrapper_sources():
+        _hash_file(digest, path)
 
     class AotiDebugSettingsPass(CustomGraphPass):
         def __init__(self, inner):

@@ -291,6 +291,41 @@ def test_the_cache_key_holds_every_compiled_setting(change):
     assert settings_pass(base, None).uuid() == settings_pass(Settings(level=1), None).uuid()
 
 
+def test_the_cache_key_holds_every_file_the_wrapper_comes_from(tmp_path, monkeypatch):
+    """A wrapper served from Inductor's FX graph cache was written by the
+    aoti-debug that compiled it and calls that one's runtime: after an upgrade
+    (any file of the code generator, the runtime, the native layer, the plan or
+    the settings changing), the key changes, and a stale wrapper is never run."""
+    import os
+    import aoti_debug
+    from aoti_debug.codegen_patches import patch_python_wrapper as ppw
+    from aoti_debug.settings import Settings
+    sources = ppw.wrapper_sources()
+    root = os.path.dirname(aoti_debug.__file__)
+    names = {os.path.relpath(os.path.realpath(p), os.path.realpath(root)) for p in sources}
+    for expected in ("runtime/format.py", "runtime/state.py", "runtime/launches.py",
+                     "native/launch_ext.py", "native/core.py", "plan.py", "settings.py", "_version.py"):
+        assert expected in names, expected
+    emit = [p for p in sources if p.endswith(os.sep + "python_emit.py")]
+    fx_ops = [p for p in sources if p.endswith(os.sep + "fx_ops.py")]
+    assert len(emit) == 1 and len(fx_ops) == 1
+    # every one of them counts: one byte changed in any copy changes the key
+    copies = []
+    for i, path in enumerate(sources):
+        copy = tmp_path / f"{i}-{os.path.basename(path)}"
+        copy.write_bytes(open(path, "rb").read())
+        copies.append(str(copy))
+    monkeypatch.setattr(ppw, "wrapper_sources", lambda: list(copies))
+    settings = Settings(level=3).compiled()
+    before = ppw.settings_pass(settings, None).uuid()
+    for copy in (copies[0], copies[len(copies) // 2], copies[-1]):
+        original = open(copy, "rb").read()
+        open(copy, "ab").write(b"#")
+        assert ppw.settings_pass(settings, None).uuid() != before, copy
+        open(copy, "wb").write(original)
+        assert ppw.settings_pass(settings, None).uuid() == before
+
+
 def test_fx_graph_cache_knows_the_settings(tmp_path, fx_cache_dir):
     cache = fx_cache_dir
     first = drive(tmp_path / "p1", cache, [3, 5, None], fx_cache=True)
