@@ -44,6 +44,8 @@ def labels_for(names: Sequence[str]) -> List[str]:
     ctx = _context
     if ctx is not None and len(ctx.labels) == len(names):
         return list(ctx.labels)
+    if not ir_queries.is_aot():       # torch.compile's C++ wrapper: Dynamo's names, as its Python wrapper's
+        return ir_queries.python_input_labels(list(names))
     return list(names)
 
 

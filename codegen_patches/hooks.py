@@ -73,7 +73,7 @@ def _state_of(wrapper, instrumentable, kind):
 
 
 def state(wrapper) -> Optional[WrapperState]:
-    """An AOTI wrapper's state when it is instrumented, else None."""
+    """A C++ wrapper's state (AOTI's, torch.compile's cpp_wrapper) when it is instrumented, else None."""
     return _state_of(wrapper, ir_queries.is_instrumentable, WrapperState)
 
 
@@ -422,7 +422,7 @@ def on_wrapper_decl(wrapper) -> None:
     names = [n for n in V.graph.graph_inputs if ir_queries.is_tensor_input(n)]
     labels = guards.labels_for(names)
     lines = cpp_emit.run_begin(_active, names, labels, ir_queries.wrapper_device(wrapper))
-    if _active.check_inputs:
+    if _active.check_inputs and ir_queries.is_aot():   # torch.compile's own guards recompile instead
         lines += guards.emit_or_leave_out(names, labels, _active.nan_check)
     with wrapper.prefix.indent():
         for line in lines:

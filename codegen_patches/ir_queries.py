@@ -40,14 +40,22 @@ def marker_line_class():
 
 
 def is_instrumentable(wrapper) -> bool:
-    """AOTI C++ wrappers of the main graph, not the constant-folding graph."""
+    """C++ wrappers of the main graph, not the constant-folding graph: AOTI's, and
+    torch.compile's with cpp_wrapper=True (the same code, built into a module the
+    Python process loads)."""
     from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
     from torch._inductor.codegen.cpp_wrapper_cpu_array_ref import CppWrapperCpuArrayRef
     from torch._inductor.virtualized import V
     if not isinstance(wrapper, CppWrapperCpu) or isinstance(wrapper, CppWrapperCpuArrayRef):
         return False
-    graph = V.graph
-    return bool(getattr(graph, "aot_mode", False)) and not getattr(graph, "is_const_graph", False)
+    return not getattr(V.graph, "is_const_graph", False)
+
+
+def is_aot() -> bool:
+    """Whether the graph being compiled is AOTI's (an artifact with its own input
+    guards and constants), not torch.compile's."""
+    from torch._inductor.virtualized import V
+    return bool(getattr(V.graph, "aot_mode", False))
 
 
 def wrapper_device(wrapper) -> str:

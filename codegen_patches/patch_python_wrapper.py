@@ -5,7 +5,7 @@ settings in Inductor's cache key.
 from __future__ import annotations
 
 from . import hooks, ir_queries
-from .adapter import after, around, before, before_return, bound, patch, through
+from .adapter import after, around, before, before_return, patch, through
 
 
 def _hash_file(digest, path: str) -> None:
@@ -101,10 +101,11 @@ def _compile_fx_keyed_by_settings(compile_fx, model_, *args, **kwargs):
     """torch.compile's compile_fx: Dynamo's input names kept, the settings in the cache key."""
     global _compiling
     from torch._inductor import config
+    from torch._inductor.virtualized import V
     settings = hooks.active()
-    patches = bound(compile_fx, model_, *args, **kwargs)["config_patches"]
-    aoti = config.cpp_wrapper or (isinstance(patches, dict) and patches.get("cpp_wrapper"))
-    if settings is None or _compiling or aoti:     # aoti: AOTI's C++ wrapper, patched apart
+    # AOTI's compiles are keyed and labelled apart (its export context); torch.compile's,
+    # with either wrapper, here
+    if settings is None or _compiling or V.aot_compilation:
         return compile_fx(model_, *args, **kwargs)
     ir_queries.remember_dynamo_labels(model_)
     _compiling += 1
