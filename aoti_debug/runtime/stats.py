@@ -266,7 +266,7 @@ def _queue(t, hash: bool, parts: list):
     if kind == "none":
         return lambda got: Stats(skipped=SKIP_DEVICE)
     flat = t.reshape(-1)
-    numel = flat.numel()
+    numel = count = flat.numel()
     unsigned64 = t.dtype == getattr(torch, "uint64", None)
     want_int = lambda x: parts.append(x.to(torch.int64).reshape(()))
     want_double = lambda x: parts.append(x.to(torch.float64).reshape(()).view(torch.int64))
@@ -289,9 +289,13 @@ def _queue(t, hash: bool, parts: list):
             nan = torch.isnan(flat.real) | torch.isnan(flat.imag)
             inf = (torch.isinf(flat.real) | torch.isinf(flat.imag)) & ~nan
             values = torch.hypot(flat.real.to(torch.float64), flat.imag.to(torch.float64))
+        elif t.dtype == getattr(torch, "float4_e2m1fn_x2", None):   # 2n values, which torch cannot convert
+            values = e2m1_values(flat)
+            nan = inf = torch.zeros_like(values, dtype=torch.bool)
         else:   # float8 kinds widened (exactly) for the reductions they lack
             values = flat.to(torch.float32) if flat.element_size() == 1 else flat
             nan, inf = torch.isnan(values), torch.isinf(values)
+        count = values.numel()   # float4_e2m1fn_x2: two a byte
         nans, infs = nan.sum(), inf.sum()
         want_int(nans), want_int(infs)
         # the first index of each, or -1: argmax finds the first True
@@ -299,7 +303,7 @@ def _queue(t, hash: bool, parts: list):
         want_int(torch.where(infs > 0, inf.to(torch.uint8).argmax(), -1))
         want_double(torch.where(nan, float("inf"), values).amin())
         want_double(torch.where(nan, float("-inf"), values).amax())
-        want_double(torch.where(nan, 0, values).sum(dtype=torch.float64) / (numel - nans).clamp(min=1))
+        want_double(torch.where(nan, 0, values).sum(dtype=torch.float64) / (count - nans).clamp(min=1))
     limit = saturation_limit(t.dtype) if kind == "float" else None
     if limit is not None:
         at = values.abs() == limit
@@ -317,12 +321,27 @@ def _queue(t, hash: bool, parts: list):
             return Stats(kind=kind, imin=got[0] + wrap * (got[0] < 0), imax=got[1] + wrap * (got[1] < 0),
                          mean=_double(got[2]), hash=digest, unsigned=unsigned)
         s = Stats(kind=kind, nan_count=got[0], inf_count=got[1], first_nan=got[2], first_inf=got[3], hash=digest)
-        if s.nan_count < numel:
+        if s.nan_count < count:
             s.min, s.max, s.mean = _double(got[4]), _double(got[5]), _double(got[6])
         if limit is not None:
             s.sat_count, s.first_sat = got[7], got[8]
         return s
     return finish
+
+
+def e2m1_values(flat):
+    """The 2n values of a 1-d float4_e2m1fn_x2 tensor as float32, on its device, in
+    value order: byte k holds value 2k in its low nibble, 2k + 1 in its high one
+    (torch's packing, common_quantized.pack_uint4).  A nibble is sign (bit 3),
+    exponent (bits 2-1, bias 1) and mantissa (bit 0), as detail::e2m1_value; the
+    values are decoded by arithmetic (exact in float32), no table copied to the device."""
+    import torch
+    raw = flat.view(torch.uint8)
+    codes = torch.stack([raw & 0x0F, raw >> 4], dim=-1).reshape(-1)
+    e = ((codes >> 1) & 3).to(torch.float32)
+    m = (codes & 1).to(torch.float32)
+    magnitude = torch.where(e == 0, m * 0.5, (1 + m * 0.5) * torch.exp2(e - 1))
+    return torch.where((codes & 8) != 0, -magnitude, magnitude)
 
 
 def _double(bits: int) -> float:
