@@ -334,6 +334,9 @@ def _corpus():
     # saturated values of both signs beside NaN, in a strided view (sat_count)
     out += [(x * 300).to(torch.float8_e4m3fn)[1::2], (x * 4e4).to(torch.float8_e5m2).view(10, 100).t(),
             torch.tensor([2.0 ** 127, 1.0, float("nan")]).to(torch.float8_e8m0fnu)]
+    # float4_e2m1fn_x2: every byte (two values each, 6.0 among them), and a strided view
+    fp4 = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(16, 16).view(torch.float4_e2m1fn_x2)
+    out += [fp4, fp4.t()[1::3]]
     return out
 
 
@@ -354,7 +357,7 @@ def test_device_statistics_equal_the_compiled_cores():
             a, b = getattr(got, f), getattr(want, f)
             assert a == b or (isinstance(a, float) and math.isnan(a) and math.isnan(b)), (t.dtype, f, a, b)
         assert got.mean == pytest.approx(want.mean, rel=1e-12, nan_ok=True), t.dtype
-    assert saturated == 3
+    assert saturated == 5
 
 
 def test_device_statistics_wait_for_the_device_once():
