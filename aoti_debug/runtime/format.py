@@ -235,7 +235,7 @@ def _value_lines(s) -> List[str]:
     if s.kind == "float":
         lines = [f"min={number(s.min)}", f"max={number(s.max)}", f"mean={number(s.mean)}",
                  f"nan_count={s.nan_count}", f"inf_count={s.inf_count}"]
-        if s.sat_count is not None:     # the float8 kinds (stats.saturation_limit)
+        if s.sat_count is not None:     # the float8 kinds and float4 (stats.saturation_limit)
             lines.append(f"sat_count={s.sat_count}")
         return lines
     if s.kind == "int":

@@ -155,7 +155,7 @@ def finite(t, count_inf: bool, memo: Optional["Memo"] = None, count_sat: bool = 
     holds them, as it does a CPU tensor's when the launch-end record computed
     its statistics in the compiled core).  What cannot be read here (other devices, CUDA graph
     capture, empty tensors) counts as finite, as in compute()'s skips.  With
-    ``count_sat`` a saturated float8 value counts as bad too: the raw-bit scan
+    ``count_sat`` a saturated float8 or float4 value counts as bad too: the raw-bit scan
     does not see those, so such a tensor gets its statistics."""
     if t.numel() == 0:
         return True
