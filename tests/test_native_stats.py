@@ -491,6 +491,12 @@ def test_all_finite_finds_each_bad_value_wherever_it_is(native, dtype, n):
                 assert native.all_finite(t, count_inf) == _reference_finite(t, count_inf), (pos, x, count_inf)
 
 
+def test_all_finite_float4_is_always_finite(native):
+    """float4_e2m1fn_x2 spells no NaN and no Inf: every byte, strided too, is finite."""
+    t = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(16, 16).view(FP4)
+    assert [native.all_finite(v, inf) for v in (t, t.t()[::3]) for inf in (False, True)] == [True] * 4
+
+
 def test_all_finite_large_values_are_finite(native):
     """Largest finite and smallest subnormal of each dtype: never taken for Inf."""
     for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
