@@ -336,8 +336,8 @@ def e2m1_values(flat):
     exponent (bits 2-1, bias 1) and mantissa (bit 0), as detail::e2m1_value; the
     values are decoded by arithmetic (exact in float32), no table copied to the device."""
     import torch
-    raw = flat.view(torch.uint8)
-    codes = torch.stack([raw & 0x0F, raw >> 4], dim=-1).reshape(-1)
+    raw = flat.view(torch.uint8).unsqueeze(-1)
+    codes = torch.cat([raw & 0x0F, raw >> 4], dim=-1).reshape(-1)   # cat: the one stack is transfer's
     e = ((codes >> 1) & 3).to(torch.float32)
     m = (codes & 1).to(torch.float32)
     magnitude = torch.where(e == 0, m * 0.5, (1 + m * 0.5) * torch.exp2(e - 1))
