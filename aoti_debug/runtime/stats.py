@@ -86,12 +86,17 @@ class ScaleCounts:
 
 
 def scale_counts(t) -> Optional[ScaleCounts]:
-    """A scale's counts, for a CPU tensor of a floating format (float4 aside) with
-    elements; None where they are not counted (as the C++ shim, which reads host
-    memory only)."""
+    """A scale's counts, for a tensor of a floating format (float4 aside) with
+    elements, on the CPU or a device (on_device: torch ops there, one transfer);
+    None where they are not counted: another device, a CUDA graph being captured
+    (as the C++ shim, which copies a device scale to the host for them)."""
     import torch
-    if (t.device.type != "cpu" or t.numel() == 0 or not t.dtype.is_floating_point
+    if (t.numel() == 0 or not t.dtype.is_floating_point
             or t.dtype == getattr(torch, "float4_e2m1fn_x2", None)):
+        return None
+    if on_device(t):
+        return None if _capturing() else _device_scale_counts(t)
+    if t.device.type != "cpu":
         return None
     v = t.detach().to(torch.float64).reshape(-1)
     a = v.abs()
@@ -100,6 +105,20 @@ def scale_counts(t) -> Optional[ScaleCounts]:
     subnormal = torch.isfinite(a) & ~zero & (a < torch.finfo(t.dtype).smallest_normal)
     return ScaleCounts(int(zero.sum()), int(subnormal.sum()), int(nan.sum()), int(inf.sum()),
                        int(bad.to(torch.uint8).argmax()) if bool(bad.any()) else -1)
+
+
+def _device_scale_counts(t) -> ScaleCounts:
+    """scale_counts' figures by torch ops on the tensor's device, in one transfer."""
+    import torch
+    flat = t.detach().reshape(-1)
+    v = flat.to(torch.float32) if flat.element_size() == 1 else flat   # float8 widened exactly
+    a = v.abs()
+    zero, nan, inf = a == 0, v.isnan(), v.isinf()
+    bad = zero | nan | inf
+    subnormal = torch.isfinite(a) & ~zero & (a < torch.finfo(t.dtype).smallest_normal)
+    first = torch.where(bad.any(), bad.to(torch.uint8).argmax(), -1)
+    got = transfer([x.to(torch.int64).reshape(()) for x in (zero.sum(), subnormal.sum(), nan.sum(), inf.sum(), first)])
+    return ScaleCounts(*got)
 
 
 def on_device(t) -> bool:
