@@ -133,6 +133,26 @@ def test_a_float8_blocks_saturation_count_is_read_and_a_bad_one_is_damage():
                              "most 20 digits)")
 
 
+def test_a_float4_block_is_read_as_a_narrow_floating_one():
+    """float4_e2m1fn_x2 (two e2m1 values a byte): the floating class, its sat_count read, and
+    narrow (1 mantissa bit: a step is half the value), so diff judges it at rtol 0.5."""
+    from aoti_debug.analysis.diff import _own
+    from aoti_debug.analysis.records import MANTISSA, NARROW
+    block = ["  in q:", "    Tensor(", "      shape=(2, 2)", "      dtype=torch.float4_e2m1fn_x2",
+             "      min=-6.000000", "      max=6.000000", "      mean=0.500000", "      nan_count=0",
+             "      inf_count=0", "      sat_count=2", "      hash=bee9976d8c555a01", "    )"]
+    w = LogWriter(with_banner=False)
+    w.record("launch", "1.1", "k", ["  origin: nodes=- source=-"] + block)
+    (launch,) = parse(w.text()).launches
+    assert launch.start.unparsed == [] and launch.start.damage is None
+    (q,) = launch.inputs
+    assert q.value.dtype_class == "float" and q.value.nonfinite() is False
+    assert q.value.stats == {"min": -6.0, "max": 6.0, "mean": 0.5, "nan_count": 0, "inf_count": 0,
+                             "sat_count": 2}
+    assert (MANTISSA["float4_e2m1fn_x2"], NARROW["float4_e2m1fn_x2"]) == (1, 0.5)
+    assert _own(q.value).rtol == 0.5 and _own(q.value).dtype == "float4_e2m1fn_x2"
+
+
 def test_dict_keys_with_brackets_and_colons_are_read():
     text = ("[2026-11-21 05:30:45.000001] [pid 1] call 1 f\n"
             "  arg[0] d:\n    dict(len=2)\n"

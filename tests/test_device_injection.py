@@ -334,6 +334,9 @@ def _corpus():
     # saturated values of both signs beside NaN, in a strided view (sat_count)
     out += [(x * 300).to(torch.float8_e4m3fn)[1::2], (x * 4e4).to(torch.float8_e5m2).view(10, 100).t(),
             torch.tensor([2.0 ** 127, 1.0, float("nan")]).to(torch.float8_e8m0fnu)]
+    # float4_e2m1fn_x2: every byte (two values each, 6.0 among them), and a strided view
+    fp4 = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(16, 16).view(torch.float4_e2m1fn_x2)
+    out += [fp4, fp4.t()[1::3]]
     return out
 
 
@@ -354,7 +357,7 @@ def test_device_statistics_equal_the_compiled_cores():
             a, b = getattr(got, f), getattr(want, f)
             assert a == b or (isinstance(a, float) and math.isnan(a) and math.isnan(b)), (t.dtype, f, a, b)
         assert got.mean == pytest.approx(want.mean, rel=1e-12, nan_ok=True), t.dtype
-    assert saturated == 3
+    assert saturated == 5
 
 
 def test_device_statistics_wait_for_the_device_once():
@@ -380,3 +383,169 @@ def test_device_statistics_wait_for_the_device_once():
         waits = {"nonzero", "masked_select", "_local_scalar_dense", "item", "index"} & set(ops.names)
         assert not waits, (t.dtype, waits)
         assert ops.names.count("stack") == 1, (t.dtype, ops.names)
+
+
+# -- a scale on the device: counted as a CPU one, by both runtimes -------------------------
+
+SCALE_HARNESS = r"""
+#include <aoti_debug/aoti_debug.h>
+#include <aoti_debug/checks.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+using aoti_debug::Role;
+using aoti_debug::TensorView;
+using aoti_debug::Value;
+
+static float x_data[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+static float sc_data[6] = {0.5f, 9.0f, 0.0f, 9.0f, 1e-40f, 9.0f};   // the scale: every other one
+static float y_data[4];
+static int64_t s4[1] = {4}, st4[1] = {1}, s3[1] = {3}, st2[1] = {2};
+static int reads = 0;
+static bool capturing = false;
+
+static void injected_stats(const Value* const* vals, size_t n, aoti_debug::Stats* out, bool* ok) {
+  for (size_t i = 0; i < n; ++i) {
+    TensorView host = vals[i]->t;
+    host.device_type = 0, host.device_index = -1;
+    out[i] = aoti_debug::compute_stats(host, true);
+    ok[i] = true;
+  }
+}
+static bool injected_read(const Value& v, void* dst, uint64_t bytes) {   // the copy to the host
+  ++reads;
+  std::memcpy(dst, v.t.data, static_cast<size_t>(bytes));
+  return true;
+}
+static const char* no_error(void*) { return nullptr; }
+static bool is_capturing(void*) { return capturing; }
+static const aoti_debug::DeviceHooks device{&no_error, &is_capturing};
+
+static Value on_cuda(float* data, int64_t* sizes, int64_t* strides) {
+  Value v(TensorView{data, 6, 1, sizes, strides, 1, 0});
+  v.device_stats = &injected_stats;
+  v.device_read = &injected_read;
+  return v;
+}
+
+int main(int, char** argv) {
+  capturing = std::string(argv[1]) == "capture";
+  static aoti_debug::Model model(aoti_debug::ModelConfig{"toy", 5, "", "warn:nan", false, "2.13.0+cpu"});
+  static const aoti_debug::ArgSpec a0[] = {{"in_ptr0", Role::In}, {"in_ptr1", Role::In, false, "scale_a"},
+                                           {"out_ptr0", Role::Out}};
+  static aoti_debug::Site s0{"extern_kernels__scaled_mm", "_scaled_mm", "model.py:9", "mm", a0, 3};
+  static const char* const ins[] = {"x", "s"};
+  static const char* const outs[] = {"y"};
+  static const char* const sources[] = {"", "", ""};
+  const Value x = on_cuda(x_data, s4, st4), sc = on_cuda(sc_data, s3, st2), y = on_cuda(y_data, s4, st4);
+  AOTI_DEBUG_BEGIN_RUN_ON(run, model, &device, nullptr, ins, x, sc);
+  aoti_debug::NanChecks nan(model, run);
+  nan.inputs({x, sc});
+  AOTI_DEBUG_LAUNCH(run, s0, x, sc, nullptr);
+  for (int i = 0; i < 4; ++i) y_data[i] = x_data[i] * sc_data[0];
+  AOTI_DEBUG_LAUNCH_END(run, s0, nullptr, nullptr, y);
+  nan.scales(s0, {x, sc, y});
+  if (!nan.clean(s0, {nullptr, nullptr, y})) nan.after(s0, sources, {x, sc, y});
+  nan.finish();
+  AOTI_DEBUG_END_RUN(run, outs, y);
+  std::printf("%d\n", reads);
+  return 0;
+}
+"""
+
+PY_SCALE = """
+import torch
+from aoti_debug.runtime import launches, stats
+if {widened}:   # CPU tensors take the device path: torch ops, one transfer
+    stats.on_device = lambda t: True
+    stats.device_path_on = lambda: True
+    transfers = [0]
+    one = stats.transfer
+    def counted(parts):
+        transfers[0] += 1
+        return one(parts)
+    stats.transfer = counted
+model = launches.Model("toy", 5, nan_check="warn:nan")
+s0 = launches.Site("extern_kernels__scaled_mm", "_scaled_mm", "model.py:9", "mm",
+                   (("in_ptr0", "in"), ("in_ptr1", "in"), ("out_ptr0", "out")), scales={{1: "scale_a"}})
+x = torch.tensor([1.0, 2.0, 3.0, 4.0])
+sc = torch.tensor([0.5, 9.0, 0.0, 9.0, 1e-40, 9.0])[::2]
+run = model.begin_run(("x", "s"), (x, sc))
+run.launch += 1
+run.before(s0, (x, sc, None))
+y = x * sc[0]
+run.after(s0, (None, None, y))
+run.nan_after(s0, ("", "", ""), (x, sc, y))
+run.nan_finish()
+run.end(("y",), (y,))
+"""
+
+
+@pytest.fixture(scope="module")
+def scale_harness(tmp_path_factory):
+    return build_harness(tmp_path_factory.mktemp("scale"), SCALE_HARNESS)
+
+
+def test_a_device_scale_is_counted_and_checked_as_a_cpu_one_by_both_runtimes(scale_harness, tmp_path):
+    """A CUDA scale (injected: its copy to the host is a memcpy) gets zero_count and
+    subnormal_count in its block and the NaN check's finding, as a CPU one does: the C++ shim
+    copies it to the host (once for the record, once for the check), torch.compile's runtime
+    counts it by torch ops on the device (widened here to CPU tensors).  Byte for byte the
+    records of the Python runtime's CPU path."""
+    from conftest import clean_env, run_python
+    cpp = run(scale_harness, ["run"], tmp_path / "cpp.log")
+    assert cpp.stdout == "2\n"
+    logs = {}
+    for widened in (True, False):
+        log = tmp_path / f"py{widened}.log"
+        run_python(PY_SCALE.format(widened=widened), env=clean_env(AOTI_DEBUG_LOGDEST=str(log)))
+        logs[widened] = masked(log)
+    # the C++ harness's tensors say cuda:0, the Python ones are CPU tensors
+    assert masked(tmp_path / "cpp.log").replace("device=cuda:0", "device=cpu") == logs[True] == logs[False]
+    log = logs[True]
+    assert "      scale=scale_a\n      zero_count=1\n      subnormal_count=1\n    )\n" in log
+    assert ("  launch toy:1.1 extern_kernels__scaled_mm (source model.py:9) read scale_a in_ptr1 holding 1 zero, "
+            "0 NaN and 0 Inf (first at flat index 1); a bad scale is the origin of what this launch writes, not "
+            "its arithmetic\n") in log
+
+
+def test_during_graph_capture_a_device_scale_is_not_read(scale_harness, tmp_path):
+    """While the run's stream is being captured nothing is copied or waited for: the scale's block
+    says which scale it is, no counts, and the check finds nothing (the C++ shim; the Python
+    runtime's scale_counts: test_a_device_scales_counts_come_back_in_one_transfer)."""
+    cpp = run(scale_harness, ["capture"], tmp_path / "cpp.log")
+    assert cpp.stdout == "0\n"
+    text = masked(tmp_path / "cpp.log")
+    assert "      stats=skipped (CUDA graph capture in progress)\n      scale=scale_a\n    )\n" in text
+    assert "zero_count" not in text and "read scale_a" not in text
+
+
+def test_a_device_scales_counts_come_back_in_one_transfer():
+    """stats.scale_counts of a device tensor (widened: CPU tensors take the device path) equal
+    the CPU path's, each in one transfer, for every floating format a scale comes in."""
+    import torch
+    from aoti_debug.runtime import device, stats
+    scales = [torch.tensor([2.0, 0.0, 1e-40, -0.0, float("nan"), float("inf")]),
+              torch.tensor([1e-5, 0.0, 3.0]).half(), torch.tensor([1e-39, 1.0]).bfloat16(),
+              torch.tensor([0.5, 0.0, 0.001]).to(torch.float8_e4m3fn), torch.tensor([1.0, 0.0, 2.0]).double()[1:],
+              torch.tensor([2.0 ** -127, 1.0]).to(torch.float8_e8m0fnu), torch.ones(4, 3)[:, 1]]
+    cpu = [stats.scale_counts(t) for t in scales]
+    assert cpu[0] == stats.ScaleCounts(zeros=2, subnormals=1, nans=1, infs=1, first=1)
+    on_device, transfer = stats.on_device, stats.transfer
+    calls = []
+    stats.on_device = lambda t: True
+    stats.transfer = lambda parts: calls.append(len(parts)) or transfer(parts)
+    try:
+        assert [stats.scale_counts(t) for t in scales] == cpu
+    finally:
+        stats.on_device, stats.transfer = on_device, transfer
+    assert calls == [5] * len(scales)
+    device.inject(_Capturing())   # nothing read while a CUDA graph is captured
+    stats.on_device = lambda t: True
+    try:
+        assert stats.scale_counts(scales[0]) is None
+    finally:
+        stats.on_device = on_device
+        device.inject(None)

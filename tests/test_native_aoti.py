@@ -278,6 +278,8 @@ def test_a_dumps_device_read_copies_the_views_storage_span(adapter, name):
 
 @pytest.mark.parametrize("name, t", [("complex", torch.complex(torch.ones(3), torch.ones(3))),
                                      ("uint64", torch.tensor([1, 2], dtype=torch.int64).view(torch.uint64)),
+                                     ("float4", torch.tensor([0x71, 0xF8], dtype=torch.uint8).view(
+                                         torch.float4_e2m1fn_x2)),
                                      ("empty", torch.empty(0))])
 @needs_device_ops
 def test_device_statistics_leave_what_they_do_not_reduce_to_the_copy(adapter, name, t):
@@ -289,7 +291,9 @@ def test_a_device_tensors_statistics_are_the_cores_on_every_release(adapter):
     corpus tensor, complex and uint64 among them, in one call, each figure the CPU core's
     (the mean to 1e-12: torch's operators sum in another order; the copy path's exactly)."""
     order = [t for _, t in sorted(DEVICE_CASES.items())] + [
-        torch.complex(torch.ones(3), torch.arange(3.0)), torch.tensor([1, 2], dtype=torch.int64).view(torch.uint64)]
+        torch.complex(torch.ones(3), torch.arange(3.0)), torch.tensor([1, 2], dtype=torch.int64).view(torch.uint64),
+        # float4_e2m1fn_x2 (which torch converts to nothing): the copy and the core, every byte, transposed
+        torch.arange(256, dtype=torch.int32).to(torch.uint8).view(16, 16).view(torch.float4_e2m1fn_x2).t()]
     out, ok = stats_of_many(adapter.device_stats_entry, order)
     assert list(ok) == [1] * len(order)
     for i, t in enumerate(order):

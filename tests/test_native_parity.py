@@ -42,6 +42,10 @@ def corpus():
     yield "float8_e5m2-saturated", (x * 4e4).to(torch.float8_e5m2)[:, 1:]
     yield "float8_e4m3fnuz", (x * 100).nan_to_num(0, 240, -240).to(torch.float8_e4m3fnuz)
     yield "float8_e8m0fnu", torch.tensor([2.0 ** 127, 1.0, math.nan, 0.5]).to(torch.float8_e8m0fnu)
+    # two e2m1 values a byte (sat_count: |x| == 6), contiguous and a strided view
+    fp4 = torch.randint(0, 256, (6, 5), dtype=torch.uint8, generator=g).view(torch.float4_e2m1fn_x2)
+    yield "float4_e2m1fn_x2", fp4
+    yield "float4_e2m1fn_x2-strided", fp4.t()[1:, ::2]
     yield "int64", torch.tensor([[-2**63, 2**63 - 1], [0, 5]])
     yield "int32", (x.nan_to_num(0, 9, -9) * 100).int()
     yield "int8", torch.tensor([-128, 127, 3], dtype=torch.int8)
@@ -106,6 +110,22 @@ def test_saturated_float8_block(native):
         "      min=-448.000000", "      max=448.000000", "      mean=-89.300000", "      nan_count=1",
         "      inf_count=0", "      sat_count=3", "      hash=2d6ad92cf7208ed7", "    )"]
     assert "sat_count" not in native.render_tensor_block(torch.tensor([448.0, 65504.0]).half(), 5, 4)
+
+
+def test_float4_block(native):
+    """float4_e2m1fn_x2's block: the lines of the narrow formats over its 2n values, low
+    nibble first (0x71: 0.5 then 6; 0xf8: -0 then -6; 0x2a: -1 then 1; 0x43: 1.5 then 2);
+    the hash over its 4 bytes.  Both runtimes."""
+    t = torch.tensor([[0x71, 0xF8], [0x2A, 0x43]], dtype=torch.uint8).view(torch.float4_e2m1fn_x2)
+    block = native.render_tensor_block(t, 5, 4)
+    assert block == "\n".join(pyfmt.tensor_block(t, 5, 2)) + "\n"
+    assert block.splitlines()[1:] == [
+        "      shape=(2, 2)", "      stride=(2, 1)", "      dtype=torch.float4_e2m1fn_x2", "      device=cpu",
+        "      requires_grad=False", "      is_contiguous=True",
+        "      min=-6.000000", "      max=6.000000", "      mean=0.500000", "      nan_count=0",
+        "      inf_count=0", "      sat_count=2", "      hash=bee9976d8c555a01", "    )"]
+    # the hash is of the bytes: the uint8 view of the same bytes hashes alike
+    assert "      hash=bee9976d8c555a01" in native.render_tensor_block(t.view(torch.uint8), 5, 4)
 
 
 def _render_in_place(sizes, strides, view, level, indent, requires_grad=False):

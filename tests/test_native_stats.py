@@ -28,10 +28,25 @@ def native():
 
 # ---------------------------------------------------------------- references
 
+# e2m1's eight magnitudes by code 0..7 (OCP Microscaling Formats spec, FP4 E2M1: 0, the
+# subnormal 0.5, then 1, 1.5, 2, 3, 4, 6); bit 3 of a nibble is the sign
+E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+FP4 = torch.float4_e2m1fn_x2
+
+
+def e2m1_pair(byte):
+    """A float4_e2m1fn_x2 byte's two values in logical order: the low nibble first
+    (torch's packing, common_quantized.pack_uint4: byte = second << 4 | first)."""
+    return [(-E2M1[n & 7] if n & 8 else E2M1[n & 7]) for n in (byte & 15, byte >> 4)]
+
+
 def logical_values(t):
     """Elements in logical (row-major) order as Python numbers; complex -> magnitude
-    (NaN when either part is NaN), floating -> float64 by torch's own conversion."""
+    (NaN when either part is NaN), floating -> float64 by torch's own conversion;
+    float4_e2m1fn_x2 -> its two values a byte (e2m1_pair)."""
     flat = t.reshape(-1)  # copies a non-contiguous view in logical order
+    if t.dtype == FP4:
+        return [v for b in flat.view(torch.uint8).tolist() for v in e2m1_pair(b)]
     if t.dtype.is_complex:
         c = flat.to(torch.complex128)
         return [math.nan if (math.isnan(r) or math.isnan(i)) else math.hypot(r, i)
@@ -69,13 +84,13 @@ def check_floating(t, s):
     infs = [i for i, v in enumerate(vals) if v == v and math.isinf(v)]
     rest = [v for v in vals if v == v]
     assert s.kind == ("complex" if t.dtype.is_complex else "float")
-    assert s.numel == len(vals)
+    assert s.numel * (2 if t.dtype == FP4 else 1) == len(vals)
     assert s.nan_count == len(nans)
     assert s.inf_count == len(infs)
     assert s.first_nan == (nans[0] if nans else -1)
     assert s.first_inf == (infs[0] if infs else -1)
-    if t.dtype.itemsize == 1:   # the float8 kinds: values at the format's largest finite magnitude
-        top = torch.finfo(t.dtype).max
+    if t.dtype.itemsize == 1:   # the float8 kinds and float4: values at the largest finite magnitude
+        top = 6.0 if t.dtype == FP4 else torch.finfo(t.dtype).max
         at = [i for i, v in enumerate(vals) if abs(v) == top]
         assert (s.sat_count, s.first_sat) == (len(at), at[0] if at else -1)
     else:
@@ -125,13 +140,18 @@ def floats(dtype, n=1000, seed=0):
 
 
 def all_patterns(dtype):
-    if dtype.itemsize == 1:
+    if dtype.itemsize == 1:   # float4_e2m1fn_x2: every pair of values
         return torch.arange(256, dtype=torch.int32).to(torch.uint8).view(dtype)
     return (torch.arange(65536, dtype=torch.int32) - 32768).to(torch.int16).view(dtype)
 
 
 FLOAT8 = [torch.float8_e4m3fn, torch.float8_e4m3fnuz, torch.float8_e5m2, torch.float8_e5m2fnuz,
           torch.float8_e8m0fnu]
+
+
+def fp4_bytes(shape, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 256, shape, dtype=torch.uint8, generator=g).view(FP4)
 
 
 def int_tensor(dtype, n=2000, seed=1):
@@ -160,7 +180,9 @@ CASES = {
     "bfloat16": lambda: floats(torch.bfloat16),
     "float16-all-patterns": lambda: all_patterns(torch.float16),
     "bfloat16-all-patterns": lambda: all_patterns(torch.bfloat16),
-    **{f"{str(d)[6:]}-all-patterns": (lambda d=d: all_patterns(d)) for d in FLOAT8},
+    **{f"{str(d)[6:]}-all-patterns": (lambda d=d: all_patterns(d)) for d in FLOAT8 + [FP4]},
+    "float4_e2m1fn_x2-random": lambda: fp4_bytes((37, 11), 3),
+    "float4_e2m1fn_x2-negative-zeros": lambda: torch.full((5,), 0x88, dtype=torch.uint8).view(FP4),
     **{str(d)[6:]: (lambda d=d: int_tensor(d)) for d in
        (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.uint16, torch.uint32,
         torch.uint64)},
@@ -198,7 +220,7 @@ def test_stats_match_reference(native, name):
                                   "narrow-columns"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16,
                                    torch.int32, torch.int64, torch.uint8, torch.bool,
-                                   torch.complex64, torch.float8_e4m3fn])
+                                   torch.complex64, torch.float8_e4m3fn, FP4])
 def test_stats_strided_views(native, view, dtype):
     g = torch.Generator().manual_seed(7)
     base = (torch.randn(24, 35, generator=g) * 50)
@@ -206,6 +228,8 @@ def test_stats_strided_views(native, view, dtype):
     base[20, 1] = -math.inf
     if dtype == torch.bool:
         base = base > 0
+    elif dtype == FP4:   # torch converts nothing to float4: its bytes
+        base = fp4_bytes((24, 35), 8)
     elif dtype == torch.complex64:
         base = torch.complex(base, base.flip(0))
     elif dtype.itemsize == 1 and dtype.is_floating_point:   # past 448 for a quarter: saturated
@@ -309,6 +333,56 @@ def test_stats_sat_count_same_for_any_threads_and_vector_width(native, dtype):
     strided = wide.view(dtype)[:, 0]
     assert not strided.is_contiguous()
     assert repr(compute_native(strided)) == repr(results[(1, 2)])
+
+
+def test_stats_float4_decodes_every_byte(native):
+    """Each of the 256 bytes alone: its two values (low nibble first) are the min, max
+    and mean the core gives, its saturated values (|x| == 6) counted and located."""
+    for byte in range(256):
+        first, second = e2m1_pair(byte)
+        s = compute_native(torch.tensor([byte], dtype=torch.uint8).view(FP4))
+        lo, hi = sorted([first, second])
+        if lo == hi == 0:   # zeros: -0.0 the smaller, +0.0 the larger (section 3)
+            signs = {math.copysign(1, first), math.copysign(1, second)}
+            lo, hi = (-0.0 if -1 in signs else 0.0), (0.0 if 1 in signs else -0.0)
+        at = [i for i, v in enumerate((first, second)) if abs(v) == 6.0]
+        assert (bits(s.min), bits(s.max), bits(s.mean)) == (bits(lo), bits(hi), bits((first + second) / 2)), byte
+        assert (s.nan_count, s.inf_count, s.sat_count, s.first_sat) == (0, 0, len(at), at[0] if at else -1), byte
+
+
+def test_stats_float4_record_lines(native):
+    """The lines of a float4_e2m1fn_x2 block: bytes 0x71 (values 0.5, 6), 0xf8 (-0, -6),
+    0x2a (-1, 1), 0x43 (1.5, 2): 8 values, mean 4/8."""
+    t = torch.tensor([0x71, 0xF8, 0x2A, 0x43], dtype=torch.uint8).view(FP4)
+    assert stats_lines(compute_native(t))[:6] == [
+        "min=-6.000000", "max=6.000000", "mean=0.500000", "nan_count=0", "inf_count=0", "sat_count=2"]
+    assert compute_native(t).first_sat == 1
+
+
+def test_stats_float4_same_bits_for_any_threads_and_vector_width(native):
+    """Above the parallel threshold (blocks of 65536 bytes, 131072 values) every thread
+    count and vector width gives one result, the reference's: the first saturated
+    value where a later thread reads, a strided view the same."""
+    numel = (1 << 22) + 3 * BLOCK + 1001
+    raw = fp4_bytes((numel,), 21).view(torch.uint8) & 0x66    # magnitudes 0..3: nothing saturated
+    raw[BLOCK + 5] = 0x80                                      # a -0.0 in a block of its own kind
+    raw[numel // 2 + 7] = 0x70                                 # the first 6.0: value 2k + 1
+    raw[numel - 3] = 0x0F                                      # -6.0: value 2k
+    x = raw.view(FP4)
+    results = {(th, isa): compute_native(x, max_threads=th, isa_limit=isa)
+               for th in (1, 0, 3) for isa in (2, 4, 8)}
+    assert {repr(s) for s in results.values()} == {repr(results[(1, 2)])}
+    s = results[(1, 2)]
+    # the reference in whole numbers of 0.5 (E2M1 doubled), summed exactly in int64
+    halves = torch.tensor([int(2 * v) for v in E2M1] + [-int(2 * v) for v in E2M1])
+    total = int(halves[raw.to(torch.int64) & 15].sum() + halves[raw.to(torch.int64) >> 4].sum())
+    assert (s.min, s.max, s.sat_count, s.first_sat) == (-6.0, 6.0, 2, 2 * (numel // 2 + 7) + 1)
+    assert bits(s.mean) == bits(total / 2 / (2 * numel))   # every partial sum is exact
+    wide = torch.zeros(numel, 2, dtype=torch.uint8)
+    wide[:, 1] = raw
+    strided = wide.view(FP4)[:, 1]
+    assert not strided.is_contiguous()
+    assert repr(compute_native(strided, max_threads=3)) == repr(s)
 
 
 def test_stats_vector_width_reported(native):
@@ -415,6 +489,12 @@ def test_all_finite_finds_each_bad_value_wherever_it_is(native, dtype, n):
             t[pos] = x
             for count_inf in (True, False):
                 assert native.all_finite(t, count_inf) == _reference_finite(t, count_inf), (pos, x, count_inf)
+
+
+def test_all_finite_float4_is_always_finite(native):
+    """float4_e2m1fn_x2 spells no NaN and no Inf: every byte, strided too, is finite."""
+    t = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(16, 16).view(FP4)
+    assert [native.all_finite(v, inf) for v in (t, t.t()[::3]) for inf in (False, True)] == [True] * 4
 
 
 def test_all_finite_large_values_are_finite(native):

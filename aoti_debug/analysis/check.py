@@ -26,7 +26,9 @@ from .untrusted import InputError
 
 # rtol per dtype: a few hundred float32 ULPs, a handful of half-precision ones, one
 # step of a format under 16 bits (a quantisation may round a step apart)
-RTOL = {"float64": 1e-10, "float32": 1e-5, "float16": 4e-3, "bfloat16": 3e-2, **NARROW}
+# float4_e2m1fn_x2 aside: torch converts it to no wider dtype to measure it by
+RTOL = {"float64": 1e-10, "float32": 1e-5, "float16": 4e-3, "bfloat16": 3e-2,
+        **{dtype: rtol for dtype, rtol in NARROW.items() if dtype != "float4_e2m1fn_x2"}}
 
 
 @dataclass

@@ -56,7 +56,7 @@ _HEADER_FACTS = re.compile(r"^(?P<name>.*) thread=(?P<thread>[0-9]{1,20}|TID)"
 _BANNER_RANK = re.compile(r"^(?P<rank>[0-9]{1,20})(?: of (?P<world>[0-9]{1,20}))?$", re.A)
 
 FLOATING = {"float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e4m3fnuz",
-            "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu"}
+            "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2"}
 INTEGER = {"uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64"}
 COMPLEX = {"complex64", "complex128"}
 STAT_KEYS = ("min", "max", "mean", "abs_min", "abs_max", "abs_mean",
@@ -70,14 +70,17 @@ COUNT_KEYS = ("nan_count", "inf_count", "sat_count", "true_count", "false_count"
 SCALE_ARGUMENTS = ("scale_a", "scale_b", "scale_result")
 SCALE_COUNTS = ("zero_count", "subnormal_count")
 # mantissa bits of each floating format: the spacing of its values (check's ULPs, diff's
-# tolerance for what went through a narrow format); float8_e8m0fnu is exponent only
+# tolerance for what went through a narrow format); float8_e8m0fnu is exponent only;
+# float4_e2m1fn_x2's values (two a byte) have one
 MANTISSA = {"float64": 52, "float32": 23, "float16": 10, "bfloat16": 7, "float8_e4m3fn": 3,
-            "float8_e4m3fnuz": 3, "float8_e5m2": 2, "float8_e5m2fnuz": 2, "float8_e8m0fnu": 0}
+            "float8_e4m3fnuz": 3, "float8_e5m2": 2, "float8_e5m2fnuz": 2, "float8_e8m0fnu": 0,
+            "float4_e2m1fn_x2": 1}
 # Formats under 16 bits with a mantissa, by their precision (2^-mantissa: one step at
 # the bottom of a binade): two builds may round a value a step apart when they
-# quantise it, and here a step is 6 to 25% of the value.  float8_e8m0fnu (exponent
-# only: a step doubles the value) is not one: its values must agree.
-NARROW = {dtype: 2.0 ** -bits for dtype, bits in MANTISSA.items() if bits and dtype.startswith("float8")}
+# quantise it, and here a step is 6 to 25% of the value (50% for float4_e2m1fn_x2).
+# float8_e8m0fnu (exponent only: a step doubles the value) is not one: its values must agree.
+NARROW = {dtype: 2.0 ** -bits for dtype, bits in MANTISSA.items()
+          if bits and dtype.startswith(("float8", "float4"))}
 ITEM_KINDS = {"call", "return", "run", "run-end", "launch", "launch-end"}
 # the roles of the items a launch or call reads from each of its records (None: every item)
 _READ_ROLES = {"launch": ("in", "inout"), "launch-end": ("out", "inout"), "call": None,

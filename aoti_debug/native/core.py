@@ -56,10 +56,11 @@ DEVICE_CODES: Dict[str, int] = {
 }
 # The narrow floating formats whose statistics count the values at their largest
 # finite magnitude (sat_count; detail/dtypes.h's float_facts and counts_saturation):
-# that magnitude, torch.finfo's max.
+# that magnitude, torch.finfo's max (float4_e2m1fn_x2, which torch.finfo lacks: of
+# each of its two e2m1 values).
 SATURATION_LIMITS: Dict[str, float] = {
     "float8_e5m2": 57344.0, "float8_e4m3fn": 448.0, "float8_e5m2fnuz": 57344.0,
-    "float8_e4m3fnuz": 240.0, "float8_e8m0fnu": 2.0 ** 127,
+    "float8_e4m3fnuz": 240.0, "float8_e8m0fnu": 2.0 ** 127, "float4_e2m1fn_x2": 6.0,
 }
 _SATURATING_CODES = frozenset(DTYPE_CODES[name] for name in SATURATION_LIMITS)
 STATS_KINDS = {0: "none", 1: "float", 2: "int", 3: "uint", 4: "bool", 5: "complex"}  # detail::StatsKind

@@ -235,7 +235,7 @@ def _value_lines(s) -> List[str]:
     if s.kind == "float":
         lines = [f"min={number(s.min)}", f"max={number(s.max)}", f"mean={number(s.mean)}",
                  f"nan_count={s.nan_count}", f"inf_count={s.inf_count}"]
-        if s.sat_count is not None:     # the float8 kinds (stats.saturation_limit)
+        if s.sat_count is not None:     # the float8 kinds and float4 (stats.saturation_limit)
             lines.append(f"sat_count={s.sat_count}")
         return lines
     if s.kind == "int":
@@ -251,9 +251,9 @@ def _value_lines(s) -> List[str]:
 
 def scale_lines(t: Any, scale: str, depth: int) -> List[str]:
     """The lines a scale argument's Tensor block adds at level 5 (section 3): which of
-    its op's scales it is (`scale_a`), then, for a CPU tensor of a floating format
-    (float4 aside) with elements, its zeros and subnormals (finite, non-zero, under
-    the format's smallest normal), as detail::scale_lines counts them."""
+    its op's scales it is (`scale_a`), then, for a tensor of a floating format (float4
+    aside) with elements, on the CPU or a device, its zeros and subnormals (finite,
+    non-zero, under the format's smallest normal), as detail::scale_lines counts them."""
     from . import stats as stats_mod
     pad = INDENT * depth
     lines = [f"{pad}scale={scale}"]

@@ -144,7 +144,7 @@ class NanChecks:
         NaN at all); a subnormal one is not (the record counts it)."""
         for k, scale in sorted(site.scales.items()):
             t = values[k] if k < len(values) else None
-            c = stats_mod.scale_counts(t) if _tensor(t) else None   # CPU scales, as the C++ shim's
+            c = stats_mod.scale_counts(t) if _tensor(t) else None   # CPU and device scales, as the C++ shim's
             if c is None or c.first < 0:
                 continue
             name = site.args[k][0]

@@ -86,12 +86,17 @@ class ScaleCounts:
 
 
 def scale_counts(t) -> Optional[ScaleCounts]:
-    """A scale's counts, for a CPU tensor of a floating format (float4 aside) with
-    elements; None where they are not counted (as the C++ shim, which reads host
-    memory only)."""
+    """A scale's counts, for a tensor of a floating format (float4 aside) with
+    elements, on the CPU or a device (on_device: torch ops there, one transfer);
+    None where they are not counted: another device, a CUDA graph being captured
+    (as the C++ shim, which copies a device scale to the host for them)."""
     import torch
-    if (t.device.type != "cpu" or t.numel() == 0 or not t.dtype.is_floating_point
+    if (t.numel() == 0 or not t.dtype.is_floating_point
             or t.dtype == getattr(torch, "float4_e2m1fn_x2", None)):
+        return None
+    if on_device(t):
+        return None if _capturing() else _device_scale_counts(t)
+    if t.device.type != "cpu":
         return None
     v = t.detach().to(torch.float64).reshape(-1)
     a = v.abs()
@@ -100,6 +105,20 @@ def scale_counts(t) -> Optional[ScaleCounts]:
     subnormal = torch.isfinite(a) & ~zero & (a < torch.finfo(t.dtype).smallest_normal)
     return ScaleCounts(int(zero.sum()), int(subnormal.sum()), int(nan.sum()), int(inf.sum()),
                        int(bad.to(torch.uint8).argmax()) if bool(bad.any()) else -1)
+
+
+def _device_scale_counts(t) -> ScaleCounts:
+    """scale_counts' figures by torch ops on the tensor's device, in one transfer."""
+    import torch
+    flat = t.detach().reshape(-1)
+    v = flat.to(torch.float32) if flat.element_size() == 1 else flat   # float8 widened exactly
+    a = v.abs()
+    zero, nan, inf = a == 0, v.isnan(), v.isinf()
+    bad = zero | nan | inf
+    subnormal = torch.isfinite(a) & ~zero & (a < torch.finfo(t.dtype).smallest_normal)
+    first = torch.where(bad.any(), bad.to(torch.uint8).argmax(), -1)
+    got = transfer([x.to(torch.int64).reshape(()) for x in (zero.sum(), subnormal.sum(), nan.sum(), inf.sum(), first)])
+    return ScaleCounts(*got)
 
 
 def on_device(t) -> bool:
@@ -155,7 +174,7 @@ def finite(t, count_inf: bool, memo: Optional["Memo"] = None, count_sat: bool = 
     holds them, as it does a CPU tensor's when the launch-end record computed
     its statistics in the compiled core).  What cannot be read here (other devices, CUDA graph
     capture, empty tensors) counts as finite, as in compute()'s skips.  With
-    ``count_sat`` a saturated float8 value counts as bad too: the raw-bit scan
+    ``count_sat`` a saturated float8 or float4 value counts as bad too: the raw-bit scan
     does not see those, so such a tensor gets its statistics."""
     if t.numel() == 0:
         return True
@@ -266,7 +285,7 @@ def _queue(t, hash: bool, parts: list):
     if kind == "none":
         return lambda got: Stats(skipped=SKIP_DEVICE)
     flat = t.reshape(-1)
-    numel = flat.numel()
+    numel = count = flat.numel()
     unsigned64 = t.dtype == getattr(torch, "uint64", None)
     want_int = lambda x: parts.append(x.to(torch.int64).reshape(()))
     want_double = lambda x: parts.append(x.to(torch.float64).reshape(()).view(torch.int64))
@@ -289,9 +308,13 @@ def _queue(t, hash: bool, parts: list):
             nan = torch.isnan(flat.real) | torch.isnan(flat.imag)
             inf = (torch.isinf(flat.real) | torch.isinf(flat.imag)) & ~nan
             values = torch.hypot(flat.real.to(torch.float64), flat.imag.to(torch.float64))
+        elif t.dtype == getattr(torch, "float4_e2m1fn_x2", None):   # 2n values, which torch cannot convert
+            values = e2m1_values(flat)
+            nan = inf = torch.zeros_like(values, dtype=torch.bool)
         else:   # float8 kinds widened (exactly) for the reductions they lack
             values = flat.to(torch.float32) if flat.element_size() == 1 else flat
             nan, inf = torch.isnan(values), torch.isinf(values)
+        count = values.numel()   # float4_e2m1fn_x2: two a byte
         nans, infs = nan.sum(), inf.sum()
         want_int(nans), want_int(infs)
         # the first index of each, or -1: argmax finds the first True
@@ -299,7 +322,7 @@ def _queue(t, hash: bool, parts: list):
         want_int(torch.where(infs > 0, inf.to(torch.uint8).argmax(), -1))
         want_double(torch.where(nan, float("inf"), values).amin())
         want_double(torch.where(nan, float("-inf"), values).amax())
-        want_double(torch.where(nan, 0, values).sum(dtype=torch.float64) / (numel - nans).clamp(min=1))
+        want_double(torch.where(nan, 0, values).sum(dtype=torch.float64) / (count - nans).clamp(min=1))
     limit = saturation_limit(t.dtype) if kind == "float" else None
     if limit is not None:
         at = values.abs() == limit
@@ -317,12 +340,27 @@ def _queue(t, hash: bool, parts: list):
             return Stats(kind=kind, imin=got[0] + wrap * (got[0] < 0), imax=got[1] + wrap * (got[1] < 0),
                          mean=_double(got[2]), hash=digest, unsigned=unsigned)
         s = Stats(kind=kind, nan_count=got[0], inf_count=got[1], first_nan=got[2], first_inf=got[3], hash=digest)
-        if s.nan_count < numel:
+        if s.nan_count < count:
             s.min, s.max, s.mean = _double(got[4]), _double(got[5]), _double(got[6])
         if limit is not None:
             s.sat_count, s.first_sat = got[7], got[8]
         return s
     return finish
+
+
+def e2m1_values(flat):
+    """The 2n values of a 1-d float4_e2m1fn_x2 tensor as float32, on its device, in
+    value order: byte k holds value 2k in its low nibble, 2k + 1 in its high one
+    (torch's packing, common_quantized.pack_uint4).  A nibble is sign (bit 3),
+    exponent (bits 2-1, bias 1) and mantissa (bit 0), as detail::e2m1_value; the
+    values are decoded by arithmetic (exact in float32), no table copied to the device."""
+    import torch
+    raw = flat.view(torch.uint8).unsqueeze(-1)
+    codes = torch.cat([raw & 0x0F, raw >> 4], dim=-1).reshape(-1)   # cat: the one stack is transfer's
+    e = ((codes >> 1) & 3).to(torch.float32)
+    m = (codes & 1).to(torch.float32)
+    magnitude = torch.where(e == 0, m * 0.5, (1 + m * 0.5) * torch.exp2(e - 1))
+    return torch.where((codes & 8) != 0, -magnitude, magnitude)
 
 
 def _double(bits: int) -> float:

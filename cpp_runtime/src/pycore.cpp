@@ -86,8 +86,8 @@ AOTID_EXPORT int64_t aotid_render_scale_lines(const void* data, int32_t dtype, i
     std::string out;
     {
       aoti_debug::detail::Text text(out);  // written into `out` when it goes
-      aoti_debug::detail::scale_lines(text, make_view(data, dtype, ndim, sizes, strides, device_type,
-                                                      device_index), scale, indent);
+      const aoti_debug::Value val(make_view(data, dtype, ndim, sizes, strides, device_type, device_index));
+      aoti_debug::detail::scale_lines(text, val, scale, indent);
     }
     return give(out, buf, cap);
   } catch (...) {

@@ -62,7 +62,7 @@ AOTI_DEBUG_CORE_FN void aoti_device_stats(const Value* const* vals, size_t n, St
 }
 #endif
 
-#if AOTI_DEBUG_ENABLE_DUMPS
+#if AOTI_DEBUG_ENABLE_DUMPS || AOTI_DEBUG_ENABLE_STATS
 AOTI_DEBUG_CORE_FN bool aoti_device_read(const Value& v, void* dst, uint64_t bytes) {
   AtenTensorHandle src = handle_of(v);
   const DtypeInfo* info = dtype_info(v.t.dtype);

@@ -35,10 +35,11 @@ namespace detail {
 AOTI_DEBUG_CORE_DECL void aoti_device_stats(const Value* const* vals, size_t n, Stats* out, bool* ok);
 #endif
 
-#if AOTI_DEBUG_ENABLE_DUMPS
-// A device tensor's storage span for a level-10 dump (DeviceReadFn): the
-// span viewed as one row of elements from the view's first, copied into a
-// CPU tensor through the shim (a blocking copy), then into `dst`.
+#if AOTI_DEBUG_ENABLE_DUMPS || AOTI_DEBUG_ENABLE_STATS
+// A device tensor's storage span for a level-10 dump, or a scale's to count
+// (DeviceReadFn): the span viewed as one row of elements from the view's
+// first, copied into a CPU tensor through the shim (a blocking copy), then
+// into `dst`.
 AOTI_DEBUG_CORE_DECL bool aoti_device_read(const Value& v, void* dst, uint64_t bytes);
 #endif
 
@@ -67,7 +68,7 @@ inline Value tensor(AtenTensorHandle h) {
 #if AOTI_DEBUG_ENABLE_STATS
   val.device_stats = &detail::aoti_device_stats;
 #endif
-#if AOTI_DEBUG_ENABLE_DUMPS
+#if AOTI_DEBUG_ENABLE_DUMPS || AOTI_DEBUG_ENABLE_STATS
   val.device_read = &detail::aoti_device_read;
 #endif
   return val;

@@ -289,7 +289,7 @@ AOTI_DEBUG_CORE_FN void NanChecks::scales(const Site& site, Values args) {
     if (a.scale == nullptr || a.role != Role::In || arg->kind != Value::kTensor) continue;
     int64_t zeros = 0, subnormals = 0;
     detail::ScaleFaults f;
-    if (!detail::scale_counts(arg->t, &zeros, &subnormals, &f) || f.first < 0) continue;
+    if (!detail::value_scale_counts(*arg, &zeros, &subnormals, &f) || f.first < 0) continue;
     std::string msg = "launch " + detail::launch_id(model_.name(), run_.run, run_.launch) + " " + site.kernel +
                       " (source " + detail::or_dash(site.source) + ") read " + a.scale + " " +
                       detail::or_dash(a.name) + " holding " + std::to_string(zeros) + " zero, " +

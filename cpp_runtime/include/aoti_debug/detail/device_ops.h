@@ -130,10 +130,13 @@ struct Planned {
 
 // Queues the reductions of the section-3 statistics of `t` (any device, any
 // strides) onto `words`.  False for what it does not reduce (complex, 64-bit
-// unsigned, an empty tensor, a dtype without statistics): the caller decides.
+// unsigned, float4_e2m1fn_x2, an empty tensor, a dtype without statistics): the
+// caller decides (aoti-inl.h: a copy to the host and the core, which decodes
+// float4's packed values; torch converts float4 to no other dtype).
 inline bool plan(AtenTensorHandle handle, const TensorView& v, Words* words, Planned* p) {
   const int32_t kind = stats_kind(v.dtype);
-  if (kind == kStatsNone || kind == kStatsComplex || v.dtype == kUInt64) return false;
+  if (kind == kStatsNone || kind == kStatsComplex || v.dtype == kUInt64 || v.dtype == kFloat4_e2m1fn_x2)
+    return false;
   AtenTensorHandle own = nullptr;
   STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_new_tensor_handle(handle, &own));
   const Tensor t(own);

@@ -81,7 +81,7 @@ inline int32_t stats_kind(int32_t code) {
   switch (code) {
     case kHalf: case kFloat: case kDouble: case kBFloat16: case kFloat8_e5m2:
     case kFloat8_e4m3fn: case kFloat8_e5m2fnuz: case kFloat8_e4m3fnuz:
-    case kFloat8_e8m0fnu:
+    case kFloat8_e8m0fnu: case kFloat4_e2m1fn_x2:
       return kStatsFloat;
     case kChar: case kShort: case kInt: case kLong:
       return kStatsInt;
@@ -119,7 +119,7 @@ inline const FloatFacts* float_facts(int32_t code) {
       {kFloat8_e5m2fnuz, 57344.0, 3.0517578125e-05, true},
       {kFloat8_e4m3fnuz, 240.0, 0.0078125, true},
       {kFloat8_e8m0fnu, 1.7014118346046923e+38, 5.877471754111438e-39, true},
-      {kFloat4_e2m1fn_x2, 6.0, 1.0, true},  // per packed element; no statistics yet
+      {kFloat4_e2m1fn_x2, 6.0, 1.0, true},  // of each of its two e2m1 values (e2m1_value)
   };
   for (const FloatFacts& f : table)
     if (f.code == code) return &f;
@@ -127,11 +127,11 @@ inline const FloatFacts* float_facts(int32_t code) {
 }
 
 // Does this dtype's statistics block count saturated values (sat_count)?
-// The narrow formats that have statistics: the float8 kinds.
+// The narrow formats: the float8 kinds and float4_e2m1fn_x2.
 inline bool counts_saturation(int32_t code) {
   switch (code) {
     case kFloat8_e5m2: case kFloat8_e4m3fn: case kFloat8_e5m2fnuz: case kFloat8_e4m3fnuz:
-    case kFloat8_e8m0fnu:
+    case kFloat8_e8m0fnu: case kFloat4_e2m1fn_x2:
       return true;
     default:
       return false;
@@ -199,6 +199,21 @@ inline double float8_decode(uint8_t b, int32_t code) {
   for (int k = (e ? e : 1) - bias - mbits; k < 0; ++k) v *= 0.5;
   return neg ? -v : v;
 }
+
+// One e2m1 value (float4_e2m1fn_x2 holds two a byte): bit 3 the sign, bits
+// 2-1 the exponent (bias 1), bit 0 the mantissa; no NaN, no Inf.  Exact:
+// 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives.  torch packs the first
+// logical value into the low nibble, the second into the high one
+// (torch.testing._internal.common_quantized.pack_uint4).
+inline double e2m1_value(uint8_t nibble) {
+  const int e = (nibble >> 1) & 3, m = nibble & 1;
+  const double magnitude = e == 0 ? 0.5 * m : (1.0 + 0.5 * m) * static_cast<double>(1 << (e - 1));
+  return (nibble & 8) ? -magnitude : magnitude;
+}
+
+// Logical values per stored element: two for float4_e2m1fn_x2, one otherwise.
+// The statistics are over the values, the content hash over the bytes.
+inline int64_t values_per_element(int32_t code) { return code == kFloat4_e2m1fn_x2 ? 2 : 1; }
 
 struct Float8Tables {
   double t[5][256];

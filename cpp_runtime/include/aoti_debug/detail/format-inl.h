@@ -4,6 +4,7 @@
 #pragma once
 
 #include <new>
+#include <vector>
 
 #include "format.h"
 
@@ -656,16 +657,42 @@ inline bool scale_counts(const TensorView& v, int64_t* zeros, int64_t* subnormal
   return true;
 }
 
+// scale_counts of a scale wherever it is.  On a device: its storage span
+// copied to the host (Value::device_read, one blocking copy; a scale is one
+// value per tensor, row or block, so small) and counted there.  False where
+// it is not read: no device_read, a CUDA graph being captured, strides that
+// step backwards, a failed copy, or what scale_counts leaves out.
+inline bool value_scale_counts(const Value& val, int64_t* zeros, int64_t* subnormals,
+                               ScaleFaults* faults = nullptr) {
+  const TensorView& v = val.t;
+  if (v.device_type == 0) return scale_counts(v, zeros, subnormals, faults);
+  const DtypeInfo* info = dtype_info(v.dtype);
+  if (val.device_read == nullptr || info == nullptr || float_facts(v.dtype) == nullptr ||
+      v.dtype == kFloat4_e2m1fn_x2 || numel_of(v) <= 0 || v.ndim > 32 || capturing_now())
+    return false;
+  int64_t span = 1;  // elements from the view's first to its last
+  for (int64_t d = 0; d < v.ndim; ++d) {
+    if (v.strides[d] < 0) return false;
+    span += (v.sizes[d] - 1) * v.strides[d];
+  }
+  std::vector<char> host(static_cast<size_t>(span * info->itemsize));
+  if (!val.device_read(val, host.data(), static_cast<uint64_t>(host.size()))) return false;
+  TensorView h = v;
+  h.data = host.data();
+  h.device_type = 0, h.device_index = -1;
+  return scale_counts(h, zeros, subnormals, faults);
+}
+
 // The lines a scale argument's Tensor block adds at level >= 5, after the
 // statistics (docs/log-format.md section 3): which of its op's scales it is,
-// and its zero and subnormal counts where counted (scale_counts).
+// and its zero and subnormal counts where counted (value_scale_counts).
 template <class W>
-inline void scale_lines(W& out, const TensorView& v, const char* scale, int indent) {
+inline void scale_lines(W& out, const Value& val, const char* scale, int indent) {
   put_key(out, indent, "scale=");
   out += scale;
   out += '\n';
   int64_t zeros, subnormals;
-  if (!scale_counts(v, &zeros, &subnormals)) return;
+  if (!value_scale_counts(val, &zeros, &subnormals)) return;
   put_key(out, indent, "zero_count=");
   put_i64(out, zeros);
   out += '\n';
@@ -705,7 +732,7 @@ inline void tensor_block(Text& out, const Value& val, int level, int indent, con
     out += skip;
     put(out, ")\n");
   }
-  if (scale != nullptr && level >= 5) scale_lines(out, val.t, scale, in);
+  if (scale != nullptr && level >= 5) scale_lines(out, val, scale, in);
   put_key(out, indent, ")\n");
 }
 

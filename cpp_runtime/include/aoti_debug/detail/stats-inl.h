@@ -239,6 +239,12 @@ AOTI_DEBUG_NOINLINE inline void zero_scan(const unsigned char* p, int64_t n, int
     case kFloat8_e5m2fnuz: case kFloat8_e4m3fnuz:  // no -0 (0x80 is their NaN)
       for (int64_t i = 0; i < n; ++i) pos |= p[i] == 0;
       break;
+    case kFloat4_e2m1fn_x2:  // two values a byte: -0 is nibble 8, +0 nibble 0
+      for (int64_t i = 0; i < n; ++i) {
+        neg |= (p[i] & 0x0f) == 0x08 || (p[i] & 0xf0) == 0x80;
+        pos |= (p[i] & 0x0f) == 0 || (p[i] & 0xf0) == 0;
+      }
+      break;
     default: break;  // float8_e8m0fnu has no zero
   }
   *negz = *negz || neg;
@@ -769,6 +775,39 @@ AOTI_DEBUG_ALWAYS_INLINE void count_saturated(const unsigned char* p, int64_t n,
   sat[0] += k;
 }
 
+// float4_e2m1fn_x2's saturated values (|x| == 6: magnitude bits 111) among the
+// 2n values of bytes p[0, n), as count_saturated; indices are of values, the
+// low nibble first (byte `at` holds values 2 at and 2 at + 1).
+AOTI_DEBUG_ALWAYS_INLINE void count_saturated_e2m1(const unsigned char* p, int64_t n, int64_t at, int64_t* sat) {
+  uint32_t k = 0;  // n <= kStatsChunk
+  for (int64_t i = 0; i < n; ++i)
+    k += static_cast<uint32_t>((p[i] & 0x07) == 0x07) + static_cast<uint32_t>((p[i] & 0x70) == 0x70);
+  for (int64_t i = 0; k > 0 && sat[1] < 0 && i < n; ++i) {
+    if ((p[i] & 0x07) == 0x07) sat[1] = 2 * (at + i);
+    else if ((p[i] & 0x70) == 0x70) sat[1] = 2 * (at + i) + 1;
+  }
+  sat[0] += k;
+}
+
+// The 2n e2m1 values of bytes p[0, n) into pass P, in value order: decoded
+// half a chunk of bytes at a time (dbuf holds kStatsChunk doubles), each half
+// an even number of whole vectors but the block's last, so every half starts
+// at lane 0 as float_kernel needs.
+template <int W, int P>
+AOTI_DEBUG_ALWAYS_INLINE void e2m1_chunk(const unsigned char* p, int64_t n, double* dbuf, FloatAcc<W>& fa,
+                                         FastAcc<W>& fast, typename VecOf<double, W>::type* lanes) {
+  double t[16];
+  for (int k = 0; k < 16; ++k) t[k] = e2m1_value(static_cast<uint8_t>(k));
+  for (int64_t h = 0; h < n; h += kStatsChunk / 2) {
+    const int64_t m = n - h < kStatsChunk / 2 ? n - h : kStatsChunk / 2;
+    for (int64_t i = 0; i < m; ++i) {
+      dbuf[2 * i] = t[p[h + i] & 0x0f];
+      dbuf[2 * i + 1] = t[p[h + i] >> 4];
+    }
+    float_kernel<W, P>(dbuf, 2 * m, fa, fast, lanes);
+  }
+}
+
 // One pass P of the floating path over block [start, start + len): chunks
 // (in place or gathered) converted to doubles, then the kernel; with
 // `hash_sum`, each chunk's content-hash sum added while it is at hand (a
@@ -788,6 +827,11 @@ AOTI_DEBUG_ALWAYS_INLINE void float_block_pass(const StatsJob& j, Cursor& c, uns
     // start and off are multiples of 2048 elements: whole words
     if (hash_sum != nullptr)
       *hash_sum += hash_words_best<W>(p, m * j.itemsize, static_cast<uint64_t>((start + off) * j.itemsize / 8));
+    if (j.code == kFloat4_e2m1fn_x2) {  // a block of len bytes is 2 len values
+      if (sat != nullptr) count_saturated_e2m1(p, m, start + off, sat);
+      e2m1_chunk<W, P>(p, m, dbuf, fa, fast, lanes);
+      continue;
+    }
     const double* d = reinterpret_cast<const double*>(p);
     if (j.code != kDouble) {
       convert_chunk<W>(p, m, j.code, dbuf);
@@ -1070,10 +1114,10 @@ AOTI_DEBUG_CORE_FN Stats compute_stats(const TensorView& v, bool hash, int max_t
   j.numel = s.numel;
   j.nblocks = (s.numel + kStatsBlock - 1) / kStatsBlock;
   j.hash = hash;
-  // float8 kinds only, which never take the direct fast path (has_fast_blocks)
+  // float8 kinds and float4, which never take the direct fast path (has_fast_blocks)
   j.sat = counts_saturation(v.dtype);
-  int pos = 0, neg = -1;  // the bytes the decode table spells +max and -max as
-  for (int b = 0; j.sat && b < 256; ++b) {
+  int pos = 0, neg = -1;  // the bytes the decode table spells +max and -max as (float8)
+  for (int b = 0; j.sat && v.dtype != kFloat4_e2m1fn_x2 && b < 256; ++b) {
     const double x = float8_table(v.dtype)[b], top = float_facts(v.dtype)->max_finite;
     if (x == top) pos = b;
     else if (x == -top) neg = b;
@@ -1164,7 +1208,7 @@ AOTI_DEBUG_CORE_FN Stats compute_stats(const TensorView& v, bool hash, int max_t
     negz = negz || p.negz;
     posz = posz || p.posz;
   }
-  const int64_t count = s.numel - s.nan_count;
+  const int64_t count = s.numel * values_per_element(v.dtype) - s.nan_count;  // values, not bytes
   if (count > 0) {
     // Order-free rule for zeros: -0.0 is the smaller one.
     if (mn == 0) mn = negz ? -0.0 : 0.0;
@@ -1366,6 +1410,7 @@ inline bool any_above_strided(const unsigned char* base, const int64_t* sizes, c
 AOTI_DEBUG_CORE_FN bool all_finite(const TensorView& v, bool count_inf) {
   using namespace detail;
   FiniteBits b;
+  if (v.dtype == kFloat4_e2m1fn_x2) return true;  // e2m1 spells no NaN and no Inf
   if (!finite_bits(v.dtype, &b)) {
     const int32_t kind = stats_kind(v.dtype);
     if (kind != kStatsFloat && kind != kStatsComplex) return true;

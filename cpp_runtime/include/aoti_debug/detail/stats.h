@@ -7,6 +7,8 @@
 // combined ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)); block sums added left to
 // right; every accumulator starts at -0.0 (the exact additive identity) -- so
 // the bits never depend on the thread count or the instruction set.
+// float4_e2m1fn_x2 is two e2m1 values a byte, low nibble first: its blocks
+// are 65536 bytes, 131072 values, summed in value order (the same rule).
 //
 // Speed.  The 8 lanes live in native-width vectors (GCC/Clang vector
 // extensions), so the inner loops are branchless SIMD.  Each block first gets
