@@ -125,3 +125,38 @@ def test_a_cache_builds_the_extension_once(tmp_path):
     assert len(said[0]) == 2 and said[0][0].startswith("aoti-debug: building torch.compile's launch extension ")
     assert said[0][1].startswith(f"aoti-debug: built {cache}{os.sep}aotid_pylaunch_")
     assert said[1] == [] and files[0] == files[1] and len(files[0]) == 1
+
+
+# The core as one built from other sources would answer: its aotid_py_record_abi
+# says another layout of the Values the extension hands it (detail/py_record.h).
+OTHER_CORE = r"""
+import ctypes
+from aoti_debug.native import core
+lib = core.lib()
+print(hex(lib.aotid_py_record_abi()))
+other_abi = ctypes.CFUNCTYPE(ctypes.c_uint64)(lambda: lib.aotid_py_record_abi() ^ 1)
+class OtherCore:
+    def __getattr__(self, name):
+        return other_abi if name == "aotid_py_record_abi" else getattr(lib, name)
+core.lib = lambda: OtherCore()
+""" + CASES
+
+
+def test_a_core_of_another_record_abi_is_refused_with_one_warning(tmp_path):
+    """The extension hands the core the shim's own Value structs: a core that
+    reports another layout of them is not used (a struct read by another
+    layout would be misread); the wrapper keeps launches.py's functions,
+    said once, and the records are theirs, whole."""
+    slow, _, _ = run_cases(tmp_path, "ctypes", "3", AOTI_DEBUG_LAUNCH_EXTENSION="0")
+    log = tmp_path / "other.log"
+    proc = run_python(OTHER_CORE, env=clean_env(LEVEL="3", AOTI_DEBUG_LOGLEVEL="3", AOTI_DEBUG_LOGDEST=log,
+                                                AOTI_DEBUG_KERNELS="*kinds*", AOTI_DEBUG_LAUNCH_EXTENSION="1"))
+    abi, counts = proc.stdout.strip().splitlines()
+    assert mask(log.read_text()) == slow and counts == "None"
+    said = [line for line in proc.stderr.splitlines() if "aoti-debug" in line]
+    other = f"{int(abi, 16) ^ 1:x}"
+    assert len(said) == 1 and said[0].endswith(
+        f"RuntimeWarning: aoti-debug: torch.compile's launch extension unavailable (RuntimeError: the compiled "
+        f"core's record ABI is {other}, this extension's {abi[2:]} (detail/py_record.h): they were built from "
+        "different versions of aoti-debug); its launch records are written through ctypes instead (the same "
+        "records, slower)"), proc.stderr

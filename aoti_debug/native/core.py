@@ -151,6 +151,9 @@ _SIGNATURES = {
     "aotid_blackbox_fired": (None, [_str, _str, _i64, _i64, _i32, _ptr, _i32, _ptr, _ptr]),
     "aotid_write_record": (_i32, [_ptr, _ptr, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_char_p),
                                   ctypes.POINTER(_StatsC)]),
+    # the launch extension's (native/launch_ext.py): called from C by address
+    "aotid_py_record_abi": (_u64, []),
+    "aotid_write_values": (_i32, [_ptr]),
 }
 
 

@@ -5,15 +5,18 @@ The generated wrapper calls ``launch(run, site, *values)`` and
 Python functions of those names, which go through ``Run.before`` /
 ``Run.after`` and one ctypes call a record into the compiled core.  This
 builds and loads a CPython extension with the same two functions that reads
-each tensor as an ``at::Tensor`` and hands the record to the same core
-function, skipping the Python in between (docs/performance.md).
+each tensor as an ``at::Tensor`` into the C++ shim's own value structs and
+hands the record to the core (``aotid_write_values``), which renders it with
+the same code, skipping the Python in between (docs/performance.md).
 
 It is built against the running torch's headers and libraries, so once per
 torch release (its version, git revision and install folder), Python
 version and set of C++ runtime sources, into the core's cache folder
 (build.py: ``$AOTI_DEBUG_CACHE_DIR``, written under a temporary name and
 renamed into place).  When it cannot be built or loaded (no compiler, no
-torch headers, a failed build, or ``AOTI_DEBUG_LAUNCH_EXTENSION=0``),
+torch headers, a failed build, a core built with another layout of those
+structs than the extension's, ``aotid_py_record_abi``, or
+``AOTI_DEBUG_LAUNCH_EXTENSION=0``),
 ``functions()`` returns None after one warning and the wrapper keeps the
 Python functions: the same records, more slowly.
 """
@@ -50,6 +53,7 @@ def flags() -> Tuple[str, ...]:
     include = os.path.join(os.path.dirname(torch.__file__), "include")
     return ("-O2", _cxx_std(os.path.dirname(torch.__file__)), "-shared", "-fPIC", "-fvisibility=hidden", *_build.torch_flags(),
             f"-DAOTI_DEBUG_TORCH_GIT={getattr(torch.version, 'git_version', '') or 'unknown'}",
+            "-DAOTI_DEBUG_LINKED_CORE=1",   # the runtime's types only: its functions are the core's
             "-I", os.path.join(include, "torch", "csrc", "api", "include"),
             "-I", sysconfig.get_paths()["include"],
             "-Wl,--no-as-needed", "-L", lib, "-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python",
@@ -106,8 +110,10 @@ def _load(runtime: tuple):
         return ctypes.cast(fn, ctypes.c_void_p).value
 
     run_type, site_type, launch, launch_end, site_handle = runtime
+    # the extension checks the core's aotid_py_record_abi against its own before it keeps any
     module.init(run_type, site_type, torch.nn.Parameter, launch, launch_end, site_handle,
-                address(lib.aotid_write_record), address(lib.aotid_write_launch), address(lib.aotid_clear_inflight))
+                address(lib.aotid_py_record_abi), address(lib.aotid_write_values), address(lib.aotid_write_launch),
+                address(lib.aotid_clear_inflight))
     return module
 
 

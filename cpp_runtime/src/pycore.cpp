@@ -17,6 +17,7 @@
 
 #include "aoti_debug/detail/blackbox.h"
 #include "aoti_debug/detail/format.h"
+#include "aoti_debug/detail/py_record.h"
 #include "aoti_debug/launch.h"
 #include "aoti_debug/detail/registry.h"
 #include "aoti_debug/detail/settings.h"
@@ -526,6 +527,32 @@ AOTID_EXPORT void aotid_blackbox_fired(const char* what, const char* model, int6
                                        site ? &static_cast<PySite*>(site)->site : nullptr, py.all());
   } catch (...) {
   }
+}
+
+// The layout of PyRecord and Value this core was built with (py_record.h):
+// the launch extension calls aotid_write_values only when it built the same.
+AOTID_EXPORT uint64_t aotid_py_record_abi() noexcept { return aoti_debug::detail::py_record_abi(); }
+
+// torch.compile's launch extension's records (pylaunch.cpp): aotid_write_record's
+// kinds 0 and 1 without a statistics `out`, the values handed over as the
+// shim's own Value structs (py_record.h).  0, or -1 when nothing was written.
+AOTID_EXPORT int32_t aotid_write_values(const aoti_debug::detail::PyRecord* rec) noexcept {
+  namespace d = aoti_debug::detail;
+  if (rec->site == nullptr || (rec->kind != 0 && rec->kind != 1) || rec->n < 0) return -1;
+  const aoti_debug::Site& s = static_cast<PySite*>(rec->site)->site;
+  const bool end = rec->kind == 1, mark = rec->mark != 0;
+  int32_t rc = 0;
+  if (mark && end) d::clear_inflight();
+  try {
+    const aoti_debug::Run r{rec->level, rec->run, rec->launch, nullptr};
+    const aoti_debug::Values args = aoti_debug::Values::of(rec->values, static_cast<size_t>(rec->n));
+    const std::string model(rec->texts[1]);
+    d::write_record(rec->texts[0], d::launch_record(model, r, s, args, end, false), rec->texts[2]);
+  } catch (...) {
+    rc = -1;
+  }
+  if (mark && !end) d::set_inflight(rec->run, rec->launch, s.kernel, rec->texts[1]);
+  return rc;
 }
 
 // torch.compile's records, rendered by the C++ shim's own code (launch-inl.h)

@@ -4,10 +4,14 @@
 // site, *values) in place of aoti_debug/runtime/launches.py's functions of
 // the same names.
 //
-// It reads each tensor as an at::Tensor and hands the record to the compiled
-// core's own aotid_write_record / aotid_write_launch (pycore.cpp, reached
-// through the addresses the Python side gives init()), so a record is the one
-// the ctypes path writes, through the same writer, lock and in-flight mark.
+// It reads each tensor as an at::Tensor into the C++ shim's own Value
+// structs and hands the record to the compiled core's aotid_write_values /
+// aotid_write_launch (pycore.cpp, reached through the addresses the Python
+// side gives init()), which render it with the shim's launch_record, so a
+// record is the one the ctypes path writes, through the same writer, lock
+// and in-flight mark.  The Values are an ABI between two separately built
+// libraries: init() refuses a core whose aotid_py_record_abi() is not the
+// one this was compiled with (detail/py_record.h).
 // Whatever it does not handle exactly as the Python Run does (a value the core
 // does not render as format.py does, the kernel filter's first look, level
 // 10's dumps, a run with a device, a NaN/Inf check that keeps the record's
@@ -18,24 +22,30 @@
 
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <cinttypes>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
+#include "aoti_debug/detail/py_record.h"
+
 namespace {
 
+using aoti_debug::Value;
+using aoti_debug::detail::PyRecord;
+
 // pycore.cpp's entry points (their signatures there)
-using WriteRecord = int32_t (*)(const int64_t*, void*, const char* const*, const char* const*, void*);
+using WriteValues = int32_t (*)(const PyRecord*);
+using RecordAbi = uint64_t (*)();
 using WriteLaunch = int32_t (*)(const char*, const char*, int64_t, int64_t, const char*, const char*, int64_t,
                                 int32_t, const char*);
 using ClearInflight = void (*)();
 
-// py_values()'s layout in pycore.cpp (native/core.py value_words): eight words a value
-constexpr int64_t kNone = 0, kBool = 1, kInt = 2, kDouble = 3, kTensor = 6;
 constexpr int kMaxDtype = 45;  // the last c10::ScalarType native/core.py's DTYPE_CODES names
 
 struct State {
-  WriteRecord write_record = nullptr;
+  WriteValues write_values = nullptr;
   WriteLaunch write_launch = nullptr;
   ClearInflight clear_inflight = nullptr;
   PyTypeObject* run_type = nullptr;  // launches.Run and launches.Site: their slots are read in place
@@ -72,17 +82,26 @@ Py_ssize_t slot_offset(PyTypeObject* type, const char* name) {
   return m->offset;
 }
 
-// The record's values as py_values() reads them, after the 7 head words; false
-// where one is not a value the core renders as format.py does (value_words'
-// `exact`): a tensor that is not a plain strided CPU torch.Tensor or
-// Parameter with storage, a negative view, an unknown dtype, an int beyond
-// int64, a string, a list...
-bool encode_values(PyObject* const* items, Py_ssize_t n, std::vector<int64_t>& head) {
-  head.resize(7 + 8 * static_cast<size_t>(n));
-  int64_t* w = head.data() + 7;
-  for (Py_ssize_t k = 0; k < n; ++k, w += 8) {
+// A record's values as the shim's Values, and the sizes then strides of its
+// tensors, copied (the write runs with the GIL released: another thread may
+// resize a tensor meanwhile, as it could under the ctypes path's call).
+struct Staged {
+  std::vector<Value> values;
+  std::vector<int64_t> dims;
+};
+
+// The values as the C++ shim describes them (what py_values() decodes from the
+// ctypes path's words); false where one is not a value the core renders as
+// format.py does (core.py value_words' `exact`): a tensor that is not a plain
+// strided CPU torch.Tensor or Parameter with storage, a negative view, an
+// unknown dtype, an int beyond int64, a string, a list...
+bool stage_values(PyObject* const* items, Py_ssize_t n, Staged& s) {
+  s.values.resize(static_cast<size_t>(n));
+  s.dims.clear();
+  for (Py_ssize_t k = 0; k < n; ++k) {
     PyObject* o = items[k];
-    std::memset(w, 0, 8 * sizeof(int64_t));
+    Value& v = s.values[static_cast<size_t>(k)];
+    v = Value();
     PyTypeObject* tp = Py_TYPE(o);
     if (tp == reinterpret_cast<PyTypeObject*>(THPVariableClass) || tp == st.parameter) {
       const at::Tensor& t = THPVariable_Unpack(o);
@@ -91,42 +110,44 @@ bool encode_values(PyObject* const* items, Py_ssize_t n, std::vector<int64_t>& h
       const int dtype = static_cast<int>(t.scalar_type());
       if (dtype < 0 || dtype > kMaxDtype) return false;
       const c10::IntArrayRef sizes = t.sizes(), strides = t.strides();
-      w[0] = kTensor, w[1] = dtype, w[2] = (tp == st.parameter ? 1 : 0) | (t.requires_grad() ? 2 : 0);
-      w[4] = reinterpret_cast<int64_t>(t.const_data_ptr()), w[5] = static_cast<int64_t>(sizes.size());
-      w[6] = 0, w[7] = -1;
-      const size_t at = static_cast<size_t>(w - head.data()), end = head.size(), nd = sizes.size();
-      head.resize(end + 2 * nd);  // may move the words
-      std::memcpy(head.data() + end, sizes.data(), nd * sizeof(int64_t));
-      std::memcpy(head.data() + end + nd, strides.data(), nd * sizeof(int64_t));
-      w = head.data() + at;
+      v.kind = Value::kTensor, v.b = t.requires_grad();
+      v.t = aoti_debug::TensorView{t.const_data_ptr(), dtype, static_cast<int64_t>(sizes.size()), nullptr, nullptr,
+                                   0, -1};
+      const size_t end = s.dims.size(), nd = sizes.size();
+      s.dims.resize(end + 2 * nd);  // copied, not inserted: fewer instructions a launch
+      std::memcpy(s.dims.data() + end, sizes.data(), nd * sizeof(int64_t));
+      std::memcpy(s.dims.data() + end + nd, strides.data(), nd * sizeof(int64_t));
     } else if (o == Py_None) {
-      w[0] = kNone;
     } else if (tp == &PyBool_Type) {
-      w[0] = kBool, w[2] = o == Py_True;
+      v.kind = Value::kBool, v.b = o == Py_True;
     } else if (tp == &PyLong_Type) {
       int overflow = 0;
-      const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-      if (overflow != 0 || (v == -1 && PyErr_Occurred())) {
+      const long long i = PyLong_AsLongLongAndOverflow(o, &overflow);
+      if (overflow != 0 || (i == -1 && PyErr_Occurred())) {
         PyErr_Clear();
         return false;
       }
-      w[0] = kInt, w[2] = v;
+      v.kind = Value::kInt, v.i = i;
     } else if (tp == &PyFloat_Type) {
-      const double d = PyFloat_AS_DOUBLE(o);
-      w[0] = kDouble;
-      std::memcpy(&w[3], &d, sizeof d);
+      v.kind = Value::kDouble, v.d = PyFloat_AS_DOUBLE(o);
     } else {
       return false;
     }
   }
+  const int64_t* dims = s.dims.data();  // where it is now that it has stopped growing
+  for (Value& v : s.values)
+    if (v.kind == Value::kTensor) {
+      v.t.sizes = dims, v.t.strides = dims + v.t.ndim;
+      dims += 2 * v.t.ndim;
+    }
   return true;
 }
 
-// encode_values, where torch may also throw (a tensor whose sizes are symbolic, or
+// stage_values, where torch may also throw (a tensor whose sizes are symbolic, or
 // that has no data): such a value is the Run's to describe.
-bool encode(PyObject* const* items, Py_ssize_t n, std::vector<int64_t>& head) {
+bool stage(PyObject* const* items, Py_ssize_t n, Staged& s) {
   try {
-    return encode_values(items, n, head);
+    return stage_values(items, n, s);
   } catch (...) {
     return false;
   }
@@ -181,10 +202,10 @@ PyObject* hand_over(PyObject* run, PyObject* name, PyObject* site, PyObject* con
 bool is_true(PyObject* o) { return o == Py_True; }
 bool is_none(PyObject* o) { return o == nullptr || o == Py_None; }
 
-// the words of a record, kept between calls to save their allocation (not
+// a record's values, kept between calls to save their allocation (not
 // thread_local: a dlopen'ed library's thread_local costs a __tls_get_addr call
-// each use); a call takes it with the GIL held and gives it back after its write
-std::vector<int64_t> head_words;
+// each use); a call takes them with the GIL held and gives them back after its write
+Staged staged;
 
 // kind 0 (`launch`, then the launch marked in flight) or 1 (`launch-end`, the
 // mark cleared first) at level >= 3; false where the Run must write it.
@@ -202,22 +223,24 @@ bool write_launch_record(int kind, PyObject* run, PyObject* site, int64_t r, int
   }
   const char* const* texts = run_texts(run);
   if (texts == nullptr) return false;
-  std::vector<int64_t> head;
-  head.swap(head_words);  // another thread's call meanwhile finds none and makes its own
+  Staged mine;
+  mine.values.swap(staged.values);  // another thread's call meanwhile finds none and makes its own
+  mine.dims.swap(staged.dims);
   bool written = false;
-  if (encode(values, n, head)) {
-    head[0] = kind, head[1] = r, head[2] = k, head[3] = level, head[4] = 1, head[5] = n, head[6] = 7 + 8 * n;
+  if (stage(values, n, mine)) {
+    const PyRecord rec{kind, static_cast<int32_t>(level), r, k, 1, static_cast<int32_t>(n), mine.values.data(),
+                       reinterpret_cast<void*>(static_cast<intptr_t>(box)), texts};
     // The write may wait on its destination (a full pipe): other Python threads run
     // meanwhile, as they do around the ctypes path's call.  What it reads stays alive:
     // the tensors and the run (its texts) are the caller's arguments, the site holds box.
     int32_t status;
     Py_BEGIN_ALLOW_THREADS
-    status = st.write_record(head.data(), reinterpret_cast<void*>(static_cast<intptr_t>(box)), texts, nullptr,
-                             nullptr);
+    status = st.write_values(&rec);
     Py_END_ALLOW_THREADS
     written = status == 0;
   }
-  if (head.capacity() > head_words.capacity()) head.swap(head_words);
+  if (mine.values.capacity() > staged.values.capacity()) mine.values.swap(staged.values);
+  if (mine.dims.capacity() > staged.dims.capacity()) mine.dims.swap(staged.dims);
   return written;
 }
 
@@ -297,7 +320,7 @@ long run_level(PyObject* run) {
 // launch(run, site, *values): counts the launch; at level >= 1 its `launch`
 // record, the launch marked in flight.
 PyObject* launch(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (!exact(args, nargs) || st.write_record == nullptr) return PyObject_Vectorcall(st.py_launch, args, nargs, nullptr);
+  if (!exact(args, nargs) || st.write_values == nullptr) return PyObject_Vectorcall(st.py_launch, args, nargs, nullptr);
   PyObject* run = args[0];
   PyObject* count = slot(run, st.launch);
   const long long k = count != nullptr ? PyLong_AsLongLong(count) + 1 : 0;
@@ -320,7 +343,7 @@ PyObject* launch(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // launch_end(run, site, *values): at level >= 1 the launch's in-flight mark
 // cleared, with its `launch-end` record at level >= 3.
 PyObject* launch_end(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (!exact(args, nargs) || st.write_record == nullptr)
+  if (!exact(args, nargs) || st.write_values == nullptr)
     return PyObject_Vectorcall(st.py_launch_end, args, nargs, nullptr);
   PyObject* run = args[0];
   const long level = run_level(run);
@@ -333,15 +356,27 @@ PyObject* launch_end(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return hand_over(run, st.s_after, args[1], args + 2, nargs - 2);
 }
 
-// init(Run, Site, Parameter, launch, launch_end, site_handle, write_record, write_launch, clear_inflight)
+// init(Run, Site, Parameter, launch, launch_end, site_handle, py_record_abi, write_values, write_launch,
+// clear_inflight): the core's functions by address
 PyObject* init(PyObject*, PyObject* args) {
   PyObject *run_type, *site_type, *parameter, *py_launch, *py_launch_end, *site_handle;
-  unsigned long long wr, wl, ci;
-  if (!PyArg_ParseTuple(args, "O!O!O!OOOKKK", &PyType_Type, &run_type, &PyType_Type, &site_type, &PyType_Type,
-                        &parameter, &py_launch, &py_launch_end, &site_handle, &wr, &wl, &ci))
+  unsigned long long abi, wv, wl, ci;
+  if (!PyArg_ParseTuple(args, "O!O!O!OOOKKKK", &PyType_Type, &run_type, &PyType_Type, &site_type, &PyType_Type,
+                        &parameter, &py_launch, &py_launch_end, &site_handle, &abi, &wv, &wl, &ci))
     return nullptr;
   if (THPVariableClass == nullptr) {
     PyErr_SetString(PyExc_RuntimeError, "torch is not imported");
+    return nullptr;
+  }
+  // the Values it hands over are read by the core as its own build lays them out
+  const uint64_t core_abi = abi != 0 ? reinterpret_cast<RecordAbi>(static_cast<uintptr_t>(abi))() : 0;
+  if (core_abi != aoti_debug::detail::py_record_abi()) {
+    char why[200];
+    std::snprintf(why, sizeof why,
+                  "the compiled core's record ABI is %" PRIx64 ", this extension's %" PRIx64
+                  " (detail/py_record.h): they were built from different versions of aoti-debug",
+                  core_abi, aoti_debug::detail::py_record_abi());
+    PyErr_SetString(PyExc_RuntimeError, why);
     return nullptr;
   }
   State s;
@@ -367,7 +402,7 @@ PyObject* init(PyObject*, PyObject* args) {
   Py_INCREF(run_type), Py_INCREF(site_type), Py_INCREF(parameter), Py_INCREF(py_launch), Py_INCREF(py_launch_end);
   Py_INCREF(site_handle);
   s.py_launch = py_launch, s.py_launch_end = py_launch_end, s.site_handle = site_handle;
-  s.write_record = reinterpret_cast<WriteRecord>(static_cast<uintptr_t>(wr));
+  s.write_values = reinterpret_cast<WriteValues>(static_cast<uintptr_t>(wv));
   s.write_launch = reinterpret_cast<WriteLaunch>(static_cast<uintptr_t>(wl));
   s.clear_inflight = reinterpret_cast<ClearInflight>(static_cast<uintptr_t>(ci));
   st = s;  // once per process (launch_ext.py); the references are kept for its life
