@@ -264,7 +264,8 @@ def site_definition(site: Site) -> List[str]:
     if site.args:
         specs = ", ".join(f"{{{c_string(a.name)}, {ROLE[a.role]}"
                           f"{', true' if a.constant else ', false' if a.scale else ''}"
-                          f"{', ' + c_string(a.scale) if a.scale else ''}}}" for a in site.args)
+                          f"{', ' + c_string(a.scale) if a.scale else ''}"
+                          f"{f', {a.writer}, ' + c_string(a.writer_words) if a.writer else ''}}}" for a in site.args)
         lines.append(f"static const aoti_debug::ArgSpec aotid_args_{n}[] = {{{specs}}};")
     prov = site.provenance
     lines.append(
