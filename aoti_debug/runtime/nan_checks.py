@@ -193,6 +193,9 @@ class NanChecks:
 
     def _report(self, launch: int, site, buffer: str, source: str, s, tainted: List[str],
                 poisoned: bool = False, values: Sequence[Any] = ()) -> None:
+        if "\n" in source:   # a float8 output: its cast's line follows, named for saturation only
+            head, _, cast = source.partition("\n")
+            source = cast if not s.nan_count and not (self.count_inf and s.inf_count) else head
         msg = (f"launch {self.model}:{self.run}.{launch} {site.kernel} (source {source or '-'}) wrote "
                f"{self._counts(s)} into {buffer} (first at flat index {self._first_bad(s)}); ")
         if not tainted and self.count_sat:

@@ -258,9 +258,14 @@ AOTI_DEBUG_CORE_FN void NanChecks::after(const Site& site, const char* const* so
 #if AOTI_DEBUG_ENABLE_STATS
 AOTI_DEBUG_CORE_FN void NanChecks::report(const Site& site, const char* buffer, const char* source, const Stats& s,
                                           const std::vector<std::string>& tainted, bool poison, Values args) {
-  // `source` names the module too: the codegen wrote it (findings' one format, plan.where)
+  // `source` names the module too: the codegen wrote it (findings' one format, plan.where);
+  // a float8 output's has its cast's after a newline, which a finding of saturation only names
+  std::string where = detail::or_dash(source);
+  const size_t cut = where.find('\n');
+  if (cut != std::string::npos)
+    where = s.nan_count == 0 && (!count_inf_ || s.inf_count == 0) ? where.substr(cut + 1) : where.substr(0, cut);
   std::string msg = "launch " + detail::launch_id(model_.name(), run_.run, run_.launch) + " " + site.kernel +
-                    " (source " + detail::or_dash(source) + ") wrote " +
+                    " (source " + where + ") wrote " +
                     InputGuard::counts(s, count_inf_, count_sat_) + " into " + buffer + " (first at flat index " +
                     std::to_string(InputGuard::first_bad(s, count_inf_, count_sat_)) + "); ";
   // checking NaN only, an Inf input is fine: the message says what was checked
