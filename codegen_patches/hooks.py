@@ -18,7 +18,7 @@ import re
 from typing import Dict, List, Optional, Set
 
 from aoti_debug import settings as settings_mod
-from aoti_debug.plan import IN, INOUT, OUT, Arg, Planned, Provenance, Site, module_path
+from aoti_debug.plan import IN, INOUT, OUT, Arg, Planned, Provenance, Site, module_path, where
 
 from . import cpp_emit, fx_ops, guards, ir_plan, ir_queries, python_emit, trace
 
@@ -328,7 +328,8 @@ def launch(wrapper, st: WrapperState, kernel: str, prov: Provenance, args: List[
     planned = planned_outputs(args) if kind in ("extern", "proxy") and plan_checked() else []
     from torch._inductor.virtualized import V
     written = [a.name for a in args]
-    args = [dataclasses.replace(a, name=name, constant=a.name in V.graph.constants, **written_by(st, a))
+    args = [dataclasses.replace(a, name=name, constant=a.name in V.graph.constants,
+                                **written_by(st, a, prov.nodes))
             for a, name in zip(args, names)]
     site = new_site(st, kernel, prov, args, kind)
     for buffer, a in zip(written, site.args):
@@ -352,14 +353,19 @@ def launch(wrapper, st: WrapperState, kernel: str, prov: Provenance, args: List[
         wrapper.writeline(line)
 
 
-def written_by(st: WrapperState, a: Arg) -> dict:
+def written_by(st: WrapperState, a: Arg, reader=()) -> dict:
     """For a scale the launch reads that an earlier launch of this call wrote (a scale
     computed in the model, amax / 448): that launch, for the NaN check's finding.  The
     wrapper runs its launches in order, so the last one emitted before is the last to run."""
     if not a.scale or a.role != IN or a.name not in st.writers:
         return {}
     site, out = st.writers[a.name]
-    return dict(writer=site.index, writer_words=f"{site.kernel} (source {cpp_emit.output_where(site, out)})")
+    # the line that made the scale's value (amax / 448), not the most telling op feeding it
+    # (a fused norm's rsqrt): that is the line a reader of the finding looks for
+    made = ir_queries.value_source(a.name, reader)
+    text = where(made.source, module_path(made.module)) if made is not None else \
+        cpp_emit.output_where(site, out).split("\n")[0]
+    return dict(writer=site.index, writer_words=f"{site.kernel} (source {text})")
 
 
 def plan_checked() -> bool:

@@ -203,6 +203,24 @@ def buffer_value(name: str) -> str:
     return getattr(node, "name", "") or ""
 
 
+def value_source(name: str, reader=()):
+    """The line and module of the FX node whose result buffer `name` holds (a Provenance),
+    None when Inductor does not say, the node has no line, or it is one of `reader`'s (the
+    FX node names of the launch reading it: the copy of an input in the layout _scaled_mm
+    requires has _scaled_mm as its origin): where the value was made, not where a NaN in it
+    could come from (buffer_source)."""
+    from torch._inductor.virtualized import V
+    from aoti_debug.plan import provenance_of_fx_nodes
+    try:
+        node = V.graph.get_buffer(name).get_origin_node()
+    except Exception:
+        return None
+    if node is None or getattr(node, "name", None) in reader or node in extern_launch_nodes():
+        return None
+    prov = provenance_of_fx_nodes([node])
+    return prov if prov.source != "-" else None
+
+
 def planned_layout(name: str) -> Optional[tuple]:
     """(dtype, sizes, strides) the graph planned for buffer `name`, an extern
     kernel's or custom op's output, from the op's fake; None where it planned no

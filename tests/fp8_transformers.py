@@ -29,7 +29,7 @@ class Fp8Linear(torch.nn.Module):
 
     def forward(self, x):
         x2 = x.reshape(-1, x.shape[-1])
-        x_scale = self.input_scale if self.input_scale is not None else x2.abs().amax() / 448
+        x_scale = self.input_scale if self.input_scale is not None else x2.abs().amax() / 448  # LINE:fp8_transformers.scale
         x8 = (x2 / x_scale).to(E4M3)  # LINE:fp8_transformers.quantize
         # _scaled_mm takes a per-tensor input scale beside per-row weight scales as one per row
         rows = x_scale.expand(x2.shape[0], 1).contiguous()
