@@ -41,6 +41,10 @@ class Arg:
     value: str = ""  # the FX node whose result the buffer holds ("" = not known)
     constant: bool = False  # one of the artifact's constants (weights): the black box does not copy it
     scale: str = ""  # the op's schema argument it is passed as when the kernel uses it as a scale (scale_a)
+    # a scale an earlier launch of the same call wrote: that launch's index (0: none, a constant
+    # or an input) and its kernel and origin, "cpp_fused_div_1 (source m.py:12, module fc1)"
+    writer: int = 0
+    writer_words: str = ""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -264,7 +264,8 @@ def site_definition(site: Site) -> List[str]:
     if site.args:
         specs = ", ".join(f"{{{c_string(a.name)}, {ROLE[a.role]}"
                           f"{', true' if a.constant else ', false' if a.scale else ''}"
-                          f"{', ' + c_string(a.scale) if a.scale else ''}}}" for a in site.args)
+                          f"{', ' + c_string(a.scale) if a.scale else ''}"
+                          f"{f', {a.writer}, ' + c_string(a.writer_words) if a.writer else ''}}}" for a in site.args)
         lines.append(f"static const aoti_debug::ArgSpec aotid_args_{n}[] = {{{specs}}};")
     prov = site.provenance
     lines.append(
@@ -357,9 +358,19 @@ def output_source(site: Site, a: Arg):
 
 def output_where(site: Site, a: Arg) -> str:
     """What the NaN check's note says of an output's origin, `file:line, module a.b.c`
-    (both runtimes print it as given: one text, formatted here)."""
+    (both runtimes print it as given: one text, formatted here); for a float8 output, then
+    `\n` and the line of its cast into float8, named for saturated values."""
     prov = output_source(site, a)
-    return where(prov.source, prov.module)
+    text = where(prov.source, prov.module)
+    if site.kind in ("extern", "proxy"):
+        return text
+    # a float8 output saturates at its cast, not at the op a NaN would come from: that
+    # line follows on a line of its own, for a finding of saturated values only (names
+    # from the model cannot hold a newline: plan.inert)
+    from . import ir_queries
+    cast = ir_queries.cast_source(a.name, site.provenance.nodes)
+    cast_text = where(cast.source, module_path(cast.module)) if cast is not None else text
+    return text if cast_text == text else f"{text}\n{cast_text}"
 
 
 def skipped_launch(site: Site, nan_check: bool, memcheck: bool = False, blackbox: bool = False) -> List[str]:

@@ -18,7 +18,7 @@ import re
 from typing import Dict, List, Optional, Set
 
 from aoti_debug import settings as settings_mod
-from aoti_debug.plan import IN, INOUT, OUT, Arg, Planned, Provenance, Site, module_path
+from aoti_debug.plan import IN, INOUT, OUT, Arg, Planned, Provenance, Site, module_path, where
 
 from . import cpp_emit, fx_ops, guards, ir_plan, ir_queries, python_emit, trace
 
@@ -57,6 +57,8 @@ class WrapperState:
     # layout (Inductor reuses a conv output as a layer norm's NHWC result): the
     # layout the value is read with, until a launch writes the buffer (fx_ops)
     read_as: Dict[str, dict] = dataclasses.field(default_factory=dict)
+    # the last launch that wrote each buffer, and that output as it records it (written_by)
+    writers: Dict[str, tuple] = dataclasses.field(default_factory=dict)
 
     def input_names(self) -> Dict[str, str]:
         """The user's names of model inputs (x, batch["mask"], not arg4_1)."""
@@ -150,6 +152,8 @@ def on_reuse(line) -> None:
     if in_place and old not in st.fresh:
         st.fresh.discard(new)
         st.holds[new] = st.holds.get(old) or ir_queries.buffer_value(old)
+        if old in st.writers:
+            st.writers[new] = st.writers[old]
         layout = st.read_as.get(old) or fx_ops.layout_of(old)
         if layout and layout != fx_ops.layout_of(new):
             st.read_as[new] = layout
@@ -159,6 +163,7 @@ def on_reuse(line) -> None:
         st.fresh.add(new)
         st.holds.pop(new, None)
         st.read_as.pop(new, None)
+        st.writers.pop(new, None)
 
 
 def by_data_flow(st: WrapperState, args: List[Arg]) -> List[Arg]:
@@ -322,9 +327,14 @@ def launch(wrapper, st: WrapperState, kernel: str, prov: Provenance, args: List[
             st.read_as.pop(a.name, None)
     planned = planned_outputs(args) if kind in ("extern", "proxy") and plan_checked() else []
     from torch._inductor.virtualized import V
-    args = [dataclasses.replace(a, name=name, constant=a.name in V.graph.constants)
+    written = [a.name for a in args]
+    args = [dataclasses.replace(a, name=name, constant=a.name in V.graph.constants,
+                                **written_by(st, a, prov.nodes))
             for a, name in zip(args, names)]
     site = new_site(st, kernel, prov, args, kind)
+    for buffer, a in zip(written, site.args):
+        if a.role != IN:
+            st.writers[buffer] = (site, a)
     site.ops = ops
     site.planned = planned
     # the filter narrows logging only: every launch is checked
@@ -341,6 +351,21 @@ def launch(wrapper, st: WrapperState, kernel: str, prov: Provenance, args: List[
         st.in_call = False
     for line in after:
         wrapper.writeline(line)
+
+
+def written_by(st: WrapperState, a: Arg, reader=()) -> dict:
+    """For a scale the launch reads that an earlier launch of this call wrote (a scale
+    computed in the model, amax / 448): that launch, for the NaN check's finding.  The
+    wrapper runs its launches in order, so the last one emitted before is the last to run."""
+    if not a.scale or a.role != IN or a.name not in st.writers:
+        return {}
+    site, out = st.writers[a.name]
+    # the line that made the scale's value (amax / 448), not the most telling op feeding it
+    # (a fused norm's rsqrt): that is the line a reader of the finding looks for
+    made = ir_queries.value_source(a.name, reader)
+    text = where(made.source, module_path(made.module)) if made is not None else \
+        cpp_emit.output_where(site, out).split("\n")[0]
+    return dict(writer=site.index, writer_words=f"{site.kernel} (source {text})")
 
 
 def plan_checked() -> bool:

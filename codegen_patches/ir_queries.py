@@ -157,6 +157,33 @@ def buffer_source(name: str, kernel_nodes=()):
     return provenance_of_fx_nodes(_sorted_origins(seen.values()))
 
 
+def cast_source(name: str, kernel_nodes=()):
+    """For a float8 buffer a fused kernel writes: the line and module of the cast into
+    float8 that made its values (a Provenance), where a value saturates; None otherwise.
+    The most telling op feeding it (buffer_source) is where a NaN comes from, but a
+    float8_e4m3fn cast turns no finite value into NaN: it clamps, there."""
+    from torch._inductor.virtualized import V
+    from aoti_debug.plan import op_name, provenance_of_fx_nodes
+    from .ir_plan import _sorted_origins
+    try:
+        buf = V.graph.get_buffer(name)
+        if buf is None or "float8" not in str(buf.get_dtype()):
+            return None
+    except Exception:
+        return None
+    inside = set(kernel_nodes)
+    seen, todo = {}, [n for n in getattr(buf, "origins", ()) or () if not inside or n.name in inside]
+    while todo:
+        node = todo.pop()
+        if node.name in seen:
+            continue
+        seen[node.name] = node
+        todo += [n for n in node.all_input_nodes if n.name in inside]
+    casts = [n for n in _sorted_origins(seen.values()) if op_name(n) in ("convert_element_type", "_to_copy")
+             and "float8" in str(getattr((getattr(n, "meta", None) or {}).get("val"), "dtype", ""))]
+    return provenance_of_fx_nodes(casts[-1:]) if casts else None
+
+
 def storage_owner(name: str) -> str:
     """The buffer whose storage `name` lives in: itself, or for a NonOwningLayout
     buffer (a concatenation's slices are views into the result) the one it views."""
@@ -182,6 +209,24 @@ def buffer_value(name: str) -> str:
     except Exception:
         return ""
     return getattr(node, "name", "") or ""
+
+
+def value_source(name: str, reader=()):
+    """The line and module of the FX node whose result buffer `name` holds (a Provenance),
+    None when Inductor does not say, the node has no line, or it is one of `reader`'s (the
+    FX node names of the launch reading it: the copy of an input in the layout _scaled_mm
+    requires has _scaled_mm as its origin): where the value was made, not where a NaN in it
+    could come from (buffer_source)."""
+    from torch._inductor.virtualized import V
+    from aoti_debug.plan import provenance_of_fx_nodes
+    try:
+        node = V.graph.get_buffer(name).get_origin_node()
+    except Exception:
+        return None
+    if node is None or getattr(node, "name", None) in reader or node in extern_launch_nodes():
+        return None
+    prov = provenance_of_fx_nodes([node])
+    return prov if prov.source != "-" else None
 
 
 def planned_layout(name: str) -> Optional[tuple]:

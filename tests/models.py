@@ -340,6 +340,36 @@ class Fp8Linear(torch.nn.Module):
                                 scale_b=self.w2_scale, out_dtype=torch.float32)
 
 
+class DynamicFp8Linear(torch.nn.Module):
+    """A linear in float8_e4m3fn whose input scale is computed in the graph each call, per
+    tensor (amax / 448: dynamic quantization); the division is guarded against a zero scale,
+    the scale passed to _scaled_mm is not, so an all-zero input reaches it as a zero."""
+
+    def __init__(self):
+        super().__init__()
+        w = torch.randn(8, 32, generator=torch.Generator().manual_seed(3)) / 32 ** 0.5
+        scale = w.abs().amax() / 448
+        self.register_buffer("weight", (w / scale).to(E4M3).t())
+        self.register_buffer("weight_scale", scale)
+
+    def forward(self, x):
+        x_scale = x.abs().amax() / 448  # LINE:fp8_dynamic.scale
+        x8 = (x / x_scale.clamp(min=1e-12)).to(E4M3)  # LINE:fp8_dynamic.quantize
+        return torch._scaled_mm(x8, self.weight, scale_a=x_scale,  # LINE:fp8_dynamic.mm
+                                scale_b=self.weight_scale, out_dtype=torch.float32)
+
+
+class Fp8Dynamic(torch.nn.Module):
+    """DynamicFp8Linear inside a model, so that findings name its module path (`proj`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = DynamicFp8Linear()
+
+    def forward(self, x):
+        return torch.relu(self.proj(x))
+
+
 def fp8_inputs(overflow=False):
     """fc1's input: within its calibrated range, or with one value past it (saturates)."""
     x = torch.randn(4, 32, generator=torch.Generator().manual_seed(2))
@@ -493,6 +523,8 @@ def example(name):
         return Patches(), (torch.randn(2, 3, 32, 48, generator=g),), ({0: batch, 2: height, 3: width},)
     if name == "fp8":
         return Fp8Linear(), fp8_inputs(), None
+    if name == "fp8_dynamic":   # an all-zero input: torch.zeros(4, 32) gives a zero scale
+        return Fp8Dynamic(), (torch.randn(4, 32, generator=g),), None
     if name == "weights_in":
         # x as mlp's; the weights from the same generator, scaled as nn.Linear's initialisation
         shapes = [(16, 8), (16,), (16, 16), (16,), (4, 16), (4,)]

@@ -85,7 +85,8 @@ def test_a_saturating_overflow_is_named_at_its_launch_and_line_only_when_asked(f
 def test_torch_compile_counts_and_names_saturation_as_aoti_does(aoti_cache, tmp_path):
     """The Python runtime (torch.compile's wrapper), warn mode: the overflow named with the
     AOTI run's words; then fc2's input, quantized per row by its own largest magnitude, holds
-    one 448 per row, which the check names too: a legitimate clamp (docs/checks.md)."""
+    one 448 per row, which the check names too, at the line of its cast into float8: a
+    legitimate clamp (docs/checks.md)."""
     log = tmp_path / "log.txt"
     proc = run_python(f"""
         import sys; sys.path.insert(0, {TESTS!r})
@@ -109,12 +110,13 @@ def test_torch_compile_counts_and_names_saturation_as_aoti_does(aoti_cache, tmp_
     notes = [r.split("\n", 1)[1] for r in records(mask(log.read_text())) if " note - nan-check" in r]
     assert notes == [
         f"  {overflow_message('model', kernel)}\n",
-        f"  launch model:1.3 {quantize_rows.start.name} (source {quantize_rows.start.origin.source}) wrote "
+        f"  launch model:1.3 {quantize_rows.start.name} (source {line_of('fp8.quantize_rows')}) wrote "
         f"0 NaN, 0 Inf and {int(rows.sum())} saturated into buf3 (first at flat index "
         f"{int(rows.to(torch.uint8).argmax())}); its inputs were finite and unsaturated, so this launch "
         "is where they first appear\n",
         "  run 1: NaN/Inf in 2 launches: " + f"{kernel} x1, {quantize_rows.start.name} x1\n"]
-    # the launch's line: the division that makes the row scale, the most telling op it fused
+    # the launch's line: the division that makes the row scale, the most telling op it fused;
+    # its saturated output is named at its own cast into float8 (docs/checks.md)
     assert quantize_rows.start.origin.source == line_of("fp8.row_scale")
 
 

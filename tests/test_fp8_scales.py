@@ -168,7 +168,8 @@ def test_the_nan_check_names_a_zero_scale_at_the_launch_that_reads_it(fp8, tmp_p
 def test_torch_compile_names_a_zero_scale_in_the_aoti_runs_words(aoti_cache, tmp_path):
     """The Python runtime's NaN check (warn:naninf), fc1's weight scale zeroed: one note at
     the _scaled_mm launch naming w1_scale (a model buffer passed in, not a constant) in the
-    words of the C++ shim's message above, then the run's summary; the output is all zeros."""
+    words of the C++ shim's message above, then the run's summary, which says a zero scale
+    was found (not NaN/Inf); the output is all zeros."""
     log = tmp_path / "log.txt"
     proc = run_python(f"""
         import sys; sys.path.insert(0, {TESTS!r})
@@ -182,7 +183,7 @@ def test_torch_compile_names_a_zero_scale_in_the_aoti_runs_words(aoti_cache, tmp
     assert "SUM 0.0" in proc.stdout
     notes = [r.split("\n", 1)[1] for r in records(mask(log.read_text())) if " note - nan-check" in r]
     assert notes == [f"  {zero_scale_message('model', line_of('fp8.fc1'), 'w1_scale', False)}\n",
-                     f"  run 1: NaN/Inf in 1 launch: {SCALED_MM} x1\n"]
+                     f"  run 1: zero scales in 1 launch: {SCALED_MM} x1\n"]
 
 
 class _Buffer:
@@ -228,3 +229,88 @@ def test_scale_buffers_follow_the_schema_with_absent_optionals_left_out():
                                      ["x", "w", "s", "t", "o"])) == {"s": "scale_a", "t": "scale_b"}
     assert scale_buffers(_ExternNode(mm, ("a", "b", "sa", "sb"), {}, ["x", "w", "s", "t", "extra"])) == {}
     assert scale_buffers(_ExternNode(aten.mm.out, ("a", "b"), {}, ["x", "w"])) == {}
+
+
+# -- a scale computed in the model (docs/checks.md "Bad scales") ----------------------------
+
+@pytest.fixture(scope="module")
+def fp8_dynamic(packages):
+    return packages.get("fp8_dynamic", **PLANTED)
+
+
+ZERO_INPUT = "(torch.zeros(4, 32),)"
+
+
+def computed_scale_message(model, log):
+    """The finding at fp8_dynamic's _scaled_mm (launch 2) of an all-zero input: its scale_a,
+    amax / 448 computed by launch 1, is zero; the message names launch 1 as its writer, with
+    the line and module of the scale, in the words of `log`'s launches."""
+    launches = {la.ident: la for la in load.read(str(log)).launches}
+    writer = launches[f"{model}:1.1"].start.name
+    [scale] = [i.name for i in launches[f"{model}:1.2"].inputs if i.value.scale == "scale_a"]
+    assert writer.startswith("cpp_fused_") and launches[f"{model}:1.2"].start.name == SCALED_MM
+    return (f"launch {model}:1.2 {SCALED_MM} (source {line_of('fp8_dynamic.mm')}, module proj) read scale_a "
+            f"{scale} holding 1 zero, 0 NaN and 0 Inf (first at flat index 0); a bad scale is the origin of what "
+            f"this launch writes, not its arithmetic; {scale} was last written by launch {model}:1.1 {writer} "
+            f"(source {line_of('fp8_dynamic.scale')}, module proj)")
+
+
+def nan_notes(log):
+    return [r.split("\n", 1)[1] for r in records(mask(log.read_text())) if " note - nan-check" in r]
+
+
+def test_a_computed_zero_scale_names_the_launch_that_wrote_it(fp8_dynamic, tmp_path):
+    """The package (raise:naninf) on an all-zero input: the per-tensor activation scale
+    amax / 448 is zero; the check raises at the _scaled_mm launch that reads it, names the
+    module, and names the launch, kernel, line and module that computed it.  Under warn the
+    same note, then a summary that says a zero scale was found, not NaN/Inf."""
+    log = tmp_path / "log.txt"
+    proc = run_package(fp8_dynamic, "fp8_dynamic", inputs=ZERO_INPUT, AOTI_DEBUG_LOGDEST=str(log))
+    message = computed_scale_message("fp8_dynamic", log)
+    assert raised(proc) == "aoti-debug NaN check: " + message
+    warned = tmp_path / "warn.txt"
+    proc = run_package(fp8_dynamic, "fp8_dynamic", inputs=ZERO_INPUT, AOTI_DEBUG_LOGDEST=str(warned),
+                       AOTI_DEBUG_NAN_CHECK="warn:naninf")
+    assert "OUTPUT (4, 8) 0.0 " in proc.stdout
+    assert nan_notes(warned) == [f"  {message}\n", f"  run 1: zero scales in 1 launch: {SCALED_MM} x1\n"]
+    assert "OUTPUT" in run_package(fp8_dynamic, "fp8_dynamic").stdout
+
+
+@pytest.mark.python_writer
+def test_torch_compile_names_the_launch_that_wrote_a_computed_scale(aoti_cache, tmp_path):
+    """The Python runtime, the same model and all-zero input under torch.compile (warn:naninf):
+    the same note in the same words as the C++ shim's, and the same summary."""
+    log = tmp_path / "log.txt"
+    proc = run_python(f"""
+        import sys; sys.path.insert(0, {TESTS!r})
+        import torch, models
+        model, _, _ = models.seeded("fp8_dynamic")
+        with torch.no_grad():
+            print("SUM", float(torch.compile(model)(torch.zeros(4, 32)).sum()))
+    """, env=clean_env(TORCHINDUCTOR_CACHE_DIR=aoti_cache, AOTI_DEBUG_LOGLEVEL="5",
+                       AOTI_DEBUG_NAN_CHECK="warn:naninf", AOTI_DEBUG_LOGDEST=str(log)))
+    assert "SUM 0.0" in proc.stdout
+    assert nan_notes(log) == [f"  {computed_scale_message('model', log)}\n",
+                              f"  run 1: zero scales in 1 launch: {SCALED_MM} x1\n"]
+
+
+def test_a_nan_amax_names_the_launch_that_computed_the_scale_and_the_summary_both_kinds(fp8, tmp_path):
+    """tests/models.py's Fp8Linear with a NaN in its input (the guard off, warn:naninf): the
+    NaN spreads through fc1 into fc2's per-row scale, amax / 448 of a row holding NaN.  fc2's
+    launch names its NaN scale and the launch that computed it; the summary counts the
+    launches that wrote NaN/Inf and, apart, the one that read a NaN scale."""
+    log = tmp_path / "log.txt"
+    proc = run_package(fp8, "fp8", inputs="(models.fp8_inputs()[0].index_put_((torch.tensor(1), torch.tensor(5)), "
+                       "torch.tensor(float('nan'))),)", AOTI_DEBUG_LOGDEST=str(log),
+                       AOTI_DEBUG_NAN_CHECK="warn:naninf", AOTI_DEBUG_CHECK_INPUTS="0")
+    assert "RAISED" not in proc.stdout
+    launches = {la.ident: la.start.name for la in load.read(str(log)).launches}
+    assert launches["fp8:1.4"] == SCALED_MM
+    scale = next(n for n in nan_notes(log) if " read scale_a " in n)
+    assert scale == (f"  launch fp8:1.4 {SCALED_MM} (source {line_of('fp8.fc2')}) read scale_a buf4 holding 0 zero, "
+                     "1 NaN and 0 Inf (first at flat index 1); a bad scale is the origin of what this launch writes, "
+                     f"not its arithmetic; buf4 was last written by launch fp8:1.3 {launches['fp8:1.3']} "
+                     f"(source {line_of('fp8.row_scale')})\n")
+    nan_kernels = [launches[f"fp8:1.{k}"] for k in (1, 2, 3, 4)]
+    assert nan_notes(log)[-1] == (f"  run 1: NaN/Inf in 4 launches: {nan_kernels[0]} x1, {SCALED_MM} x2, "
+                                  f"{nan_kernels[2]} x1; NaN scales in 1 launch: {SCALED_MM} x1\n")

@@ -306,6 +306,8 @@ def triage(runs: Runs):
     kind = first.sorted_as
     if kind == "a bad input":
         return ["a bad input: the model's input guard refused it"] + _guard_lines(first) + said, True
+    if kind == "NaN/Inf" and _bad_scale(first):
+        return _bad_scale(first) + said, True
     if kind == "NaN/Inf":
         return _nan(runs) + said, True
     if kind in ("a crash", "a memory bug", HANG):
@@ -336,6 +338,23 @@ def _recompile(o: Outcome) -> List[str]:
 
 
 # -- NaN/Inf -----------------------------------------------------------------------------
+
+# the NaN check's finding of a scale holding a zero, NaN or Inf (docs/checks.md "Bad scales")
+_SCALE_FINDING = re.compile(r"^launch \S+ \S+ \(source [^)]*\) read scale_\w+ \S+ holding ")
+
+
+def _bad_scale(o: Outcome) -> List[str]:
+    """When the run's first NaN-check finding is a bad scale: that finding, which names the
+    launch that read it (and the one that computed it); a zero scale leaves no NaN for
+    nan-origin to find.  Else nothing."""
+    findings = o.notes.get("nan-check", [])
+    if not findings or not _SCALE_FINDING.match(findings[0]):
+        return []
+    runs_said = [line for line in findings if line.startswith("run ")]
+    return (["a bad scale: a launch read a scale holding a zero, NaN or Inf; what it writes is wrong, "
+             "NaN or not (docs/checks.md, Bad scales)", "  " + findings[0]]
+            + [f"  {line}" for line in runs_said[:1]] + [f"  more: {o.log}"])
+
 
 def _nan(runs: Runs) -> List[str]:
     from ..analysis import nan_origin

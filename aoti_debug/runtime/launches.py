@@ -54,12 +54,13 @@ IN, OUT, INOUT = "in", "out", "inout"
 class Site:
     """One launch point of a generated wrapper, described once."""
 
-    __slots__ = ("kernel", "nodes", "source", "modules", "args", "lines", "ops", "constants", "scales",
+    __slots__ = ("kernel", "nodes", "source", "modules", "args", "lines", "ops", "constants", "scales", "writers",
                  "_selected", "_box")
 
     def __init__(self, kernel: str, nodes: str, source: str, modules: str,
                  args: Sequence[Tuple[str, str]] = (), lines: str = "", ops: str = "",
-                 constants: Sequence[int] = (), scales: Optional[Dict[int, str]] = None) -> None:
+                 constants: Sequence[int] = (), scales: Optional[Dict[int, str]] = None,
+                 writers: Optional[Dict[int, Tuple[int, str]]] = None) -> None:
         self.kernel = kernel
         self.nodes = nodes          # comma-separated FX node names, "" = unknown
         self.source = source        # "file:line", "" = unknown
@@ -69,6 +70,7 @@ class Site:
         self.ops = ops              # the launch's FX ops, one JSON array (level 10; docs/dumps.md)
         self.constants = frozenset(constants)   # indexes of args that are constants (the black box describes them)
         self.scales = dict(scales or {})        # arg index -> the op's scale argument it is passed as
+        self.writers = dict(writers or {})      # scale arg index -> (the earlier launch that wrote it, its words)
         self._selected: Optional[bool] = None
         self._box = 0               # the black box's C++ description of this site (made on first use)
 

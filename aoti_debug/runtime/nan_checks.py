@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from . import poison, state
 from . import stats as stats_mod
+from ..plan import launch_module, where
 from ..settings import NanCheck
 
 _ORDER = {"off": 0, "warn": 1, "raise": 2}
@@ -31,6 +32,19 @@ def effective(compiled: NanCheck, requested: Optional[NanCheck]) -> NanCheck:
 def asks_for_more(compiled: NanCheck, requested: NanCheck) -> bool:
     return (_ORDER[requested.action] > _ORDER[compiled.action]
             or (requested.count_inf and not compiled.count_inf))
+
+
+_ZERO, _NAN, _INF = 1, 2, 4
+
+
+def _scale_found(c) -> int:
+    """What a bad scale held (stats.scale_counts' counts), as bits: never 0."""
+    return (_ZERO if c.zeros else 0) | (_NAN if c.nans else 0) | (_INF if c.infs else 0) or _ZERO
+
+
+def _scale_words(found: int) -> str:
+    """The summary's name for the bad scales of a run: `zero scales`, `zero/NaN scales`."""
+    return "/".join(w for bit, w in ((_ZERO, "zero"), (_NAN, "NaN"), (_INF, "Inf")) if found & bit) + " scales"
 
 
 class NanCheckError(RuntimeError):
@@ -57,8 +71,11 @@ class NanChecks:
         # reads is unchanged since it was written, so the bad path scans it.
         self.bad: set = set()
         self.failures: List[str] = []
-        self.kernels: List[str] = []
-        self.failed_launch = -1
+        # the failing launches' kernels, one per launch: those that wrote NaN/Inf ("nan"),
+        # those that read a bad scale ("scale"), which the summary counts apart
+        self.kernels: Dict[str, List[str]] = {"nan": [], "scale": []}
+        self.failed_launch: Dict[str, int] = {}
+        self.scale_found = 0   # what the bad scales held: _ZERO | _NAN | _INF
         self.fired = None   # the black box's BlackBox.fired, while it is on
         self.devices = stats_mod.device_path_on()   # device outputs fetched together (_fetched)
 
@@ -148,13 +165,17 @@ class NanChecks:
             if c is None or c.first < 0:
                 continue
             name = site.args[k][0]
-            msg = (f"launch {self.model}:{self.run}.{launch} {site.kernel} (source {site.source or '-'}) read "
+            msg = (f"launch {self.model}:{self.run}.{launch} {site.kernel} "
+                   f"(source {where(site.source, launch_module(site.lines))}) read "
                    f"{scale} {name} holding {c.zeros} zero, {c.nans} NaN and {c.infs} Inf "
                    f"(first at flat index {c.first}); a bad scale is the origin "
                    "of what this launch writes, not its arithmetic")
             if k in site.constants:
                 msg += f"; {name} is one of the artifact's constants"
-            self._fail(launch, site, msg, True, values)
+            writer = getattr(site, "writers", {}).get(k)
+            if writer:   # a scale computed in the model: where to look next
+                msg += f"; {name} was last written by launch {self.model}:{self.run}.{writer[0]} {writer[1]}"
+            self._fail(launch, site, msg, True, values, _scale_found(c))
 
     def _counts(self, s: stats_mod.Stats) -> str:
         out = f"{s.nan_count} NaN"
@@ -172,6 +193,9 @@ class NanChecks:
 
     def _report(self, launch: int, site, buffer: str, source: str, s, tainted: List[str],
                 poisoned: bool = False, values: Sequence[Any] = ()) -> None:
+        if "\n" in source:   # a float8 output: its cast's line follows, named for saturation only
+            head, _, cast = source.partition("\n")
+            source = cast if not s.nan_count and not (self.count_inf and s.inf_count) else head
         msg = (f"launch {self.model}:{self.run}.{launch} {site.kernel} (source {source or '-'}) wrote "
                f"{self._counts(s)} into {buffer} (first at flat index {self._first_bad(s)}); ")
         if not tainted and self.count_sat:
@@ -189,8 +213,9 @@ class NanChecks:
             msg += "; the first is memcheck poison: memory nobody wrote, not arithmetic"
         self._fail(launch, site, msg, not tainted, values)
 
-    def _fail(self, launch: int, site, msg: str, origin: bool, values: Sequence[Any]) -> None:
-        """A finding: told, raised at its origin under `raise`, else kept for the summary."""
+    def _fail(self, launch: int, site, msg: str, origin: bool, values: Sequence[Any], scale: int = 0) -> None:
+        """A finding: told, raised at its origin under `raise`, else kept for the summary
+        (`scale`: what a bad scale held, _scale_found; 0: an output's NaN/Inf)."""
         raising = self.raise_ and origin
         if self.level >= 1 or not raising:   # at level 0 the exception alone says it
             state.tell(self.level, "nan-check", msg)
@@ -199,19 +224,26 @@ class NanChecks:
         if raising:
             raise NanCheckError("aoti-debug NaN check: " + msg)
         self.failures.append(msg)
-        if self.failed_launch != launch:   # a launch with several bad outputs counts once
-            self.failed_launch = launch
-            self.kernels.append(site.kernel)
+        self.scale_found |= scale
+        kind = "scale" if scale else "nan"
+        if self.failed_launch.get(kind) != launch:   # a launch with several bad outputs counts once
+            self.failed_launch[kind] = launch
+            self.kernels[kind].append(site.kernel)
 
     def finish(self) -> None:
         if not self.failures:
             return
-        n = len(self.kernels)
-        per_kernel: Dict[str, int] = {}
-        for k in self.kernels:
-            per_kernel[k] = per_kernel.get(k, 0) + 1
-        summary = f"run {self.run}: NaN/Inf in {n} launch{'' if n == 1 else 'es'}:" + ",".join(
-            f" {k} x{c}" for k, c in per_kernel.items())
+        parts = []
+        for what, kernels in (("NaN/Inf", self.kernels["nan"]), (_scale_words(self.scale_found), self.kernels["scale"])):
+            if not kernels:
+                continue
+            n = len(kernels)
+            per_kernel: Dict[str, int] = {}
+            for k in kernels:
+                per_kernel[k] = per_kernel.get(k, 0) + 1
+            parts.append(f"{what} in {n} launch{'' if n == 1 else 'es'}:" + ",".join(
+                f" {k} x{c}" for k, c in per_kernel.items()))
+        summary = f"run {self.run}: " + "; ".join(parts)
         state.tell(self.level, "nan-check", summary)
         if self.raise_:
             raise NanCheckError("aoti-debug NaN check: " + self.failures[0])

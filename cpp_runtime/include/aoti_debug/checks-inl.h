@@ -258,9 +258,14 @@ AOTI_DEBUG_CORE_FN void NanChecks::after(const Site& site, const char* const* so
 #if AOTI_DEBUG_ENABLE_STATS
 AOTI_DEBUG_CORE_FN void NanChecks::report(const Site& site, const char* buffer, const char* source, const Stats& s,
                                           const std::vector<std::string>& tainted, bool poison, Values args) {
-  // `source` names the module too: the codegen wrote it (findings' one format, plan.where)
+  // `source` names the module too: the codegen wrote it (findings' one format, plan.where);
+  // a float8 output's has its cast's after a newline, which a finding of saturation only names
+  std::string where = detail::or_dash(source);
+  const size_t cut = where.find('\n');
+  if (cut != std::string::npos)
+    where = s.nan_count == 0 && (!count_inf_ || s.inf_count == 0) ? where.substr(cut + 1) : where.substr(0, cut);
   std::string msg = "launch " + detail::launch_id(model_.name(), run_.run, run_.launch) + " " + site.kernel +
-                    " (source " + detail::or_dash(source) + ") wrote " +
+                    " (source " + where + ") wrote " +
                     InputGuard::counts(s, count_inf_, count_sat_) + " into " + buffer + " (first at flat index " +
                     std::to_string(InputGuard::first_bad(s, count_inf_, count_sat_)) + "); ";
   // checking NaN only, an Inf input is fine: the message says what was checked
@@ -291,17 +296,22 @@ AOTI_DEBUG_CORE_FN void NanChecks::scales(const Site& site, Values args) {
     detail::ScaleFaults f;
     if (!detail::value_scale_counts(*arg, &zeros, &subnormals, &f) || f.first < 0) continue;
     std::string msg = "launch " + detail::launch_id(model_.name(), run_.run, run_.launch) + " " + site.kernel +
-                      " (source " + detail::or_dash(site.source) + ") read " + a.scale + " " +
+                      " (source " + detail::or_dash(site.source) + detail::module_words(site.lines) + ") read " +
+                      a.scale + " " +
                       detail::or_dash(a.name) + " holding " + std::to_string(zeros) + " zero, " +
                       std::to_string(f.nans) + " NaN and " + std::to_string(f.infs) + " Inf (first at flat index " +
                       std::to_string(f.first) + "); a bad scale is the origin of what this launch writes, not "
                       "its arithmetic";
     if (a.constant) msg += std::string("; ") + detail::or_dash(a.name) + " is one of the artifact's constants";
-    fail(site, msg, true, args);
+    if (a.writer > 0)  // a scale computed in the model: where to look next
+      msg += std::string("; ") + detail::or_dash(a.name) + " was last written by launch " +
+             detail::launch_id(model_.name(), run_.run, a.writer) + " " + detail::or_dash(a.writer_words);
+    fail(site, msg, true, args, (zeros > 0 ? kZero : 0) | (f.nans > 0 ? kNan : 0) | (f.infs > 0 ? kInf : 0));
   }
 }
 
-AOTI_DEBUG_CORE_FN void NanChecks::fail(const Site& site, const std::string& msg, bool origin, Values args) {
+AOTI_DEBUG_CORE_FN void NanChecks::fail(const Site& site, const std::string& msg, bool origin, Values args,
+                                        int scale) {
   const bool raising = raise_ && origin;
   // at level 0 the exception alone says it: no record, no stderr line twice
   if (run_.level >= 1 || !raising) model_.tell(run_.level, "nan-check", msg);
@@ -312,24 +322,37 @@ AOTI_DEBUG_CORE_FN void NanChecks::fail(const Site& site, const std::string& msg
 #endif
   if (raising) throw CallerError("aoti-debug NaN check: " + msg);
   failures_.push_back(msg);
-  if (failed_launch_ != run_.launch) {  // a launch with several bad outputs counts once
-    failed_launch_ = run_.launch;
-    kernels_.push_back(site.kernel);
+  scale_found_ |= scale;
+  const int kind = scale != 0 ? 1 : 0;
+  if (failed_launch_[kind] != run_.launch) {  // a launch with several bad outputs counts once
+    failed_launch_[kind] = run_.launch;
+    kernels_[kind].push_back(site.kernel);
   }
 }
 
 AOTI_DEBUG_CORE_FN void NanChecks::finish() {
   if (failures_.empty()) return;
-  std::string summary = "run " + std::to_string(run_.run) + ": NaN/Inf in " +
-                        std::to_string(kernels_.size()) + " launch" +
-                        (kernels_.size() == 1 ? "" : "es") + ":";
-  std::map<std::string, int> per_kernel;
-  std::vector<std::string> order;
-  for (const std::string& k : kernels_) {
-    if (per_kernel[k]++ == 0) order.push_back(k);
+  std::string scales;  // `zero scales`, `zero/NaN scales`: what the bad scales held
+  const char* words[] = {"zero", "NaN", "Inf"};
+  for (int bit = 0; bit < 3; ++bit)
+    if (scale_found_ & (1 << bit)) scales += (scales.empty() ? "" : "/") + std::string(words[bit]);
+  scales += " scales";
+  std::string summary = "run " + std::to_string(run_.run) + ": ";
+  bool first = true;
+  for (int kind = 0; kind < 2; ++kind) {
+    const std::vector<std::string>& kernels = kernels_[kind];
+    if (kernels.empty()) continue;
+    summary += (first ? "" : "; ") + (kind == 0 ? std::string("NaN/Inf") : scales) + " in " +
+               std::to_string(kernels.size()) + " launch" + (kernels.size() == 1 ? "" : "es") + ":";
+    first = false;
+    std::map<std::string, int> per_kernel;
+    std::vector<std::string> order;
+    for (const std::string& k : kernels) {
+      if (per_kernel[k]++ == 0) order.push_back(k);
+    }
+    for (size_t i = 0; i < order.size(); ++i)
+      summary += (i ? ", " : " ") + order[i] + " x" + std::to_string(per_kernel[order[i]]);
   }
-  for (size_t i = 0; i < order.size(); ++i)
-    summary += (i ? ", " : " ") + order[i] + " x" + std::to_string(per_kernel[order[i]]);
   model_.tell(run_.level, "nan-check", summary);
   if (raise_) throw CallerError("aoti-debug NaN check: " + failures_.front());
 }

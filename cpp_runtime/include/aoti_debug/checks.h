@@ -207,7 +207,9 @@ class NanChecks {
               const std::vector<std::string>& tainted, bool poison, Values args);
 #endif
   // A finding: told, thrown at its origin under `raise`, else kept for the summary.
-  void fail(const Site& site, const std::string& msg, bool origin, Values args);
+  // `scale`: what a bad scale held (kZero | kNan | kInf); 0: an output's NaN/Inf.
+  static constexpr int kZero = 1, kNan = 2, kInf = 4;
+  void fail(const Site& site, const std::string& msg, bool origin, Values args, int scale = 0);
 
   const Model& model_;
   const Run& run_;
@@ -218,8 +220,11 @@ class NanChecks {
   // name (`auto buf10 = std::move(buf7);`), and model inputs have user labels.
   std::vector<const void*> bad_;
   std::vector<std::string> failures_;  // one per bad output
-  std::vector<std::string> kernels_;   // one per bad launch
-  int64_t failed_launch_ = -1;
+  // one per bad launch: [0] those that wrote NaN/Inf, [1] those that read a bad scale
+  // (the summary counts them apart)
+  std::vector<std::string> kernels_[2];
+  int64_t failed_launch_[2] = {-1, -1};
+  int scale_found_ = 0;  // what the bad scales held: kZero | kNan | kInf
 };
 
 // ---- an extern kernel's or custom op's outputs against the graph's plan ------

@@ -98,6 +98,10 @@ struct ArgSpec {
   Role role;
   bool constant = false;  // one of the artifact's constants (weights): the black box does not copy it
   const char* scale = nullptr;  // the op's schema argument when the kernel reads it as a scale ("scale_a")
+  // a scale an earlier launch of the same call wrote: that launch (0: none) and its kernel
+  // and origin, "cpp_fused_div_1 (source m.py:12, module fc1)", for the NaN check's finding
+  int64_t writer = 0;
+  const char* writer_words = nullptr;
 };
 
 // A launch site, described once by the generated code.
