@@ -76,6 +76,34 @@ AOTID_EXPORT int32_t aotid_all_finite(const void* data, int32_t dtype, int64_t n
   }
 }
 
+AOTID_EXPORT int64_t aotid_dequant_stats_size() noexcept { return sizeof(aoti_debug::DequantStats); }
+
+// One float4_e2m1fn value from its nibble (detail::e2m1_value), for the Python side's decode.
+AOTID_EXPORT double aotid_e2m1_value(int32_t nibble) noexcept {
+  return aoti_debug::detail::e2m1_value(static_cast<uint8_t>(nibble));
+}
+
+// The dequantized statistics of a scaled operand (aoti_debug::dequant_stats): `views`
+// holds {data, dtype, ndim, sizes, strides} of the operand, its scale and (when
+// `with_global`) the tensor-wide second scale, as three rows of five words; `spec`
+// {layout, block, swizzled, kdim}.  0 on success.
+AOTID_EXPORT int32_t aotid_dequant_stats(const int64_t* views, int32_t with_global, const int32_t* spec,
+                                         aoti_debug::DequantStats* out) noexcept {
+  try {
+    aoti_debug::TensorView v[3];
+    for (int k = 0; k < (with_global ? 3 : 2); ++k) {
+      const int64_t* w = views + 5 * k;
+      v[k] = make_view(reinterpret_cast<const void*>(w[0]), static_cast<int32_t>(w[1]), w[2],
+                       reinterpret_cast<const int64_t*>(w[3]), reinterpret_cast<const int64_t*>(w[4]), 0, -1);
+    }
+    const aoti_debug::DequantSpec sp{spec[0], spec[1], spec[2], spec[3]};
+    *out = aoti_debug::dequant_stats(v[0], v[1], with_global ? &v[2] : nullptr, sp);
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
 // The lines a scale argument's Tensor block adds at level >= 5 (detail::scale_lines).
 AOTID_EXPORT int64_t aotid_render_scale_lines(const void* data, int32_t dtype, int64_t ndim,
                                               const int64_t* sizes, const int64_t* strides,

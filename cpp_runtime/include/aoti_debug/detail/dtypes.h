@@ -200,6 +200,16 @@ inline double float8_decode(uint8_t b, int32_t code) {
   return neg ? -v : v;
 }
 
+// One float4_e2m1fn value from its 4 bits (sign, 2 exponent bits of bias 1, 1
+// mantissa bit): 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives, exactly.  A
+// float4_e2m1fn_x2 byte holds two: the low nibble is the first element
+// (torch's pack_uint4), the high nibble the second.
+inline double e2m1_value(uint8_t nibble) {
+  static const double kMagnitude[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
+  const double m = kMagnitude[nibble & 7];
+  return (nibble & 8) ? -m : m;
+}
+
 struct Float8Tables {
   double t[5][256];
   Float8Tables() {

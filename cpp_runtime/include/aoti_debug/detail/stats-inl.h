@@ -1187,6 +1187,182 @@ AOTI_DEBUG_CORE_FN Stats compute_stats(const TensorView& v, bool hash, int max_t
   return s;
 }
 
+// ---- dequantized statistics (stats.h dequant_stats) --------------------------
+
+namespace detail {
+
+struct DequantJob {
+  const unsigned char* base;  // the operand
+  int32_t code;
+  bool fp4;                   // float4_e2m1fn_x2: two elements a byte along K
+  int64_t itemsize;
+  int64_t rows, cols;         // logical (unpacked) shape
+  int64_t s0, s1;             // element strides of the stored operand
+  int32_t kdim;
+  int32_t layout;
+  int64_t block, kblocks, col_blocks;
+  bool swizzled;
+  const double* scales;       // the scale's elements in logical order, as double
+  int64_t nscales;
+  bool has_global;
+  double global;
+};
+
+// The scale element of operand element (r, c): tensorwise, per outer index, or
+// per (outer, k / block) of the scale matrix, that matrix plain row-major or
+// in cuBLAS's 128x4 tiles (torch.testing's to_blocked: tile (outer / 128,
+// kb / 4) of 512, inside it (outer % 32) * 16 + (outer % 128 / 32) * 4 + kb % 4).
+AOTI_DEBUG_ALWAYS_INLINE int64_t dequant_scale_index(const DequantJob& j, int64_t r, int64_t c) {
+  if (j.layout == kDequantTensorwise) return 0;
+  const int64_t outer = j.kdim == 1 ? r : c, k = j.kdim == 1 ? c : r;
+  if (j.layout == kDequantRowwise) return outer;
+  const int64_t kb = k / j.block;
+  if (!j.swizzled) return outer * j.kblocks + kb;
+  return ((outer / 128) * j.col_blocks + kb / 4) * 512 + (outer % 32) * 16 + ((outer % 128) / 32) * 4 + kb % 4;
+}
+
+AOTI_DEBUG_ALWAYS_INLINE double dequant_element(const DequantJob& j, const double* table, int64_t r, int64_t c) {
+  double e;
+  if (j.fp4) {
+    const int64_t pr = j.kdim == 0 ? r / 2 : r, pc = j.kdim == 1 ? c / 2 : c;
+    const uint8_t byte = j.base[pr * j.s0 + pc * j.s1];
+    e = e2m1_value(((j.kdim == 1 ? c : r) & 1) ? static_cast<uint8_t>(byte >> 4) : static_cast<uint8_t>(byte & 15));
+  } else {
+    e = table[j.base[(r * j.s0 + c * j.s1)]];
+  }
+  const double x = e * j.scales[dequant_scale_index(j, r, c)];
+  return j.has_global ? x * j.global : x;
+}
+
+// A tensor's elements as doubles in logical order (a scale: small, read once).
+inline bool logical_doubles(const TensorView& v, std::vector<double>& out) {
+  const DtypeInfo* info = dtype_info(v.dtype);
+  const int64_t n = numel_of(v);
+  if (info == nullptr || v.ndim > 32 || stats_kind(v.dtype) != kStatsFloat) return false;
+  out.resize(static_cast<size_t>(n));
+  int64_t index[32] = {0};
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d < v.ndim; ++d) offset += index[d] * v.strides[d];
+    out[static_cast<size_t>(k)] =
+        element_as_double(static_cast<const unsigned char*>(v.data) + offset * info->itemsize, v.dtype);
+    for (int64_t d = v.ndim - 1; d >= 0; --d) {
+      if (++index[d] < v.sizes[d]) break;
+      index[d] = 0;
+    }
+  }
+  return true;
+}
+
+// Every block of the dequantized operand: chunks of products in logical order
+// into the careful kernel (it counts NaN/Inf and zero signs as it goes), each
+// block's lanes combined and the block sums added left to right, as
+// compute_stats does.  One thread: scales make each element cost more than a
+// plain statistic, not more passes.
+inline void dequant_blocks(const DequantJob& j, double* dbuf, StatsPartial& out, double* total) {
+  constexpr int W = 2, K = 8 / W;
+  typedef VecOf<double, W>::type D;
+  const double* table = j.fp4 ? nullptr : float8_table(j.code);
+  const int64_t numel = j.rows * j.cols;
+  FloatAcc<W> fa;
+  FastAcc<W> fast;
+  int64_t r = 0, c = 0;
+  *total = -0.0;
+  for (int64_t start = 0; start < numel; start += kStatsBlock) {
+    const int64_t len = numel - start < kStatsBlock ? numel - start : kStatsBlock;
+    D lanes[K];
+    for (int k = 0; k < K; ++k) fill(lanes[k], -0.0);
+    for (int64_t off = 0; off < len; off += kStatsChunk) {
+      const int64_t m = len - off < kStatsChunk ? len - off : kStatsChunk;
+      for (int64_t i = 0; i < m; ++i) {
+        dbuf[i] = dequant_element(j, table, r, c);
+        if (++c == j.cols) c = 0, ++r;
+      }
+      float_kernel<W, kPassCareful>(dbuf, m, fa, fast, lanes);
+    }
+    double l[8];
+    for (int e = 0; e < 8; ++e) l[e] = lanes[e / W][e % W];
+    *total += combine_lanes(l);
+  }
+  out.nan = fa.nan_total();
+  out.inf = fa.inf_total();
+  for (int e = 0; e < 8; ++e) {
+    const int k = e / W, x = e % W;
+    if (fa.mn[k][x] < out.mn) out.mn = fa.mn[k][x];
+    if (fa.mx[k][x] > out.mx) out.mx = fa.mx[k][x];
+    out.negz = out.negz || fa.negz[k][x] < 0;
+    out.posz = out.posz || fa.posz[k][x] < 0;
+  }
+}
+
+inline bool decodes_operand(int32_t code) {
+  switch (code) {
+    case kFloat8_e5m2: case kFloat8_e4m3fn: case kFloat8_e5m2fnuz: case kFloat8_e4m3fnuz:
+    case kFloat4_e2m1fn_x2:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace detail
+
+AOTI_DEBUG_CORE_FN DequantStats dequant_stats(const TensorView& operand, const TensorView& scale,
+                                              const TensorView* global, const DequantSpec& spec) {
+  using namespace detail;
+  DequantStats s;
+  std::memset(&s, 0, sizeof(s));
+  s.min = s.max = s.mean = __builtin_nan("");
+  const bool fp4 = operand.dtype == kFloat4_e2m1fn_x2;
+  const int64_t n = numel_of(operand);
+  s.numel = fp4 ? 2 * n : n;
+  if (n <= 0) return s.status = kDequantEmpty, s;
+  const bool host = operand.device_type == 0 && operand.data != nullptr && scale.device_type == 0 &&
+                    scale.data != nullptr &&
+                    (global == nullptr || (global->device_type == 0 && global->data != nullptr));
+  if (!host) return s.status = kDequantDevice, s;
+  if (!decodes_operand(operand.dtype) || stats_kind(scale.dtype) != kStatsFloat ||
+      (global != nullptr && stats_kind(global->dtype) != kStatsFloat))
+    return s.status = kDequantDtype, s;
+  if (operand.ndim != 2 || (spec.kdim != 0 && spec.kdim != 1)) return s.status = kDequantMismatch, s;
+  DequantJob j;
+  j.base = static_cast<const unsigned char*>(operand.data);
+  j.code = operand.dtype, j.fp4 = fp4, j.itemsize = 1;
+  j.rows = operand.sizes[0] * (fp4 && spec.kdim == 0 ? 2 : 1);
+  j.cols = operand.sizes[1] * (fp4 && spec.kdim == 1 ? 2 : 1);
+  j.s0 = operand.strides[0], j.s1 = operand.strides[1];
+  j.kdim = spec.kdim, j.layout = spec.layout, j.swizzled = spec.swizzled != 0;
+  const int64_t outer = spec.kdim == 1 ? j.rows : j.cols, kdim_size = spec.kdim == 1 ? j.cols : j.rows;
+  j.block = spec.block > 0 ? spec.block : 1;
+  j.kblocks = (kdim_size + j.block - 1) / j.block;
+  j.col_blocks = (j.kblocks + 3) / 4;
+  const int64_t want = spec.layout == kDequantTensorwise ? 1
+                       : spec.layout == kDequantRowwise  ? outer
+                       : spec.layout == kDequantBlock && spec.block > 0
+                           ? (j.swizzled ? (outer + 127) / 128 * 128 * j.col_blocks * 4 : outer * j.kblocks)
+                           : -1;
+  if (want < 0 || numel_of(scale) != want || (global != nullptr && numel_of(*global) != 1))
+    return s.status = kDequantMismatch, s;
+  std::vector<double> scales, globals;
+  if (!logical_doubles(scale, scales) || (global != nullptr && !logical_doubles(*global, globals)))
+    return s.status = kDequantDtype, s;
+  j.scales = scales.data(), j.nscales = want;
+  j.has_global = global != nullptr, j.global = global != nullptr ? globals[0] : 1.0;
+  double* const dbuf = stats_scratch();
+  if (dbuf == nullptr) return s.status = kDequantMemory, s;
+  StatsPartial p;
+  double total;
+  dequant_blocks(j, dbuf, p, &total);
+  s.nan_count = p.nan, s.inf_count = p.inf;
+  const int64_t count = s.numel - s.nan_count;
+  if (count > 0) {  // the order-free rule for zeros, as compute_stats
+    s.min = p.mn == 0 ? (p.negz ? -0.0 : 0.0) : p.mn;
+    s.max = p.mx == 0 ? (p.posz ? 0.0 : -0.0) : p.mx;
+    s.mean = total / static_cast<double>(count);
+  }
+  return s;
+}
+
 // ---- the NaN/Inf check's clean path ----------------------------------------
 //
 // all_finite() answers one question -- does this CPU tensor hold no NaN (and,
