@@ -263,8 +263,9 @@ def site_definition(site: Site) -> List[str]:
     lines = []
     if site.args:
         specs = ", ".join(f"{{{c_string(a.name)}, {ROLE[a.role]}"
-                          f"{', true' if a.constant else ', false' if a.scale else ''}"
-                          f"{', ' + c_string(a.scale) if a.scale else ''}}}" for a in site.args)
+                          f"{', true' if a.constant else ', false' if a.scale or a.dequant else ''}"
+                          f"{', ' + c_string(a.scale) if a.scale else ', nullptr' if a.dequant else ''}"
+                          f"{', ' + c_string(a.dequant) if a.dequant else ''}}}" for a in site.args)
         lines.append(f"static const aoti_debug::ArgSpec aotid_args_{n}[] = {{{specs}}};")
     prov = site.provenance
     lines.append(

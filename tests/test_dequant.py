@@ -211,3 +211,63 @@ def test_what_does_not_fit_is_skipped_with_the_reason(native):
         "dtype not supported"
     assert native.dequant_stats(a, torch.ones((), dtype=torch.int32), None, "tensorwise", 0, False, 1)[
         "skipped"] == "dtype not supported"
+
+
+# -- the records: the C++ shim's rendering (the core, through the site handle) and
+# format.py's, for one launch of _scaled_mm_v2 with NVFP4 and rowwise operands --------
+
+PY_RECORD = """
+import torch
+from aoti_debug.runtime import launches, stats
+mode = {mode!r}
+if mode == "python":    # format.py writes the record, not the compiled core
+    launches.Run._core_record = lambda self, *args, **kwargs: False
+if mode == "device":    # CPU tensors take the device path (tests/test_device_injection.py); not
+    # the float4 one, whose plain statistics that path has no torch op for: its scales suffice
+    stats.on_device = lambda t: t.dtype != torch.float4_e2m1fn_x2
+    stats.device_path_on = lambda: True
+g = torch.Generator().manual_seed(20)
+a = torch.randint(0, 256, (130, 32), generator=g, dtype=torch.uint8).view(torch.float4_e2m1fn_x2)
+sa = (torch.rand(130 * 4, generator=g) * 4).to(torch.float8_e4m3fn)[:, None].reshape(130, 4)
+glob = torch.tensor(0.5)
+b = (torch.randn(24, 64, generator=g) * 50).to(torch.float8_e4m3fn).t()
+sb = torch.rand(1, 24, generator=g)
+sa[3, 1] = float("nan")
+model = launches.Model("toy", 5)
+site = launches.Site("aoti_torch_cpu__scaled_mm_v2", "_scaled_mm_v2", "model.py:7", "",
+                     (("buf0", "in"), ("w", "in"), ("sa", "in"), ("sb", "in"), ("g", "in"), ("buf1", "out")),
+                     scales={{2: "scale_a", 3: "scale_b", 4: "scale_a"}},
+                     dequants={{0: "2 4 block 16 0 1 scale_a[0] (block 1x16) * scale_a[1] (tensorwise)",
+                               1: "3 -1 rowwise 0 0 0 scale_b[0] (rowwise)"}})
+run = model.begin_run(("x",), (a,))
+run.launch += 1
+run.before(site, (a, b, sa, sb, glob, None))
+"""
+
+
+@pytest.mark.parametrize("mode", ["python", "device"])
+def test_records_of_both_runtimes_are_byte_identical(tmp_path, mode):
+    """One launch whose operands are NVFP4 (packed, e4m3 block scales holding a NaN, a
+    float32 tensor scale) and rowwise fp8: the record the compiled core renders (the C++
+    shim's code, as the launch extension and AOTI use it) and the one format.py writes
+    are the same bytes; with the device path (device tensors) both operands say
+    `dequant=skipped (device not supported)` after `scaled_by=`."""
+    from conftest import clean_env, run_python
+    from test_native_launch import masked
+    logs = {}
+    for m in ("core", mode):
+        log = tmp_path / f"{m}.txt"
+        run_python(PY_RECORD.format(mode=m), env=clean_env(AOTI_DEBUG_LOGDEST=str(log)))
+        logs[m] = masked(log)
+    core = logs["core"]
+    assert core.count("      scaled_by=") == 2 and core.count("      dequant_nan_count=") == 2
+    assert "      scaled_by=scale_a[0] (block 1x16) * scale_a[1] (tensorwise)\n" \
+           "      dequant_min=" in core and "      dequant_nan_count=16\n" in core
+    if mode == "python":
+        assert logs[mode] == core
+    else:
+        skipped = [line for line in logs[mode].splitlines() if "dequant" in line or "scaled_by" in line]
+        assert skipped == ["      scaled_by=scale_a[0] (block 1x16) * scale_a[1] (tensorwise)",
+                           "      dequant=skipped (device not supported)",
+                           "      scaled_by=scale_b[0] (rowwise)",
+                           "      dequant=skipped (device not supported)"]

@@ -160,7 +160,8 @@ _SIGNATURES = {
     "aotid_blackbox_entries": (_i64, [_ptr, _i64, _buf, _i64]),
     "aotid_blackbox_open": (_i32, [_i64, _i32, _str, _str, _str, _i64, _dbl, _i64, _i64, _i64]),
     "aotid_blackbox_site": (_ptr, [_str, _str, _str, _str, _str, _i32, ctypes.POINTER(ctypes.c_char_p),
-                                   ctypes.POINTER(_i32), ctypes.POINTER(_i32), ctypes.POINTER(ctypes.c_char_p)]),
+                                   ctypes.POINTER(_i32), ctypes.POINTER(_i32), ctypes.POINTER(ctypes.c_char_p),
+                                   ctypes.POINTER(ctypes.c_char_p)]),
     "aotid_blackbox_site_free": (None, [_ptr]),
     "aotid_blackbox_run": (None, [_str, _i64, _i32, ctypes.POINTER(ctypes.c_char_p), _ptr, _ptr]),
     "aotid_blackbox_launch": (None, [_ptr, _str, _i64, _i64, _i32, _i32, _ptr, _ptr, _ptr]),
@@ -612,17 +613,20 @@ def blackbox_open(launches: int, level: int, dest: str, torch_version: str, dump
 
 
 def blackbox_site(kernel: str, nodes: str, source: str, lines: str, ops: str, args, constants,
-                  scales=None) -> int:
+                  scales=None, dequants=None) -> int:
     """A handle for a launch site (name, role) pairs; free it with blackbox_site_free.
-    `scales`: {arg index: the op's scale argument it is passed as}."""
+    `scales`: {arg index: the op's scale argument it is passed as}; `dequants`: {arg
+    index: how its scales apply (plan.dequant_spec)}."""
     n = len(args)
-    scales = scales or {}
+    scales, dequants = scales or {}, dequants or {}
     scale_names = (ctypes.c_char_p * max(n, 1))(*[_utf8(scales[k]) if k in scales else None for k in range(n)])
+    dequant_specs = (ctypes.c_char_p * max(n, 1))(*[_utf8(dequants[k]) if k in dequants else None
+                                                     for k in range(n)])
     names = (ctypes.c_char_p * max(n, 1))(*[_utf8(a) for a, _ in args])
     roles = (ctypes.c_int32 * max(n, 1))(*[("in", "out", "inout").index(r) for _, r in args])
     consts = (ctypes.c_int32 * max(n, 1))(*[int(k in constants) for k in range(n)])
     return _need().aotid_blackbox_site(_utf8(kernel), _utf8(nodes), _utf8(source), _utf8(lines), _utf8(ops),
-                                       n, names, roles, consts, scale_names) or 0
+                                       n, names, roles, consts, scale_names, dequant_specs) or 0
 
 
 def blackbox_site_free(handle: int) -> None:

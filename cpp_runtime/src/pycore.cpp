@@ -445,7 +445,7 @@ PyBox& py_box() {
 // A launch site of the Python wrapper, with the strings it points to.
 struct PySite {
   std::string kernel, nodes, source, lines, ops;
-  std::vector<std::string> names, scales;
+  std::vector<std::string> names, scales, dequants;
   std::vector<aoti_debug::ArgSpec> args;
   aoti_debug::Site site{};
 };
@@ -483,18 +483,21 @@ AOTID_EXPORT int32_t aotid_blackbox_open(int64_t launches, int32_t level, const 
 AOTID_EXPORT void* aotid_blackbox_site(const char* kernel, const char* nodes, const char* source, const char* lines,
                                        const char* ops, int32_t nargs, const char* const* names,
                                        const int32_t* roles, const int32_t* constants,
-                                       const char* const* scales) noexcept {
+                                       const char* const* scales, const char* const* dequants) noexcept {
   try {
     PySite* p = new PySite();
     p->kernel = kernel ? kernel : "", p->nodes = nodes ? nodes : "", p->source = source ? source : "";
     p->lines = lines ? lines : "", p->ops = ops ? ops : "";
     p->names.reserve(static_cast<size_t>(nargs));
     p->scales.reserve(static_cast<size_t>(nargs));
+    p->dequants.reserve(static_cast<size_t>(nargs));
     for (int32_t k = 0; k < nargs; ++k) p->names.push_back(names[k] ? names[k] : "");
     for (int32_t k = 0; k < nargs; ++k) p->scales.push_back(scales[k] ? scales[k] : "");
-    for (int32_t k = 0; k < nargs; ++k)  // scales[k] null: not read as a scale
+    for (int32_t k = 0; k < nargs; ++k) p->dequants.push_back(dequants && dequants[k] ? dequants[k] : "");
+    for (int32_t k = 0; k < nargs; ++k)  // scales[k] null: not read as a scale; dequants[k] null: no operand
       p->args.push_back({p->names[k].c_str(), static_cast<aoti_debug::Role>(roles[k]), constants[k] != 0,
-                         scales[k] ? p->scales[k].c_str() : nullptr});
+                         scales[k] ? p->scales[k].c_str() : nullptr,
+                         dequants && dequants[k] ? p->dequants[k].c_str() : nullptr});
     p->site.kernel = p->kernel.c_str(), p->site.nodes = p->nodes.c_str(), p->site.source = p->source.c_str();
     p->site.module = "", p->site.args = p->args.data(), p->site.nargs = nargs;
     p->site.lines = p->lines.c_str(), p->site.ops = p->ops.c_str();

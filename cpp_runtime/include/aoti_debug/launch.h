@@ -98,6 +98,9 @@ struct ArgSpec {
   Role role;
   bool constant = false;  // one of the artifact's constants (weights): the black box does not copy it
   const char* scale = nullptr;  // the op's schema argument when the kernel reads it as a scale ("scale_a")
+  // an operand of a scaled matmul: how its scales (other arguments, by index) apply, as
+  // aoti_debug/plan.py's dequant_spec writes it (docs/log-format.md 3.3)
+  const char* dequant = nullptr;
 };
 
 // A launch site, described once by the generated code.
