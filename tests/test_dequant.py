@@ -271,3 +271,19 @@ def test_records_of_both_runtimes_are_byte_identical(tmp_path, mode):
                            "      dequant=skipped (device not supported)",
                            "      scaled_by=scale_b[0] (rowwise)",
                            "      dequant=skipped (device not supported)"]
+
+
+def test_every_vector_width_gives_the_same_bits(native):
+    """The hot loop exists per instruction set (SSE2, AVX2, AVX-512, picked at run time): each
+    width the CPU has gives the same figures, NaN/Inf blocks and zero-signed blocks included."""
+    cq = quantized()
+    a = fp8((260, 512), 21)
+    a[7, 9] = float("nan")
+    sa = e8m0_scales(260, 16, 22)
+    got = [native.dequant_stats(a, cq.to_blocked(sa), None, "block", 32, True, 1, isa_limit=w) for w in (2, 4, 8)]
+    assert got[0] == got[1] == got[2] and got[0]["nan_count"] == 1
+    zeros = fp8((4, 32), 23).abs()
+    zeros[0, 0] = 0.0
+    got = [native.dequant_stats(zeros, torch.tensor(-1.0), None, "tensorwise", 0, False, 1, isa_limit=w)
+           for w in (2, 4, 8)]
+    assert got[0] == got[1] == got[2] and math.copysign(1, got[0]["max"]) == -1.0 and got[0]["max"] == 0.0

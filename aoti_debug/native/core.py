@@ -264,12 +264,14 @@ def e2m1_value(nibble: int) -> float:
     return _need().aotid_e2m1_value(int(nibble) & 15)
 
 
-def dequant_stats(operand, scale, global_scale, layout: str, block: int, swizzled: bool, kdim: int) -> dict:
+def dequant_stats(operand, scale, global_scale, layout: str, block: int, swizzled: bool, kdim: int,
+                  isa_limit: int = 0) -> dict:
     """docs/log-format.md 3.3: min, max, mean, nan_count, inf_count of each element of
     the 2-D CPU operand times its scale element (times `global_scale`, a one-element
     tensor, when given), by the shared core in one pass: `layout` tensorwise, rowwise
     (one per outer index) or block (`block` elements along the contraction dimension
-    `kdim`, `swizzled` in cuBLAS's 128x4 tiles).  `skipped` names why there are none."""
+    `kdim`, `swizzled` in cuBLAS's 128x4 tiles).  `skipped` names why there are none.
+    ``isa_limit`` exists for tests: results never depend on it."""
     handle = _need()
     views = [_view_args(t, False) for t in (operand, scale) + ((global_scale,) if global_scale is not None else ())]
     words = (ctypes.c_int64 * 15)()
@@ -277,7 +279,7 @@ def dequant_stats(operand, scale, global_scale, layout: str, block: int, swizzle
         if _t.device.type != "cpu":
             data = None
         words[5 * k:5 * k + 5] = [data or 0, code, ndim, ctypes.addressof(sizes), ctypes.addressof(strides)]
-    spec = (_i32 * 4)(DEQUANT_LAYOUTS[layout], int(block), int(bool(swizzled)), int(kdim))
+    spec = (_i32 * 5)(DEQUANT_LAYOUTS[layout], int(block), int(bool(swizzled)), int(kdim), int(isa_limit))
     out = _DequantStatsC()
     rc = handle.aotid_dequant_stats(words, int(global_scale is not None), spec, ctypes.byref(out))
     del views  # kept alive until here: the core reads their memory

@@ -86,7 +86,7 @@ AOTID_EXPORT double aotid_e2m1_value(int32_t nibble) noexcept {
 // The dequantized statistics of a scaled operand (aoti_debug::dequant_stats): `views`
 // holds {data, dtype, ndim, sizes, strides} of the operand, its scale and (when
 // `with_global`) the tensor-wide second scale, as three rows of five words; `spec`
-// {layout, block, swizzled, kdim}.  0 on success.
+// {layout, block, swizzled, kdim, isa_limit}.  0 on success.
 AOTID_EXPORT int32_t aotid_dequant_stats(const int64_t* views, int32_t with_global, const int32_t* spec,
                                          aoti_debug::DequantStats* out) noexcept {
   try {
@@ -97,7 +97,7 @@ AOTID_EXPORT int32_t aotid_dequant_stats(const int64_t* views, int32_t with_glob
                        reinterpret_cast<const int64_t*>(w[3]), reinterpret_cast<const int64_t*>(w[4]), 0, -1);
     }
     const aoti_debug::DequantSpec sp{spec[0], spec[1], spec[2], spec[3]};
-    *out = aoti_debug::dequant_stats(v[0], v[1], with_global ? &v[2] : nullptr, sp);
+    *out = aoti_debug::dequant_stats(v[0], v[1], with_global ? &v[2] : nullptr, sp, spec[4]);
     return 0;
   } catch (...) {
     return -1;

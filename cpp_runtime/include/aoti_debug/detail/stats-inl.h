@@ -1221,17 +1221,70 @@ AOTI_DEBUG_ALWAYS_INLINE int64_t dequant_scale_index(const DequantJob& j, int64_
   return ((outer / 128) * j.col_blocks + kb / 4) * 512 + (outer % 32) * 16 + ((outer % 128) / 32) * 4 + kb % 4;
 }
 
-AOTI_DEBUG_ALWAYS_INLINE double dequant_element(const DequantJob& j, const double* table, int64_t r, int64_t c) {
-  double e;
-  if (j.fp4) {
-    const int64_t pr = j.kdim == 0 ? r / 2 : r, pc = j.kdim == 1 ? c / 2 : c;
-    const uint8_t byte = j.base[pr * j.s0 + pc * j.s1];
-    e = e2m1_value(((j.kdim == 1 ? c : r) & 1) ? static_cast<uint8_t>(byte >> 4) : static_cast<uint8_t>(byte & 15));
+// The scales of the current logical row, ready to multiply (the tensor-wide second
+// scale folded in: element * (scale * global)).  kdim 1 (self): one per block of
+// the row (one per row: kblocks 1); kdim 0 (mat2): one per column, for the
+// `block` rows (elements of K) that share them.
+struct DequantRow {
+  std::vector<double> scale;  // kdim 1: [kb]; kdim 0: [c]
+  int64_t key = -1;           // kdim 1: the row; kdim 0: the row's block along K
+};
+
+AOTI_DEBUG_ALWAYS_INLINE void dequant_prepare(const DequantJob& j, int64_t r, DequantRow& row) {
+  const int64_t key = j.kdim == 1 ? r : (j.layout == kDequantBlock ? r / j.block : 0);
+  if (key == row.key) return;
+  row.key = key;
+  const double g = j.has_global ? j.global : 1.0;
+  if (j.kdim == 1) {
+    const int64_t n = j.layout == kDequantBlock ? j.kblocks : 1;
+    row.scale.resize(static_cast<size_t>(n));
+    for (int64_t kb = 0; kb < n; ++kb)
+      row.scale[static_cast<size_t>(kb)] = j.scales[dequant_scale_index(j, r, kb * j.block)] * g;
   } else {
-    e = table[j.base[(r * j.s0 + c * j.s1)]];
+    row.scale.resize(static_cast<size_t>(j.cols));
+    for (int64_t c = 0; c < j.cols; ++c) row.scale[static_cast<size_t>(c)] = j.scales[dequant_scale_index(j, r, c)] * g;
   }
-  const double x = e * j.scales[dequant_scale_index(j, r, c)];
-  return j.has_global ? x * j.global : x;
+}
+
+// Elements [c0, c0 + n) of logical row r, times their scales, into out.
+AOTI_DEBUG_ALWAYS_INLINE void dequant_segment(const DequantJob& j, const double* table, DequantRow& row, int64_t r, int64_t c0,
+                            int64_t n, double* out) {
+  dequant_prepare(j, r, row);
+  const double* rs = row.scale.data();
+  if (!j.fp4) {
+    const unsigned char* p = j.base + r * j.s0 + c0 * j.s1;
+    const int64_t s1 = j.s1;
+    if (j.kdim == 0) {
+      for (int64_t i = 0; i < n; ++i) out[i] = table[p[i * s1]] * rs[c0 + i];
+    } else if (j.layout != kDequantBlock) {
+      const double sc = rs[0];
+      if (s1 == 1) {
+        for (int64_t i = 0; i < n; ++i) out[i] = table[p[i]] * sc;
+      } else {
+        for (int64_t i = 0; i < n; ++i) out[i] = table[p[i * s1]] * sc;
+      }
+    } else {
+      for (int64_t i = 0; i < n;) {  // one scale per run of the same block
+        const int64_t c = c0 + i, kb = c / j.block, stop = (kb + 1) * j.block - c0 < n ? (kb + 1) * j.block - c0 : n;
+        const double sc = rs[kb];
+        for (; i < stop; ++i) out[i] = table[p[i * s1]] * sc;
+      }
+    }
+    return;
+  }
+  // float4_e2m1fn_x2: element k along K is nibble k & 1 (low first) of byte k / 2
+  if (j.kdim == 0) {
+    const unsigned char* p = j.base + (r / 2) * j.s0 + c0 * j.s1;
+    const int shift = (r & 1) ? 4 : 0;
+    for (int64_t i = 0; i < n; ++i) out[i] = table[(p[i * j.s1] >> shift) & 15] * rs[c0 + i];
+  } else {
+    const unsigned char* p = j.base + r * j.s0;
+    const bool blocks = j.layout == kDequantBlock;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t c = c0 + i;
+      out[i] = table[(p[(c >> 1) * j.s1] >> ((c & 1) * 4)) & 15] * rs[blocks ? c / j.block : 0];
+    }
+  }
 }
 
 // A tensor's elements as doubles in logical order (a scale: small, read once).
@@ -1254,31 +1307,64 @@ inline bool logical_doubles(const TensorView& v, std::vector<double>& out) {
   return true;
 }
 
-// Every block of the dequantized operand: chunks of products in logical order
-// into the careful kernel (it counts NaN/Inf and zero signs as it goes), each
-// block's lanes combined and the block sums added left to right, as
-// compute_stats does.  One thread: scales make each element cost more than a
-// plain statistic, not more passes.
-inline void dequant_blocks(const DequantJob& j, double* dbuf, StatsPartial& out, double* total) {
-  constexpr int W = 2, K = 8 / W;
-  typedef VecOf<double, W>::type D;
-  const double* table = j.fp4 ? nullptr : float8_table(j.code);
+// Elements [start, start + len) of the dequantized operand, produced chunk by
+// chunk in logical order into dbuf and fed to pass P of the float kernel.
+template <int W, int P>
+AOTI_DEBUG_ALWAYS_INLINE void dequant_block_pass(const DequantJob& j, const double* table, DequantRow& row,
+                                                 double* dbuf, int64_t start, int64_t len, FloatAcc<W>& fa,
+                                                 FastAcc<W>& fast, typename VecOf<double, W>::type* lanes) {
+  int64_t r = start / j.cols, c = start % j.cols;
+  for (int64_t off = 0; off < len; off += kStatsChunk) {
+    const int64_t m = len - off < kStatsChunk ? len - off : kStatsChunk;
+    for (int64_t i = 0; i < m;) {  // row segments
+      const int64_t take = j.cols - c < m - i ? j.cols - c : m - i;
+      dequant_segment(j, table, row, r, c, take, dbuf + i);
+      i += take, c += take;
+      if (c == j.cols) c = 0, ++r;
+    }
+    float_kernel<W, P>(dbuf, m, fa, fast, lanes);
+  }
+}
+
+// Every block of the dequantized operand as compute_stats takes a block: the
+// fast pass (sum, min, max), redone by the careful one (NaN/Inf counts, zero
+// signs) when its sum is not finite or its min or max is 0 -- the same sums
+// either way; each block's lanes combined, block sums added left to right.
+// One thread: the scales make an element cost more, not the passes more.
+template <int W>
+AOTI_DEBUG_ALWAYS_INLINE void dequant_blocks_impl(const DequantJob& j, double* dbuf, StatsPartial& out,
+                                                  double* total) {
+  typedef typename VecOf<double, W>::type D;
+  constexpr int K = 8 / W;
+  double fp4_table[16];
+  for (int k = 0; k < 16; ++k) fp4_table[k] = e2m1_value(static_cast<uint8_t>(k));
+  const double* table = j.fp4 ? fp4_table : float8_table(j.code);
   const int64_t numel = j.rows * j.cols;
+  DequantRow row;
   FloatAcc<W> fa;
-  FastAcc<W> fast;
-  int64_t r = 0, c = 0;
   *total = -0.0;
   for (int64_t start = 0; start < numel; start += kStatsBlock) {
     const int64_t len = numel - start < kStatsBlock ? numel - start : kStatsBlock;
     D lanes[K];
     for (int k = 0; k < K; ++k) fill(lanes[k], -0.0);
-    for (int64_t off = 0; off < len; off += kStatsChunk) {
-      const int64_t m = len - off < kStatsChunk ? len - off : kStatsChunk;
-      for (int64_t i = 0; i < m; ++i) {
-        dbuf[i] = dequant_element(j, table, r, c);
-        if (++c == j.cols) c = 0, ++r;
+    FastAcc<W> fast;
+    dequant_block_pass<W, kPassFast>(j, table, row, dbuf, start, len, fa, fast, lanes);
+    bool finite = true;
+    double bmin = __builtin_inf(), bmax = -__builtin_inf();
+    for (int e = 0; e < 8; ++e) {
+      const double l = lanes[e / W][e % W];
+      finite = finite && l - l == 0;
+      bmin = fast.mn[e / W][e % W] < bmin ? fast.mn[e / W][e % W] : bmin;
+      bmax = fast.mx[e / W][e % W] > bmax ? fast.mx[e / W][e % W] : bmax;
+    }
+    if (!finite || bmin == 0 || bmax == 0) {
+      for (int k = 0; k < K; ++k) fill(lanes[k], -0.0);
+      dequant_block_pass<W, kPassCareful>(j, table, row, dbuf, start, len, fa, fast, lanes);
+    } else {
+      for (int k = 0; k < K; ++k) {
+        fa.mn[k] = fast.mn[k] < fa.mn[k] ? fast.mn[k] : fa.mn[k];
+        fa.mx[k] = fast.mx[k] > fa.mx[k] ? fast.mx[k] : fa.mx[k];
       }
-      float_kernel<W, kPassCareful>(dbuf, m, fa, fast, lanes);
     }
     double l[8];
     for (int e = 0; e < 8; ++e) l[e] = lanes[e / W][e % W];
@@ -1295,6 +1381,35 @@ inline void dequant_blocks(const DequantJob& j, double* dbuf, StatsPartial& out,
   }
 }
 
+AOTI_DEBUG_NOINLINE inline void dequant_blocks_w2(const DequantJob& j, double* dbuf, StatsPartial& out,
+                                                  double* total) {
+  dequant_blocks_impl<2>(j, dbuf, out, total);
+}
+
+#if AOTI_DEBUG_STATS_X86_DISPATCH
+__attribute__((target("avx2"))) AOTI_DEBUG_NOINLINE inline void dequant_blocks_w4(
+    const DequantJob& j, double* dbuf, StatsPartial& out, double* total) {
+  dequant_blocks_impl<4>(j, dbuf, out, total);
+}
+
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) AOTI_DEBUG_NOINLINE inline void
+dequant_blocks_w8(const DequantJob& j, double* dbuf, StatsPartial& out, double* total) {
+  dequant_blocks_impl<8>(j, dbuf, out, total);
+}
+#endif
+
+// The hot loop for this CPU's vector width (the same bits for every width).
+inline void dequant_blocks(const DequantJob& j, double* dbuf, StatsPartial& out, double* total, int isa_limit) {
+#if AOTI_DEBUG_STATS_X86_DISPATCH
+  const int w = stats_vector_width(isa_limit);
+  if (w == 8) return dequant_blocks_w8(j, dbuf, out, total);
+  if (w == 4) return dequant_blocks_w4(j, dbuf, out, total);
+#else
+  (void)isa_limit;
+#endif
+  dequant_blocks_w2(j, dbuf, out, total);
+}
+
 inline bool decodes_operand(int32_t code) {
   switch (code) {
     case kFloat8_e5m2: case kFloat8_e4m3fn: case kFloat8_e5m2fnuz: case kFloat8_e4m3fnuz:
@@ -1308,7 +1423,7 @@ inline bool decodes_operand(int32_t code) {
 }  // namespace detail
 
 AOTI_DEBUG_CORE_FN DequantStats dequant_stats(const TensorView& operand, const TensorView& scale,
-                                              const TensorView* global, const DequantSpec& spec) {
+                                              const TensorView* global, const DequantSpec& spec, int isa_limit) {
   using namespace detail;
   DequantStats s;
   std::memset(&s, 0, sizeof(s));
@@ -1352,7 +1467,7 @@ AOTI_DEBUG_CORE_FN DequantStats dequant_stats(const TensorView& operand, const T
   if (dbuf == nullptr) return s.status = kDequantMemory, s;
   StatsPartial p;
   double total;
-  dequant_blocks(j, dbuf, p, &total);
+  dequant_blocks(j, dbuf, p, &total, isa_limit);
   s.nan_count = p.nan, s.inf_count = p.inf;
   const int64_t count = s.numel - s.nan_count;
   if (count > 0) {  // the order-free rule for zeros, as compute_stats

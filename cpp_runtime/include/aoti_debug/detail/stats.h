@@ -122,14 +122,16 @@ struct DequantStats {
   int64_t inf_count;
 };
 
-// The section-3 floating statistics of element * scale(element) [* global]
+// The section-3 floating statistics of element * (scale(element) [* global])
 // over a 2-D CPU operand in logical (row-major) order, in one pass over its
 // elements and its scales (no product tensor): the same summation order as
 // compute_stats, so equal to compute_stats of the product materialised in
 // double.  Honours the strides of the operand and the scales.  `global`: a
-// second, one-element scale (NVFP4's tensor-wide float32), or null.
+// second, one-element scale (NVFP4's tensor-wide float32), or null.  isa_limit
+// as compute_stats' (results never depend on it).
 AOTI_DEBUG_CORE_DECL DequantStats dequant_stats(const TensorView& operand, const TensorView& scale,
-                                                const TensorView* global, const DequantSpec& spec);
+                                                const TensorView* global, const DequantSpec& spec,
+                                                int isa_limit = 0);
 
 AOTI_DEBUG_NAMESPACE_END
 
