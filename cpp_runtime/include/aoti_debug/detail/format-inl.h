@@ -678,7 +678,7 @@ inline void scale_lines(W& out, const TensorView& v, const char* scale, int inde
 // "<scale> <global or -1> <layout> <block> <swizzled> <kdim> <label>"), with the
 // values of the scales it names, for its block's dequant lines.
 struct DequantCall {
-  DequantSpec spec{};
+  int32_t layout = 0, block = 0, swizzled = 0, kdim = 0;  // a DequantSpec (stats.h: not always compiled in)
   int scale = -1, global = -1;  // argument indexes
   const char* label = "";       // the rest of the text: what scaled_by= says
   const Value* scale_value = nullptr;
@@ -689,17 +689,19 @@ inline bool parse_dequant(const char* text, DequantCall* out) {
   if (text == nullptr) return false;
   char layout[16] = {0};
   int used = 0;
-  if (std::sscanf(text, "%d %d %15s %d %d %d %n", &out->scale, &out->global, layout, &out->spec.block,
-                  &out->spec.swizzled, &out->spec.kdim, &used) != 6 || used <= 0)
+  if (std::sscanf(text, "%d %d %15s %d %d %d %n", &out->scale, &out->global, layout, &out->block,
+                  &out->swizzled, &out->kdim, &used) != 6 || used <= 0)
     return false;
   out->label = text + used;
-  out->spec.layout = std::strcmp(layout, "tensorwise") == 0 ? kDequantTensorwise
-                     : std::strcmp(layout, "rowwise") == 0  ? kDequantRowwise
-                     : std::strcmp(layout, "block") == 0    ? kDequantBlock
-                                                            : 0;
-  return out->spec.layout != 0 && out->scale >= 0;
+  // detail::DequantLayout's values
+  out->layout = std::strcmp(layout, "tensorwise") == 0 ? 1
+                : std::strcmp(layout, "rowwise") == 0  ? 2
+                : std::strcmp(layout, "block") == 0    ? 3
+                                                       : 0;
+  return out->layout != 0 && out->scale >= 0;
 }
 
+#if AOTI_DEBUG_ENABLE_STATS
 // What dequant=skipped (...) says for a status of dequant_stats (native/core.py DEQUANT_STATUS).
 inline const char* dequant_skip(int32_t status) {
   switch (status) {
@@ -711,6 +713,7 @@ inline const char* dequant_skip(int32_t status) {
     default: return "not computed";
   }
 }
+#endif
 
 // The lines a scaled operand's Tensor block adds at level >= 5, after its
 // statistics (docs/log-format.md 3.3): which scale multiplies it and how, then
@@ -728,7 +731,8 @@ inline void dequant_lines(W& out, const TensorView& v, const DequantCall& dq, in
   if (sv == nullptr || sv->kind != Value::kTensor || (dq.global >= 0 && (gv == nullptr || gv->kind != Value::kTensor))) {
     skip = "scale not a tensor";
   } else {
-    d = dequant_stats(v, sv->t, dq.global >= 0 ? &gv->t : nullptr, dq.spec);
+    const DequantSpec spec{dq.layout, dq.block, dq.swizzled, dq.kdim};
+    d = dequant_stats(v, sv->t, dq.global >= 0 ? &gv->t : nullptr, spec);
     if (d.status != kDequantDone) skip = dequant_skip(d.status);
   }
   if (skip != nullptr) {

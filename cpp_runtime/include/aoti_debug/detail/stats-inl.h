@@ -1279,10 +1279,20 @@ AOTI_DEBUG_ALWAYS_INLINE void dequant_segment(const DequantJob& j, const double*
     for (int64_t i = 0; i < n; ++i) out[i] = table[(p[i * j.s1] >> shift) & 15] * rs[c0 + i];
   } else {
     const unsigned char* p = j.base + r * j.s0;
+    const int64_t s1 = j.s1, end = c0 + n;
     const bool blocks = j.layout == kDequantBlock;
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t c = c0 + i;
-      out[i] = table[(p[(c >> 1) * j.s1] >> ((c & 1) * 4)) & 15] * rs[blocks ? c / j.block : 0];
+    int64_t i = 0, c = c0;
+    while (c < end) {  // one scale per run of the same block (blocks are even: whole bytes)
+      const int64_t kb = blocks ? c / j.block : 0;
+      const int64_t stop = blocks && (kb + 1) * j.block < end ? (kb + 1) * j.block : end;
+      const double sc = rs[kb];
+      if (c & 1) out[i++] = table[p[(c >> 1) * s1] >> 4] * sc, ++c;
+      for (; c + 1 < stop; c += 2, i += 2) {
+        const uint8_t b = p[(c >> 1) * s1];
+        out[i] = table[b & 15] * sc;
+        out[i + 1] = table[b >> 4] * sc;
+      }
+      if (c < stop) out[i++] = table[p[(c >> 1) * s1] & 15] * sc, ++c;
     }
   }
 }
