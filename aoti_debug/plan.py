@@ -45,6 +45,45 @@ class Arg:
     # or an input) and its kernel and origin, "cpp_fused_div_1 (source m.py:12, module fc1)"
     writer: int = 0
     writer_words: str = ""
+    dequant: str = ""  # an operand of a scaled matmul: how its scales apply (dequant_spec; docs/log-format.md 3.3)
+
+
+@dataclasses.dataclass(frozen=True)
+class Dequant:
+    """How an operand of a scaled matmul is scaled, as the codegen reads it from the
+    op (codegen_patches/ir_plan.py, dequant_operands): element (r, c) of the operand
+    (float4_e2m1fn_x2 unpacked, two a byte along K) times its scale element, times
+    `global_scale`'s one element when there is one."""
+    scale: str                # the buffer of its scale
+    layout: str               # tensorwise | rowwise (one per outer index) | block (`block` along K)
+    label: str                # what the record's scaled_by= says: "scale_a (rowwise)"
+    kdim: int = 1             # its contraction dimension: 1 for self (M, K), 0 for mat2 (K, N)
+    block: int = 0
+    swizzled: bool = False    # block scales in cuBLAS's 128x4 tiles (SwizzleType.SWIZZLE_32_4_4)
+    global_scale: str = ""    # the buffer of a tensor-wide second scale (NVFP4), "" when none
+
+
+DEQUANT_LAYOUTS = ("tensorwise", "rowwise", "block")
+
+
+def dequant_spec(d: Dequant, scale: int, global_scale: int = -1) -> str:
+    """The text an operand's Arg.dequant carries to both runtimes, its scales by their
+    index among the launch's arguments: "<scale> <global or -1> <layout> <block>
+    <swizzled 0|1> <kdim> <label>" (parse_dequant reads it; detail::parse_dequant too)."""
+    return f"{scale} {global_scale} {d.layout} {d.block} {int(d.swizzled)} {d.kdim} {d.label}"
+
+
+def parse_dequant(text: str) -> Optional[Tuple[int, int, str, int, bool, int, str]]:
+    """(scale index, global index or -1, layout, block, swizzled, kdim, label) of a
+    dequant_spec; None when it is not one."""
+    parts = text.split(" ", 6)
+    try:
+        scale, glob, layout, block, swizzled, kdim, label = parts
+        if layout not in DEQUANT_LAYOUTS or swizzled not in ("0", "1") or kdim not in ("0", "1"):
+            return None
+        return int(scale), int(glob), layout, int(block), swizzled == "1", int(kdim), label
+    except ValueError:
+        return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +140,8 @@ class Site:
                 "nodes": list(self.provenance.nodes), "source": self.provenance.source,
                 "lines": [[line, list(nodes)] for line, nodes in self.provenance.lines],
                 "modules": list(self.provenance.modules), "module": self.provenance.module,
-                "args": [{"name": a.name, "role": a.role, "value": a.value, **({"scale": a.scale} if a.scale else {})}
+                "args": [{"name": a.name, "role": a.role, "value": a.value, **({"scale": a.scale} if a.scale else {}),
+                          **({"dequant": a.dequant} if a.dequant else {})}
                          for a in self.args],
                 **({"ops": self.ops} if self.ops else {})}
 

@@ -258,14 +258,24 @@ def _call(macro: str, *args: str) -> str:
     return f"{macro}({', '.join(args)});"
 
 
+def _spec_tail(a: Arg) -> str:
+    """An ArgSpec's fields after its name and role (launch.h's order), up to the
+    last one that is not its default."""
+    fields = ["true" if a.constant else "false", c_string(a.scale) if a.scale else "nullptr",
+              str(a.writer), c_string(a.writer_words) if a.writer else "nullptr",
+              c_string(a.dequant) if a.dequant else "nullptr"]
+    defaults = ["false", "nullptr", "0", "nullptr", "nullptr"]
+    while fields and fields[-1] == defaults[len(fields) - 1]:
+        fields.pop()
+    return "".join(", " + f for f in fields)
+
+
 def site_definition(site: Site) -> List[str]:
     n = site.index
     lines = []
     if site.args:
         specs = ", ".join(f"{{{c_string(a.name)}, {ROLE[a.role]}"
-                          f"{', true' if a.constant else ', false' if a.scale else ''}"
-                          f"{', ' + c_string(a.scale) if a.scale else ''}"
-                          f"{f', {a.writer}, ' + c_string(a.writer_words) if a.writer else ''}}}" for a in site.args)
+                          f"{_spec_tail(a)}}}" for a in site.args)
         lines.append(f"static const aoti_debug::ArgSpec aotid_args_{n}[] = {{{specs}}};")
     prov = site.provenance
     lines.append(

@@ -18,7 +18,7 @@ import re
 from typing import Dict, List, Optional, Set
 
 from aoti_debug import settings as settings_mod
-from aoti_debug.plan import IN, INOUT, OUT, Arg, Planned, Provenance, Site, module_path, where
+from aoti_debug.plan import IN, INOUT, OUT, Arg, Dequant, Planned, Provenance, Site, dequant_spec, module_path, where
 
 from . import cpp_emit, fx_ops, guards, ir_plan, ir_queries, python_emit, trace
 
@@ -46,6 +46,7 @@ class WrapperState:
     last: Optional[Provenance] = None         # scheduling phase: last codegen_comment
     extern_out: Optional[str] = None
     pending_scales: Dict[str, str] = dataclasses.field(default_factory=dict)   # set by the marker line
+    pending_dequants: Dict[str, Dequant] = dataclasses.field(default_factory=dict)   # likewise
     launches: int = 0
     in_call: bool = False
     header_written: bool = False
@@ -79,14 +80,15 @@ def state(wrapper) -> Optional[WrapperState]:
     return _state_of(wrapper, ir_queries.is_instrumentable, WrapperState)
 
 
-def note_provenance(provenance: Provenance, scales: Optional[Dict[str, str]] = None) -> None:
+def note_provenance(provenance: Provenance, scales: Optional[Dict[str, str]] = None,
+                    dequants: Optional[Dict[str, Dequant]] = None) -> None:
     from torch._inductor.virtualized import V
     wrapper = V.graph.wrapper_code
     st = state(wrapper)
     if st is None:
         return
     st.last = provenance
-    wrapper.writeline(ir_queries.marker_line_class()(wrapper, provenance, scales))
+    wrapper.writeline(ir_queries.marker_line_class()(wrapper, provenance, scales, dequants))
 
 
 def take_provenance(st: WrapperState, kernel: str) -> Provenance:
@@ -114,7 +116,8 @@ def on_scheduled_kernel_comment(node_schedule, kernel_name) -> None:
 
 def on_extern_kernel_comment(ir_node) -> None:
     if _active is not None:
-        note_provenance(ir_plan.provenance_of_ir_node(ir_node), ir_plan.scale_buffers(ir_node))
+        note_provenance(ir_plan.provenance_of_ir_node(ir_node), ir_plan.scale_buffers(ir_node),
+                        ir_plan.dequant_operands(ir_node))
 
 
 def on_define_kernel(wrapper, kernel_name: str, kernel_body: str, cpp_definition: Optional[str]) -> None:
@@ -250,6 +253,7 @@ def around_extern_call(wrapper, kernel: str, args: List[str], emit_call) -> None
         return
     prov = take_provenance(st, kernel)
     scales, st.pending_scales = st.pending_scales, {}
+    dequants, st.pending_dequants = st.pending_dequants, {}
     out_name, st.extern_out = st.extern_out, None
     tensors: List[Arg] = []
     for a in args:
@@ -264,13 +268,25 @@ def around_extern_call(wrapper, kernel: str, args: List[str], emit_call) -> None
         elif _OPTIONAL.match(a) and ir_queries.is_tensor_name(_OPTIONAL.match(a).group(1)):
             name = _OPTIONAL.match(a).group(1)
             tensors.append(Arg(name, name, IN))
-    launch(wrapper, st, kernel, prov, scaled(tensors, scales), "extern", emit_call)
+    launch(wrapper, st, kernel, prov, scaled(tensors, scales, dequants), "extern", emit_call)
 
 
-def scaled(args: List[Arg], scales: Dict[str, str]) -> List[Arg]:
-    """The arguments a launch reads as its op's scales (ir_plan.scale_buffers) marked so."""
-    return [dataclasses.replace(a, scale=scales[a.name]) if a.role == IN and a.name in scales else a
+def scaled(args: List[Arg], scales: Dict[str, str], dequants: Optional[Dict[str, Dequant]] = None) -> List[Arg]:
+    """The arguments a launch reads as its op's scales (ir_plan.scale_buffers) marked so,
+    and its operands with how their scales apply (ir_plan.dequant_operands), the scales
+    named by their index among the launch's arguments; an operand whose scales are not
+    among its inputs gets none."""
+    args = [dataclasses.replace(a, scale=scales[a.name]) if a.role == IN and a.name in scales else a
             for a in args]
+    where = {}
+    for k, a in enumerate(args):
+        if a.role == IN:
+            where.setdefault(a.name, k)
+    for name, d in (dequants or {}).items():
+        k, s, g = where.get(name), where.get(d.scale), where.get(d.global_scale) if d.global_scale else -1
+        if k is not None and s is not None and g is not None and not args[k].scale:
+            args[k] = dataclasses.replace(args[k], dequant=dequant_spec(d, s, g))
+    return args
 
 
 def around_proxy_call(wrapper, op_overload, raw_args, raw_outputs, emit_call) -> None:
@@ -580,7 +596,8 @@ def py_around_extern_out(wrapper, kernel: str, out: str, out_view, args, device,
     prov = take_provenance(st, name)
     outs = [Arg(f"{out}_as_strided", out_view, OUT) if out_view else Arg(out, out, OUT)]
     scales = ir_plan.scale_buffers(node) if node is not None else {}
-    launch(wrapper, st, name, prov, scaled(outs + _py_tensor_args(args), scales), "extern", emit_call)
+    dequants = ir_plan.dequant_operands(node) if node is not None else {}
+    launch(wrapper, st, name, prov, scaled(outs + _py_tensor_args(args), scales, dequants), "extern", emit_call)
 
 
 def py_around_extern_alloc(wrapper, node, args, emit_call) -> None:
@@ -594,7 +611,8 @@ def py_around_extern_alloc(wrapper, node, args, emit_call) -> None:
     tensors = _py_tensor_args(args)
     if ir_queries.returns_value(node):
         tensors.append(Arg(node.get_name(), node.get_name(), OUT))
-    launch(wrapper, st, name, prov, scaled(tensors, ir_plan.scale_buffers(node)), "extern", emit_call)
+    launch(wrapper, st, name, prov, scaled(tensors, ir_plan.scale_buffers(node), ir_plan.dequant_operands(node)),
+           "extern", emit_call)
 
 
 def py_on_header(wrapper) -> None:

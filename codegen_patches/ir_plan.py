@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Collection, List, Optional, Sequence, Tuple
 
-from aoti_debug.plan import IN, INOUT, OUT, Provenance, op_name, provenance_of_fx_nodes
+from aoti_debug.plan import IN, INOUT, OUT, Dequant, Provenance, op_name, provenance_of_fx_nodes
 
 
 # -- the FX nodes of a launch -------------------------------------------------
@@ -95,32 +95,185 @@ def scale_buffers(ir_node) -> dict:
 
 
 def _scale_buffers(ir_node) -> dict:
+    found = {}
+    for name, _position, buffer in _tensor_inputs(ir_node)[1]:
+        if name in SCALE_ARGUMENTS:
+            found.setdefault(buffer, name)
+    return found
+
+
+def _tensor_inputs(ir_node):
+    """(the FX node's arguments by schema name, [(schema argument, position in its
+    list or None, buffer)] of the IR node's inputs) of an op taking scales; ({}, [])
+    when it takes none or its inputs cannot be told."""
     op = getattr(ir_node, "op_overload", None)
     schema = getattr(op, "_schema", None)
     fx_node = getattr(ir_node, "origin_node", None) or next(iter(own_fx_nodes(ir_node)), None)
     if schema is None or fx_node is None \
             or not any(a.name in SCALE_ARGUMENTS for a in schema.arguments):
-        return {}
+        return {}, []
     given = dict(zip((a.name for a in schema.arguments), fx_node.args))
     given.update(fx_node.kwargs)
-    names: List[str] = []
+    names: List[Tuple[str, Optional[int]]] = []
     for a in schema.arguments:
         value = given.get(a.name)
         if "Tensor" not in str(a.type) or a.is_out or value is None:
             continue
-        names += [a.name] * (len(value) if isinstance(value, (list, tuple)) else 1)
+        if isinstance(value, (list, tuple)):
+            names += [(a.name, k) for k in range(len(value))]
+        else:
+            names.append((a.name, None))
     inputs = list(getattr(ir_node, "inputs", ()) or ())
     if len(inputs) > len(names):
-        return {}              # inputs the schema does not account for: no guess
-    found = {}
-    for node, name in zip(inputs, names):
+        return {}, []          # inputs the schema does not account for: no guess
+    found = []
+    for node, (name, position) in zip(inputs, names):
         try:
-            buffer = node.get_name()
+            found.append((name, position, node.get_name()))
         except Exception:
             continue
-        if name in SCALE_ARGUMENTS:
-            found.setdefault(buffer, name)
-    return found
+    return given, found
+
+
+# -- how scales apply to operands (docs/log-format.md 3.3) -----------------------
+
+# torch.nn.functional.ScalingType and SwizzleType, as _scaled_mm_v2's int lists spell them
+TENSORWISE, ROWWISE, BLOCKWISE_1X16, BLOCKWISE_1X32 = 0, 1, 2, 3
+SWIZZLE_32_4_4 = 1
+
+
+def dequant_operands(ir_node) -> dict:
+    """{operand buffer: plan.Dequant} of a _scaled_mm / _scaled_mm_v2 launch whose
+    scales' layout can be told at compile time from the op's arguments (their fake
+    tensors, _scaled_mm_v2's recipes and swizzles): tensorwise, rowwise, MXFP8/MXFP4
+    (float8_e8m0fnu, one per 32 along K) and NVFP4 (float8_e4m3fn, one per 16, times a
+    float32 tensor-wide scale in _scaled_mm_v2).  Empty otherwise (the 1x128 and
+    128x128 block recipes, _scaled_grouped_mm, anything symbolic or unexpected): no
+    dequantized statistics rather than a guess."""
+    try:
+        return _dequant_operands(ir_node)
+    except Exception:
+        return {}
+
+
+def _fake(value):
+    meta = getattr(value, "meta", None)
+    return meta.get("val") if isinstance(meta, dict) else None
+
+
+def _dims(t) -> Optional[Tuple[int, ...]]:
+    try:
+        return tuple(int(d) for d in t.shape)
+    except Exception:          # symbolic
+        return None
+
+
+def _numel(dims: Tuple[int, ...]) -> int:
+    n = 1
+    for d in dims:
+        n *= d
+    return n
+
+
+def _dequant_operands(ir_node) -> dict:
+    import torch
+    given, inputs = _tensor_inputs(ir_node)
+    op = ir_node.op_overload._schema.name       # _tensor_inputs found a schema
+    buffers = {(name, position): buffer for name, position, buffer in inputs}
+    if not given or "self" not in given or "mat2" not in given:
+        return {}
+    a, b = _fake(given["self"]), _fake(given["mat2"])
+    if a is None or b is None:
+        return {}
+    fp4 = getattr(torch, "float4_e2m1fn_x2", None)
+    a_dims, b_dims = _dims(a), _dims(b)
+    if a_dims is None or b_dims is None or len(a_dims) != 2 or len(b_dims) != 2:
+        return {}
+    packed = 2 if a.dtype == fp4 else 1
+    m, k, n = a_dims[0], a_dims[1] * packed, b_dims[1]
+    found = {}
+    if op == "aten::_scaled_mm":
+        sa, sb = _fake(given.get("scale_a")), _fake(given.get("scale_b"))
+        if sa is None or sb is None or ("self", None) not in buffers or ("mat2", None) not in buffers:
+            return {}
+        for operand, scale, name, outer, kdim in (("self", sa, "scale_a", m, 1), ("mat2", sb, "scale_b", n, 0)):
+            layout = _v1_layout(scale, sa, sb, outer, k, torch)
+            if layout is None:
+                return {}
+            kind, block, swizzled, words = layout
+            found[buffers[(operand, None)]] = Dequant(buffers[(name, None)], kind, f"{name} ({words})", kdim,
+                                                      block, swizzled)
+        return found
+    if op == "aten::_scaled_mm_v2":
+        if given.get("contraction_dim") not in (None, [], (), [1, 0], (1, 0)):
+            return {}
+        for operand, name, outer, kdim in (("self", "scale_a", m, 1), ("mat2", "scale_b", n, 0)):
+            recipe = [int(r) for r in given.get(name.replace("scale", "recipe"), ())]
+            swizzle = [int(r) for r in given.get(name.replace("scale", "swizzle"), ()) or ()]
+            scales = [_fake(t) for t in given.get(name, ())]
+            got = _v2_layout(recipe, swizzle, scales, outer, k, torch)
+            if got is None or (operand, None) not in buffers or any((name, q) not in buffers for q in range(len(scales))):
+                return {}
+            kind, block, swizzled, words = got
+            label = f"{name}[0] ({words})" + (f" * {name}[1] (tensorwise)" if len(scales) == 2 else "")
+            found[buffers[(operand, None)]] = Dequant(buffers[(name, 0)], kind, label, kdim, block, swizzled,
+                                                      buffers[(name, 1)] if len(scales) == 2 else "")
+        return found
+    return {}
+
+
+def _block_words(block: int, swizzled: bool) -> str:
+    return f"block 1x{block}" + (", swizzled" if swizzled else "")
+
+
+def _v1_layout(scale, sa, sb, outer: int, k: int, torch):
+    """_scaled_mm's rules (torch/_meta_registrations.py, _check_scaled_mm_sizes): both
+    scales one element: tensorwise; both float8_e8m0fnu or both float8_e4m3fn: blocks of
+    32 / 16 along K in cuBLAS's tiles; float32 (M, 1) and (1, N): rowwise."""
+    dims, a_dims, b_dims = _dims(scale), _dims(sa), _dims(sb)
+    if dims is None or a_dims is None or b_dims is None:
+        return None
+    if _numel(a_dims) == 1 and _numel(b_dims) == 1 and sa.dtype == sb.dtype == torch.float32:
+        return "tensorwise", 0, False, "tensorwise"
+    for dtype, block in ((torch.float8_e8m0fnu, 32), (torch.float8_e4m3fn, 16)):
+        if sa.dtype == sb.dtype == dtype:
+            kblocks = -(-k // block)
+            if _numel(dims) != -(-outer // 128) * 128 * -(-kblocks // 4) * 4:
+                return None
+            return "block", block, True, _block_words(block, True)
+    if sa.dtype == sb.dtype == torch.float32 and len(a_dims) == len(b_dims) == 2 \
+            and a_dims[1] == 1 and b_dims[0] == 1 and _numel(dims) == outer:
+        return "rowwise", 0, False, "rowwise"
+    return None                 # the 1x128 / 128x128 recipes, or not as torch checks
+
+
+def _v2_layout(recipe, swizzle, scales, outer: int, k: int, torch):
+    """_scaled_mm_v2's recipe list for one operand: [TensorWise], [RowWise],
+    [BlockWise1x32] (float8_e8m0fnu), [BlockWise1x16] or [BlockWise1x16, TensorWise]
+    (float8_e4m3fn, then a float32 tensor-wide scale); its swizzle list says whether the
+    block scales are in cuBLAS's tiles."""
+    if any(s is None for s in scales) or len(scales) != len(recipe) or not scales:
+        return None
+    dims = [_dims(s) for s in scales]
+    if any(d is None for d in dims):
+        return None
+    swizzled = bool(swizzle) and swizzle[0] == SWIZZLE_32_4_4
+    if recipe == [TENSORWISE] and _numel(dims[0]) == 1:
+        return "tensorwise", 0, False, "tensorwise"
+    if recipe == [ROWWISE] and _numel(dims[0]) == outer:
+        return "rowwise", 0, False, "rowwise"
+    blocks = {BLOCKWISE_1X32: (32, torch.float8_e8m0fnu), BLOCKWISE_1X16: (16, torch.float8_e4m3fn)}
+    if recipe and recipe[0] in blocks and (len(recipe) == 1 or (recipe[1:] == [TENSORWISE] and recipe[0] ==
+                                                                BLOCKWISE_1X16 and _numel(dims[1]) == 1)):
+        block, dtype = blocks[recipe[0]]
+        if scales[0].dtype != dtype:
+            return None
+        kblocks = -(-k // block)
+        want = -(-outer // 128) * 128 * -(-kblocks // 4) * 4 if swizzled else outer * kblocks
+        if _numel(dims[0]) != want:
+            return None
+        return "block", block, swizzled, _block_words(block, swizzled)
+    return None
 
 
 # -- argument roles from kernel signatures -------------------------------------

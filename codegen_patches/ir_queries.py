@@ -25,16 +25,18 @@ def marker_line_class():
     from torch._inductor.codegen.wrapper import WrapperLine
 
     class ProvenanceMarker(WrapperLine):
-        def __init__(self, wrapper, provenance, scales=None) -> None:
+        def __init__(self, wrapper, provenance, scales=None, dequants=None) -> None:
             self.wrapper = wrapper
             self.provenance = provenance
             self.scales = scales or {}     # ir_plan.scale_buffers of an extern kernel
+            self.dequants = dequants or {}   # ir_plan.dequant_operands of it
 
         def codegen(self, code) -> None:
             st = getattr(self.wrapper, "_aotid_state", None)
             if st is not None:
                 st.pending = self.provenance
                 st.pending_scales = self.scales
+                st.pending_dequants = self.dequants
 
     return ProvenanceMarker
 

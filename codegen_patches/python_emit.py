@@ -44,13 +44,15 @@ def site_definition(site: Site) -> str:
     scales = any(a.scale for a in site.args)
     # the scales an earlier launch of the call wrote: {arg index: (its launch, its kernel and origin)}
     writers = {k: (a.writer, a.writer_words) for k, a in enumerate(site.args) if a.writer}
+    dequants = {k: a.dequant for k, a in enumerate(site.args) if a.dequant}
     return (f"{site_name(site)} = _aotid_Site({site.kernel!r}, {','.join(prov.nodes)!r}, "
             f"{'' if prov.source == '-' else prov.source!r}, {','.join(prov.modules)!r}, {args}, "
             f"{site.record_lines(output_sources(site))!r}"
             f"{', ops=' + repr(fx_ops.to_text(site.ops)) if site.ops else ''}"
             f"{', constants=' + _tuple([str(k) for k in constants]) if constants else ''}"
             f"{', scales=' + repr({k: a.scale for k, a in enumerate(site.args) if a.scale}) if scales else ''}"
-            f"{', writers=' + repr(writers) if writers else ''})")
+            f"{', writers=' + repr(writers) if writers else ''}"
+            f"{', dequants=' + repr(dequants) if dequants else ''})")
 
 
 def _values(site: Site, out_side: bool) -> str:

@@ -398,3 +398,35 @@ def test_a_scales_block_is_read_and_a_bad_count_or_name_is_damage():
         line.replace("scale=scale_a", "scale=bias") for line in block])
     (launch,) = parse(odd.text()).launches
     assert launch.inputs[0].value.scale is None and launch.start.unparsed != []
+
+
+def test_an_operands_dequant_lines_are_read_and_a_bad_count_is_damage():
+    """A scaled operand's lines after its statistics (section 3.3): scaled_by=, the
+    dequantized min/max/mean as numbers and their NaN/Inf counts as whole numbers;
+    `dequant_nan_count=nan` is damage, a `dequant=skipped (...)` is kept with its reason."""
+    block = ["  in buf0:", "    Tensor(", "      shape=(4, 32)", "      dtype=torch.float8_e4m3fn",
+             "      min=-448.000000", "      max=448.000000", "      mean=1.500000", "      nan_count=0",
+             "      inf_count=0", "      sat_count=2", "      hash=0000000000000000",
+             "      scaled_by=scale_a (block 1x32, swizzled)", "      dequant_min=-22.400000",
+             "      dequant_max=inf", "      dequant_mean=0.075000", "      dequant_nan_count=1",
+             "      dequant_inf_count=2", "    )"]
+    w = LogWriter(with_banner=False)
+    w.record("launch", "1.2", "k", ["  origin: nodes=- source=-"] + block)
+    (launch,) = parse(w.text()).launches
+    assert launch.start.unparsed == [] and launch.start.damage is None
+    (operand,) = launch.inputs
+    assert operand.value.scaled_by == "scale_a (block 1x32, swizzled)"
+    assert operand.value.dequant() == {"dequant_min": -22.4, "dequant_max": math.inf, "dequant_mean": 0.075,
+                                       "dequant_nan_count": 1, "dequant_inf_count": 2}
+    bad = LogWriter(with_banner=False)
+    bad.record("launch", "1.2", "k", ["  origin: nodes=- source=-"] + [
+        line.replace("dequant_nan_count=1", "dequant_nan_count=nan") for line in block])
+    (record,) = parse(bad.text(), "x.log").records
+    assert record.damage == ("x.log:18: 'dequant_nan_count=nan' is not a count (expected a whole number of at "
+                             "most 20 digits)")
+    skipped = LogWriter(with_banner=False)
+    skipped.record("launch", "1.2", "k", ["  origin: nodes=- source=-"] + block[:12] + [
+        "      dequant=skipped (device not supported)", "    )"])
+    (launch,) = parse(skipped.text()).launches
+    assert launch.start.unparsed == [] and launch.inputs[0].value.dequant() == {}
+    assert launch.inputs[0].value.fields["dequant"] == "skipped (device not supported)"

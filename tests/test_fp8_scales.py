@@ -119,7 +119,8 @@ def test_a_zeroed_weight_scale_shows_as_a_zero_scale_not_as_nan(fp8, tmp_path):
 def test_torch_compile_writes_the_scales_blocks_as_aoti_does(fp8, aoti_cache, tmp_path):
     """The Python runtime (torch.compile's wrapper), fc1's weight scale zeroed: each scale's
     block is the AOTI run's, byte for byte (the model's names for its buffers, the package's
-    constant names aside)."""
+    constant names aside), and so is each operand's with its dequantized statistics: fc1's
+    weight all zero once scaled, and so fc2's input."""
     aoti_log, py_log = tmp_path / "aoti.txt", tmp_path / "py.txt"
     run_package(fp8, "fp8", inputs=ZEROED_W1_SCALE, AOTI_DEBUG_LOGDEST=str(aoti_log), AOTI_DEBUG_NAN_CHECK="off")
     proc = run_python(f"""
@@ -143,6 +144,14 @@ def test_torch_compile_writes_the_scales_blocks_as_aoti_does(fp8, aoti_cache, tm
     assert [(name, f["scale"], f["zero_count"]) for name, f in py] == [
         ("x_scale", "scale_a", "0"), ("w1_scale", "scale_b", "1"), ("buf4", "scale_a", "0"),
         ("w2_scale", "scale_b", "0")]
+
+    def operands(path):
+        return [i.value.fields for la in load.read(str(path)).launches for i in la.inputs if i.value.scaled_by]
+    # each operand's block, its dequantized statistics included (section 3.3), as AOTI's
+    assert operands(py_log) == operands(aoti_log)
+    assert [(f["scaled_by"], f["dequant_max"]) for f in operands(py_log)] == [
+        ("scale_a (tensorwise)", "2.800000"), ("scale_b (tensorwise)", "0.000000"),
+        ("scale_a (rowwise)", "0.000000"), ("scale_b (rowwise)", "0.757535")]
 
 
 def zero_scale_message(model, source, name, constant):
@@ -314,3 +323,110 @@ def test_a_nan_amax_names_the_launch_that_computed_the_scale_and_the_summary_bot
     nan_kernels = [launches[f"fp8:1.{k}"] for k in (1, 2, 3, 4)]
     assert nan_notes(log)[-1] == (f"  run 1: NaN/Inf in 4 launches: {nan_kernels[0]} x1, {SCALED_MM} x2, "
                                   f"{nan_kernels[2]} x1; NaN scales in 1 launch: {SCALED_MM} x1\n")
+
+
+def operand_block(t, scale, layout, kdim, label):
+    """An operand's Tensor block at level 5 as format.py writes it, its dequant lines
+    (section 3.3) before `)`."""
+    lines = pyfmt.tensor_block(t, 5, 2)
+    spec = f"1 -1 {layout} 0 0 {kdim} {label}"
+    return "\n".join(lines[:-1] + pyfmt.dequant_lines(t, spec, [t, scale], 3) + lines[-1:]) + "\n"
+
+
+def test_level_5_shows_each_operand_dequantized(fp8, tmp_path):
+    """Each _scaled_mm operand of the package (C++ shim) says which scale multiplies it and
+    how -- fc1 tensorwise, fc2 rowwise: per row of its input, per column of its (in, out)
+    weight -- and the statistics of its values times their scales, each block byte for byte
+    as the Python runtime writes the eager tensors, the figures those of the product in
+    float64."""
+    log = tmp_path / "log.txt"
+    proc = run_package(fp8, "fp8", inputs="models.fp8_inputs()", AOTI_DEBUG_LOGDEST=str(log))
+    assert "OUTPUT" in proc.stdout
+    text = log.read_text()
+    launches = [la for la in load.read(str(log)).launches if la.start.name == SCALED_MM]
+    assert [[(i.name, i.value.scaled_by) for i in la.inputs if i.value.scaled_by] for la in launches] == [
+        [("buf0", "scale_a (tensorwise)"), ("w1", "scale_b (tensorwise)")],
+        [("buf3", "scale_a (rowwise)"), ("w2", "scale_b (rowwise)")]]
+    m, _, _ = seeded("fp8")
+    (x,) = fp8_inputs()
+    x8 = (x / m.x_scale).to(torch.float8_e4m3fn)
+    h = torch.relu(torch._scaled_mm(x8, m.w1, scale_a=m.x_scale, scale_b=m.w1_scale, out_dtype=torch.float32))
+    h_scale = h.abs().amax(1, keepdim=True).clamp(min=1e-12) / 448
+    h8 = (h / h_scale).to(torch.float8_e4m3fn)
+    operands = [("buf0", x8, m.x_scale, "tensorwise", 1, "scale_a (tensorwise)"),
+                ("w1", m.w1, m.w1_scale, "tensorwise", 0, "scale_b (tensorwise)"),
+                ("buf3", h8, h_scale, "rowwise", 1, "scale_a (rowwise)"),
+                ("w2", m.w2, m.w2_scale, "rowwise", 0, "scale_b (rowwise)")]
+    for name, t, scale, layout, kdim, label in operands:
+        assert f"  in {name}:\n{operand_block(t, scale, layout, kdim, label)}" in text
+    got = [i.value.dequant() for la in launches for i in la.inputs if i.value.scaled_by]
+    for (name, t, scale, *_), figures in zip(operands, got):
+        product = t.double() * scale.double()          # exact: e4m3 times float32
+        assert figures == {"dequant_min": float(pyfmt.number(product.min())),
+                           "dequant_max": float(pyfmt.number(product.max())),
+                           "dequant_mean": float(pyfmt.number(product.mean())),
+                           "dequant_nan_count": 0, "dequant_inf_count": 0}, name
+    assert got[3]["dequant_max"] != got[2]["dequant_max"]
+
+
+class _Fx:
+    """An FX node argument as dequant_operands reads it: its fake value."""
+
+    def __init__(self, value):
+        self.meta = {"val": value}
+
+
+def _v2(a, b, sa, ra, wa, sb, rb, wb, inputs, contraction=()):
+    return _ExternNode(torch.ops.aten._scaled_mm_v2.default,
+                       (_Fx(a), _Fx(b), [_Fx(t) for t in sa], ra, wa, [_Fx(t) for t in sb], rb, wb, None, None,
+                        list(contraction)), {}, inputs)
+
+
+def test_dequant_operands_read_each_operands_scale_and_layout():
+    """Which scale multiplies each operand and how, from the op's fakes: _scaled_mm
+    tensorwise, rowwise and block-scaled (e8m0: 1x32, e4m3: 1x16, both in cuBLAS's tiles,
+    sized as torch checks), _scaled_mm_v2 by its recipes and swizzles (NVFP4's tensor-wide
+    second scale named); the 1x128 recipes, a swizzled scale of the wrong size, a
+    transposed contraction and _scaled_grouped_mm get none."""
+    from aoti_debug.codegen_patches.ir_plan import dequant_operands
+    from aoti_debug.plan import Dequant
+    e4m3, e8m0, fp4 = torch.float8_e4m3fn, torch.float8_e8m0fnu, torch.float4_e2m1fn_x2
+    mm = torch.ops.aten._scaled_mm.out
+    x, w = torch.empty(256, 64, dtype=e4m3), torch.empty(64, 32, dtype=e4m3)
+    one = torch.empty(())
+
+    def v1(sa, sb):
+        return dequant_operands(_ExternNode(mm, (_Fx(x), _Fx(w), _Fx(sa), _Fx(sb)), {}, ["x", "w", "sa", "sb"]))
+    assert v1(one, one) == {"x": Dequant("sa", "tensorwise", "scale_a (tensorwise)", 1),
+                            "w": Dequant("sb", "tensorwise", "scale_b (tensorwise)", 0)}
+    assert v1(torch.empty(256, 1), torch.empty(1, 32)) == {
+        "x": Dequant("sa", "rowwise", "scale_a (rowwise)", 1), "w": Dequant("sb", "rowwise", "scale_b (rowwise)", 0)}
+    # MXFP8: K = 64 -> 2 blocks of 32, padded to 4 columns; rows padded to 128
+    assert v1(torch.empty(256 * 4, dtype=e8m0), torch.empty(128 * 4, dtype=e8m0)) == {
+        "x": Dequant("sa", "block", "scale_a (block 1x32, swizzled)", 1, 32, True),
+        "w": Dequant("sb", "block", "scale_b (block 1x32, swizzled)", 0, 32, True)}
+    assert v1(torch.empty(256 * 2, dtype=e8m0), torch.empty(128 * 4, dtype=e8m0)) == {}
+    assert v1(torch.empty(256, 1), torch.empty(1, 1)) == {}          # 1x128 / 128x128 and odd: none
+    # _scaled_mm_v2, NVFP4: packed (256, 32) bytes = K 64 -> 4 blocks of 16
+    a4, b4 = torch.empty(256, 32, dtype=fp4), torch.empty(32, 32, dtype=fp4)
+    got = dequant_operands(_v2(a4, b4, [torch.empty(256 * 4, dtype=e4m3), one], [2, 0], [1, 0],
+                               [torch.empty(128 * 4, dtype=e4m3), one], [2, 0], [1, 0],
+                               ["a", "b", "sa0", "sa1", "sb0", "sb1"]))
+    assert got == {"a": Dequant("sa0", "block", "scale_a[0] (block 1x16, swizzled) * scale_a[1] (tensorwise)", 1,
+                                16, True, "sa1"),
+                   "b": Dequant("sb0", "block", "scale_b[0] (block 1x16, swizzled) * scale_b[1] (tensorwise)", 0,
+                                16, True, "sb1")}
+    # _scaled_mm_v2, MXFP8 unswizzled: the plain (outer, K / 32) matrix
+    got = dequant_operands(_v2(x, w, [torch.empty(256, 2, dtype=e8m0)], [3], [0],
+                               [torch.empty(32, 2, dtype=e8m0)], [3], [0], ["x", "w", "sa", "sb"]))
+    assert got == {"x": Dequant("sa", "block", "scale_a[0] (block 1x32)", 1, 32, False),
+                   "w": Dequant("sb", "block", "scale_b[0] (block 1x32)", 0, 32, False)}
+    assert dequant_operands(_v2(x, w, [torch.empty(256, 1)], [1], [], [torch.empty(1, 32)], [1], [],
+                                ["x", "w", "sa", "sb"])) == {
+        "x": Dequant("sa", "rowwise", "scale_a[0] (rowwise)", 1), "w": Dequant("sb", "rowwise", "scale_b[0] (rowwise)", 0)}
+    assert dequant_operands(_v2(x, w, [torch.empty(256, 1)], [4], [], [torch.empty(1, 32)], [4], [],
+                                ["x", "w", "sa", "sb"])) == {}           # BlockWise1x128
+    assert dequant_operands(_v2(x, w, [one], [0], [], [one], [0], [], ["x", "w", "sa", "sb"],
+                                contraction=(0, 1))) == {}
+    grouped = torch.ops.aten._scaled_grouped_mm.default
+    assert dequant_operands(_ExternNode(grouped, (_Fx(x), _Fx(w), _Fx(one), _Fx(one)), {}, ["x", "w", "s", "t"])) == {}

@@ -69,6 +69,11 @@ COUNT_KEYS = ("nan_count", "inf_count", "sat_count", "true_count", "false_count"
 # (a schema argument name), its zeros and subnormals (whole numbers, as the counts are)
 SCALE_ARGUMENTS = ("scale_a", "scale_b", "scale_result")
 SCALE_COUNTS = ("zero_count", "subnormal_count")
+# after the statistics of an operand of a scaled matmul (docs/log-format.md 3.3): the
+# scale that multiplies it and how (scaled_by=scale_a (rowwise)), then the statistics
+# of its dequantized values (numbers, counts) or dequant=skipped (why)
+DEQUANT_NUMBERS = ("dequant_min", "dequant_max", "dequant_mean")
+DEQUANT_COUNTS = ("dequant_nan_count", "dequant_inf_count")
 # mantissa bits of each floating format: the spacing of its values (check's ULPs, diff's
 # tolerance for what went through a narrow format); float8_e8m0fnu is exponent only;
 # float4_e2m1fn_x2's values (two a byte) have one
@@ -162,6 +167,23 @@ class Tensor:
     def scale_counts(self) -> Dict[str, int]:
         """A scale's zero_count and subnormal_count, those written."""
         return {k: int(self.fields[k]) for k in SCALE_COUNTS if k in self.fields}
+
+    @property
+    def scaled_by(self) -> Optional[str]:
+        """An operand of a scaled matmul: the scale that multiplies it and how
+        (`scale_a (rowwise)`); None when not one."""
+        return self.fields.get("scaled_by")
+
+    def dequant(self) -> Dict[str, float]:
+        """Its dequantized statistics as numbers (dequant_min ... dequant_inf_count), those
+        written; empty when skipped (`fields["dequant"]` says why) or not an operand."""
+        out: Dict[str, float] = {}
+        for key in DEQUANT_NUMBERS + DEQUANT_COUNTS:
+            if key in self.fields:
+                value = parse_number(self.fields[key])
+                if value is not None:
+                    out[key] = int(value) if key in DEQUANT_COUNTS else value
+        return out
 
     @property
     def has_stats(self) -> bool:
@@ -1011,7 +1033,8 @@ def _block(b: _Body, j: int, depth: int) -> Tuple[Optional[Value], int, bool]:
             key, sep, value = body[j].strip(" ").partition("=")
             if sep and key == "stats" and value.startswith("skipped (") and value.endswith(")"):
                 skipped = value[len("skipped ("):-1]
-            elif sep and (key in COUNT_KEYS or key in SCALE_COUNTS) and decimal(value) is None:
+            elif sep and (key in COUNT_KEYS or key in SCALE_COUNTS or key in DEQUANT_COUNTS) \
+                    and decimal(value) is None:
                 # `nan_count=nan` or `-1` is no count: read as a number it would say "no NaN"
                 b.lost(j, f"'{shorten(key + '=' + value)}' is not a count (expected a whole number "
                           "of at most 20 digits)")
@@ -1019,6 +1042,10 @@ def _block(b: _Body, j: int, depth: int) -> Tuple[Optional[Value], int, bool]:
                     and (key != "hash" or _HASH.match(value)):
                 fields[key] = value
             elif sep and (key in SCALE_COUNTS or (key == "scale" and value in SCALE_ARGUMENTS)):
+                fields[key] = value
+            elif sep and (key in DEQUANT_COUNTS or (key in DEQUANT_NUMBERS and parse_number(value) is not None)
+                          or (key == "scaled_by" and value.split(" ", 1)[0].split("[", 1)[0] in SCALE_ARGUMENTS)
+                          or (key == "dequant" and value.startswith("skipped (") and value.endswith(")"))):
                 fields[key] = value
             else:
                 b.lost(j)

@@ -33,7 +33,7 @@ __all__ = [
     "NativeUnavailable", "lib", "include_dir", "runtime_dir", "compute_stats", "all_finite",
     "render_tensor_block", "render_scale_lines", "format_number", "sink_write", "write_note", "set_inflight",
     "clear_inflight", "install_crash_handler", "next_call_number", "instance_name", "read_settings",
-    "glob_match", "dtype_code", "vector_width",
+    "glob_match", "dtype_code", "vector_width", "dequant_stats", "e2m1_value",
 ]
 
 
@@ -85,6 +85,21 @@ class _StatsC(ctypes.Structure):
     ]
 
 
+class _DequantStatsC(ctypes.Structure):
+    # mirrors aoti_debug::DequantStats (detail/stats.h)
+    _fields_ = [
+        ("status", ctypes.c_int32), ("pad", ctypes.c_int32), ("numel", ctypes.c_int64),
+        ("min", ctypes.c_double), ("max", ctypes.c_double), ("mean", ctypes.c_double),
+        ("nan_count", ctypes.c_int64), ("inf_count", ctypes.c_int64),
+    ]
+
+
+# detail::DequantLayout and detail::DequantStatus
+DEQUANT_LAYOUTS = {"tensorwise": 1, "rowwise": 2, "block": 3}
+DEQUANT_STATUS = {0: None, 1: "empty tensor", 2: "device not supported", 3: "dtype not supported",
+                  4: "scale shape not as compiled", 5: "out of memory"}
+
+
 # ---------------------------------------------------------------- locating
 
 runtime_dir = _build.runtime_dir
@@ -126,6 +141,9 @@ _SIGNATURES = {
                                          _buf, _i64]),
     "aotid_render_scale_lines": (_i64, [_ptr, _i32, _i64, _i64p, _i64p, _i32, _i32, _str, _i32, _buf, _i64]),
     "aotid_format_number": (_i32, [_dbl, _buf]),
+    "aotid_dequant_stats_size": (_i64, []),
+    "aotid_e2m1_value": (_dbl, [_i32]),
+    "aotid_dequant_stats": (_i32, [_i64p, _i32, ctypes.POINTER(_i32), ctypes.POINTER(_DequantStatsC)]),
     "aotid_sink_write": (_i32, [_str, _str, _i64, _str]),
     "aotid_write_launch": (_i32, [_str, _str, _i64, _i64, _str, _str, _i64, _i32, _str]),
     "aotid_write_note": (_i32, [_str, _str, _str, _i32, _i32, _str]),
@@ -143,7 +161,8 @@ _SIGNATURES = {
     "aotid_blackbox_entries": (_i64, [_ptr, _i64, _buf, _i64]),
     "aotid_blackbox_open": (_i32, [_i64, _i32, _str, _str, _str, _i64, _dbl, _i64, _i64, _i64]),
     "aotid_blackbox_site": (_ptr, [_str, _str, _str, _str, _str, _i32, ctypes.POINTER(ctypes.c_char_p),
-                                   ctypes.POINTER(_i32), ctypes.POINTER(_i32), ctypes.POINTER(ctypes.c_char_p)]),
+                                   ctypes.POINTER(_i32), ctypes.POINTER(_i32), ctypes.POINTER(ctypes.c_char_p),
+                                   ctypes.POINTER(ctypes.c_char_p)]),
     "aotid_blackbox_site_free": (None, [_ptr]),
     "aotid_blackbox_run": (None, [_str, _i64, _i32, ctypes.POINTER(ctypes.c_char_p), _ptr, _ptr]),
     "aotid_blackbox_launch": (None, [_ptr, _str, _i64, _i64, _i32, _i32, _ptr, _ptr, _ptr]),
@@ -171,6 +190,8 @@ def lib() -> Optional[ctypes.CDLL]:
                     fn.restype, fn.argtypes = res, args
                 if handle.aotid_stats_size() != ctypes.sizeof(_StatsC):
                     raise NativeUnavailable("Stats layout differs between C++ and Python")
+                if handle.aotid_dequant_stats_size() != ctypes.sizeof(_DequantStatsC):
+                    raise NativeUnavailable("DequantStats layout differs between C++ and Python")
                 _lib = handle
             except (NativeUnavailable, OSError, FileNotFoundError, AttributeError) as exc:
                 warnings.warn(f"aoti-debug: C++ runtime unavailable, {exc}", RuntimeWarning,
@@ -240,6 +261,36 @@ def compute_stats(tensor, max_threads: int = 0, isa_limit: int = 0, hash: bool =
     if rc != 0:
         raise RuntimeError("aotid_compute_stats failed")
     return stats_fields(out)
+
+
+def e2m1_value(nibble: int) -> float:
+    """One float4_e2m1fn value from its 4 bits (detail::e2m1_value)."""
+    return _need().aotid_e2m1_value(int(nibble) & 15)
+
+
+def dequant_stats(operand, scale, global_scale, layout: str, block: int, swizzled: bool, kdim: int,
+                  isa_limit: int = 0) -> dict:
+    """docs/log-format.md 3.3: min, max, mean, nan_count, inf_count of each element of
+    the 2-D CPU operand times its scale element (times `global_scale`, a one-element
+    tensor, when given), by the shared core in one pass: `layout` tensorwise, rowwise
+    (one per outer index) or block (`block` elements along the contraction dimension
+    `kdim`, `swizzled` in cuBLAS's 128x4 tiles).  `skipped` names why there are none.
+    ``isa_limit`` exists for tests: results never depend on it."""
+    handle = _need()
+    views = [_view_args(t, False) for t in (operand, scale) + ((global_scale,) if global_scale is not None else ())]
+    words = (ctypes.c_int64 * 15)()
+    for k, (_t, data, code, ndim, sizes, strides) in enumerate(views):
+        if _t.device.type != "cpu":
+            data = None
+        words[5 * k:5 * k + 5] = [data or 0, code, ndim, ctypes.addressof(sizes), ctypes.addressof(strides)]
+    spec = (_i32 * 5)(DEQUANT_LAYOUTS[layout], int(block), int(bool(swizzled)), int(kdim), int(isa_limit))
+    out = _DequantStatsC()
+    rc = handle.aotid_dequant_stats(words, int(global_scale is not None), spec, ctypes.byref(out))
+    del views  # kept alive until here: the core reads their memory
+    if rc != 0:
+        raise RuntimeError("aotid_dequant_stats failed")
+    return dict(skipped=DEQUANT_STATUS.get(out.status, "not computed"), numel=out.numel, min=out.min,
+                max=out.max, mean=out.mean, nan_count=out.nan_count, inf_count=out.inf_count)
 
 
 def stats_fields(out: "_StatsC") -> dict:
@@ -568,17 +619,20 @@ def blackbox_open(launches: int, level: int, dest: str, torch_version: str, dump
 
 
 def blackbox_site(kernel: str, nodes: str, source: str, lines: str, ops: str, args, constants,
-                  scales=None) -> int:
+                  scales=None, dequants=None) -> int:
     """A handle for a launch site (name, role) pairs; free it with blackbox_site_free.
-    `scales`: {arg index: the op's scale argument it is passed as}."""
+    `scales`: {arg index: the op's scale argument it is passed as}; `dequants`: {arg
+    index: how its scales apply (plan.dequant_spec)}."""
     n = len(args)
-    scales = scales or {}
+    scales, dequants = scales or {}, dequants or {}
     scale_names = (ctypes.c_char_p * max(n, 1))(*[_utf8(scales[k]) if k in scales else None for k in range(n)])
+    dequant_specs = (ctypes.c_char_p * max(n, 1))(*[_utf8(dequants[k]) if k in dequants else None
+                                                     for k in range(n)])
     names = (ctypes.c_char_p * max(n, 1))(*[_utf8(a) for a, _ in args])
     roles = (ctypes.c_int32 * max(n, 1))(*[("in", "out", "inout").index(r) for _, r in args])
     consts = (ctypes.c_int32 * max(n, 1))(*[int(k in constants) for k in range(n)])
     return _need().aotid_blackbox_site(_utf8(kernel), _utf8(nodes), _utf8(source), _utf8(lines), _utf8(ops),
-                                       n, names, roles, consts, scale_names) or 0
+                                       n, names, roles, consts, scale_names, dequant_specs) or 0
 
 
 def blackbox_site_free(handle: int) -> None:

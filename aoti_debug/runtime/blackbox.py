@@ -32,7 +32,7 @@ def site_handle(site) -> int:
     """The C++ description of a launch site, made on its first launch."""
     if not site._box:
         site._box = sink.native().blackbox_site(site.kernel, site.nodes, site.source, site.lines, site.ops,
-                                                site.args, site.constants, site.scales)
+                                                site.args, site.constants, site.scales, site.dequants)
     return site._box
 
 

@@ -263,6 +263,39 @@ def scale_lines(t: Any, scale: str, depth: int) -> List[str]:
     return lines + [f"{pad}zero_count={c.zeros}", f"{pad}subnormal_count={c.subnormals}"]
 
 
+def dequant_lines(t: Any, spec: str, values: Sequence[Any], depth: int) -> List[str]:
+    """The lines a scaled operand's Tensor block adds at level 5 (section 3.3): which
+    scale multiplies it and how (`scaled_by=`), then the statistics of its dequantized
+    values by the shared core, or `dequant=skipped (...)` with why (a device tensor: not
+    computed, as the C++ shim does not), as detail::dequant_lines writes them.  `spec`:
+    the site's plan.dequant_spec, its scales by their index in `values`."""
+    from ..plan import parse_dequant
+    pad = INDENT * depth
+    parsed = parse_dequant(spec)
+    if parsed is None:
+        return []
+    scale_at, global_at, layout, block, swizzled, kdim, label = parsed
+    lines = [f"{pad}scaled_by={label}"]
+
+    def tensor_at(k):
+        return values[k] if 0 <= k < len(values) and _is_tensor(values[k]) else None
+    scale, glob = tensor_at(scale_at), tensor_at(global_at) if global_at >= 0 else None
+    if scale is None or (global_at >= 0 and glob is None):
+        return lines + [f"{pad}dequant=skipped (scale not a tensor)"]
+    from . import stats as stats_mod
+    if any(stats_mod.on_device(x) or x.device.type != "cpu" for x in (t, scale) + ((glob,) if glob is not None else ())):
+        return lines + [f"{pad}dequant=skipped (device not supported)"]
+    from ..native import core as _native
+    if _native.lib() is None:
+        return lines + [f"{pad}dequant=skipped (no compiled core)"]
+    d = _native.dequant_stats(t, scale, glob, layout, block, swizzled, kdim)
+    if d["skipped"]:
+        return lines + [f"{pad}dequant=skipped ({d['skipped']})"]
+    return lines + [f"{pad}dequant_min={number(d['min'])}", f"{pad}dequant_max={number(d['max'])}",
+                    f"{pad}dequant_mean={number(d['mean'])}", f"{pad}dequant_nan_count={d['nan_count']}",
+                    f"{pad}dequant_inf_count={d['inf_count']}"]
+
+
 def record(head: str, body: Sequence[str] = ()) -> str:
     if not body:
         return head

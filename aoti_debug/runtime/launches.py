@@ -55,12 +55,13 @@ class Site:
     """One launch point of a generated wrapper, described once."""
 
     __slots__ = ("kernel", "nodes", "source", "modules", "args", "lines", "ops", "constants", "scales", "writers",
-                 "_selected", "_box")
+                 "dequants", "_selected", "_box")
 
     def __init__(self, kernel: str, nodes: str, source: str, modules: str,
                  args: Sequence[Tuple[str, str]] = (), lines: str = "", ops: str = "",
                  constants: Sequence[int] = (), scales: Optional[Dict[int, str]] = None,
-                 writers: Optional[Dict[int, Tuple[int, str]]] = None) -> None:
+                 writers: Optional[Dict[int, Tuple[int, str]]] = None,
+                 dequants: Optional[Dict[int, str]] = None) -> None:
         self.kernel = kernel
         self.nodes = nodes          # comma-separated FX node names, "" = unknown
         self.source = source        # "file:line", "" = unknown
@@ -71,6 +72,7 @@ class Site:
         self.constants = frozenset(constants)   # indexes of args that are constants (the black box describes them)
         self.scales = dict(scales or {})        # arg index -> the op's scale argument it is passed as
         self.writers = dict(writers or {})      # scale arg index -> (the earlier launch that wrote it, its words)
+        self.dequants = dict(dequants or {})    # operand's arg index -> how its scales apply (plan.dequant_spec)
         self._selected: Optional[bool] = None
         self._box = 0               # the black box's C++ description of this site (made on first use)
 
@@ -645,14 +647,18 @@ def _checked(check, *args, what: str = "NaN check") -> None:
 def _args(site: Site, values, out_side: bool, level: int, memo=None):
     """A launch record's items; `memo` (a stats.Memo, level 5 of a run with a
     device) fetches their device tensors' statistics together first."""
-    shown = [(name, role, value, site.scales.get(k)) for k, ((name, role), value) in enumerate(zip(site.args, values))
+    shown = [(k, name, role, value, site.scales.get(k))
+             for k, ((name, role), value) in enumerate(zip(site.args, values))
              if role == INOUT or (role == OUT) == out_side]
     if memo is not None:
-        memo.prefetch([t for _, _, value, _ in shown for t in fmt.tensors_in(value)])
+        memo.prefetch([t for _, _, _, value, _ in shown for t in fmt.tensors_in(value)])
     lines = []
-    for name, role, value, scale in shown:
+    for k, name, role, value, scale in shown:
         item = fmt.item(f"{role} {name or '-'}", value, level, stats=memo, tensor=sink.tensor_block)
-        if scale and level >= 5 and fmt._is_tensor(value):     # before the block's closing line
+        spec = site.dequants.get(k) if level >= 5 and fmt._is_tensor(value) else None
+        if spec:                                               # before the block's closing line
+            item[-1:-1] = fmt.dequant_lines(value, spec, values, 3)
+        if scale and level >= 5 and fmt._is_tensor(value):
             item[-1:-1] = fmt.scale_lines(value, scale, 3)
         lines += item
     return lines

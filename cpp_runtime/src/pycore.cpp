@@ -77,6 +77,34 @@ AOTID_EXPORT int32_t aotid_all_finite(const void* data, int32_t dtype, int64_t n
   }
 }
 
+AOTID_EXPORT int64_t aotid_dequant_stats_size() noexcept { return sizeof(aoti_debug::DequantStats); }
+
+// One float4_e2m1fn value from its nibble (detail::e2m1_value), for the Python side's decode.
+AOTID_EXPORT double aotid_e2m1_value(int32_t nibble) noexcept {
+  return aoti_debug::detail::e2m1_value(static_cast<uint8_t>(nibble));
+}
+
+// The dequantized statistics of a scaled operand (aoti_debug::dequant_stats): `views`
+// holds {data, dtype, ndim, sizes, strides} of the operand, its scale and (when
+// `with_global`) the tensor-wide second scale, as three rows of five words; `spec`
+// {layout, block, swizzled, kdim, isa_limit}.  0 on success.
+AOTID_EXPORT int32_t aotid_dequant_stats(const int64_t* views, int32_t with_global, const int32_t* spec,
+                                         aoti_debug::DequantStats* out) noexcept {
+  try {
+    aoti_debug::TensorView v[3];
+    for (int k = 0; k < (with_global ? 3 : 2); ++k) {
+      const int64_t* w = views + 5 * k;
+      v[k] = make_view(reinterpret_cast<const void*>(w[0]), static_cast<int32_t>(w[1]), w[2],
+                       reinterpret_cast<const int64_t*>(w[3]), reinterpret_cast<const int64_t*>(w[4]), 0, -1);
+    }
+    const aoti_debug::DequantSpec sp{spec[0], spec[1], spec[2], spec[3]};
+    *out = aoti_debug::dequant_stats(v[0], v[1], with_global ? &v[2] : nullptr, sp, spec[4]);
+    return 0;
+  } catch (...) {
+    return -1;
+  }
+}
+
 // The lines a scale argument's Tensor block adds at level >= 5 (detail::scale_lines).
 AOTID_EXPORT int64_t aotid_render_scale_lines(const void* data, int32_t dtype, int64_t ndim,
                                               const int64_t* sizes, const int64_t* strides,
@@ -418,7 +446,7 @@ PyBox& py_box() {
 // A launch site of the Python wrapper, with the strings it points to.
 struct PySite {
   std::string kernel, nodes, source, lines, ops;
-  std::vector<std::string> names, scales;
+  std::vector<std::string> names, scales, dequants;
   std::vector<aoti_debug::ArgSpec> args;
   aoti_debug::Site site{};
 };
@@ -456,18 +484,23 @@ AOTID_EXPORT int32_t aotid_blackbox_open(int64_t launches, int32_t level, const 
 AOTID_EXPORT void* aotid_blackbox_site(const char* kernel, const char* nodes, const char* source, const char* lines,
                                        const char* ops, int32_t nargs, const char* const* names,
                                        const int32_t* roles, const int32_t* constants,
-                                       const char* const* scales) noexcept {
+                                       const char* const* scales, const char* const* dequants) noexcept {
   try {
     PySite* p = new PySite();
     p->kernel = kernel ? kernel : "", p->nodes = nodes ? nodes : "", p->source = source ? source : "";
     p->lines = lines ? lines : "", p->ops = ops ? ops : "";
     p->names.reserve(static_cast<size_t>(nargs));
     p->scales.reserve(static_cast<size_t>(nargs));
+    p->dequants.reserve(static_cast<size_t>(nargs));
     for (int32_t k = 0; k < nargs; ++k) p->names.push_back(names[k] ? names[k] : "");
     for (int32_t k = 0; k < nargs; ++k) p->scales.push_back(scales[k] ? scales[k] : "");
-    for (int32_t k = 0; k < nargs; ++k)  // scales[k] null: not read as a scale
-      p->args.push_back({p->names[k].c_str(), static_cast<aoti_debug::Role>(roles[k]), constants[k] != 0,
-                         scales[k] ? p->scales[k].c_str() : nullptr});
+    for (int32_t k = 0; k < nargs; ++k) p->dequants.push_back(dequants && dequants[k] ? dequants[k] : "");
+    for (int32_t k = 0; k < nargs; ++k) {  // scales[k] null: not read as a scale; dequants[k] null: no operand
+      aoti_debug::ArgSpec a{p->names[k].c_str(), static_cast<aoti_debug::Role>(roles[k]), constants[k] != 0,
+                            scales[k] ? p->scales[k].c_str() : nullptr};
+      a.dequant = dequants && dequants[k] ? p->dequants[k].c_str() : nullptr;
+      p->args.push_back(a);
+    }
     p->site.kernel = p->kernel.c_str(), p->site.nodes = p->nodes.c_str(), p->site.source = p->source.c_str();
     p->site.module = "", p->site.args = p->args.data(), p->site.nargs = nargs;
     p->site.lines = p->lines.c_str(), p->site.ops = p->ops.c_str();

@@ -140,7 +140,17 @@ inline void append_args(Text& out, const Site& site, Values vals, bool out_side,
   for (const Value& v : vals) {
     if (k >= site.nargs) break;
     const ArgSpec& a = site.args[k++];
-    if (shown(a, out_side)) append_item(out, 2, role_name(a.role), or_dash(a.name), v, level, a.scale);
+    if (!shown(a, out_side)) continue;
+    DequantCall dq;
+    if (a.dequant != nullptr && level >= 5 && parse_dequant(a.dequant, &dq)) {
+      // its scales are among the launch's inputs: their values are in this record's list
+      const int64_t n = static_cast<int64_t>(vals.size());
+      dq.scale_value = dq.scale < n ? &vals.begin()[dq.scale] : nullptr;
+      dq.global_value = dq.global >= 0 && dq.global < n ? &vals.begin()[dq.global] : nullptr;
+      append_item(out, 2, role_name(a.role), or_dash(a.name), v, level, a.scale, &dq);
+    } else {
+      append_item(out, 2, role_name(a.role), or_dash(a.name), v, level, a.scale);
+    }
   }
 }
 

@@ -102,6 +102,9 @@ struct ArgSpec {
   // and origin, "cpp_fused_div_1 (source m.py:12, module fc1)", for the NaN check's finding
   int64_t writer = 0;
   const char* writer_words = nullptr;
+  // an operand of a scaled matmul: how its scales (other arguments, by index) apply, as
+  // aoti_debug/plan.py's dequant_spec writes it (docs/log-format.md 3.3)
+  const char* dequant = nullptr;
 };
 
 // A launch site, described once by the generated code.

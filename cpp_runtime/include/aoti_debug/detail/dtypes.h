@@ -206,9 +206,9 @@ inline double float8_decode(uint8_t b, int32_t code) {
 // logical value into the low nibble, the second into the high one
 // (torch.testing._internal.common_quantized.pack_uint4).
 inline double e2m1_value(uint8_t nibble) {
-  const int e = (nibble >> 1) & 3, m = nibble & 1;
-  const double magnitude = e == 0 ? 0.5 * m : (1.0 + 0.5 * m) * static_cast<double>(1 << (e - 1));
-  return (nibble & 8) ? -magnitude : magnitude;
+  static const double kMagnitude[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
+  const double m = kMagnitude[nibble & 7];
+  return (nibble & 8) ? -m : m;
 }
 
 // Logical values per stored element: two for float4_e2m1fn_x2, one otherwise.

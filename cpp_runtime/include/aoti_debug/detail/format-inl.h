@@ -701,11 +701,102 @@ inline void scale_lines(W& out, const Value& val, const char* scale, int indent)
   out += '\n';
 }
 
+// An operand's dequantization as its ArgSpec::dequant says (plan.dequant_spec:
+// "<scale> <global or -1> <layout> <block> <swizzled> <kdim> <label>"), with the
+// values of the scales it names, for its block's dequant lines.
+struct DequantCall {
+  int32_t layout = 0, block = 0, swizzled = 0, kdim = 0;  // a DequantSpec (stats.h: not always compiled in)
+  int scale = -1, global = -1;  // argument indexes
+  const char* label = "";       // the rest of the text: what scaled_by= says
+  const Value* scale_value = nullptr;
+  const Value* global_value = nullptr;
+};
+
+inline bool parse_dequant(const char* text, DequantCall* out) {
+  if (text == nullptr) return false;
+  char layout[16] = {0};
+  int used = 0;
+  if (std::sscanf(text, "%d %d %15s %d %d %d %n", &out->scale, &out->global, layout, &out->block,
+                  &out->swizzled, &out->kdim, &used) != 6 || used <= 0)
+    return false;
+  out->label = text + used;
+  // detail::DequantLayout's values
+  out->layout = std::strcmp(layout, "tensorwise") == 0 ? 1
+                : std::strcmp(layout, "rowwise") == 0  ? 2
+                : std::strcmp(layout, "block") == 0    ? 3
+                                                       : 0;
+  return out->layout != 0 && out->scale >= 0;
+}
+
+#if AOTI_DEBUG_ENABLE_STATS
+// What dequant=skipped (...) says for a status of dequant_stats (native/core.py DEQUANT_STATUS).
+inline const char* dequant_skip(int32_t status) {
+  switch (status) {
+    case kDequantEmpty: return "empty tensor";
+    case kDequantDevice: return "device not supported";
+    case kDequantDtype: return "dtype not supported";
+    case kDequantMismatch: return "scale shape not as compiled";
+    case kDequantMemory: return "out of memory";
+    default: return "not computed";
+  }
+}
+#endif
+
+// The lines a scaled operand's Tensor block adds at level >= 5, after its
+// statistics (docs/log-format.md 3.3): which scale multiplies it and how, then
+// the statistics of its dequantized values, or why there are none.
+template <class W>
+inline void dequant_lines(W& out, const TensorView& v, const DequantCall& dq, int indent) {
+  put_key(out, indent, "scaled_by=");
+  out += dq.label;
+  out += '\n';
+#if AOTI_DEBUG_ENABLE_STATS
+  const Value* sv = dq.scale_value;
+  const Value* gv = dq.global_value;
+  const char* skip = nullptr;
+  DequantStats d{};
+  if (sv == nullptr || sv->kind != Value::kTensor || (dq.global >= 0 && (gv == nullptr || gv->kind != Value::kTensor))) {
+    skip = "scale not a tensor";
+  } else {
+    const DequantSpec spec{dq.layout, dq.block, dq.swizzled, dq.kdim};
+    d = dequant_stats(v, sv->t, dq.global >= 0 ? &gv->t : nullptr, spec);
+    if (d.status != kDequantDone) skip = dequant_skip(d.status);
+  }
+  if (skip != nullptr) {
+    put_key(out, indent, "dequant=skipped (");
+    out += skip;
+    out += ")\n";
+    return;
+  }
+  auto dbl = [&](double x) {
+    char* const p = out.room(48);
+    out.commit(static_cast<size_t>(format_double(x, p)));
+    out += '\n';
+  };
+  put_key(out, indent, "dequant_min=");
+  dbl(d.min);
+  put_key(out, indent, "dequant_max=");
+  dbl(d.max);
+  put_key(out, indent, "dequant_mean=");
+  dbl(d.mean);
+  put_key(out, indent, "dequant_nan_count=");
+  put_i64(out, d.nan_count);
+  out += '\n';
+  put_key(out, indent, "dequant_inf_count=");
+  put_i64(out, d.inf_count);
+  out += '\n';
+#else
+  (void)v;
+  put_key(out, indent, "dequant=skipped (statistics not compiled in)\n");
+#endif
+}
+
 // The Tensor block, "Tensor(" at `indent` spaces.  Statistics at level >= 5;
 // `scale`: the op's schema argument when the kernel uses the tensor as a scale.
 // Its lines are written without a check per piece where they fit the buffer,
 // its head copied from this thread's head cache where it holds it.
-inline void tensor_block(Text& out, const Value& val, int level, int indent, const char* scale = nullptr) {
+inline void tensor_block(Text& out, const Value& val, int level, int indent, const char* scale = nullptr,
+                         const DequantCall* dq = nullptr) {
   const char* skip;
   const size_t bound = block_bound(val.t, indent);
   if (AOTI_DEBUG_LIKELY(bound <= Text::kSize)) {
@@ -732,6 +823,7 @@ inline void tensor_block(Text& out, const Value& val, int level, int indent, con
     out += skip;
     put(out, ")\n");
   }
+  if (dq != nullptr && level >= 5) dequant_lines(out, val.t, *dq, in);
   if (scale != nullptr && level >= 5) scale_lines(out, val, scale, in);
   put_key(out, indent, ")\n");
 }
@@ -743,7 +835,7 @@ inline void append_tensor_block(std::string& out, const Value& val, int level, i
 
 // A tensor's argument item, "  label:\n" + block, into a Text.
 inline void tensor_item(Text& t, int indent, const char* label_a, const char* label_b, const Value& v, int level,
-                        const char* scale = nullptr) {
+                        const char* scale = nullptr, const DequantCall* dq = nullptr) {
   put_spaces(t, indent);
   t += label_a;
   if (label_b) {
@@ -751,7 +843,7 @@ inline void tensor_item(Text& t, int indent, const char* label_a, const char* la
     t += label_b;
   }
   put(t, ":\n");
-  tensor_block(t, v, level, indent + 2, scale);
+  tensor_block(t, v, level, indent + 2, scale, dq);
 }
 
 // One argument item: "  label: inline\n" or "  label:\n" + block.
@@ -775,8 +867,8 @@ inline void append_item(std::string& out, int indent, const char* label_a, const
 
 // The same into a Text (a record staged whole).
 inline void append_item(Text& t, int indent, const char* label_a, const char* label_b, const Value& v,
-                        int level, const char* scale = nullptr) {
-  if (v.kind == Value::kTensor) tensor_item(t, indent, label_a, label_b, v, level, scale);
+                        int level, const char* scale = nullptr, const DequantCall* dq = nullptr) {
+  if (v.kind == Value::kTensor) tensor_item(t, indent, label_a, label_b, v, level, scale, dq);
   else append_item(t.str(), indent, label_a, label_b, v, level);
 }
 

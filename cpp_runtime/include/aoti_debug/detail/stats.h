@@ -85,6 +85,56 @@ AOTI_DEBUG_CORE_DECL Stats compute_stats(const TensorView& v, bool hash = false,
 // complex) are decided by compute_stats, with the same answer.
 AOTI_DEBUG_CORE_DECL bool all_finite(const TensorView& v, bool count_inf);
 
+// ---- dequantized statistics (docs/log-format.md 3.3) ----------------------
+
+// How an operand of a scaled matmul is scaled: which scale element multiplies
+// element (r, c) of the operand (float4_e2m1fn_x2: unpacked, two a byte along K).
+enum DequantLayout : int32_t {
+  kDequantTensorwise = 1,  // one scale for the whole operand
+  kDequantRowwise = 2,     // one per row of self (M,1) / per column of mat2 (1,N): per outer index
+  kDequantBlock = 3,       // one per `block` elements along K: the (outer, ceil(K/block)) matrix
+};
+
+struct DequantSpec {
+  int32_t layout;    // DequantLayout
+  int32_t block;     // kDequantBlock: elements per scale along K (32 MXFP8/MXFP4, 16 NVFP4)
+  int32_t swizzled;  // kDequantBlock: the scale matrix in cuBLAS's 128x4 tile layout (SWIZZLE_32_4_4)
+  int32_t kdim;      // the operand's contraction dimension: 1 for self (M,K), 0 for mat2 (K,N)
+};
+
+// Why dequant_stats computed nothing (kDequantDone: it did).
+enum DequantStatus : int32_t {
+  kDequantDone = 0,
+  kDequantEmpty = 1,     // no elements
+  kDequantDevice = 2,    // not a host tensor
+  kDequantDtype = 3,     // an operand or scale format it does not decode
+  kDequantMismatch = 4,  // the shapes do not fit the layout (not as the artifact was compiled for)
+  kDequantMemory = 5,    // out of memory
+};
+
+// Result of dequant_stats().  Plain data: native/core.py mirrors this layout.
+struct DequantStats {
+  int32_t status;  // DequantStatus
+  int32_t pad;
+  int64_t numel;   // dequantized elements
+  double min;      // the floating rules of section 3
+  double max;
+  double mean;
+  int64_t nan_count;
+  int64_t inf_count;
+};
+
+// The section-3 floating statistics of element * (scale(element) [* global])
+// over a 2-D CPU operand in logical (row-major) order, in one pass over its
+// elements and its scales (no product tensor): the same summation order as
+// compute_stats, so equal to compute_stats of the product materialised in
+// double.  Honours the strides of the operand and the scales.  `global`: a
+// second, one-element scale (NVFP4's tensor-wide float32), or null.  isa_limit
+// as compute_stats' (results never depend on it).
+AOTI_DEBUG_CORE_DECL DequantStats dequant_stats(const TensorView& operand, const TensorView& scale,
+                                                const TensorView* global, const DequantSpec& spec,
+                                                int isa_limit = 0);
+
 AOTI_DEBUG_NAMESPACE_END
 
 #if AOTI_DEBUG_CORE_BODIES
