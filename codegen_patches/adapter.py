@@ -89,6 +89,8 @@ HOOK_POINTS = (
     ("torch._inductor.codegen.cpp_wrapper_cpu", "CppWrapperCpu.get_c_shim_func_name", ("kernel", "device")),
     ("torch._inductor.codegen.cpp_wrapper_cpu", "CppWrapperCpu.generate_fallback_kernel_with_runtime_lookup_aot",
      ("op_overload", "raw_args", "output_args", "raw_outputs")),
+    ("torch._inductor.codegen.cpp_wrapper_cpu", "CppWrapperCpu.generate_fallback_kernel_with_runtime_lookup",
+     ("op_overload", "raw_args", "outputs")),
     ("torch._inductor.codegen.cpp_wrapper_cpu", "CppWrapperCpu.create_tmp_raii_handle_var_if_needed",
      ("handle", "writer")),
     ("torch._inductor.codegen.cpp_wrapper_cpu_array_ref", "CppWrapperCpuArrayRef", ()),

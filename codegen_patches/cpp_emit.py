@@ -449,11 +449,15 @@ def model_decl(settings, model: str) -> str:
     return f"static aoti_debug::Model aotid_model({model_config(settings, model)});"
 
 
-def run_begin(settings, inputs: Sequence[str], labels: Sequence[str], device: str = "cpu") -> List[str]:
+def run_begin(settings, inputs: Sequence[str], labels: Sequence[str], device: str = "cpu",
+              device_index: Optional[int] = None) -> List[str]:
     values = [_value(Arg(n, n, IN)) for n in inputs]
-    # a device run is tied to run_impl's `stream`, where its launches go
-    begin = (["AOTI_DEBUG_BEGIN_RUN_ON", "aotid_run", "aotid_model", "&aoti_debug_gen::cuda_hooks",
-              "static_cast<void*>(stream)"] if device_glue(device) else ["AOTI_DEBUG_BEGIN_RUN", "aotid_run", "aotid_model"])
+    # a device run is tied to the stream its launches go to: AOTI's run_impl's
+    # `stream`, or (torch.compile's C++ wrapper, `device_index` given) the device's current one
+    stream = ("static_cast<void*>(stream)" if device_index is None
+              else f"aoti_debug_gen::cuda_current_stream({int(device_index)})")
+    begin = (["AOTI_DEBUG_BEGIN_RUN_ON", "aotid_run", "aotid_model", "&aoti_debug_gen::cuda_hooks", stream]
+             if device_glue(device) else ["AOTI_DEBUG_BEGIN_RUN", "aotid_run", "aotid_model"])
     lines = [_names("aotid_inputs", labels), _call(*begin, "aotid_inputs", *values)]
     if settings.check_inputs or settings.memcheck != "off":
         lines.append("aoti_debug::PlanChecks aotid_plan(aotid_model, aotid_run);")

@@ -301,6 +301,16 @@ def around_proxy_call(wrapper, op_overload, raw_args, raw_outputs, emit_call) ->
     launch(wrapper, st, kernel, prov, tensors, "proxy", emit_call)
 
 
+def around_jit_fallback(wrapper, op_overload, raw_args, outputs, emit_call) -> None:
+    """An op without a C shim in torch.compile's C++ wrapper (a custom op, called
+    through torch's dispatcher): a launch, as AOTI's proxy call is (AOTI's own is
+    instrumented there, around_proxy_call)."""
+    if ir_queries.is_aot():
+        emit_call()
+        return
+    around_proxy_call(wrapper, op_overload, raw_args, outputs, emit_call)
+
+
 def record_names(args: List[Arg], labels: Dict[str, str]) -> List[str]:
     """The name each argument is recorded under: the user's name of a model input,
     else the buffer's.  A launch handed several different views of one buffer
@@ -462,7 +472,8 @@ def on_wrapper_decl(wrapper) -> None:
     from torch._inductor.virtualized import V
     names = [n for n in V.graph.graph_inputs if ir_queries.is_tensor_input(n)]
     labels = guards.labels_for(names)
-    lines = cpp_emit.run_begin(_active, names, labels, ir_queries.wrapper_device(wrapper))
+    lines = cpp_emit.run_begin(_active, names, labels, ir_queries.wrapper_device(wrapper),
+                               None if ir_queries.is_aot() else ir_queries.device_index())
     if _active.check_inputs and ir_queries.is_aot():   # torch.compile's own guards recompile instead
         lines += guards.emit_or_leave_out(names, labels, _active.nan_check)
     with wrapper.prefix.indent():

@@ -60,6 +60,13 @@ def is_aot() -> bool:
     return bool(getattr(V.graph, "aot_mode", False))
 
 
+def device_index() -> int:
+    """The device index the graph being compiled runs on (its first, if several)."""
+    from torch._inductor.virtualized import V
+    indices = sorted(i for i in (getattr(V.graph, "device_idxs", None) or ()) if isinstance(i, int))
+    return indices[0] if indices else 0
+
+
 def wrapper_device(wrapper) -> str:
     """The device type a C++ wrapper launches on ("cpu", "cuda")."""
     return getattr(wrapper, "device", None) or "cpu"

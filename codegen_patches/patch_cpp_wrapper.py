@@ -125,6 +125,8 @@ def install() -> None:
         (Cpu, "generate_c_shim_extern_kernel_call", around(_shim_call_named_as_called, "kernel", "args", "device")),
         (Cpu, "generate_fallback_kernel_with_runtime_lookup_aot",
          around(hooks.around_proxy_call, "op_overload", "raw_args", "raw_outputs")),
+        (Cpu, "generate_fallback_kernel_with_runtime_lookup",
+         around(hooks.around_jit_fallback, "op_overload", "raw_args", "outputs")),
         # model entry and exit
         (Cpu, "write_header", after(hooks.on_header)),
         (Gpu, "write_header", after(hooks.on_header)),

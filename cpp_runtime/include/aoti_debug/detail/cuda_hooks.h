@@ -2,7 +2,7 @@
 // through the driver the wrapper already links: waiting for the run's stream
 // (AOTI_DEBUG_SYNC) and asking whether it is being captured.  Inlined after
 // the runtime into wrappers for a CUDA device (cpp_emit.device_glue), whose
-// run passes `&aoti_debug_gen::cuda_hooks` to AOTI_DEBUG_BEGIN_RUN_ON;
+// run passes `&aoti_debug_gen::cuda_hooks` to AOTI_DEBUG_BEGIN_RUN_ON, with its stream;
 // nothing else includes it.
 #pragma once
 
@@ -28,4 +28,12 @@ inline bool cuda_capturing(void* stream) {
          status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 static const aoti_debug::DeviceHooks cuda_hooks{&cuda_synchronize, &cuda_capturing};
+// The stream torch.compile's C++ wrapper launches on (its entry has no `stream`
+// parameter, as AOTI's run_impl does): the device's current one; null, the
+// default stream, if torch cannot say.
+inline void* cuda_current_stream(int32_t device_index) {
+  void* stream = nullptr;
+  if (aoti_torch_get_current_cuda_stream(device_index, &stream) != AOTI_TORCH_SUCCESS) return nullptr;
+  return stream;
+}
 }  // namespace aoti_debug_gen
