@@ -137,6 +137,22 @@ def extern_launch_nodes() -> frozenset:
     return known[1]
 
 
+def _fused_origins(buf, kernel_nodes):
+    """The FX nodes a buffer's values come from inside one kernel: its origins, and
+    the nodes fused into the same kernel that feed them, in the graph's order."""
+    from .ir_plan import _sorted_origins
+    inside = set(kernel_nodes)
+    # the buffer's origins may name the op that made it (a custom op's input copy), not computed here
+    seen, todo = {}, [n for n in getattr(buf, "origins", ()) or () if not inside or n.name in inside]
+    while todo:
+        node = todo.pop()
+        if node.name in seen:
+            continue
+        seen[node.name] = node
+        todo += [n for n in node.all_input_nodes if n.name in inside]
+    return _sorted_origins(seen.values())
+
+
 def buffer_source(name: str, kernel_nodes=()):
     """The user's line where the values of one output buffer can turn non-finite,
     and its module: a Provenance (source and module '-' when unknown).
@@ -147,23 +163,13 @@ def buffer_source(name: str, kernel_nodes=()):
     line among them (the log's)."""
     from torch._inductor.virtualized import V
     from aoti_debug.plan import Provenance, provenance_of_fx_nodes
-    from .ir_plan import _sorted_origins
     try:
         buf = V.graph.get_buffer(name)
     except Exception:
         return Provenance()
     if buf is None:
         return Provenance()
-    inside = set(kernel_nodes)
-    # the buffer's origins may name the op that made it (a custom op's input copy), not computed here
-    seen, todo = {}, [n for n in getattr(buf, "origins", ()) or () if not inside or n.name in inside]
-    while todo:
-        node = todo.pop()
-        if node.name in seen:
-            continue
-        seen[node.name] = node
-        todo += [n for n in node.all_input_nodes if n.name in inside]
-    return provenance_of_fx_nodes(_sorted_origins(seen.values()))
+    return provenance_of_fx_nodes(_fused_origins(buf, kernel_nodes))
 
 
 def cast_source(name: str, kernel_nodes=()):
@@ -173,22 +179,13 @@ def cast_source(name: str, kernel_nodes=()):
     float8_e4m3fn cast turns no finite value into NaN: it clamps, there."""
     from torch._inductor.virtualized import V
     from aoti_debug.plan import op_name, provenance_of_fx_nodes
-    from .ir_plan import _sorted_origins
     try:
         buf = V.graph.get_buffer(name)
         if buf is None or "float8" not in str(buf.get_dtype()):
             return None
     except Exception:
         return None
-    inside = set(kernel_nodes)
-    seen, todo = {}, [n for n in getattr(buf, "origins", ()) or () if not inside or n.name in inside]
-    while todo:
-        node = todo.pop()
-        if node.name in seen:
-            continue
-        seen[node.name] = node
-        todo += [n for n in node.all_input_nodes if n.name in inside]
-    casts = [n for n in _sorted_origins(seen.values()) if op_name(n) in ("convert_element_type", "_to_copy")
+    casts = [n for n in _fused_origins(buf, kernel_nodes) if op_name(n) in ("convert_element_type", "_to_copy")
              and "float8" in str(getattr((getattr(n, "meta", None) or {}).get("val"), "dtype", ""))]
     return provenance_of_fx_nodes(casts[-1:]) if casts else None
 

@@ -8,6 +8,7 @@ or calibrated once on sample inputs (static: a buffer, as fp8 checkpoints carry
 import torch
 
 import corpus
+import models
 
 E4M3 = torch.float8_e4m3fn
 # a static scale leaves headroom over what calibration saw: its largest input lands on 224
@@ -65,11 +66,7 @@ def build(static=False):
 
 def line_of(tag):
     """'file:line' of the line marked `# LINE:<tag>` in this file."""
-    with open(__file__) as f:
-        for number, text in enumerate(f, 1):
-            if text.rstrip().endswith(f"# LINE:{tag}"):
-                return f"{__file__}:{number}"
-    raise KeyError(tag)
+    return models.line_of(tag, __file__)
 
 
 # tests/conftest.py's compile_model interface: export(name)

@@ -117,6 +117,16 @@ class Built:
         return found[0].decode()
 
 
+def harness_env(lib, aoti_cache, *paths):
+    """The environment of a process that builds for the faked device: CUDA's
+    headers, the caches, and the stand-in libcuda in LIBRARY_PATH (and in each
+    variable of `paths`, e.g. LD_LIBRARY_PATH to load what was built)."""
+    return clean_env(CUDA_HOME=cuda_harness.CUDA_HOME, TORCHINDUCTOR_CACHE_DIR=aoti_cache,
+                     TRITON_CACHE_DIR=os.path.join(aoti_cache, "triton"), TRITON_DEFAULT_FP_FUSION="1",
+                     **{var: os.pathsep.join(p for p in (lib, os.environ.get(var)) if p)
+                        for var in ("LIBRARY_PATH",) + paths})
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory, aoti_cache):
     if SKIP:
@@ -124,9 +134,7 @@ def built(tmp_path_factory, aoti_cache):
     root = tmp_path_factory.mktemp("cuda")
     lib = cuda_harness.build_libcuda_standin(str(root / "libcuda"))
     out = str(root / "out")
-    env = clean_env(CUDA_HOME=cuda_harness.CUDA_HOME, TORCHINDUCTOR_CACHE_DIR=aoti_cache,
-                    TRITON_CACHE_DIR=os.path.join(aoti_cache, "triton"), TRITON_DEFAULT_FP_FUSION="1",
-                    LIBRARY_PATH=os.pathsep.join(p for p in (lib, os.environ.get("LIBRARY_PATH")) if p))
+    env = harness_env(lib, aoti_cache)
     proc = run_python(f"""
         import os, sys; sys.path.insert(0, {TESTS!r})
         import cuda_harness; cuda_harness.install()

@@ -5,14 +5,13 @@ tests/test_cuda_codegen.py).  Nothing here runs on a GPU: what is checked is
 that every kind of CUDA launch is instrumented, that the run is tied to the
 stream the launches go to, and that the module builds and loads."""
 
-import os
 import re
 
 import pytest
 
 import cuda_harness
-from conftest import TESTS, clean_env, run_python
-from test_cuda_codegen import KERNELS, by_kind, code_count, sites
+from conftest import TESTS, run_python
+from test_cuda_codegen import KERNELS, by_kind, code_count, harness_env, sites
 
 pytestmark = [pytest.mark.torch_matrix, pytest.mark.slow]
 
@@ -46,11 +45,7 @@ def wrapper(tmp_path_factory, aoti_cache):
     root = tmp_path_factory.mktemp("cuda-cpp-wrapper")
     lib = cuda_harness.build_libcuda_standin(str(root / "libcuda"))
     out = str(root / "wrapper.cpp")
-    env = clean_env(CUDA_HOME=cuda_harness.CUDA_HOME, TORCHINDUCTOR_CACHE_DIR=aoti_cache,
-                    TRITON_CACHE_DIR=os.path.join(aoti_cache, "triton"), TRITON_DEFAULT_FP_FUSION="1",
-                    LIBRARY_PATH=os.pathsep.join(p for p in (lib, os.environ.get("LIBRARY_PATH")) if p),
-                    # the module is loaded once built: against the stand-in
-                    LD_LIBRARY_PATH=os.pathsep.join(p for p in (lib, os.environ.get("LD_LIBRARY_PATH")) if p))
+    env = harness_env(lib, aoti_cache, "LD_LIBRARY_PATH")   # the module is loaded once built: the stand-in
     proc = run_python(BUILD.format(tests=TESTS, out=out), env=env, timeout=900)
     assert proc.stdout.strip().splitlines()[-1] == "built and loaded", proc.stdout
     with open(out) as f:
