@@ -72,8 +72,9 @@ class NanChecks:
         self.bad: set = set()
         self.failures: List[str] = []
         # the failing launches' kernels, one per launch: those that wrote NaN/Inf ("nan"),
-        # those that read a bad scale ("scale"), which the summary counts apart
-        self.kernels: Dict[str, List[str]] = {"nan": [], "scale": []}
+        # those that wrote saturated float8 values and no NaN/Inf ("sat"), those that read a
+        # bad scale ("scale"), which the summary counts apart
+        self.kernels: Dict[str, List[str]] = {"nan": [], "sat": [], "scale": []}
         self.failed_launch: Dict[str, int] = {}
         self.scale_found = 0   # what the bad scales held: _ZERO | _NAN | _INF
         self.fired = None   # the black box's BlackBox.fired, while it is on
@@ -211,11 +212,14 @@ class NanChecks:
             msg += " or saturated values (look earlier)" if self.count_sat else " (look earlier)"
         if poisoned:
             msg += "; the first is memcheck poison: memory nobody wrote, not arithmetic"
-        self._fail(launch, site, msg, not tainted, values)
+        only_sat = not s.nan_count and not (self.count_inf and s.inf_count)
+        self._fail(launch, site, msg, not tainted, values, kind="sat" if only_sat else "nan")
 
-    def _fail(self, launch: int, site, msg: str, origin: bool, values: Sequence[Any], scale: int = 0) -> None:
+    def _fail(self, launch: int, site, msg: str, origin: bool, values: Sequence[Any], scale: int = 0,
+              kind: str = "nan") -> None:
         """A finding: told, raised at its origin under `raise`, else kept for the summary
-        (`scale`: what a bad scale held, _scale_found; 0: an output's NaN/Inf)."""
+        (`scale`: what a bad scale held, _scale_found; 0: an output's finding, `kind` "nan"
+        for NaN/Inf, "sat" for saturated values alone)."""
         raising = self.raise_ and origin
         if self.level >= 1 or not raising:   # at level 0 the exception alone says it
             state.tell(self.level, "nan-check", msg)
@@ -225,7 +229,7 @@ class NanChecks:
             raise NanCheckError("aoti-debug NaN check: " + msg)
         self.failures.append(msg)
         self.scale_found |= scale
-        kind = "scale" if scale else "nan"
+        kind = "scale" if scale else kind
         if self.failed_launch.get(kind) != launch:   # a launch with several bad outputs counts once
             self.failed_launch[kind] = launch
             self.kernels[kind].append(site.kernel)
@@ -234,7 +238,8 @@ class NanChecks:
         if not self.failures:
             return
         parts = []
-        for what, kernels in (("NaN/Inf", self.kernels["nan"]), (_scale_words(self.scale_found), self.kernels["scale"])):
+        for what, kernels in (("NaN/Inf", self.kernels["nan"]), ("saturated float8", self.kernels["sat"]),
+                              (_scale_words(self.scale_found), self.kernels["scale"])):
             if not kernels:
                 continue
             n = len(kernels)

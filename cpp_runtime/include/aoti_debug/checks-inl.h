@@ -283,7 +283,7 @@ AOTI_DEBUG_CORE_FN void NanChecks::report(const Site& site, const char* buffer, 
     msg += count_sat_ ? " or saturated values (look earlier)" : " (look earlier)";
   }
   if (poison) msg += "; the first is memcheck poison: memory nobody wrote, not arithmetic";
-  fail(site, msg, tainted.empty(), args);
+  fail(site, msg, tainted.empty(), args, 0, s.nan_count == 0 && (!count_inf_ || s.inf_count == 0));
 }
 #endif
 
@@ -311,7 +311,7 @@ AOTI_DEBUG_CORE_FN void NanChecks::scales(const Site& site, Values args) {
 }
 
 AOTI_DEBUG_CORE_FN void NanChecks::fail(const Site& site, const std::string& msg, bool origin, Values args,
-                                        int scale) {
+                                        int scale, bool saturated) {
   const bool raising = raise_ && origin;
   // at level 0 the exception alone says it: no record, no stderr line twice
   if (run_.level >= 1 || !raising) model_.tell(run_.level, "nan-check", msg);
@@ -323,7 +323,7 @@ AOTI_DEBUG_CORE_FN void NanChecks::fail(const Site& site, const std::string& msg
   if (raising) throw CallerError("aoti-debug NaN check: " + msg);
   failures_.push_back(msg);
   scale_found_ |= scale;
-  const int kind = scale != 0 ? 1 : 0;
+  const int kind = scale != 0 ? 2 : saturated ? 1 : 0;
   if (failed_launch_[kind] != run_.launch) {  // a launch with several bad outputs counts once
     failed_launch_[kind] = run_.launch;
     kernels_[kind].push_back(site.kernel);
@@ -339,10 +339,11 @@ AOTI_DEBUG_CORE_FN void NanChecks::finish() {
   scales += " scales";
   std::string summary = "run " + std::to_string(run_.run) + ": ";
   bool first = true;
-  for (int kind = 0; kind < 2; ++kind) {
+  for (int kind = 0; kind < 3; ++kind) {
     const std::vector<std::string>& kernels = kernels_[kind];
     if (kernels.empty()) continue;
-    summary += (first ? "" : "; ") + (kind == 0 ? std::string("NaN/Inf") : scales) + " in " +
+    summary += (first ? "" : "; ") +
+               (kind == 0 ? std::string("NaN/Inf") : kind == 1 ? std::string("saturated float8") : scales) + " in " +
                std::to_string(kernels.size()) + " launch" + (kernels.size() == 1 ? "" : "es") + ":";
     first = false;
     std::map<std::string, int> per_kernel;

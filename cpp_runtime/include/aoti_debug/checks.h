@@ -207,9 +207,11 @@ class NanChecks {
               const std::vector<std::string>& tainted, bool poison, Values args);
 #endif
   // A finding: told, thrown at its origin under `raise`, else kept for the summary.
-  // `scale`: what a bad scale held (kZero | kNan | kInf); 0: an output's NaN/Inf.
+  // `scale`: what a bad scale held (kZero | kNan | kInf); 0: an output's finding, NaN/Inf or,
+  // `saturated`, saturated float8 values alone.
   static constexpr int kZero = 1, kNan = 2, kInf = 4;
-  void fail(const Site& site, const std::string& msg, bool origin, Values args, int scale = 0);
+  void fail(const Site& site, const std::string& msg, bool origin, Values args, int scale = 0,
+            bool saturated = false);
 
   const Model& model_;
   const Run& run_;
@@ -220,10 +222,10 @@ class NanChecks {
   // name (`auto buf10 = std::move(buf7);`), and model inputs have user labels.
   std::vector<const void*> bad_;
   std::vector<std::string> failures_;  // one per bad output
-  // one per bad launch: [0] those that wrote NaN/Inf, [1] those that read a bad scale
-  // (the summary counts them apart)
-  std::vector<std::string> kernels_[2];
-  int64_t failed_launch_[2] = {-1, -1};
+  // one per bad launch: [0] those that wrote NaN/Inf, [1] those that wrote saturated float8
+  // values and no NaN/Inf, [2] those that read a bad scale (the summary counts them apart)
+  std::vector<std::string> kernels_[3];
+  int64_t failed_launch_[3] = {-1, -1, -1};
   int scale_found_ = 0;  // what the bad scales held: kZero | kNan | kInf
 };
 
