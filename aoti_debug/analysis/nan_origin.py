@@ -107,9 +107,15 @@ class Finding:
             return event.end or event.crash or event.first
         if self.entered is not None:
             return self.entered.event.first
-        firsts = [f.event.first for f in self.bad_scales[:1]] + [f.event.end or f.event.first
-                                                                  for f in self.saturated[:1]]
-        return min(firsts, key=lambda r: r.line) if firsts else None
+        if self.bad_scales:
+            return self.bad_scales[0].event.first
+        first = self.first_saturated
+        return (first.event.end or first.event.first) if first is not None else None
+
+    @property
+    def first_saturated(self) -> Optional["Saturated"]:
+        """The first saturation finding whose launch's inputs were unsaturated, else the first."""
+        return next((f for f in self.saturated if f.first), self.saturated[0] if self.saturated else None)
 
     @property
     def stopped_short(self) -> bool:
@@ -475,7 +481,7 @@ def scale_text(finding: Finding) -> List[str]:
 
 def saturated_text(finding: Finding) -> List[str]:
     """The first launch the NaN check named for saturated float8 values where its inputs had none."""
-    first = next((f for f in finding.saturated if f.first), finding.saturated[0])
+    first = finding.first_saturated
     event = first.event
     heading = "saturated float8 origin" if first.first else "saturated float8"
     lines = [f"{heading}: {_named(event)} ({_process(event, finding.processes)}, "
