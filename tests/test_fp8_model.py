@@ -82,7 +82,8 @@ def test_a_zeroed_weight_scale_is_named_at_its_layer(package, tmp_path):
 
 def test_triage_names_the_zeroed_scale(package, tmp_path):
     """`aoti-debug triage -- python serve.py` on the same fault: the verdict is the bad scale
-    (not nan-origin's "no NaN/Inf"), the finding and the run's summary, exit status 1."""
+    (not nan-origin's "no NaN/Inf"), the finding and the run's summary, exit status 1; nan-origin
+    on a level-5 log of the same run names the same launch and scale."""
     from test_triage import triage
     code, lines, _ = triage("--out", str(tmp_path / "t"), "--", sys.executable,
                             script(tmp_path, package, {f"{Q_PROJ}.weight_scale": 0.0}))
@@ -93,6 +94,17 @@ def test_triage_names_the_zeroed_scale(package, tmp_path):
         "(docs/checks.md, Bad scales)",
         "  " + zero_scale_message(first, "model_model_layers_0_self_attn_q_proj_weight_scale", True),
         f"  run 1: zero scales in 1 launch: {SCALED_MM} x1"]
+    # nan-origin on a level-5 log of the same fault, the check off: the same launch and scale
+    from test_eager_reference import diff_cli
+    log = tmp_path / "log.txt"
+    run(tmp_path, package, {f"{Q_PROJ}.weight_scale": 0.0}, AOTI_DEBUG_NAN_CHECK="off", AOTI_DEBUG_LOGLEVEL="5",
+        AOTI_DEBUG_LOGDEST=str(log))
+    code, out, err = diff_cli("nan-origin", str(log))
+    assert (code, err) == (1, "")
+    assert out[0].startswith(f"bad scale: launch {first} {SCALED_MM} (pid "), out
+    assert out[1:4:2] == [f"  source: {line_of('fp8_transformers.mm')}, module {Q_PROJ}",
+                          "  scale:  scale_b model_model_layers_0_self_attn_q_proj_weight_scale holding 64 zero, "
+                          "0 NaN and 0 Inf: " + out[3].split(" Inf: ", 1)[1]], out
 
 
 def test_a_saturating_activation_is_named_at_its_quantization(package, tmp_path):
