@@ -123,6 +123,18 @@ def test_warn_sums_up_saturation_and_nan_origin_names_it(fp8, tmp_path):
     assert notes[2:] == [f"  run 1: saturated float8 in 2 launches: {kernels['fp8:1.1']} x1, "
                          f"{kernels['fp8:1.3']} x1\n"]
     saturation_origin("fp8", log)
+    # a job: this process and a clean one run after it; each process's line says what it holds
+    clean = tmp_path / "clean.txt"
+    run_package(fp8, "fp8", inputs="models.fp8_inputs()", AOTI_DEBUG_LOGDEST=str(clean))
+    code, out, err = diff_cli("nan-origin", str(clean), str(log))
+    first = load.read(str(log)).launches[0]
+    pid = load.read(str(clean)).launches[0].start.pid
+    assert (code, err) == (1, ""), out
+    assert out[0].startswith(f"saturated float8 origin: launch fp8:1.1 {kernels['fp8:1.1']} (pid {first.start.pid}, ")
+    listed = out.index("2 processes, in the order NaN/Inf appeared (timestamps as written: clocks of one machine):")
+    assert out[listed + 1:] == [
+        f"  pid {first.start.pid}: no NaN/Inf, but saturated float8 from launch fp8:1.1 {kernels['fp8:1.1']} "
+        f"at [{first.end.timestamp}]", f"  pid {pid}: no NaN/Inf in 4 launches"], out
 
 
 @pytest.mark.python_writer

@@ -92,11 +92,10 @@ class Finding:
     @property
     def when(self) -> Optional[str]:
         """The timestamp of the record where NaN/Inf was first seen: the origin's outputs,
-        else the first inputs that held it; None when nothing was found."""
-        if self.origin is not None:
-            event = self.origin.event
-            return (event.end or event.crash or event.first).timestamp
-        return self.entered.event.first.timestamp if self.entered is not None else None
+        else the first inputs that held it (else the first bad scale or saturation, `record`);
+        None when nothing was found."""
+        record = self.record
+        return record.timestamp if record is not None else None
 
     @property
     def record(self) -> Optional[Record]:
@@ -270,8 +269,9 @@ def by_process(log: Log, rerun_ops: bool = False) -> Ranked:
     by when NaN/Inf first showed in it.  Timestamps are compared as written: the clocks of one
     machine."""
     per = [(p, find(log.of_process(p.pid), rerun_ops)) for p in log.processes()]
-    bad = sorted((x for x in per if x[1].found), key=lambda x: x[1].when)
-    clean = sorted((x for x in per if not x[1].found), key=lambda x: x[0].order)
+    # NaN/Inf first, as in one process's answer; then bad scales and saturated float8
+    bad = sorted((x for x in per if x[1].flagged), key=lambda x: (not x[1].found, x[1].when))
+    clean = sorted((x for x in per if not x[1].flagged), key=lambda x: x[0].order)
     return Ranked(bad[0][1] if bad else None, bad + clean, find(log))
 
 
@@ -294,11 +294,12 @@ def ranked_text(ranked: Ranked) -> List[str]:
         elif f.unreadable:
             lines.append(f"  {process.label}: cannot tell ({len(f.unreadable)} file(s) or record(s) "
                          "cannot be read)")
-        elif f.bad_scales:
-            lines.append(f"  {process.label}: no NaN/Inf, but a bad scale at {_named(f.bad_scales[0].event)} "
-                         f"({f.bad_scales[0].holding()})")
-        elif f.saturated:
-            lines.append(f"  {process.label}: no NaN/Inf, but saturated float8 at {_named(f.saturated[0].event)}")
+        elif f.flagged:   # no NaN/Inf: its bad scale, else its saturated float8
+            what = (f"a bad scale read by {_named(f.bad_scales[0].event)} ({f.bad_scales[0].holding()})"
+                    if f.bad_scales else f"saturated float8 from {_named(f.first_saturated.event)}")
+            later = _after(first, f.when)
+            lines.append(f"  {process.label}: no NaN/Inf, but {what} at [{f.when}]"
+                         + (f", {later} after the first" if later else ""))
         else:
             lines.append(f"  {process.label}: no NaN/Inf in {len(f.all_events)} "
                          f"{_nouns(f.all_events) if f.all_events else 'launches'}"
