@@ -123,6 +123,11 @@ def test_warn_sums_up_saturation_and_nan_origin_names_it(fp8, tmp_path):
     assert notes[2:] == [f"  run 1: saturated float8 in 2 launches: {kernels['fp8:1.1']} x1, "
                          f"{kernels['fp8:1.3']} x1\n"]
     saturation_origin("fp8", log)
+    page = tmp_path / "report.html"
+    code, out, err = diff_cli("report", str(log), "-o", str(page))
+    assert (code, out, err) == (0, [f"wrote {page}: 4 launches/calls; saturated float8: fp8:1.1 {kernels['fp8:1.1']}"],
+                                "")
+    assert '<div class="finding" id="nan-summary"><p>No NaN/Inf, but saturated float8 from ' in page.read_text()
     # a job: this process and a clean one run after it; each process's line says what it holds
     clean = tmp_path / "clean.txt"
     run_package(fp8, "fp8", inputs="models.fp8_inputs()", AOTI_DEBUG_LOGDEST=str(clean))
