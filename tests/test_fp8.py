@@ -101,7 +101,7 @@ def saturation_origin(model, log):
         "1 saturated float8 value (the format's largest finite magnitude): an overflow the cast saturated "
         "silently; "
         f"no launch wrote NaN/Inf ({len(parsed.launches)} launches in the log)",
-        f"1 other launch wrote saturated float8 too: {model}:1.3 "
+        f"1 other launch wrote saturated values too: {model}:1.3 "
         + next(la.start.name for la in parsed.launches if la.ident == f"{model}:1.3")]
     assert "sat_count=1" in out[4]
 

@@ -238,6 +238,17 @@ class Saturated:
     first: bool                             # its inputs were unsaturated: where they first appear
     note: str
 
+    @property
+    def outputs(self) -> List[Evidence]:
+        """The output the note names, as its launch-end record holds it."""
+        return [e for e in record_evidence(self.event.end) if e.label.split(" ", 1)[-1] == self.buffer]
+
+    @property
+    def format(self) -> str:
+        """`float8`, or `float4` for a float4_e2m1fn_x2 output (the note names either)."""
+        return "float4" if any(getattr(e.value, "dtype", "") == "torch.float4_e2m1fn_x2"
+                               for e in self.outputs) else "float8"
+
 
 def saturated(log: Log, events: List[Event]) -> List[Saturated]:
     """The NaN check's saturation findings (AOTI_DEBUG_NAN_CHECK_SAT=1), in order, each with
@@ -296,7 +307,8 @@ def ranked_text(ranked: Ranked) -> List[str]:
                          "cannot be read)")
         elif f.flagged:   # no NaN/Inf: its bad scale, else its saturated float8
             what = (f"a bad scale read by {_named(f.bad_scales[0].event)} ({f.bad_scales[0].holding()})"
-                    if f.bad_scales else f"saturated float8 from {_named(f.first_saturated.event)}")
+                    if f.bad_scales else f"saturated {f.first_saturated.format} from "
+                    f"{_named(f.first_saturated.event)}")
             later = _after(first, f.when)
             lines.append(f"  {process.label}: no NaN/Inf, but {what} at [{f.when}]"
                          + (f", {later} after the first" if later else ""))
@@ -484,19 +496,19 @@ def saturated_text(finding: Finding) -> List[str]:
     """The first launch the NaN check named for saturated float8 values where its inputs had none."""
     first = finding.first_saturated
     event = first.event
-    heading = "saturated float8 origin" if first.first else "saturated float8"
+    heading = f"saturated {first.format} origin" if first.first else f"saturated {first.format}"
     lines = [f"{heading}: {_named(event)} ({_process(event, finding.processes)}, "
              f"{(event.end or event.first).where})",
              f"  source: {first.source}",
              f"  nodes:  {', '.join(event.origin.nodes) if event.origin and event.origin.nodes else '-'}",
              "  outputs (saturated):"]
-    lines += [f"    {e.line()}" for e in record_evidence(event.end) if e.label.split(" ", 1)[-1] == first.buffer]
+    lines += [f"    {e.line()}" for e in first.outputs]
     lines.append(f"  runtime note: {first.note}")
-    lines.append(f"{first.count} saturated float8 value{'' if first.count == 1 else 's'} (the format's largest "
+    lines.append(f"{first.count} saturated {first.format} value{'' if first.count == 1 else 's'} (the format's largest "
                  f"finite magnitude): an overflow the cast saturated silently; {_none_wrote(finding)}")
     later = list(dict.fromkeys(f.event.title for f in finding.saturated if f.event is not event))
     if later:
-        lines.append(f"{len(later)} other launch{'' if len(later) == 1 else 'es'} wrote saturated float8 "
+        lines.append(f"{len(later)} other launch{'' if len(later) == 1 else 'es'} wrote saturated values "
                      "too: " + ", ".join(later[:10]) + (f", ... ({len(later) - 10} more)" if len(later) > 10 else ""))
     return lines
 

@@ -291,7 +291,7 @@ def _sorted_as(o: Outcome) -> str:
     if o.notes.get("memcheck") or o.notes.get("plan-check"):
         return "a memory bug"
     if o.notes.get("nan-check"):
-        return "saturated float8" if _saturation(o) else "NaN/Inf"
+        return "saturated values" if _saturation(o) else "NaN/Inf"
     if o.returncode:
         return f"exit status {o.returncode}"
     return "clean"
@@ -310,7 +310,7 @@ def triage(runs: Runs):
         return _bad_scale(first) + said, True
     if kind == "NaN/Inf":
         return _nan(runs) + said, True
-    if kind == "saturated float8":
+    if kind == "saturated values":
         return _saturation(first) + said, True
     if kind in ("a crash", "a memory bug", HANG):
         return _crash(runs, first, kind) + said, True
@@ -370,7 +370,9 @@ def _saturation(o: Outcome) -> List[str]:
         return []
     first = next((line for line, m in matched if not m["inputs"].endswith("already held ")), findings[0])
     runs_said = [line for line in o.notes.get("nan-check", []) if line.startswith("run ")]
-    return (["saturated float8: a launch wrote float8 values at the format's largest finite value where its "
+    # the formats, as the run's summary names them: float8, float4, float8/float4
+    said = next((m.group(1) for line in runs_said for m in [re.search(r": saturated (\S+) in ", line)] if m), "float8")
+    return ([f"saturated {said}: a launch wrote {said} values at the format's largest finite value where its "
              "inputs held none, an overflow the cast saturated silently; no NaN/Inf (docs/checks.md, fp8 models)",
              "  " + first] + [f"  {line}" for line in runs_said[:1]] + [f"  more: {o.log}"])
 
