@@ -104,3 +104,32 @@ def test_a_saturated_float4_output_is_named_by_both_runtimes_alike(harness, tmp_
         "      dtype=torch.float4_e2m1fn_x2", "      device=cpu", "      requires_grad=False",
         "      is_contiguous=True", "      min=-6.000000", "      max=6.000000", "      mean=0.250000",
         "      nan_count=0", "      inf_count=0", "      sat_count=2"]
+
+
+def test_warn_sums_up_saturated_float4_alike_and_nan_origin_names_it(harness, tmp_path):
+    """The same launch under warn (AOTI_DEBUG_NAN_CHECK=warn:nan lowers the compiled raise):
+    its note, then a summary that counts it as saturated float4, not NaN/Inf, the same bytes
+    from both runtimes; nan-origin on the log names the saturation, exit status 1."""
+    from conftest import clean_env, records, run_python
+    from test_eager_reference import diff_cli
+    env = dict(AOTI_DEBUG_NAN_CHECK_SAT="1", AOTI_DEBUG_NAN_CHECK="warn:nan")
+    cpp = run(harness, [], tmp_path / "cpp.log", check=False, **env)
+    py = run_python(PY.format(out=OUT), env=clean_env(AOTI_DEBUG_LOGDEST=str(tmp_path / "py.log"), **env))
+    assert (cpp.returncode, cpp.stdout, py.stdout) == (0, "", "")
+    log = masked(tmp_path / "cpp.log")
+    assert log == masked(tmp_path / "py.log")
+    message = ("launch toy:1.1 cpp_fused_quantize_0 (source model.py:7) wrote 0 NaN and 2 saturated into out_ptr0 "
+               "(first at flat index 3); its inputs held no NaN and no saturated value, so this launch is where they "
+               "first appear")
+    assert [r.split("\n", 1)[1] for r in records(log) if " note - nan-check" in r] == [
+        f"  {message}\n", "  run 1: saturated float4 in 1 launch: cpp_fused_quantize_0 x1\n"]
+    code, out, err = diff_cli("nan-origin", str(tmp_path / "cpp.log"))
+    assert (code, err) == (1, "")
+    assert out[0].startswith("saturated float4 origin: launch toy:1.1 cpp_fused_quantize_0 (pid ")
+    assert out[1:] == [
+        "  source: model.py:7", "  nodes:  quantize", "  outputs (saturated):",
+        "    out out_ptr0: shape=(4,) dtype=torch.float4_e2m1fn_x2 min=-6.000000 max=6.000000 mean=0.250000 "
+        "nan_count=0 inf_count=0 sat_count=2",
+        f"  runtime note: {message}",
+        "2 saturated float4 values (the format's largest finite magnitude): an overflow the cast saturated silently; "
+        "no launch wrote NaN/Inf (1 launch in the log)"]

@@ -82,6 +82,67 @@ def test_a_saturating_overflow_is_named_at_its_launch_and_line_only_when_asked(f
     assert "RAISED" not in quiet.stdout and quiet.stdout.count("OUTPUT") == 1
 
 
+def saturation_origin(model, log):
+    """`aoti-debug nan-origin LOG` on a level-5 log of the planted overflow, checked under
+    AOTI_DEBUG_NAN_CHECK_SAT=1 (warn): no NaN/Inf, so the finding is the saturation, named at
+    the quantizing launch, its line and output, never "no NaN/Inf" alone; exit status 1."""
+    parsed = load.read(str(log))
+    first = next(la for la in parsed.launches if la.ident == f"{model}:1.1")
+    [buf0] = [o.value for o in first.outputs if o.name == "buf0"]
+    code, out, err = diff_cli("nan-origin", str(log))
+    assert (code, err) == (1, ""), out
+    assert out == [
+        f"saturated float8 origin: launch {model}:1.1 {first.start.name} (pid {first.start.pid}, "
+        f"{first.end.where})",
+        f"  source: {line_of('fp8.quantize')}",
+        f"  nodes:  {', '.join(first.start.origin.nodes)}",
+        "  outputs (saturated):",
+        f"    out buf0: {buf0.summary()}",
+        f"  runtime note: {overflow_message(model, first.start.name)}",
+        "1 saturated float8 value (the format's largest finite magnitude): an overflow the cast saturated "
+        "silently; "
+        f"no launch wrote NaN/Inf ({len(parsed.launches)} launches in the log)",
+        f"1 other launch wrote saturated values too: {model}:1.3 "
+        + next(la.start.name for la in parsed.launches if la.ident == f"{model}:1.3")]
+    assert "sat_count=1" in out[4]
+
+
+def test_warn_sums_up_saturation_and_nan_origin_names_it(fp8, tmp_path):
+    """The package (the C++ shim) under warn:naninf with AOTI_DEBUG_NAN_CHECK_SAT=1 on the
+    planted overflow: the quantizing launch's note, then fc2's per-row quantization (one 448
+    a row, docs/checks.md), and a summary that names saturated float8, not NaN/Inf; the
+    level-5 log's nan-origin names the saturation (saturation_origin)."""
+    log = tmp_path / "log.txt"
+    proc = run_package(fp8, "fp8", inputs="models.fp8_inputs(overflow=True)", AOTI_DEBUG_NAN_CHECK_SAT="1",
+                       AOTI_DEBUG_NAN_CHECK="warn:naninf", AOTI_DEBUG_LOGDEST=str(log))
+    assert "RAISED" not in proc.stdout
+    kernels = {la.ident: la.start.name for la in load.read(str(log)).launches}
+    notes = [r.split("\n", 1)[1] for r in records(mask(log.read_text())) if " note - nan-check" in r]
+    assert notes[0] == f"  {overflow_message('fp8', kernels['fp8:1.1'])}\n"
+    assert notes[1].startswith(f"  launch fp8:1.3 {kernels['fp8:1.3']} (source {line_of('fp8.quantize_rows')}) "
+                               "wrote 0 NaN, 0 Inf and "), notes
+    assert notes[2:] == [f"  run 1: saturated float8 in 2 launches: {kernels['fp8:1.1']} x1, "
+                         f"{kernels['fp8:1.3']} x1\n"]
+    saturation_origin("fp8", log)
+    page = tmp_path / "report.html"
+    code, out, err = diff_cli("report", str(log), "-o", str(page))
+    assert (code, out, err) == (0, [f"wrote {page}: 4 launches/calls; saturated float8: fp8:1.1 {kernels['fp8:1.1']}"],
+                                "")
+    assert '<div class="finding" id="nan-summary"><p>No NaN/Inf, but saturated float8 from ' in page.read_text()
+    # a job: this process and a clean one run after it; each process's line says what it holds
+    clean = tmp_path / "clean.txt"
+    run_package(fp8, "fp8", inputs="models.fp8_inputs()", AOTI_DEBUG_LOGDEST=str(clean))
+    code, out, err = diff_cli("nan-origin", str(clean), str(log))
+    first = load.read(str(log)).launches[0]
+    pid = load.read(str(clean)).launches[0].start.pid
+    assert (code, err) == (1, ""), out
+    assert out[0].startswith(f"saturated float8 origin: launch fp8:1.1 {kernels['fp8:1.1']} (pid {first.start.pid}, ")
+    listed = out.index("2 processes, in the order NaN/Inf appeared (timestamps as written: clocks of one machine):")
+    assert out[listed + 1:] == [
+        f"  pid {first.start.pid}: no NaN/Inf, but saturated float8 from launch fp8:1.1 {kernels['fp8:1.1']} "
+        f"at [{first.end.timestamp}]", f"  pid {pid}: no NaN/Inf in 4 launches"], out
+
+
 @pytest.mark.python_writer
 def test_torch_compile_counts_and_names_saturation_as_aoti_does(aoti_cache, tmp_path):
     """The Python runtime (torch.compile's wrapper), warn mode: the overflow named with the
@@ -115,10 +176,11 @@ def test_torch_compile_counts_and_names_saturation_as_aoti_does(aoti_cache, tmp_
         f"0 NaN, 0 Inf and {int(rows.sum())} saturated into buf3 (first at flat index "
         f"{int(rows.to(torch.uint8).argmax())}); its inputs were finite and unsaturated, so this launch "
         "is where they first appear\n",
-        "  run 1: NaN/Inf in 2 launches: " + f"{kernel} x1, {quantize_rows.start.name} x1\n"]
+        "  run 1: saturated float8 in 2 launches: " + f"{kernel} x1, {quantize_rows.start.name} x1\n"]
     # the launch's line: the division that makes the row scale, the most telling op it fused;
     # its saturated output is named at its own cast into float8 (docs/checks.md)
     assert quantize_rows.start.origin.source == line_of("fp8.row_scale")
+    saturation_origin("model", log)
 
 
 # -- diff against the eager reference (docs/analysis.md, "Values that went through fp8") --
@@ -155,6 +217,8 @@ def test_diff_against_the_eager_reference_agrees_bit_for_bit(fp8_logs):
     # bit for bit on the machines tried; within the tolerances on any
     assert all(re.search(r" (identical|ok) +\S", line) for line in out[4:8]), out
     assert out[-1] == "the logs agree: 3 aligned launch(es) compared (atol=1e-05, rtol=0.001; counts exact)"
+    # its operands hold their 448s on purpose (sat_count > 0) and no check named them: clean
+    assert diff_cli("nan-origin", aoti) == (0, ["no NaN/Inf in the 4 launches of the log"], "")
 
 
 def test_diff_names_the_matmul_whose_weight_scales_are_on_the_wrong_rows(fp8_logs):

@@ -82,7 +82,8 @@ def test_a_zeroed_weight_scale_is_named_at_its_layer(package, tmp_path):
 
 def test_triage_names_the_zeroed_scale(package, tmp_path):
     """`aoti-debug triage -- python serve.py` on the same fault: the verdict is the bad scale
-    (not nan-origin's "no NaN/Inf"), the finding and the run's summary, exit status 1."""
+    (not nan-origin's "no NaN/Inf"), the finding and the run's summary, exit status 1; nan-origin
+    on a level-5 log of the same run names the same launch and scale."""
     from test_triage import triage
     code, lines, _ = triage("--out", str(tmp_path / "t"), "--", sys.executable,
                             script(tmp_path, package, {f"{Q_PROJ}.weight_scale": 0.0}))
@@ -93,6 +94,17 @@ def test_triage_names_the_zeroed_scale(package, tmp_path):
         "(docs/checks.md, Bad scales)",
         "  " + zero_scale_message(first, "model_model_layers_0_self_attn_q_proj_weight_scale", True),
         f"  run 1: zero scales in 1 launch: {SCALED_MM} x1"]
+    # nan-origin on a level-5 log of the same fault, the check off: the same launch and scale
+    from test_eager_reference import diff_cli
+    log = tmp_path / "log.txt"
+    run(tmp_path, package, {f"{Q_PROJ}.weight_scale": 0.0}, AOTI_DEBUG_NAN_CHECK="off", AOTI_DEBUG_LOGLEVEL="5",
+        AOTI_DEBUG_LOGDEST=str(log))
+    code, out, err = diff_cli("nan-origin", str(log))
+    assert (code, err) == (1, "")
+    assert out[0].startswith(f"bad scale: launch {first} {SCALED_MM} (pid "), out
+    assert out[1:4:2] == [f"  source: {line_of('fp8_transformers.mm')}, module {Q_PROJ}",
+                          "  scale:  scale_b model_model_layers_0_self_attn_q_proj_weight_scale holding 64 zero, "
+                          "0 NaN and 0 Inf: " + out[3].split(" Inf: ", 1)[1]], out
 
 
 def test_a_saturating_activation_is_named_at_its_quantization(package, tmp_path):
@@ -115,6 +127,39 @@ def test_a_saturating_activation_is_named_at_its_quantization(package, tmp_path)
         f"{line_of('fp8_transformers.quantize')}, module model.model.layers.1.mlp.down_proj) wrote ... ; "
         "its inputs were finite and unsaturated, so this launch is where they first appear")
     assert run(tmp_path, package, faults, AOTI_DEBUG_NAN_CHECK="raise:naninf").startswith("OUT ")
+
+
+def test_triage_and_nan_origin_name_the_saturating_activation(package, tmp_path):
+    """The saturating fault under `AOTI_DEBUG_NAN_CHECK_SAT=1 aoti-debug triage -- python
+    serve.py`: no NaN/Inf, so the verdict is the saturation (not a level-5 run's "no
+    NaN/Inf"): the finding, the run's summary naming saturated float8, exit status 1, after
+    one run; nan-origin on a level-5 log of the same run names the same launch."""
+    from test_triage import triage
+    from test_eager_reference import diff_cli
+    faults = {"model.model.layers.1.mlp.up_proj.weight_scale": 100.0}
+    code, lines, _ = triage("--out", str(tmp_path / "t"), "--", sys.executable, script(tmp_path, package, faults),
+                            AOTI_DEBUG_NAN_CHECK_SAT="1")
+    assert code == 1, lines
+    launch = re.fullmatch(r"  launch (\S+) (cpp_fused_\S+) \(source [^)]*\) wrote 0 NaN, 0 Inf and \d+ saturated into "
+                          r"buf\d+ \(first at flat index \d+\); its inputs were finite and unsaturated, so this launch "
+                          r"is where they first appear", lines[1])
+    assert launch is not None, lines
+    assert lines[0] == ("saturated float8: a launch wrote float8 values at the format's largest finite value where "
+                        "its inputs held none, an overflow the cast saturated silently; no NaN/Inf (docs/checks.md, "
+                        "fp8 models)")
+    assert lines[2:4] == [f"  run 1: saturated float8 in 1 launch: {launch.group(2)} x1",
+                          f"  more: {tmp_path / 't' / '1-first.log'}"]
+    assert sorted(f for f in (tmp_path / "t").iterdir() if f.name.endswith(".cmd.json")) == [
+        tmp_path / "t" / "1-first.cmd.json"]
+    log = tmp_path / "log.txt"
+    run(tmp_path, package, faults, AOTI_DEBUG_NAN_CHECK="warn:naninf", AOTI_DEBUG_NAN_CHECK_SAT="1",
+        AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_LOGDEST=str(log))
+    code, out, err = diff_cli("nan-origin", str(log))
+    assert (code, err) == (1, "")
+    assert out[0].startswith(f"saturated float8 origin: launch {launch.group(1)} {launch.group(2)} (pid "), out
+    assert out[1] == f"  source: {line_of('fp8_transformers.quantize')}, module model.model.layers.1.mlp.down_proj"
+    assert re.fullmatch(r"\d+ saturated float8 values \(the format's largest finite magnitude\): an overflow the "
+                        r"cast saturated silently; no launch wrote NaN/Inf \(\d+ launches in the log\)", out[-1]), out
 
 
 @pytest.mark.python_writer

@@ -18,6 +18,7 @@ from aoti_debug.runtime import format as pyfmt
 from aoti_debug.analysis.mask import mask
 from conftest import PLANTED, TESTS, clean_env, raised, records, run_package, run_python
 from models import fp8_inputs, line_of, seeded
+from test_eager_reference import diff_cli
 
 SCALED_MM = "aoti_torch_cpu__scaled_mm_out"
 
@@ -113,6 +114,28 @@ def test_a_zeroed_weight_scale_shows_as_a_zero_scale_not_as_nan(fp8, tmp_path):
     assert got == {"constant3": ("scale_a", {"zero_count": 0, "subnormal_count": 0}),
                    "constant4": ("scale_b", {"zero_count": 1, "subnormal_count": 0})}
     assert f"  in constant4:\n{scale_block(torch.zeros(()), 'scale_b')}" in log.read_text()
+    assert scale_origin("fp8", log, "scale_b", "constant4", line_of("fp8.fc1"), None, []) == 1
+
+
+def scale_origin(model, log, scale, name, where, writer, notes):
+    """`aoti-debug nan-origin LOG` on a level-5 log whose only finding is a zero scale read by
+    launch 2: the finding, named at the launch, kernel, line (and module), the scale argument,
+    the launch that wrote it (`writer`, as the NaN check's note says) and the check's `notes`,
+    never "no NaN/Inf" alone; returns the exit status."""
+    parsed = load.read(str(log))
+    launch = next(la for la in parsed.launches if la.ident == f"{model}:1.2")
+    [tensor] = [i.value for i in launch.inputs if i.name == name]
+    code, out, err = diff_cli("nan-origin", str(log))
+    assert err == ""
+    assert out == ([
+        f"bad scale: launch {model}:1.2 {SCALED_MM} (pid {launch.start.pid}, {launch.start.where})",
+        f"  source: {where}",
+        f"  nodes:  {', '.join(launch.start.origin.nodes)}",
+        f"  scale:  {scale} {name} holding 1 zero, 0 NaN and 0 Inf: {tensor.summary()}"]
+        + ([f"  written by: {writer}"] if writer else []) + [f"  runtime note: {n}" for n in notes] + [
+        "a bad scale is the origin of what this launch writes, not its arithmetic (a zero turns it into "
+        f"zeros); no launch wrote NaN/Inf ({len(parsed.launches)} launches in the log)"]), out
+    return code
 
 
 @pytest.mark.python_writer
@@ -264,6 +287,14 @@ def computed_scale_message(model, log):
             f"(source {line_of('fp8_dynamic.scale')}, module proj)")
 
 
+def computed_scale_origin(model, log, message):
+    """nan-origin on a level-5 log of fp8_dynamic's computed zero scale (`message`, the NaN
+    check's note): the scale, proj's line and module, and the launch that wrote it."""
+    scale = message.split(" read scale_a ")[1].split()[0]
+    return scale_origin(model, log, "scale_a", scale, f"{line_of('fp8_dynamic.mm')}, module proj",
+                        message.rpartition(" was last written by ")[2], [message])
+
+
 def nan_notes(log):
     return [r.split("\n", 1)[1] for r in records(mask(log.read_text())) if " note - nan-check" in r]
 
@@ -282,6 +313,7 @@ def test_a_computed_zero_scale_names_the_launch_that_wrote_it(fp8_dynamic, tmp_p
                        AOTI_DEBUG_NAN_CHECK="warn:naninf")
     assert "OUTPUT (4, 8) 0.0 " in proc.stdout
     assert nan_notes(warned) == [f"  {message}\n", f"  run 1: zero scales in 1 launch: {SCALED_MM} x1\n"]
+    assert computed_scale_origin("fp8_dynamic", warned, message) == 1
     assert "OUTPUT" in run_package(fp8_dynamic, "fp8_dynamic").stdout
 
 
@@ -301,6 +333,7 @@ def test_torch_compile_names_the_launch_that_wrote_a_computed_scale(aoti_cache, 
     assert "SUM 0.0" in proc.stdout
     assert nan_notes(log) == [f"  {computed_scale_message('model', log)}\n",
                               f"  run 1: zero scales in 1 launch: {SCALED_MM} x1\n"]
+    assert computed_scale_origin("model", log, computed_scale_message("model", log)) == 1
 
 
 def test_a_nan_amax_names_the_launch_that_computed_the_scale_and_the_summary_both_kinds(fp8, tmp_path):

@@ -9,6 +9,7 @@ its enclosing calls are reported as such, not as the origin.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Dict, List, Optional, Tuple
 
 from . import completeness, op_origin
@@ -73,27 +74,47 @@ class Finding:
     processes: Dict[int, Process] = dataclasses.field(default_factory=dict)  # by pid: rank where known
     # what the run is missing: never finished, records or tensors lost (completeness.py)
     gaps: completeness.Gaps = dataclasses.field(default_factory=completeness.Gaps)
+    # findings that are not NaN/Inf, looked for when there is none (docs/checks.md): launches
+    # that read a scale holding a zero, NaN or Inf (its scale block, docs/log-format.md 3.2),
+    # and the NaN check's findings of saturated float8 values (AOTI_DEBUG_NAN_CHECK_SAT=1)
+    bad_scales: List["BadScale"] = dataclasses.field(default_factory=list)
+    saturated: List["Saturated"] = dataclasses.field(default_factory=list)
 
     @property
     def found(self) -> bool:
         return self.origin is not None or self.entered is not None
 
     @property
+    def flagged(self) -> bool:
+        """Something was found: NaN/Inf, else a bad scale or saturated float8 values."""
+        return self.found or bool(self.bad_scales or self.saturated)
+
+    @property
     def when(self) -> Optional[str]:
         """The timestamp of the record where NaN/Inf was first seen: the origin's outputs,
-        else the first inputs that held it; None when nothing was found."""
-        if self.origin is not None:
-            event = self.origin.event
-            return (event.end or event.crash or event.first).timestamp
-        return self.entered.event.first.timestamp if self.entered is not None else None
+        else the first inputs that held it (else the first bad scale or saturation, `record`);
+        None when nothing was found."""
+        record = self.record
+        return record.timestamp if record is not None else None
 
     @property
     def record(self) -> Optional[Record]:
-        """The record where NaN/Inf was first seen, as `when` names it."""
+        """The record where NaN/Inf was first seen, as `when` names it; without NaN/Inf, the
+        first bad scale's launch or saturated output."""
         if self.origin is not None:
             event = self.origin.event
             return event.end or event.crash or event.first
-        return self.entered.event.first if self.entered is not None else None
+        if self.entered is not None:
+            return self.entered.event.first
+        if self.bad_scales:
+            return self.bad_scales[0].event.first
+        first = self.first_saturated
+        return (first.event.end or first.event.first) if first is not None else None
+
+    @property
+    def first_saturated(self) -> Optional["Saturated"]:
+        """The first saturation finding whose launch's inputs were unsaturated, else the first."""
+        return next((f for f in self.saturated if f.first), self.saturated[0] if self.saturated else None)
 
     @property
     def stopped_short(self) -> bool:
@@ -146,7 +167,104 @@ def find(log: Log, rerun_ops: bool = False) -> Finding:
         seen = min([finding.origin.end] if finding.origin else []
                    + ([finding.entered.start] if finding.entered else []))
         finding.earlier_unknown = [c for c in by_output_time if c.end < seen and c.outputs_unreadable]
+    else:   # no NaN/Inf: what else the log names is the finding, never "clean"
+        finding.bad_scales = bad_scales(log, [c.event for c in all_checks])
+        finding.saturated = saturated(log, [c.event for c in all_checks])
     return finding
+
+
+# -- findings that are not NaN/Inf ----------------------------------------------
+
+@dataclasses.dataclass
+class BadScale:
+    """A launch that read a scale holding a zero, NaN or Inf (its record's scale block)."""
+    event: Event
+    label: str                              # `in constant4`
+    scale: str                              # `scale_b`
+    zeros: int
+    nans: int
+    infs: int
+    tensor: object                          # records.Tensor
+    writer: Optional[str] = None            # `launch m:1.1 cpp_fused_... (source ..., module ...)`
+    notes: List[str] = dataclasses.field(default_factory=list)   # the NaN check's on this launch
+
+    @property
+    def name(self) -> str:
+        return self.label.split(" ", 1)[-1]
+
+    def holding(self) -> str:
+        """In the NaN check's words: `scale_b constant4 holding 1 zero, 0 NaN and 0 Inf`."""
+        return f"{self.scale} {self.name} holding {self.zeros} zero, {self.nans} NaN and {self.infs} Inf"
+
+
+def bad_scales(log: Log, events: List[Event]) -> List[BadScale]:
+    """Every launch, in order, that read a scale holding a zero, NaN or Inf.  Only launches
+    reading a narrow format (float8, float4) are read again: a scaled matmul reads one."""
+    out: List[BadScale] = []
+    for event in events:
+        if _is_call(event) or event.start is None or not event.start.narrow:
+            continue
+        for item in event.start.values:
+            for label, t in item.tensors():
+                if not t.scale:
+                    continue
+                stats, counts = t.stats, t.scale_counts()
+                zeros, nans, infs = (counts.get("zero_count", 0), int(stats.get("nan_count", 0)),
+                                     int(stats.get("inf_count", 0)))
+                if zeros or nans or infs:
+                    notes = checker_notes(log, event)
+                    writer = next((m.group(1) for n in notes if f" read {t.scale} {label.split(' ', 1)[-1]} " in n
+                                   for m in [_WRITER.search(n)] if m), None)
+                    out.append(BadScale(event, label, t.scale, zeros, nans, infs, t, writer, notes))
+    return out
+
+
+# the NaN check's words for a scale computed in the model (docs/checks.md "Bad scales")
+_WRITER = re.compile(r"; \S+ was last written by (launch .*)$")
+# its finding of saturated float8 values and no NaN/Inf, at the launch where they first appear
+SATURATED = re.compile(r"^launch (?P<id>\S+) (?P<kernel>\S+) \(source (?P<source>.*?)\) wrote 0 NaN(?:, 0 Inf)? "
+                        r"and (?P<count>\d+) saturated into (?P<buffer>\S+) \(first at flat index \d+\); "
+                        r"(?P<inputs>its inputs were finite and unsaturated|its inputs held no NaN and no "
+                        r"saturated value|its inputs? .*? already held )")
+
+
+@dataclasses.dataclass
+class Saturated:
+    """The NaN check's finding that a launch wrote saturated float8 values (and no NaN/Inf)."""
+    event: Event
+    source: str                             # the quantizing line and module, as the note names them
+    buffer: str
+    count: int
+    first: bool                             # its inputs were unsaturated: where they first appear
+    note: str
+
+    @property
+    def outputs(self) -> List[Evidence]:
+        """The output the note names, as its launch-end record holds it."""
+        return [e for e in record_evidence(self.event.end) if e.label.split(" ", 1)[-1] == self.buffer]
+
+    @property
+    def format(self) -> str:
+        """`float8`, or `float4` for a float4_e2m1fn_x2 output (the note names either)."""
+        return "float4" if any(getattr(e.value, "dtype", "") == "torch.float4_e2m1fn_x2"
+                               for e in self.outputs) else "float8"
+
+
+def saturated(log: Log, events: List[Event]) -> List[Saturated]:
+    """The NaN check's saturation findings (AOTI_DEBUG_NAN_CHECK_SAT=1), in order, each with
+    its launch; those at a launch the log does not hold are left out."""
+    by_title = {(e.pid, e.title): e for e in events if not _is_call(e)}
+    out: List[Saturated] = []
+    for r in log.records:
+        if r.kind != "note" or r.name != "nan-check":
+            continue
+        for line in r.notes:
+            m = SATURATED.match(line)
+            event = by_title.get((r.pid, f"{m['id']} {m['kernel']}")) if m else None
+            if event is not None:
+                out.append(Saturated(event, m["source"], m["buffer"], int(m["count"]),
+                                     not m["inputs"].endswith("already held "), line))
+    return out
 
 
 @dataclasses.dataclass
@@ -162,8 +280,9 @@ def by_process(log: Log, rerun_ops: bool = False) -> Ranked:
     by when NaN/Inf first showed in it.  Timestamps are compared as written: the clocks of one
     machine."""
     per = [(p, find(log.of_process(p.pid), rerun_ops)) for p in log.processes()]
-    bad = sorted((x for x in per if x[1].found), key=lambda x: x[1].when)
-    clean = sorted((x for x in per if not x[1].found), key=lambda x: x[0].order)
+    # NaN/Inf first, as in one process's answer; then bad scales and saturated float8
+    bad = sorted((x for x in per if x[1].flagged), key=lambda x: (not x[1].found, x[1].when))
+    clean = sorted((x for x in per if not x[1].flagged), key=lambda x: x[0].order)
     return Ranked(bad[0][1] if bad else None, bad + clean, find(log))
 
 
@@ -186,6 +305,13 @@ def ranked_text(ranked: Ranked) -> List[str]:
         elif f.unreadable:
             lines.append(f"  {process.label}: cannot tell ({len(f.unreadable)} file(s) or record(s) "
                          "cannot be read)")
+        elif f.flagged:   # no NaN/Inf: its bad scale, else its saturated float8
+            what = (f"a bad scale read by {_named(f.bad_scales[0].event)} ({f.bad_scales[0].holding()})"
+                    if f.bad_scales else f"saturated {f.first_saturated.format} from "
+                    f"{_named(f.first_saturated.event)}")
+            later = _after(first, f.when)
+            lines.append(f"  {process.label}: no NaN/Inf, but {what} at [{f.when}]"
+                         + (f", {later} after the first" if later else ""))
         else:
             lines.append(f"  {process.label}: no NaN/Inf in {len(f.all_events)} "
                          f"{_nouns(f.all_events) if f.all_events else 'launches'}"
@@ -329,11 +455,62 @@ def finding_text(finding: Finding) -> List[str]:
     if not finding.found and finding.unreadable:
         lines.append(f"cannot tell whether NaN/Inf appear: {len(finding.unreadable)} file(s) or record(s) "
                      f"cannot be read")
+    elif finding.bad_scales:
+        lines += scale_text(finding)
+    elif finding.saturated:
+        lines += saturated_text(finding)
     elif not finding.found:
         lines.append(f"no NaN/Inf in the {len(finding.all_events)} "
                      f"{_nouns(finding.all_events) if finding.all_events else 'launches'} of the log"
                      + _unmeasured(finding))
     return lines + job_notes(finding)
+
+
+def _none_wrote(finding: Finding) -> str:
+    n = len(finding.all_events)
+    return f"no launch wrote NaN/Inf ({n} {_nouns(finding.all_events) if n else 'launches'} in the log"  \
+        + (f"; {finding.unmeasured} output(s) without statistics" if finding.unmeasured else "") + ")"
+
+
+def scale_text(finding: Finding) -> List[str]:
+    """The first launch that read a bad scale: a zero scale leaves no NaN/Inf behind."""
+    first = finding.bad_scales[0]
+    event = first.event
+    lines = [f"bad scale: {_named(event)} ({_process(event, finding.processes)}, {event.first.where})",
+             f"  source: {event.origin.where_of([]) if event.origin else '-'}",
+             f"  nodes:  {', '.join(event.origin.nodes) if event.origin and event.origin.nodes else '-'}",
+             f"  scale:  {first.holding()}: {first.tensor.summary()}"]
+    if first.writer:
+        lines.append(f"  written by: {first.writer}")
+    lines += [f"  runtime note: {n}" for n in first.notes]
+    lines.append("a bad scale is the origin of what this launch writes, not its arithmetic (a zero "
+                 f"turns it into zeros); {_none_wrote(finding)}")
+    later = list(dict.fromkeys(f.event.title for f in finding.bad_scales[1:] if f.event is not event))
+    if later:
+        lines.append(f"{len(later)} later launch{'' if len(later) == 1 else 'es'} read a bad scale too: "
+                     + ", ".join(later[:10]) + (f", ... ({len(later) - 10} more)" if len(later) > 10 else ""))
+    return lines
+
+
+def saturated_text(finding: Finding) -> List[str]:
+    """The first launch the NaN check named for saturated float8 values where its inputs had none."""
+    first = finding.first_saturated
+    event = first.event
+    heading = f"saturated {first.format} origin" if first.first else f"saturated {first.format}"
+    lines = [f"{heading}: {_named(event)} ({_process(event, finding.processes)}, "
+             f"{(event.end or event.first).where})",
+             f"  source: {first.source}",
+             f"  nodes:  {', '.join(event.origin.nodes) if event.origin and event.origin.nodes else '-'}",
+             "  outputs (saturated):"]
+    lines += [f"    {e.line()}" for e in first.outputs]
+    lines.append(f"  runtime note: {first.note}")
+    lines.append(f"{first.count} saturated {first.format} value{'' if first.count == 1 else 's'} (the format's largest "
+                 f"finite magnitude): an overflow the cast saturated silently; {_none_wrote(finding)}")
+    later = list(dict.fromkeys(f.event.title for f in finding.saturated if f.event is not event))
+    if later:
+        lines.append(f"{len(later)} other launch{'' if len(later) == 1 else 'es'} wrote saturated values "
+                     "too: " + ", ".join(later[:10]) + (f", ... ({len(later) - 10} more)" if len(later) > 10 else ""))
+    return lines
 
 
 def _unmeasured(finding: Finding) -> str:

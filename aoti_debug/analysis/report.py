@@ -152,6 +152,10 @@ def render(log: Log, against: Optional[Log] = None,
         summary = f"{gaps.summary()}; {summary}"
     if finding is not None and finding.origin is not None:
         summary += f"; NaN/Inf origin: {finding.origin.event.title}"
+    elif finding is not None and not finding.found and finding.bad_scales:   # no NaN/Inf: not clean
+        summary += f"; bad scale: {finding.bad_scales[0].event.title}"
+    elif finding is not None and not finding.found and finding.saturated:
+        summary += f"; saturated {finding.first_saturated.format}: {finding.first_saturated.event.title}"
     if first_div is not None and first_div.a is not None:
         summary += f"; first divergence: {first_div.a.title}"
     if len(log.processes()) > 1:
@@ -214,6 +218,11 @@ def _nan_section(finding, number, log: Log) -> str:
                    if event.origin and event.origin.nodes else ""))
     elif finding.entered is not None:
         head = f"NaN/Inf were already in the inputs of {_anchor(finding.entered.event, number)}"
+    elif finding.bad_scales:    # no NaN/Inf, yet not clean (nan_origin.scale_text)
+        head = f"No NaN/Inf, but a bad scale read by {_anchor(finding.bad_scales[0].event, number)}"
+    elif finding.saturated:
+        head = (f"No NaN/Inf, but saturated {finding.first_saturated.format} from "
+                f"{_anchor(finding.first_saturated.event, number)}")
     else:     # nothing found is "ok" only for a run that finished
         style = "plain" if finding.stopped_short else "ok"
         return f'<div class="finding {style}" id="nan-summary"><pre>{esc(text)}</pre></div>'

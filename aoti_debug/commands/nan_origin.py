@@ -35,6 +35,7 @@ def run(args) -> int:
         raise undecided(finding.unreadable, "whether NaN/Inf appear")
     echo(lines)
     first = ranked.first if len(log.processes()) > 1 else finding
-    # an origin found before the first gap stands; one after it may have an earlier cause
-    return verdict(finding.found, finding.gaps,
+    # an origin found before the first gap stands; one after it may have an earlier cause.
+    # Without NaN/Inf, a bad scale or saturated float8 values are the finding (exit 1), never clean
+    return verdict(finding.flagged, finding.gaps,
                    first is not None and finding.gaps.before(log, first.record))

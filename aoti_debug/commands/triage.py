@@ -291,7 +291,7 @@ def _sorted_as(o: Outcome) -> str:
     if o.notes.get("memcheck") or o.notes.get("plan-check"):
         return "a memory bug"
     if o.notes.get("nan-check"):
-        return "NaN/Inf"
+        return "saturated values" if _saturation(o) else "NaN/Inf"
     if o.returncode:
         return f"exit status {o.returncode}"
     return "clean"
@@ -310,6 +310,8 @@ def triage(runs: Runs):
         return _bad_scale(first) + said, True
     if kind == "NaN/Inf":
         return _nan(runs) + said, True
+    if kind == "saturated values":
+        return _saturation(first) + said, True
     if kind in ("a crash", "a memory bug", HANG):
         return _crash(runs, first, kind) + said, True
     if kind != "clean":
@@ -354,6 +356,25 @@ def _bad_scale(o: Outcome) -> List[str]:
     return (["a bad scale: a launch read a scale holding a zero, NaN or Inf; what it writes is wrong, "
              "NaN or not (docs/checks.md, Bad scales)", "  " + findings[0]]
             + [f"  {line}" for line in runs_said[:1]] + [f"  more: {o.log}"])
+
+
+def _saturation(o: Outcome) -> List[str]:
+    """When every NaN-check finding of the run is saturated float8 values, no NaN/Inf
+    (AOTI_DEBUG_NAN_CHECK_SAT=1 in the command's environment): the first launch where they
+    appear, as nan-origin names it on a level-5 log; a level-5 run would find no NaN/Inf to
+    follow.  Else nothing."""
+    from ..analysis.nan_origin import SATURATED
+    findings = [line for line in o.notes.get("nan-check", []) if not line.startswith("run ")]
+    matched = [(line, SATURATED.match(line)) for line in findings]
+    if not findings or not all(m for _, m in matched):
+        return []
+    first = next((line for line, m in matched if not m["inputs"].endswith("already held ")), findings[0])
+    runs_said = [line for line in o.notes.get("nan-check", []) if line.startswith("run ")]
+    # the formats, as the run's summary names them: float8, float4, float8/float4
+    said = next((m.group(1) for line in runs_said for m in [re.search(r": saturated (\S+) in ", line)] if m), "float8")
+    return ([f"saturated {said}: a launch wrote {said} values at the format's largest finite value where its "
+             "inputs held none, an overflow the cast saturated silently; no NaN/Inf (docs/checks.md, fp8 models)",
+             "  " + first] + [f"  {line}" for line in runs_said[:1]] + [f"  more: {o.log}"])
 
 
 def _nan(runs: Runs) -> List[str]:

@@ -47,6 +47,14 @@ def _scale_words(found: int) -> str:
     return "/".join(w for bit, w in ((_ZERO, "zero"), (_NAN, "NaN"), (_INF, "Inf")) if found & bit) + " scales"
 
 
+_FLOAT8, _FLOAT4 = 1, 2
+
+
+def _sat_words(found: int) -> str:
+    """The summary's name for saturated outputs: `saturated float8`, `saturated float8/float4`."""
+    return "saturated " + "/".join(w for bit, w in ((_FLOAT8, "float8"), (_FLOAT4, "float4")) if found & bit)
+
+
 class NanCheckError(RuntimeError):
     """Raised into the model's caller by `raise` (a RuntimeError, as from AOTI)."""
 
@@ -72,10 +80,12 @@ class NanChecks:
         self.bad: set = set()
         self.failures: List[str] = []
         # the failing launches' kernels, one per launch: those that wrote NaN/Inf ("nan"),
-        # those that read a bad scale ("scale"), which the summary counts apart
-        self.kernels: Dict[str, List[str]] = {"nan": [], "scale": []}
+        # those that wrote saturated float8 or float4 values and no NaN/Inf ("sat"), those that
+        # read a bad scale ("scale"), which the summary counts apart
+        self.kernels: Dict[str, List[str]] = {"nan": [], "sat": [], "scale": []}
         self.failed_launch: Dict[str, int] = {}
         self.scale_found = 0   # what the bad scales held: _ZERO | _NAN | _INF
+        self.sat_found = 0     # the formats of the saturated outputs: _FLOAT8 | _FLOAT4
         self.fired = None   # the black box's BlackBox.fired, while it is on
         self.devices = stats_mod.device_path_on()   # device outputs fetched together (_fetched)
 
@@ -153,7 +163,8 @@ class NanChecks:
             (self.bad.add if bad else self.bad.discard)(t.data_ptr())
             if bad:
                 self._report(launch, site, label, sources[k] or site.source, s, tainted,
-                             poison.at(t, self._first_bad(s)), values)
+                             poison.at(t, self._first_bad(s)), values,
+                             _FLOAT4 if str(t.dtype) == "torch.float4_e2m1fn_x2" else _FLOAT8)
 
     def _scales(self, launch: int, site, values: Sequence[Any]) -> None:
         """The scales the launch read (site.scales): one holding a zero, NaN or Inf is a
@@ -192,7 +203,9 @@ class NanChecks:
         return first
 
     def _report(self, launch: int, site, buffer: str, source: str, s, tainted: List[str],
-                poisoned: bool = False, values: Sequence[Any] = ()) -> None:
+                poisoned: bool = False, values: Sequence[Any] = (), fmt: int = 1) -> None:
+        """`fmt`: the output's format, _FLOAT8 or _FLOAT4, which a finding of saturated values
+        alone is counted under."""
         if "\n" in source:   # a float8 output: its cast's line follows, named for saturation only
             head, _, cast = source.partition("\n")
             source = cast if not s.nan_count and not (self.count_inf and s.inf_count) else head
@@ -211,11 +224,14 @@ class NanChecks:
             msg += " or saturated values (look earlier)" if self.count_sat else " (look earlier)"
         if poisoned:
             msg += "; the first is memcheck poison: memory nobody wrote, not arithmetic"
-        self._fail(launch, site, msg, not tainted, values)
+        only_sat = not s.nan_count and not (self.count_inf and s.inf_count)
+        self._fail(launch, site, msg, not tainted, values, saturated=fmt if only_sat else 0)
 
-    def _fail(self, launch: int, site, msg: str, origin: bool, values: Sequence[Any], scale: int = 0) -> None:
+    def _fail(self, launch: int, site, msg: str, origin: bool, values: Sequence[Any], scale: int = 0,
+              saturated: int = 0) -> None:
         """A finding: told, raised at its origin under `raise`, else kept for the summary
-        (`scale`: what a bad scale held, _scale_found; 0: an output's NaN/Inf)."""
+        (`scale`: what a bad scale held, _scale_found; 0: an output's finding, NaN/Inf or,
+        `saturated`, saturated values alone of a _FLOAT8 or _FLOAT4 format)."""
         raising = self.raise_ and origin
         if self.level >= 1 or not raising:   # at level 0 the exception alone says it
             state.tell(self.level, "nan-check", msg)
@@ -225,7 +241,8 @@ class NanChecks:
             raise NanCheckError("aoti-debug NaN check: " + msg)
         self.failures.append(msg)
         self.scale_found |= scale
-        kind = "scale" if scale else "nan"
+        self.sat_found |= 0 if scale else saturated
+        kind = "scale" if scale else "sat" if saturated else "nan"
         if self.failed_launch.get(kind) != launch:   # a launch with several bad outputs counts once
             self.failed_launch[kind] = launch
             self.kernels[kind].append(site.kernel)
@@ -234,7 +251,8 @@ class NanChecks:
         if not self.failures:
             return
         parts = []
-        for what, kernels in (("NaN/Inf", self.kernels["nan"]), (_scale_words(self.scale_found), self.kernels["scale"])):
+        for what, kernels in (("NaN/Inf", self.kernels["nan"]), (_sat_words(self.sat_found), self.kernels["sat"]),
+                              (_scale_words(self.scale_found), self.kernels["scale"])):
             if not kernels:
                 continue
             n = len(kernels)

@@ -250,14 +250,15 @@ AOTI_DEBUG_CORE_FN void NanChecks::after(const Site& site, const char* const* so
     set_bad(arg->t.data, bad);
     if (bad)
       report(site, a.name, sources && *sources[k] ? sources[k] : site.source, s, tainted,
-             detail::poison_at(arg->t, InputGuard::first_bad(s, count_inf_, count_sat_)), args);
+             detail::poison_at(arg->t, InputGuard::first_bad(s, count_inf_, count_sat_)), args, arg->t.dtype);
 #endif
   }
 }
 
 #if AOTI_DEBUG_ENABLE_STATS
 AOTI_DEBUG_CORE_FN void NanChecks::report(const Site& site, const char* buffer, const char* source, const Stats& s,
-                                          const std::vector<std::string>& tainted, bool poison, Values args) {
+                                          const std::vector<std::string>& tainted, bool poison, Values args,
+                                          int32_t dtype) {
   // `source` names the module too: the codegen wrote it (findings' one format, plan.where);
   // a float8 output's has its cast's after a newline, which a finding of saturation only names
   std::string where = detail::or_dash(source);
@@ -283,7 +284,9 @@ AOTI_DEBUG_CORE_FN void NanChecks::report(const Site& site, const char* buffer, 
     msg += count_sat_ ? " or saturated values (look earlier)" : " (look earlier)";
   }
   if (poison) msg += "; the first is memcheck poison: memory nobody wrote, not arithmetic";
-  fail(site, msg, tainted.empty(), args);
+  const bool only_sat = s.nan_count == 0 && (!count_inf_ || s.inf_count == 0);
+  fail(site, msg, tainted.empty(), args, 0,
+       !only_sat ? 0 : dtype == detail::kFloat4_e2m1fn_x2 ? kFloat4 : kFloat8);
 }
 #endif
 
@@ -311,7 +314,7 @@ AOTI_DEBUG_CORE_FN void NanChecks::scales(const Site& site, Values args) {
 }
 
 AOTI_DEBUG_CORE_FN void NanChecks::fail(const Site& site, const std::string& msg, bool origin, Values args,
-                                        int scale) {
+                                        int scale, int saturated) {
   const bool raising = raise_ && origin;
   // at level 0 the exception alone says it: no record, no stderr line twice
   if (run_.level >= 1 || !raising) model_.tell(run_.level, "nan-check", msg);
@@ -323,7 +326,8 @@ AOTI_DEBUG_CORE_FN void NanChecks::fail(const Site& site, const std::string& msg
   if (raising) throw CallerError("aoti-debug NaN check: " + msg);
   failures_.push_back(msg);
   scale_found_ |= scale;
-  const int kind = scale != 0 ? 1 : 0;
+  sat_found_ |= scale != 0 ? 0 : saturated;
+  const int kind = scale != 0 ? 2 : saturated != 0 ? 1 : 0;
   if (failed_launch_[kind] != run_.launch) {  // a launch with several bad outputs counts once
     failed_launch_[kind] = run_.launch;
     kernels_[kind].push_back(site.kernel);
@@ -337,12 +341,17 @@ AOTI_DEBUG_CORE_FN void NanChecks::finish() {
   for (int bit = 0; bit < 3; ++bit)
     if (scale_found_ & (1 << bit)) scales += (scales.empty() ? "" : "/") + std::string(words[bit]);
   scales += " scales";
+  // `saturated float8`, `saturated float4`, `saturated float8/float4`: the formats that saturated
+  std::string sat = "saturated ";
+  if (sat_found_ & kFloat8) sat += "float8";
+  if (sat_found_ & kFloat4) sat += std::string(sat_found_ & kFloat8 ? "/" : "") + "float4";
   std::string summary = "run " + std::to_string(run_.run) + ": ";
   bool first = true;
-  for (int kind = 0; kind < 2; ++kind) {
+  for (int kind = 0; kind < 3; ++kind) {
     const std::vector<std::string>& kernels = kernels_[kind];
     if (kernels.empty()) continue;
-    summary += (first ? "" : "; ") + (kind == 0 ? std::string("NaN/Inf") : scales) + " in " +
+    summary += (first ? "" : "; ") +
+               (kind == 0 ? std::string("NaN/Inf") : kind == 1 ? sat : scales) + " in " +
                std::to_string(kernels.size()) + " launch" + (kernels.size() == 1 ? "" : "es") + ":";
     first = false;
     std::map<std::string, int> per_kernel;

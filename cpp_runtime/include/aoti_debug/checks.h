@@ -204,12 +204,15 @@ class NanChecks {
 
 #if AOTI_DEBUG_ENABLE_STATS
   void report(const Site& site, const char* buffer, const char* source, const Stats& s,
-              const std::vector<std::string>& tainted, bool poison, Values args);
+              const std::vector<std::string>& tainted, bool poison, Values args, int32_t dtype);
 #endif
   // A finding: told, thrown at its origin under `raise`, else kept for the summary.
-  // `scale`: what a bad scale held (kZero | kNan | kInf); 0: an output's NaN/Inf.
+  // `scale`: what a bad scale held (kZero | kNan | kInf); 0: an output's finding, NaN/Inf or,
+  // `saturated`, saturated values alone, of a float8 (kFloat8) or float4 (kFloat4) format.
   static constexpr int kZero = 1, kNan = 2, kInf = 4;
-  void fail(const Site& site, const std::string& msg, bool origin, Values args, int scale = 0);
+  static constexpr int kFloat8 = 1, kFloat4 = 2;
+  void fail(const Site& site, const std::string& msg, bool origin, Values args, int scale = 0,
+            int saturated = 0);
 
   const Model& model_;
   const Run& run_;
@@ -220,11 +223,13 @@ class NanChecks {
   // name (`auto buf10 = std::move(buf7);`), and model inputs have user labels.
   std::vector<const void*> bad_;
   std::vector<std::string> failures_;  // one per bad output
-  // one per bad launch: [0] those that wrote NaN/Inf, [1] those that read a bad scale
-  // (the summary counts them apart)
-  std::vector<std::string> kernels_[2];
-  int64_t failed_launch_[2] = {-1, -1};
+  // one per bad launch: [0] those that wrote NaN/Inf, [1] those that wrote saturated float8
+  // or float4 values and no NaN/Inf, [2] those that read a bad scale (the summary counts them
+  // apart)
+  std::vector<std::string> kernels_[3];
+  int64_t failed_launch_[3] = {-1, -1, -1};
   int scale_found_ = 0;  // what the bad scales held: kZero | kNan | kInf
+  int sat_found_ = 0;    // the formats of the saturated outputs: kFloat8 | kFloat4
 };
 
 // ---- an extern kernel's or custom op's outputs against the graph's plan ------
