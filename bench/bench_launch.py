@@ -30,7 +30,11 @@ built as AOTI artifacts are: the wrapper at -O1 with
 native/build.py core_flags, statistics compiled in) and torch's libraries the
 core calls; the rows above keep the header-only build.  Each runtime's cost
 is over its own plain loop; the ratio Python/C++ has the issue's target
-<= 1.2 per launch.
+<= 1.2 per launch.  The two runtimes are timed alike and interleaved, so a
+change of the machine's load hits both: each process times LOOPS loops of
+the same number of launches after one untimed loop and gives its fastest;
+REPS processes a row, in turn C++ plain, Python plain, then per level C++,
+Python (extension), Python (ctypes); a row is the median over its processes.
 """
 
 import os
@@ -43,8 +47,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 
+LOOPS = 7     # loops timed in each process (both runtimes), its fastest kept
+REPS = 5      # processes a row, their median kept
+TENSOR_N = 20_000   # launches a loop at levels 3 and 5, both runtimes
+
 # N launches as torch.compile's instrumented wrapper makes them (with
-# "plain", the kernel calls alone); prints ns per launch, the fastest of 7 loops.
+# "plain", the kernel calls alone); prints ns per launch, the fastest of LOOPS loops.
 PY_LOOP = r"""
 import sys, time, torch
 from aoti_debug.runtime.launches import Model, Site
@@ -69,37 +77,62 @@ def call_plain():
 f = call_plain if plain else call
 f()
 times = []
-for _ in range(7):
+for _ in range(int(sys.argv[3])):
     t0 = time.perf_counter_ns(); f(); times.append(time.perf_counter_ns() - t0)
 from aoti_debug.runtime import launches
 print("ctypes" if model.calls[0] is launches.launch else "extension", min(times) / n)
 """
 
+def py_loop(env, n, plain=False, path="extension", **extra):
+    """ns per launch of PY_LOOP in a fresh process: the fastest of LOOPS loops."""
+    if path == "ctypes":
+        extra["AOTI_DEBUG_LAUNCH_EXTENSION"] = "0"
+    out = subprocess.run([sys.executable, "-c", PY_LOOP, str(n), "plain" if plain else "on", str(LOOPS)],
+                         env=dict(env, **extra), capture_output=True, text=True, check=True)
+    used, ns = out.stdout.split()[-2:]
+    if not plain and int(extra.get("AOTI_DEBUG_LOGLEVEL", "1")) and used != path:
+        raise SystemExit(f"the loop ran on {used}, not {path}: {out.stderr}")
+    return float(ns)
+
+
+def tensor_launches(env: dict, linked: str, run) -> dict:
+    """Levels 3 and 5 of the launch with two tensors, C++ and Python timed
+    alike and interleaved (the module docstring); us per launch over each
+    runtime's plain loop, from the medians."""
+    rows = {k: [] for k in ("cxx plain", "py plain", ("cxx", 3), ("cxx", 5), ("extension", 3), ("extension", 5),
+                            ("ctypes", 3), ("ctypes", 5))}
+    for _ in range(REPS):
+        rows["cxx plain"].append(run(TENSOR_N, False, binary=linked, loops=LOOPS))
+        rows["py plain"].append(py_loop(env, TENSOR_N, plain=True))
+        for level in (3, 5):
+            dest = dict(AOTI_DEBUG_LOGLEVEL=str(level), AOTI_DEBUG_LOGDEST="/dev/null")
+            rows[("cxx", level)].append(run(TENSOR_N, True, "tensors", linked, loops=LOOPS, **dest))
+            for path in ("extension", "ctypes"):
+                rows[(path, level)].append(py_loop(env, TENSOR_N, path=path, **dest))
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    got = {k: (med[k] - med["cxx plain" if k[0] == "cxx" else "py plain"]) / 1000
+           for k in rows if isinstance(k, tuple)}
+    got["spread"] = {k: (min(v), max(v)) for k, v in rows.items()}
+    return got
+
+
 def python_wrapper(env: dict, work: str, cxx: dict) -> None:
     def loop(n, plain=False, path="extension", **extra):
-        if path == "ctypes":
-            extra["AOTI_DEBUG_LAUNCH_EXTENSION"] = "0"
-        out = subprocess.run([sys.executable, "-c", PY_LOOP, str(n), "plain" if plain else "on"],
-                             env=dict(env, **extra), capture_output=True, text=True, check=True)
-        used, ns = out.stdout.split()[-2:]
-        if not plain and int(extra.get("AOTI_DEBUG_LOGLEVEL", "1")) and used != path:
-            raise SystemExit(f"the loop ran on {used}, not {path}: {out.stderr}")
-        return float(ns)
+        return py_loop(env, n, plain, path, **extra)
 
     log = os.path.join(work, "python.log")
     rows = {"plain": [], "level 0": [], "level 1 (file)": []}
     for path in ("extension", "ctypes"):
-        rows.update({(path, level): [] for level in (1, 3, 5)})
-    for _ in range(5):
+        rows[(path, 1)] = []
+    for _ in range(REPS):
         rows["plain"].append(loop(200_000, plain=True))
         rows["level 0"].append(loop(200_000, AOTI_DEBUG_LOGLEVEL="0"))
         rows["level 1 (file)"].append(loop(50_000, AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_LOGDEST=log))
         os.unlink(log)
         for path in ("extension", "ctypes"):
-            for level in (1, 3, 5):
-                rows[(path, level)].append(loop(50_000 if level == 1 else 5_000, path=path,
-                                                AOTI_DEBUG_LOGLEVEL=str(level), AOTI_DEBUG_LOGDEST="/dev/null"))
+            rows[(path, 1)].append(loop(50_000, path=path, AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_LOGDEST="/dev/null"))
     over = {k: (statistics.median(v) - statistics.median(rows["plain"])) / 1000 for k, v in rows.items()}
+    over.update({k: v for k, v in cxx.items() if isinstance(k, tuple) and k[0] != "cxx"})
 
     from bench_corpus import Worker, launches_per_call   # its worker runs GPT-2 under torch.compile
     model_log = os.path.join(work, "gpt2.log")
@@ -117,12 +150,16 @@ def python_wrapper(env: dict, work: str, cxx: dict) -> None:
           f"(through ctypes: {over[('ctypes', 1)]:+.3f} us)")
     what = {3: "two records, three tensors", 5: "the same with statistics"}
     for level in (3, 5):
-        py, cc, slow = over[("extension", level)], cxx[level], over[("ctypes", level)]
+        py, cc, slow = over[("extension", level)], cxx[("cxx", level)], over[("ctypes", level)]
         ratio = py / cc
         print(f"  level {level} to /dev/null {py:+8.3f} us per launch, {what[level]}; "
               f"C++ {cc:+.3f} us, Python/C++ {ratio:.2f}x (target <= 1.2){'' if ratio <= 1.2 else ' MISSED'}; "
               f"through ctypes {slow:+.3f} us, {slow / cc:.2f}x")
-    print(f"    (C++: bench_launch.cpp's site of the same launch, {cxx['build']})")
+    print(f"    (C++: bench_launch.cpp's site of the same launch, {cxx['build']}; both runtimes the median of "
+          f"{REPS} processes, each the fastest of {LOOPS} loops of {TENSOR_N} launches, interleaved)")
+    for k, (lo, hi) in cxx["spread"].items():
+        name = k if isinstance(k, str) else f"{k[0]} level {k[1]}"
+        print(f"    {name:18} ns per launch over the {REPS} processes: {lo:.1f} to {hi:.1f}")
     print(f"  the plain wrapper on GPT-2: {per_call:.1f} us per call, {launches:g} launches, "
           f"{per_call / launches:.2f} us per launch")
 
@@ -162,24 +199,19 @@ def main() -> int:
     from aoti_debug.native import launch_ext
     launch_ext.build()   # before the loops time anything
 
-    def run(n, instrumented, site="empty", binary=exe, **extra):
-        out = subprocess.run([binary, str(n), "1" if instrumented else "0", site], env=dict(env, **extra),
-                             capture_output=True, text=True, check=True)
+    def run(n, instrumented, site="empty", binary=exe, loops=1, **extra):
+        out = subprocess.run([binary, str(n), "1" if instrumented else "0", site, str(loops)],
+                             env=dict(env, **extra), capture_output=True, text=True, check=True)
         return float(out.stdout.split()[-1])
 
     rows = {"plain": [], "level 0": [], "level 1 (file)": [], "level 1 (/dev/null)": []}
-    tensors = {"plain": [], 3: [], 5: []}
-    for _ in range(5):
+    for _ in range(REPS):
         rows["plain"].append(run(20_000_000, False))
         rows["level 0"].append(run(20_000_000, True, AOTI_DEBUG_LOGLEVEL="0"))
         rows["level 1 (file)"].append(run(200_000, True, AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_LOGDEST=log))
         os.unlink(log)
         rows["level 1 (/dev/null)"].append(run(200_000, True, AOTI_DEBUG_LOGLEVEL="1",
                                                AOTI_DEBUG_LOGDEST="/dev/null"))
-        tensors["plain"].append(run(20_000_000, False, binary=linked))
-        for level in (3, 5):   # the launch of PY_LOOP, with its two tensors
-            tensors[level].append(run(100_000, True, "tensors", linked, AOTI_DEBUG_LOGLEVEL=str(level),
-                                      AOTI_DEBUG_LOGDEST="/dev/null"))
     plain = statistics.median(rows["plain"])
     level0 = statistics.median(rows["level 0"])
     level1 = statistics.median(rows["level 1 (file)"])
@@ -189,8 +221,7 @@ def main() -> int:
     print(f"level 1 to a file    {level1:8.1f} ns per launch, one flushed record each (target <= 2000 ns)")
     null = statistics.median(rows["level 1 (/dev/null)"])
     print(f"level 1 to /dev/null {null:8.1f} ns per launch: what is not the file system's share of the write")
-    cxx = {level: (statistics.median(tensors[level]) - statistics.median(tensors["plain"])) / 1000
-           for level in (3, 5)}
+    cxx = tensor_launches(env, linked, run)   # levels 3 and 5, both runtimes interleaved
     cxx["build"] = build
     python_wrapper(env, work, cxx)
     return 0

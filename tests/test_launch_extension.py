@@ -160,3 +160,52 @@ def test_a_core_of_another_record_abi_is_refused_with_one_warning(tmp_path):
         f"core's record ABI is {other}, this extension's {abi[2:]} (detail/py_record.h): they were built from "
         "different versions of aoti-debug); its launch records are written through ctypes instead (the same "
         "records, slower)"), proc.stderr
+
+
+# A run's texts as the compiled core keeps them: made by the core, counted and
+# freed through a stand-in for the loaded library.
+RUN_TEXTS = r"""
+import gc, os, torch
+from aoti_debug.native import core, launch_ext
+from aoti_debug.runtime import launches
+from aoti_debug.runtime.launches import Model, Site
+if os.environ["AOTI_DEBUG_LAUNCH_EXTENSION"] == "1":
+    launch_ext.build()   # so that the run below uses it
+real = core.lib()
+made, freed = [], []
+class Counting:
+    def __getattr__(self, name):
+        return getattr(real, name)
+    def aotid_record_texts(self, *texts):
+        made.append(real.aotid_record_texts(*texts))
+        return made[-1]
+    def aotid_record_texts_free(self, at):
+        freed.append(at)
+        real.aotid_record_texts_free(at)
+core._lib = Counting()
+m = Model("texts", 3, "", "off", False, torch.__version__)
+site = Site("cpp_fused_t_0", "add", "m.py:1", "", (("buf0", "inout"),))
+for r in range(2):
+    run = m.begin_run(("x",), (torch.ones(2),))
+    launch, launch_end = m.calls
+    for _ in range(3):
+        launch(run, site, torch.ones(2))
+        launch_end(run, site, torch.ones(2))
+    texts = list(run._texts)
+    run.end(("y",), (torch.ones(2),))
+    del run
+    gc.collect()
+print("ctypes" if m.calls[0] is launches.launch else "extension", len(made), len(freed), freed == made[:len(freed)], texts[:3] == [b"/dev/null", b"texts", torch.__version__.encode()])
+"""
+
+
+def test_a_runs_texts_are_made_once_in_the_core_and_freed_with_the_run(tmp_path):
+    """The destination and model name a record takes are the core's own
+    strings, made once a run (core.record_texts, aotid_record_texts) rather
+    than from C strings each record, and freed when the run's texts go."""
+    # one a run, made for its `run` record (with its facts) and kept for its
+    # launches; the extension holds the last run's until another run's come
+    for path, expect in (("1", "extension 2 1 True True"), ("0", "ctypes 2 2 True True")):
+        proc = run_python(RUN_TEXTS, env=clean_env(AOTI_DEBUG_LOGLEVEL="3", AOTI_DEBUG_LOGDEST="/dev/null",
+                                                   AOTI_DEBUG_LAUNCH_EXTENSION=path))
+        assert proc.stdout.strip().splitlines()[-1] == expect, (path, proc.stdout, proc.stderr)

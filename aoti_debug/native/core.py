@@ -168,6 +168,8 @@ _SIGNATURES = {
     "aotid_blackbox_launch": (None, [_ptr, _str, _i64, _i64, _i32, _i32, _ptr, _ptr, _ptr]),
     "aotid_blackbox_done": (None, [_ptr]),
     "aotid_blackbox_fired": (None, [_str, _str, _i64, _i64, _i32, _ptr, _i32, _ptr, _ptr]),
+    "aotid_record_texts": (_ptr, [_str, _str, _str, _str]),
+    "aotid_record_texts_free": (None, [_ptr]),
     "aotid_write_record": (_i32, [_ptr, _ptr, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_char_p),
                                   ctypes.POINTER(_StatsC)]),
     # the launch extension's (native/launch_ext.py): called from C by address
@@ -670,10 +672,25 @@ def blackbox_fired(what: str, model: bytes, run: int, launch: int, level: int, s
 RECORD_KINDS = {"launch": 0, "launch-end": 1, "run": 2, "run-end": 3}
 
 
+class _RunTexts(ctypes.c_char_p * 4):
+    """A run's texts as the core keeps them (aotid_record_texts): this array
+    is the first field of the core's object, which is freed with it."""
+
+    def __del__(self):
+        if _lib is not None:
+            _lib.aotid_record_texts_free(ctypes.addressof(self))
+
+
 def record_texts(dest: str, model: str, torch_version: str, facts: str = ""):
-    """What write_record takes as `texts`: a run's destination, model name,
-    torch version and run-record facts, made once per run."""
-    return (ctypes.c_char_p * 4)(*[t.encode("utf-8", "backslashreplace") for t in (dest, model, torch_version, facts)])
+    """What write_record (and the launch extension) take as `texts`: a run's
+    destination, model name, torch version and run-record facts, made once
+    per run in the core, which keeps the destination and model name as the
+    strings a record's functions take."""
+    made = _need().aotid_record_texts(*[t.encode("utf-8", "backslashreplace")
+                                        for t in (dest, model, torch_version, facts)])
+    if not made:
+        raise MemoryError("aotid_record_texts failed")
+    return _RunTexts.from_address(made)
 
 
 def write_record(kind: str, site: int, texts, run: int, launch: int, level: int, values, names=None,

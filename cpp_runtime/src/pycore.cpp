@@ -5,9 +5,11 @@
 // and C++ records share files without tearing), the in-flight launch and the
 // crash trailer.  The remaining exports exist for parity tests.
 // Every function is noexcept: a C++ exception must never cross into ctypes.
+#include <cstddef>
 #include <cstring>
 #include <exception>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <fcntl.h>
@@ -562,6 +564,40 @@ AOTID_EXPORT void aotid_blackbox_fired(const char* what, const char* model, int6
   }
 }
 
+namespace {
+
+// A run's texts, made once a run (aotid_record_texts): `c` the C strings
+// aotid_write_values and aotid_write_record take as `texts` (first, so that
+// the RunTexts is that array), and the destination and model name as the
+// strings write_record and launch_record take, so that a record copies
+// neither (the C++ shim's Model keeps them so too).
+struct RunTexts {
+  const char* c[4];
+  std::string dest, model, torch_version, facts;
+};
+static_assert(std::is_standard_layout<RunTexts>::value && offsetof(RunTexts, c) == 0, "a RunTexts* is its `c`");
+
+const RunTexts& run_texts(const char* const* texts) { return *reinterpret_cast<const RunTexts*>(texts); }
+
+}  // namespace
+
+// {destination, model, torch version, a run record's facts} as a RunTexts
+// (its address is the `texts` of aotid_write_values / aotid_write_record);
+// null on failure.  Freed by aotid_record_texts_free.
+AOTID_EXPORT void* aotid_record_texts(const char* dest, const char* model, const char* torch_version,
+                                      const char* facts) noexcept {
+  try {
+    RunTexts* t = new RunTexts{{}, dest, model, torch_version, facts};
+    t->c[0] = t->dest.c_str(), t->c[1] = t->model.c_str(), t->c[2] = t->torch_version.c_str();
+    t->c[3] = t->facts.c_str();
+    return t;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+AOTID_EXPORT void aotid_record_texts_free(void* texts) noexcept { delete static_cast<RunTexts*>(texts); }
+
 // The layout of PyRecord and Value this core was built with (py_record.h):
 // the launch extension calls aotid_write_values only when it built the same.
 AOTID_EXPORT uint64_t aotid_py_record_abi() noexcept { return aoti_debug::detail::py_record_abi(); }
@@ -579,8 +615,8 @@ AOTID_EXPORT int32_t aotid_write_values(const aoti_debug::detail::PyRecord* rec)
   try {
     const aoti_debug::Run r{rec->level, rec->run, rec->launch, nullptr};
     const aoti_debug::Values args = aoti_debug::Values::of(rec->values, static_cast<size_t>(rec->n));
-    const std::string model(rec->texts[1]);
-    d::write_record(rec->texts[0], d::launch_record(model, r, s, args, end, false), rec->texts[2]);
+    const RunTexts& t = run_texts(rec->texts);
+    d::write_record(t.dest, d::launch_record(t.model, r, s, args, end, false), rec->texts[2]);
   } catch (...) {
     rc = -1;
   }
@@ -596,7 +632,8 @@ AOTID_EXPORT int32_t aotid_write_values(const aoti_debug::detail::PyRecord* rec)
 // before_launch's order), 1 `launch-end` (with `mark`, the mark cleared
 // first, in after_launch's order), 2 `run` (`names` its inputs' labels), 3
 // `run-end`.  `site`: an aotid_blackbox_site handle, for launches.
-// `texts`: {destination, model, torch version, a run record's facts}.  With
+// `texts`: {destination, model, torch version, a run record's facts}, an
+// aotid_record_texts.  With
 // `out` (level >= 5), out[k] gets value k's statistics as the record computed
 // them, kind -1 where it computed none: the NaN/Inf check after a launch
 // reads nothing twice.  0, or -1 when nothing was written.
@@ -611,7 +648,7 @@ AOTID_EXPORT int32_t aotid_write_record(const int64_t* head, void* site, const c
   try {
     const PyValues py = py_values(n, head + 7, head + head[6]);
     const aoti_debug::Run r{level, run, launch, nullptr};
-    const std::string model(texts[1]);
+    const std::string& model = run_texts(texts).model;
     std::string rec;
     if (s != nullptr) {
       rec = d::launch_record(model, r, *s, py.all(), kind == 1, false);
@@ -631,7 +668,7 @@ AOTID_EXPORT int32_t aotid_write_record(const int64_t* head, void* site, const c
         else out[k].kind = -1;
       }
     }
-    d::write_record(texts[0], std::move(rec), texts[2]);
+    d::write_record(run_texts(texts).dest, std::move(rec), texts[2]);
   } catch (...) {
     rc = -1;
   }

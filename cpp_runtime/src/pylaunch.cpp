@@ -97,7 +97,7 @@ struct Staged {
 // unknown dtype, an int beyond int64, a string, a list...
 bool stage_values(PyObject* const* items, Py_ssize_t n, Staged& s) {
   s.values.resize(static_cast<size_t>(n));
-  s.dims.clear();
+  size_t used = 0;  // of s.dims, which only grows: a resize each tensor cost a call a launch
   for (Py_ssize_t k = 0; k < n; ++k) {
     PyObject* o = items[k];
     Value& v = s.values[static_cast<size_t>(k)];
@@ -113,9 +113,10 @@ bool stage_values(PyObject* const* items, Py_ssize_t n, Staged& s) {
       v.kind = Value::kTensor, v.b = t.requires_grad();
       v.t = aoti_debug::TensorView{t.const_data_ptr(), dtype, static_cast<int64_t>(sizes.size()), nullptr, nullptr,
                                    0, -1};
-      const size_t end = s.dims.size(), nd = sizes.size();
-      s.dims.resize(end + 2 * nd);  // copied, not inserted: fewer instructions a launch
-      std::memcpy(s.dims.data() + end, sizes.data(), nd * sizeof(int64_t));
+      const size_t end = used, nd = sizes.size();
+      used += 2 * nd;
+      if (s.dims.size() < used) s.dims.resize(used);
+      std::memcpy(s.dims.data() + end, sizes.data(), nd * sizeof(int64_t));  // copied, not inserted
       std::memcpy(s.dims.data() + end + nd, strides.data(), nd * sizeof(int64_t));
     } else if (o == Py_None) {
     } else if (tp == &PyBool_Type) {

@@ -21,7 +21,7 @@ namespace detail {
 
 // Bump when PyRecord's fields or their meaning change (or Value's, which
 // the sizes and offsets below may not show).
-constexpr uint32_t kPyRecordVersion = 1;
+constexpr uint32_t kPyRecordVersion = 2;
 
 // One `launch` (kind 0: then, with `mark`, the launch marked in flight) or
 // `launch-end` record (kind 1: with `mark`, the mark cleared first), as
@@ -34,7 +34,8 @@ struct PyRecord {
   int32_t n;                  // values
   const Value* values;        // the site's arguments, in its order
   void* site;                 // an aotid_blackbox_site handle
-  const char* const* texts;   // {destination, model, torch version, run facts}
+  const char* const* texts;   // {destination, model, torch version, run facts}: the core's
+                              // aotid_record_texts, which keeps them as strings too
 };
 
 // The version with the layouts both sides compile: a mismatch in any reads
