@@ -677,8 +677,11 @@ class _RunTexts(ctypes.c_char_p * 4):
     is the first field of the core's object, which is freed with it."""
 
     def __del__(self):
-        if _lib is not None:
-            _lib.aotid_record_texts_free(ctypes.addressof(self))
+        try:        # at interpreter exit the module may be half torn down: the process frees it
+            if _lib is not None:
+                _lib.aotid_record_texts_free(ctypes.addressof(self))
+        except Exception:
+            pass
 
 
 def record_texts(dest: str, model: str, torch_version: str, facts: str = ""):
