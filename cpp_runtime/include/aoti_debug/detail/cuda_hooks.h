@@ -8,9 +8,14 @@
 
 #include <cuda.h>
 
+#include <cstdint>
 #include <string>
 
 #include "format.h"
+
+// torch's shim.h declares it only where USE_CUDA is defined, as in a CUDA wrapper;
+// repeated here (the same declaration) so that this header stands alone
+extern "C" int32_t aoti_torch_get_current_cuda_stream(int32_t device_index, void** ret_stream);
 
 namespace aoti_debug_gen {
 inline const char* cuda_synchronize(void* stream) {
@@ -33,7 +38,7 @@ static const aoti_debug::DeviceHooks cuda_hooks{&cuda_synchronize, &cuda_capturi
 // default stream, if torch cannot say.
 inline void* cuda_current_stream(int32_t device_index) {
   void* stream = nullptr;
-  if (aoti_torch_get_current_cuda_stream(device_index, &stream) != AOTI_TORCH_SUCCESS) return nullptr;
+  if (aoti_torch_get_current_cuda_stream(device_index, &stream) != 0) return nullptr;  // AOTI_TORCH_SUCCESS
   return stream;
 }
 }  // namespace aoti_debug_gen
