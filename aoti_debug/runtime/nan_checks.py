@@ -206,9 +206,10 @@ class NanChecks:
                 poisoned: bool = False, values: Sequence[Any] = (), fmt: int = 1) -> None:
         """`fmt`: the output's format, _FLOAT8 or _FLOAT4, which a finding of saturated values
         alone is counted under."""
+        only_sat = not s.nan_count and not (self.count_inf and s.inf_count)
         if "\n" in source:   # a float8 output: its cast's line follows, named for saturation only
             head, _, cast = source.partition("\n")
-            source = cast if not s.nan_count and not (self.count_inf and s.inf_count) else head
+            source = cast if only_sat else head
         msg = (f"launch {self.model}:{self.run}.{launch} {site.kernel} (source {source or '-'}) wrote "
                f"{self._counts(s)} into {buffer} (first at flat index {self._first_bad(s)}); ")
         if not tainted and self.count_sat:
@@ -224,7 +225,6 @@ class NanChecks:
             msg += " or saturated values (look earlier)" if self.count_sat else " (look earlier)"
         if poisoned:
             msg += "; the first is memcheck poison: memory nobody wrote, not arithmetic"
-        only_sat = not s.nan_count and not (self.count_inf and s.inf_count)
         self._fail(launch, site, msg, not tainted, values, saturated=fmt if only_sat else 0)
 
     def _fail(self, launch: int, site, msg: str, origin: bool, values: Sequence[Any], scale: int = 0,

@@ -261,10 +261,10 @@ AOTI_DEBUG_CORE_FN void NanChecks::report(const Site& site, const char* buffer, 
                                           int32_t dtype) {
   // `source` names the module too: the codegen wrote it (findings' one format, plan.where);
   // a float8 output's has its cast's after a newline, which a finding of saturation only names
+  const bool only_sat = s.nan_count == 0 && (!count_inf_ || s.inf_count == 0);
   std::string where = detail::or_dash(source);
   const size_t cut = where.find('\n');
-  if (cut != std::string::npos)
-    where = s.nan_count == 0 && (!count_inf_ || s.inf_count == 0) ? where.substr(cut + 1) : where.substr(0, cut);
+  if (cut != std::string::npos) where = only_sat ? where.substr(cut + 1) : where.substr(0, cut);
   std::string msg = "launch " + detail::launch_id(model_.name(), run_.run, run_.launch) + " " + site.kernel +
                     " (source " + where + ") wrote " +
                     InputGuard::counts(s, count_inf_, count_sat_) + " into " + buffer + " (first at flat index " +
@@ -284,7 +284,6 @@ AOTI_DEBUG_CORE_FN void NanChecks::report(const Site& site, const char* buffer, 
     msg += count_sat_ ? " or saturated values (look earlier)" : " (look earlier)";
   }
   if (poison) msg += "; the first is memcheck poison: memory nobody wrote, not arithmetic";
-  const bool only_sat = s.nan_count == 0 && (!count_inf_ || s.inf_count == 0);
   fail(site, msg, tainted.empty(), args, 0,
        !only_sat ? 0 : dtype == detail::kFloat4_e2m1fn_x2 ? kFloat4 : kFloat8);
 }

@@ -271,6 +271,20 @@ struct FloatAcc {
       fill(negz[k], int64_t(0)), fill(posz[k], int64_t(0));
     }
   }
+  // This accumulator's figures into a partial result (`out`: a StatsPartial): its
+  // NaN and Inf counts, and each lane's min, max and zero signs merged in.
+  template <class Out>
+  void fold_into(Out& out) const {
+    out.nan = nan_total();
+    out.inf = inf_total();
+    for (int e = 0; e < 8; ++e) {
+      const int k = e / W, x = e % W;
+      if (mn[k][x] < out.mn) out.mn = mn[k][x];
+      if (mx[k][x] > out.mx) out.mx = mx[k][x];
+      out.negz = out.negz || negz[k][x] < 0 || zneg;
+      out.posz = out.posz || posz[k][x] < 0 || zpos;
+    }
+  }
   int64_t nan_total() const {
     int64_t s = -pad;
     for (int k = 0; k < K; ++k)
@@ -994,14 +1008,9 @@ AOTI_DEBUG_ALWAYS_INLINE void stats_blocks_impl(const StatsJob& j, int64_t b0, i
       ++b;
     }
   }
-  out.nan = fa.nan_total();
-  out.inf = fa.inf_total();
+  fa.fold_into(out);
   for (int e = 0; e < 8; ++e) {
     const int k = e / W, x = e % W;
-    if (fa.mn[k][x] < out.mn) out.mn = fa.mn[k][x];
-    if (fa.mx[k][x] > out.mx) out.mx = fa.mx[k][x];
-    out.negz = out.negz || fa.negz[k][x] < 0 || fa.zneg;
-    out.posz = out.posz || fa.posz[k][x] < 0 || fa.zpos;
     if (ia.mn[k][x] < out.imin) out.imin = ia.mn[k][x];
     if (ia.mx[k][x] > out.imax) out.imax = ia.mx[k][x];
     if (ua.mn[k][x] < out.umin) out.umin = ua.mn[k][x];
@@ -1428,15 +1437,7 @@ AOTI_DEBUG_ALWAYS_INLINE void dequant_blocks_impl(const DequantJob& j, double* d
     for (int e = 0; e < 8; ++e) l[e] = lanes[e / W][e % W];
     *total += combine_lanes(l);
   }
-  out.nan = fa.nan_total();
-  out.inf = fa.inf_total();
-  for (int e = 0; e < 8; ++e) {
-    const int k = e / W, x = e % W;
-    if (fa.mn[k][x] < out.mn) out.mn = fa.mn[k][x];
-    if (fa.mx[k][x] > out.mx) out.mx = fa.mx[k][x];
-    out.negz = out.negz || fa.negz[k][x] < 0;
-    out.posz = out.posz || fa.posz[k][x] < 0;
-  }
+  fa.fold_into(out);   // zneg/zpos stay unset here: no zero_scan
 }
 
 AOTI_DEBUG_NOINLINE inline void dequant_blocks_w2(const DequantJob& j, double* dbuf, StatsPartial& out,
