@@ -74,7 +74,8 @@ def test_no_compiler_means_one_warning_and_none(tmp_path):
 # The functions that choose their instruction set at run time (stats-inl.h:
 # __attribute__((target)) with a CPU check before each call).
 DISPATCHED = ("stats_blocks_w4", "stats_blocks_w8", "hash_words_w4", "hash_words_w8",
-              "convert_chunk_w4", "convert_chunk_w8", "any_above_w4", "any_above_w8")
+              "convert_chunk_w4", "convert_chunk_w8", "any_above_w4", "any_above_w8",
+              "dequant_blocks_w4")
 
 
 def test_the_core_object_runs_on_any_x86_64_cpu():
