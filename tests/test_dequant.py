@@ -151,6 +151,20 @@ def test_mxfp8_block_1x32_plain_and_swizzled(native):
     same(native.dequant_stats(b, sb, None, "block", 32, False, 0), want_b)
 
 
+def test_block_scales_padded_tiles_and_strided_scales(native):
+    """K/32 not a multiple of 4 (to_blocked pads each tile's columns), and a scale matrix
+    that is a column-major view (read through its strides, not as stored)."""
+    cq = quantized()
+    m, k = 140, 96                                  # 3 blocks along K
+    a = fp8((m, k), 20)
+    sa = e8m0_scales(m, k // 32, 21)
+    want = reference(a.double(), sa.double().repeat_interleave(32, dim=1))
+    same(native.dequant_stats(a, cq.to_blocked(sa), None, "block", 32, True, 1), want)
+    strided = sa.t().contiguous().t()
+    assert strided.stride() == (1, m)
+    same(native.dequant_stats(a, strided, None, "block", 32, False, 1), want)
+
+
 def test_nvfp4_block_1x16_times_a_tensor_scale(native):
     """Packed float4_e2m1fn_x2 (two a byte along K, low nibble first), e4m3 scales per 16
     unpacked elements, swizzled, times a float32 tensor-wide scale; self and mat2."""

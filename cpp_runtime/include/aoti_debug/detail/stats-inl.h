@@ -1255,29 +1255,35 @@ struct DequantJob {
   int32_t layout;
   int64_t block, kblocks, col_blocks;
   bool swizzled;
-  const double* scales;       // the scale's elements in logical order, as double
-  int64_t nscales;
-  bool has_global;
-  double global;
+  const unsigned char* scales;  // the scale's elements in logical order (its own memory when dense)
+  int32_t scale_code;
+  int64_t scale_itemsize;
+  const double* scale_table;    // a float8 scale's decode table, else nullptr
+  double global;                // the tensor-wide second scale; 1 without one
 };
 
-// The scale element of operand element (r, c): tensorwise, per outer index, or
-// per (outer, k / block) of the scale matrix, that matrix plain row-major or
-// in cuBLAS's 128x4 tiles (torch.testing's to_blocked: tile (outer / 128,
-// kb / 4) of 512, inside it (outer % 32) * 16 + (outer % 128 / 32) * 4 + kb % 4).
-AOTI_DEBUG_ALWAYS_INLINE int64_t dequant_scale_index(const DequantJob& j, int64_t r, int64_t c) {
-  if (j.layout == kDequantTensorwise) return 0;
-  const int64_t outer = j.kdim == 1 ? r : c, k = j.kdim == 1 ? c : r;
+// The scale of (outer, kb) -- kb the block along K -- ready to multiply (the
+// tensor-wide second scale folded in: element * (scale * global)): tensorwise,
+// per outer index, or per (outer, kb) of the scale matrix, that matrix plain
+// row-major or in cuBLAS's 128x4 tiles (torch.testing's to_blocked: tile
+// (outer / 128, kb / 4) of 512, inside it (outer % 32) * 16 + (outer % 128 / 32) * 4 + kb % 4).
+AOTI_DEBUG_ALWAYS_INLINE int64_t dequant_scale_index(const DequantJob& j, int64_t outer, int64_t kb) {
   if (j.layout == kDequantRowwise) return outer;
-  const int64_t kb = k / j.block;
+  if (j.layout != kDequantBlock) return 0;
   if (!j.swizzled) return outer * j.kblocks + kb;
   return ((outer / 128) * j.col_blocks + kb / 4) * 512 + (outer % 32) * 16 + ((outer % 128) / 32) * 4 + kb % 4;
 }
 
-// The scales of the current logical row, ready to multiply (the tensor-wide second
-// scale folded in: element * (scale * global)).  kdim 1 (self): one per block of
-// the row (one per row: kblocks 1); kdim 0 (mat2): one per column, for the
-// `block` rows (elements of K) that share them.
+AOTI_DEBUG_ALWAYS_INLINE double dequant_scale_at(const DequantJob& j, int64_t k) {
+  const unsigned char* p = j.scales + k * j.scale_itemsize;
+  if (j.scale_table != nullptr) return j.scale_table[*p] * j.global;  // float8 kinds, e8m0 (block scales)
+  return element_as_double(p, j.scale_code) * j.global;
+}
+
+// The scales of the current logical row.  kdim 1 (self): one per block of the
+// row (one per row: kblocks 1); kdim 0 (mat2): one per column, for the `block`
+// rows (elements of K) that share them.  Read from the scale's own memory a
+// row at a time: no copy of the whole scale.
 struct DequantRow {
   std::vector<double> scale;  // kdim 1: [kb]; kdim 0: [c]
   int64_t key = -1;           // kdim 1: the row; kdim 0: the row's block along K
@@ -1287,43 +1293,60 @@ AOTI_DEBUG_ALWAYS_INLINE void dequant_prepare(const DequantJob& j, int64_t r, De
   const int64_t key = j.kdim == 1 ? r : (j.layout == kDequantBlock ? r / j.block : 0);
   if (key == row.key) return;
   row.key = key;
-  const double g = j.has_global ? j.global : 1.0;
   if (j.kdim == 1) {
-    const int64_t n = j.layout == kDequantBlock ? j.kblocks : 1;
-    row.scale.resize(static_cast<size_t>(n));
-    for (int64_t kb = 0; kb < n; ++kb)
-      row.scale[static_cast<size_t>(kb)] = j.scales[dequant_scale_index(j, r, kb * j.block)] * g;
+    row.scale.resize(static_cast<size_t>(j.kblocks));
+    if (j.layout == kDequantBlock && j.swizzled) {  // a row's scales: runs of 4, tiles 512 apart
+      const int64_t first = dequant_scale_index(j, r, 0);
+      for (int64_t kb = 0; kb < j.kblocks; ++kb)
+        row.scale[static_cast<size_t>(kb)] = dequant_scale_at(j, first + (kb >> 2) * 512 + (kb & 3));
+    } else {
+      for (int64_t kb = 0; kb < j.kblocks; ++kb)
+        row.scale[static_cast<size_t>(kb)] = dequant_scale_at(j, dequant_scale_index(j, r, kb));
+    }
   } else {
     row.scale.resize(static_cast<size_t>(j.cols));
-    for (int64_t c = 0; c < j.cols; ++c) row.scale[static_cast<size_t>(c)] = j.scales[dequant_scale_index(j, r, c)] * g;
+    for (int64_t c = 0; c < j.cols; ++c) row.scale[static_cast<size_t>(c)] = dequant_scale_at(j, dequant_scale_index(j, c, key));
   }
 }
 
-// Elements [c0, c0 + n) of logical row r, times their scales, into out.
-AOTI_DEBUG_NOINLINE inline void dequant_segment(const DequantJob& j, const double* table, DequantRow& row, int64_t r, int64_t c0,
-                            int64_t n, double* out) {
+// The decode tables of one dequant_stats call: a float8 kind's 256 values, or
+// float4's values of each byte, low nibble then high (two doubles a byte, so a
+// byte decodes with one 16-byte copy).
+struct DequantTables {
+  const double* f8 = nullptr;
+  double f4[256][2];
+};
+
+// Elements [c0, c0 + n) of logical row r, times their scales, into out (one
+// loop a run of elements sharing a scale: decode and multiply together).
+AOTI_DEBUG_ALWAYS_INLINE void dequant_segment(const DequantJob& j, const DequantTables& t, DequantRow& row, int64_t r,
+                                              int64_t c0, int64_t n, double* out) {
   dequant_prepare(j, r, row);
   const double* rs = row.scale.data();
+  const int64_t s1 = j.s1;
   if (!j.fp4) {
-    const unsigned char* p = j.base + r * j.s0 + c0 * j.s1;
-    const int64_t s1 = j.s1;
+    const unsigned char* p = j.base + r * j.s0 + c0 * s1;
+    const double* f8 = t.f8;
     if (j.kdim == 0) {
-      for (int64_t i = 0; i < n; ++i) out[i] = table[p[i * s1]] * rs[c0 + i];
+      for (int64_t i = 0; i < n; ++i) out[i] = f8[p[i * s1]] * rs[c0 + i];
     } else if (j.layout != kDequantBlock) {
       const double sc = rs[0];
       if (s1 == 1) {
-        for (int64_t i = 0; i < n; ++i) out[i] = table[p[i]] * sc;
+        for (int64_t i = 0; i < n; ++i) out[i] = f8[p[i]] * sc;
       } else {
-        for (int64_t i = 0; i < n; ++i) out[i] = table[p[i * s1]] * sc;
+        for (int64_t i = 0; i < n; ++i) out[i] = f8[p[i * s1]] * sc;
       }
     } else {
       for (int64_t i = 0, kb = c0 / j.block; i < n; ++kb) {  // one scale per run of the same block
         const int64_t stop = (kb + 1) * j.block - c0 < n ? (kb + 1) * j.block - c0 : n;
         const double sc = rs[kb];
-        if (s1 == 1) {
-          for (; i < stop; ++i) out[i] = table[p[i]] * sc;
+        if (s1 == 1 && stop - i == 32) {  // MXFP8's whole block: a loop of known length
+          for (int k = 0; k < 32; ++k) out[i + k] = f8[p[i + k]] * sc;
+          i = stop;
+        } else if (s1 == 1) {
+          for (; i < stop; ++i) out[i] = f8[p[i]] * sc;
         } else {
-          for (; i < stop; ++i) out[i] = table[p[i * s1]] * sc;
+          for (; i < stop; ++i) out[i] = f8[p[i * s1]] * sc;
         }
       }
     }
@@ -1331,26 +1354,32 @@ AOTI_DEBUG_NOINLINE inline void dequant_segment(const DequantJob& j, const doubl
   }
   // float4_e2m1fn_x2: element k along K is nibble k & 1 (low first) of byte k / 2
   if (j.kdim == 0) {
-    const unsigned char* p = j.base + (r / 2) * j.s0 + c0 * j.s1;
-    const int shift = (r & 1) ? 4 : 0;
-    for (int64_t i = 0; i < n; ++i) out[i] = table[(p[i * j.s1] >> shift) & 15] * rs[c0 + i];
-  } else {
-    const unsigned char* p = j.base + r * j.s0;
-    const int64_t s1 = j.s1, end = c0 + n;
-    const bool blocks = j.layout == kDequantBlock;
-    int64_t i = 0, c = c0;
-    for (int64_t kb = blocks ? c0 / j.block : 0; c < end; kb += blocks) {  // one scale per block's run
-      // (blocks are even: whole bytes)
-      const int64_t stop = blocks && (kb + 1) * j.block < end ? (kb + 1) * j.block : end;
-      const double sc = rs[kb];
-      if (c & 1) out[i++] = table[p[(c >> 1) * s1] >> 4] * sc, ++c;
-      for (; c + 1 < stop; c += 2, i += 2) {
-        const uint8_t b = p[(c >> 1) * s1];
-        out[i] = table[b & 15] * sc;
-        out[i + 1] = table[b >> 4] * sc;
-      }
-      if (c < stop) out[i++] = table[p[(c >> 1) * s1] & 15] * sc, ++c;
+    const unsigned char* p = j.base + (r / 2) * j.s0 + c0 * s1;
+    const int half = static_cast<int>(r & 1);
+    for (int64_t i = 0; i < n; ++i) out[i] = t.f4[p[i * s1]][half] * rs[c0 + i];
+    return;
+  }
+  const unsigned char* p = j.base + r * j.s0;
+  const int64_t end = c0 + n;
+  const bool blocks = j.layout == kDequantBlock;
+  int64_t i = 0, c = c0;
+  for (int64_t kb = blocks ? c0 / j.block : 0; c < end; kb += blocks) {  // one scale per block's run
+    // (blocks are even: whole bytes)
+    const int64_t stop = blocks && (kb + 1) * j.block < end ? (kb + 1) * j.block : end;
+    const double sc = rs[kb];
+    if (c & 1) out[i++] = t.f4[p[(c >> 1) * s1]][1] * sc, ++c;
+    const unsigned char* q = p + (c >> 1) * s1;
+    const int64_t pairs = (stop - c) >> 1;
+    double* o = out + i;
+    typename VecOf<double, 2>::type scv, v;  // a byte's two values, scaled together
+    fill(scv, sc);
+    for (int64_t k = 0; k < pairs; ++k) {
+      load_vec(v, t.f4[q[k * s1]]);
+      v *= scv;
+      std::memcpy(o + 2 * k, &v, sizeof(v));
     }
+    i += 2 * pairs, c += 2 * pairs;
+    if (c < stop) out[i++] = t.f4[p[(c >> 1) * s1]][0] * sc, ++c;
   }
 }
 
@@ -1377,7 +1406,7 @@ inline bool logical_doubles(const TensorView& v, std::vector<double>& out) {
 // Elements [start, start + len) of the dequantized operand, produced chunk by
 // chunk in logical order into dbuf and fed to pass P of the float kernel.
 template <int W, int P>
-AOTI_DEBUG_ALWAYS_INLINE void dequant_block_pass(const DequantJob& j, const double* table, DequantRow& row,
+AOTI_DEBUG_ALWAYS_INLINE void dequant_block_pass(const DequantJob& j, const DequantTables& table, DequantRow& row,
                                                  double* dbuf, int64_t start, int64_t len, FloatAcc<W>& fa,
                                                  FastAcc<W>& fast, typename VecOf<double, W>::type* lanes) {
   int64_t r = start / j.cols, c = start % j.cols;
@@ -1403,9 +1432,15 @@ AOTI_DEBUG_ALWAYS_INLINE void dequant_blocks_impl(const DequantJob& j, double* d
                                                   double* total) {
   typedef typename VecOf<double, W>::type D;
   constexpr int K = 8 / W;
-  double fp4_table[16];
-  for (int k = 0; k < 16; ++k) fp4_table[k] = e2m1_value(static_cast<uint8_t>(k));
-  const double* table = j.fp4 ? fp4_table : float8_table(j.code);
+  DequantTables table;
+  if (j.fp4) {
+    for (int b = 0; b < 256; ++b) {
+      table.f4[b][0] = e2m1_value(static_cast<uint8_t>(b & 15));
+      table.f4[b][1] = e2m1_value(static_cast<uint8_t>(b >> 4));
+    }
+  } else {
+    table.f8 = float8_table(j.code);
+  }
   const int64_t numel = j.rows * j.cols;
   DequantRow row;
   FloatAcc<W> fa;
@@ -1499,11 +1534,12 @@ AOTI_DEBUG_CORE_FN DequantStats dequant_stats(const TensorView& operand, const T
   j.rows = operand.sizes[0] * (fp4 && spec.kdim == 0 ? 2 : 1);
   j.cols = operand.sizes[1] * (fp4 && spec.kdim == 1 ? 2 : 1);
   j.s0 = operand.strides[0], j.s1 = operand.strides[1];
-  j.kdim = spec.kdim, j.layout = spec.layout, j.swizzled = spec.swizzled != 0;
+  j.kdim = spec.kdim, j.layout = spec.layout;
   const int64_t outer = spec.kdim == 1 ? j.rows : j.cols, kdim_size = spec.kdim == 1 ? j.cols : j.rows;
   j.block = spec.block > 0 ? spec.block : 1;
-  j.kblocks = (kdim_size + j.block - 1) / j.block;
+  j.kblocks = spec.layout == kDequantBlock ? (kdim_size + j.block - 1) / j.block : 1;
   j.col_blocks = (j.kblocks + 3) / 4;
+  j.swizzled = spec.swizzled != 0;
   const int64_t want = spec.layout == kDequantTensorwise ? 1
                        : spec.layout == kDequantRowwise  ? outer
                        : spec.layout == kDequantBlock && spec.block > 0
@@ -1511,11 +1547,23 @@ AOTI_DEBUG_CORE_FN DequantStats dequant_stats(const TensorView& operand, const T
                            : -1;
   if (want < 0 || numel_of(scale) != want || (global != nullptr && numel_of(*global) != 1))
     return s.status = kDequantMismatch, s;
-  std::vector<double> scales, globals;
-  if (!logical_doubles(scale, scales) || (global != nullptr && !logical_doubles(*global, globals)))
+  std::vector<double> gathered, globals;  // a scale not dense in logical order: its elements copied
+  bool dense = true;
+  for (int64_t d = scale.ndim - 1, step = 1; d >= 0; --d) {
+    dense = dense && (scale.sizes[d] == 1 || scale.strides[d] == step);
+    step *= scale.sizes[d];
+  }
+  if ((!dense && !logical_doubles(scale, gathered)) || (global != nullptr && !logical_doubles(*global, globals)))
     return s.status = kDequantDtype, s;
-  j.scales = scales.data(), j.nscales = want;
-  j.has_global = global != nullptr, j.global = global != nullptr ? globals[0] : 1.0;
+  j.scales = dense ? static_cast<const unsigned char*>(scale.data) : reinterpret_cast<const unsigned char*>(gathered.data());
+  j.scale_code = dense ? scale.dtype : static_cast<int32_t>(kDouble);
+  j.scale_itemsize = dense ? dtype_info(scale.dtype)->itemsize : 8;
+  const int32_t sc = j.scale_code;
+  j.scale_table = sc == kFloat8_e5m2 || sc == kFloat8_e4m3fn || sc == kFloat8_e5m2fnuz || sc == kFloat8_e4m3fnuz ||
+                          sc == kFloat8_e8m0fnu
+                      ? float8_table(sc)
+                      : nullptr;
+  j.global = global != nullptr ? globals[0] : 1.0;
   double* const dbuf = stats_scratch();
   if (dbuf == nullptr) return s.status = kDequantMemory, s;
   StatsPartial p;
