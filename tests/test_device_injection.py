@@ -549,3 +549,164 @@ def test_a_device_scales_counts_come_back_in_one_transfer():
     finally:
         stats.on_device = on_device
         device.inject(None)
+
+
+# -- device operands of a scaled matmul: dequantized statistics from their host views ------
+
+DEQUANT_HARNESS = r"""
+#include <aoti_debug/aoti_debug.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+using aoti_debug::Role;
+using aoti_debug::TensorView;
+using aoti_debug::Value;
+
+// a: float8_e4m3fn (2, 4), each row scaled (sa); b: float4_e2m1fn_x2 (2, 2) bytes, four
+// elements along K a column (mat2), one scale for all (sb)
+static unsigned char a_data[8] = {0x38, 0x40, 0x44, 0x48, 0xb8, 0x7f, 0x00, 0x30};
+static float sa_data[2] = {0.5f, -2.0f};
+static unsigned char b_data[4] = {0x21, 0x7f, 0x0a, 0x93};
+static float sb_data[1] = {3.0f};
+static float y_data[4];
+static int64_t s24[2] = {2, 4}, st24[2] = {4, 1}, s21[2] = {2, 1}, st21[2] = {1, 1};
+static int64_t s22[2] = {2, 2}, st22[2] = {1, 2}, sz0[1] = {0}, st0[1] = {1};
+static int reads = 0;
+static bool capturing = false;
+
+static void injected_stats(const Value* const* vals, size_t n, aoti_debug::Stats* out, bool* ok) {
+  for (size_t i = 0; i < n; ++i) {
+    TensorView host = vals[i]->t;
+    host.device_type = 0, host.device_index = -1;
+    out[i] = aoti_debug::compute_stats(host, true);
+    ok[i] = true;
+  }
+}
+static bool injected_read(const Value& v, void* dst, uint64_t bytes) {   // the copy to the host
+  ++reads;
+  std::memcpy(dst, v.t.data, static_cast<size_t>(bytes));
+  return true;
+}
+static const char* no_error(void*) { return nullptr; }
+static bool is_capturing(void*) { return capturing; }
+static const aoti_debug::DeviceHooks device{&no_error, &is_capturing};
+
+static Value on_cuda(void* data, int32_t dtype, int64_t ndim, int64_t* sizes, int64_t* strides) {
+  Value v(TensorView{data, dtype, ndim, sizes, strides, 1, 0});
+  v.device_stats = &injected_stats;
+  v.device_read = &injected_read;
+  return v;
+}
+
+int main(int, char** argv) {
+  capturing = std::string(argv[1]) == "capture";
+  static aoti_debug::Model model(aoti_debug::ModelConfig{"toy", 5, "", "", false, "2.13.0+cpu"});
+  static const aoti_debug::ArgSpec a0[] = {
+      {"buf0", Role::In, false, nullptr, 0, nullptr, "2 -1 rowwise 0 0 1 scale_a (rowwise)"},
+      {"w", Role::In, false, nullptr, 0, nullptr, "3 -1 tensorwise 0 0 0 scale_b (tensorwise)"},
+      {"sa", Role::In, false, "scale_a"}, {"sb", Role::In, false, "scale_b"}, {"buf1", Role::Out}};
+  static aoti_debug::Site s0{"extern_kernels__scaled_mm", "_scaled_mm", "model.py:9", "mm", a0, 5};
+  static const char* const ins[] = {"x"};
+  static const char* const outs[] = {"y"};
+  const Value a = on_cuda(a_data, 24, 2, s24, st24), b = on_cuda(b_data, 45, 2, s22, st22),
+              sa = on_cuda(sa_data, 6, 2, s21, st21), sb = on_cuda(sb_data, 6, 0, sz0, st0),
+              y = on_cuda(y_data, 6, 2, s22, st22);
+  AOTI_DEBUG_BEGIN_RUN_ON(run, model, &device, nullptr, ins, a);
+  AOTI_DEBUG_LAUNCH(run, s0, a, b, sa, sb, nullptr);
+  AOTI_DEBUG_LAUNCH_END(run, s0, nullptr, nullptr, nullptr, nullptr, y);
+  AOTI_DEBUG_END_RUN(run, outs, y);
+  std::printf("%d\n", reads);
+  return 0;
+}
+"""
+
+PY_DEQUANT = """
+import torch
+from aoti_debug.runtime import launches, stats
+if {widened}:   # CPU tensors take the device path, but the float4 one (no torch op for its statistics)
+    stats.on_device = lambda t: t.dtype != torch.float4_e2m1fn_x2
+    stats.device_path_on = lambda: True
+bytes_ = lambda xs: torch.tensor(xs, dtype=torch.uint8)
+a = bytes_([0x38, 0x40, 0x44, 0x48, 0xb8, 0x7f, 0x00, 0x30]).view(torch.float8_e4m3fn).reshape(2, 4)
+b = bytes_([0x21, 0x7f, 0x0a, 0x93]).view(torch.float4_e2m1fn_x2).as_strided((2, 2), (1, 2))
+sa, sb = torch.tensor([[0.5], [-2.0]]), torch.tensor(3.0)
+model = launches.Model("toy", 5)
+site = launches.Site("extern_kernels__scaled_mm", "_scaled_mm", "model.py:9", "mm",
+                     (("buf0", "in"), ("w", "in"), ("sa", "in"), ("sb", "in"), ("buf1", "out")),
+                     scales={{2: "scale_a", 3: "scale_b"}},
+                     dequants={{0: "2 -1 rowwise 0 0 1 scale_a (rowwise)",
+                               1: "3 -1 tensorwise 0 0 0 scale_b (tensorwise)"}})
+run = model.begin_run(("x",), (a,))
+run.launch += 1
+run.before(site, (a, b, sa, sb, None))
+y = torch.zeros(2, 2).t()
+run.after(site, (None, None, None, None, y))
+run.end(("y",), (y,))
+"""
+
+
+@pytest.fixture(scope="module")
+def dequant_harness(tmp_path_factory):
+    return build_harness(tmp_path_factory.mktemp("dequant"), DEQUANT_HARNESS)
+
+
+def test_device_operands_get_their_dequantized_statistics_from_host_views(dequant_harness, tmp_path):
+    """A scaled matmul's operands and scales on a CUDA device (injected: the copy to the host
+    is a memcpy), an fp8 operand scaled per row and a float4 one (mat2) scaled once: the C++
+    shim copies each operand and scale to the host (four copies) and writes the dequantized
+    statistics a CPU run writes; torch.compile's runtime the same from its host views (widened
+    here to CPU tensors).  Byte for byte the Python runtime's CPU record."""
+    from conftest import clean_env, run_python
+    cpp = run(dequant_harness, ["run"], tmp_path / "cpp.log")
+    assert cpp.stdout == "6\n"   # four for the dequantized lines, one each for the scales' counts
+    logs = {}
+    for widened in (True, False):
+        log = tmp_path / f"py{widened}.log"
+        run_python(PY_DEQUANT.format(widened=widened), env=clean_env(AOTI_DEBUG_LOGDEST=str(log)))
+        logs[widened] = masked(log)
+    assert masked(tmp_path / "cpp.log").replace("device=cuda:0", "device=cpu") == logs[True] == logs[False]
+    # a: (1, 2, 3, 4) * 0.5 and (-1, NaN, 0, 0.5) * -2: mean 6 / 7; b: its eight nibbles
+    # (0.5, 1, -6, 6, -1, 0, 1.5, -0.5) times 3: mean 4.5 / 8
+    assert ("      scaled_by=scale_a (rowwise)\n      dequant_min=-1.000000\n      dequant_max=2.000000\n"
+            "      dequant_mean=0.857143\n      dequant_nan_count=1\n      dequant_inf_count=0\n") in logs[True]
+    assert ("      scaled_by=scale_b (tensorwise)\n      dequant_min=-18.000000\n      dequant_max=18.000000\n"
+            "      dequant_mean=0.562500\n      dequant_nan_count=0\n      dequant_inf_count=0\n") in logs[True]
+
+
+def test_during_graph_capture_no_device_operand_is_copied(dequant_harness, tmp_path):
+    """While the run's stream is being captured, the dequantized lines say so and nothing is
+    read (the C++ shim; the Python runtime: test_a_device_view_on_the_host_is_its_span)."""
+    cpp = run(dequant_harness, ["capture"], tmp_path / "cpp.log")
+    assert cpp.stdout == "0\n"
+    text = masked(tmp_path / "cpp.log")
+    assert text.count("      dequant=skipped (CUDA graph capture in progress)\n") == 2
+
+
+def test_a_device_view_on_the_host_is_its_span():
+    """stats.host_view of a strided view (float4 too, whose bytes travel as uint8): the same
+    elements on the host, from one copy of the span between its first and last element; nothing
+    while a CUDA graph is captured; a CPU tensor is not a device one."""
+    import torch
+    from aoti_debug.runtime import device, stats
+    base = torch.arange(40, dtype=torch.uint8)
+    views = [base.view(torch.float8_e4m3fn)[3:].as_strided((3, 4), (1, 9)),
+             base.view(torch.float4_e2m1fn_x2)[5:].as_strided((2, 3), (7, 2)),
+             torch.arange(12.0)[2:].reshape(2, 5)[:, ::2], torch.ones(0, 3)]
+    assert stats.host_view(views[2]) == (None, "device not supported")
+    on_device = stats.on_device
+    stats.on_device = lambda t: True
+    try:
+        for v in views:
+            host, why = stats.host_view(v)
+            assert why is None and host.shape == v.shape and host.stride() == v.stride()
+            assert v.numel() == 0 or host.untyped_storage().data_ptr() != v.untyped_storage().data_ptr()
+            assert torch.equal(host.view(torch.uint8) if host.element_size() == 1 else host,
+                               v.view(torch.uint8) if v.element_size() == 1 else v)
+        assert stats.host_view(views[0])[0].untyped_storage().nbytes() == 1 + 2 * 1 + 3 * 9
+        device.inject(_Capturing())
+        assert stats.host_view(views[0]) == (None, "CUDA graph capture in progress")
+    finally:
+        stats.on_device = on_device
+        device.inject(None)

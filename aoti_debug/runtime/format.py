@@ -266,8 +266,8 @@ def scale_lines(t: Any, scale: str, depth: int) -> List[str]:
 def dequant_lines(t: Any, spec: str, values: Sequence[Any], depth: int) -> List[str]:
     """The lines a scaled operand's Tensor block adds at level 5 (section 3.3): which
     scale multiplies it and how (`scaled_by=`), then the statistics of its dequantized
-    values by the shared core, or `dequant=skipped (...)` with why (a device tensor: not
-    computed, as the C++ shim does not), as detail::dequant_lines writes them.  `spec`:
+    values by the shared core (a device tensor's from its host view, stats.host_view), or
+    `dequant=skipped (...)` with why, as detail::dequant_lines writes them.  `spec`:
     the site's plan.dequant_spec, its scales by their index in `values`."""
     from ..plan import parse_dequant
     pad = INDENT * depth
@@ -282,13 +282,20 @@ def dequant_lines(t: Any, spec: str, values: Sequence[Any], depth: int) -> List[
     scale, glob = tensor_at(scale_at), tensor_at(global_at) if global_at >= 0 else None
     if scale is None or (global_at >= 0 and glob is None):
         return lines + [f"{pad}dequant=skipped (scale not a tensor)"]
-    from . import stats as stats_mod
-    if any(stats_mod.on_device(x) or x.device.type != "cpu" for x in (t, scale) + ((glob,) if glob is not None else ())):
-        return lines + [f"{pad}dequant=skipped (device not supported)"]
     from ..native import core as _native
     if _native.lib() is None:
         return lines + [f"{pad}dequant=skipped (no compiled core)"]
-    d = _native.dequant_stats(t, scale, glob, layout, block, swizzled, kdim)
+    from . import stats as stats_mod
+    views = []
+    for x in (t, scale) + ((glob,) if glob is not None else ()):
+        # device tensors through their host views: the operand's whole span is copied
+        if stats_mod.on_device(x) or x.device.type != "cpu":
+            x, why = stats_mod.host_view(x)
+            if why:
+                return lines + [f"{pad}dequant=skipped ({why})"]
+        views.append(x)
+    d = _native.dequant_stats(views[0], views[1], views[2] if glob is not None else None, layout, block,
+                              swizzled, kdim)
     if d["skipped"]:
         return lines + [f"{pad}dequant=skipped ({d['skipped']})"]
     return lines + [f"{pad}dequant_min={number(d['min'])}", f"{pad}dequant_max={number(d['max'])}",

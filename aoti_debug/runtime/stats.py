@@ -16,6 +16,7 @@ from typing import Optional
 SKIP_EMPTY = "empty tensor"
 SKIP_CAPTURE = "CUDA graph capture in progress"
 SKIP_DEVICE = "device not supported"
+SKIP_COPY = "could not be copied from the device"
 
 
 @dataclasses.dataclass
@@ -133,6 +134,27 @@ def device_path_on() -> bool:
     nothing for it); the tests turn it on with on_device."""
     torch = sys.modules.get("torch")
     return torch is not None and torch.cuda.is_initialized()
+
+
+def host_view(t):
+    """A device tensor as a host view of its storage span (from the view's first
+    element to its last), in one blocking copy, as detail::host_view makes it:
+    (the view, None), or (None, why not) -- a CUDA tensor only (on_device: the
+    tests widen it), never while a CUDA graph is being captured."""
+    import torch
+    if not (on_device(t) or t.device.type == "cuda"):
+        return None, SKIP_DEVICE
+    if _capturing():
+        return None, SKIP_CAPTURE
+    t = t.detach()
+    span = 0 if t.numel() == 0 else 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+    # float4 has no copy kernel: its bytes travel as uint8
+    raw = t.view(torch.uint8) if t.dtype == torch.float4_e2m1fn_x2 else t
+    try:
+        host = raw.as_strided((span,), (1,), raw.storage_offset()).to("cpu", copy=True)
+    except RuntimeError:   # a device error: the record says so, the run goes on
+        return None, SKIP_COPY
+    return host.view(t.dtype).as_strided(t.shape, t.stride(), 0), None
 
 
 def _capturing() -> bool:

@@ -657,30 +657,41 @@ inline bool scale_counts(const TensorView& v, int64_t* zeros, int64_t* subnormal
   return true;
 }
 
-// scale_counts of a scale wherever it is.  On a device: its storage span
-// copied to the host (Value::device_read, one blocking copy; a scale is one
-// value per tensor, row or block, so small) and counted there.  False where
-// it is not read: no device_read, a CUDA graph being captured, strides that
-// step backwards, a failed copy, or what scale_counts leaves out.
+// A device tensor as a host view of its storage span (from the view's first
+// element to its last), copied by Value::device_read in one blocking copy: a
+// CUDA tensor only, never while a CUDA graph is being captured.  nullptr when
+// copied, else why not (what a skipped line says).  `host` holds the bytes.
+inline const char* host_view(const Value& val, std::vector<char>& host, TensorView* out) {
+  const TensorView& v = val.t;
+  const DtypeInfo* info = dtype_info(v.dtype);
+  if (v.device_type != 1 || info == nullptr || v.ndim > 32) return "device not supported";  // 1: CUDA
+  if (capturing_now()) return "CUDA graph capture in progress";
+  if (val.device_read == nullptr) return "device not supported";
+  int64_t span = numel_of(v) > 0 ? 1 : 0;  // elements from the view's first to its last
+  for (int64_t d = 0; d < v.ndim && span > 0; ++d) {
+    if (v.strides[d] < 0) return "device not supported";
+    span += (v.sizes[d] - 1) * v.strides[d];
+  }
+  host.resize(static_cast<size_t>(span * info->itemsize) + 1);  // + 1: an empty view's data is not null
+  if (span > 0 && !val.device_read(val, host.data(), static_cast<uint64_t>(span * info->itemsize)))
+    return "could not be copied from the device";
+  *out = v;
+  out->data = host.data();
+  out->device_type = 0, out->device_index = -1;
+  return nullptr;
+}
+
+// scale_counts of a scale wherever it is.  On a device: counted in its host
+// view (a scale is one value per tensor, row or block, so small).  False where
+// it is not read: no host view, or what scale_counts leaves out.
 inline bool value_scale_counts(const Value& val, int64_t* zeros, int64_t* subnormals,
                                ScaleFaults* faults = nullptr) {
   const TensorView& v = val.t;
   if (v.device_type == 0) return scale_counts(v, zeros, subnormals, faults);
-  const DtypeInfo* info = dtype_info(v.dtype);
-  if (val.device_read == nullptr || info == nullptr || float_facts(v.dtype) == nullptr ||
-      v.dtype == kFloat4_e2m1fn_x2 || numel_of(v) <= 0 || v.ndim > 32 || capturing_now())
-    return false;
-  int64_t span = 1;  // elements from the view's first to its last
-  for (int64_t d = 0; d < v.ndim; ++d) {
-    if (v.strides[d] < 0) return false;
-    span += (v.sizes[d] - 1) * v.strides[d];
-  }
-  std::vector<char> host(static_cast<size_t>(span * info->itemsize));
-  if (!val.device_read(val, host.data(), static_cast<uint64_t>(host.size()))) return false;
-  TensorView h = v;
-  h.data = host.data();
-  h.device_type = 0, h.device_index = -1;
-  return scale_counts(h, zeros, subnormals, faults);
+  if (float_facts(v.dtype) == nullptr || v.dtype == kFloat4_e2m1fn_x2 || numel_of(v) <= 0) return false;
+  std::vector<char> host;
+  TensorView h;
+  return host_view(val, host, &h) == nullptr && scale_counts(h, zeros, subnormals, faults);
 }
 
 // The lines a scale argument's Tensor block adds at level >= 5, after the
@@ -746,7 +757,7 @@ inline const char* dequant_skip(int32_t status) {
 // statistics (docs/log-format.md 3.3): which scale multiplies it and how, then
 // the statistics of its dequantized values, or why there are none.
 template <class W>
-inline void dequant_lines(W& out, const TensorView& v, const DequantCall& dq, int indent) {
+inline void dequant_lines(W& out, const Value& val, const DequantCall& dq, int indent) {
   put_key(out, indent, "scaled_by=");
   out += dq.label;
   out += '\n';
@@ -758,9 +769,19 @@ inline void dequant_lines(W& out, const TensorView& v, const DequantCall& dq, in
   if (sv == nullptr || sv->kind != Value::kTensor || (dq.global >= 0 && (gv == nullptr || gv->kind != Value::kTensor))) {
     skip = "scale not a tensor";
   } else {
-    const DequantSpec spec{dq.layout, dq.block, dq.swizzled, dq.kdim};
-    d = dequant_stats(v, sv->t, dq.global >= 0 ? &gv->t : nullptr, spec);
-    if (d.status != kDequantDone) skip = dequant_skip(d.status);
+    // device tensors through their host views: the operand's whole span is copied
+    const Value* const vals[3] = {&val, sv, dq.global >= 0 ? gv : nullptr};
+    TensorView views[3];
+    std::vector<char> hosts[3];
+    for (int k = 0; k < 3 && skip == nullptr && vals[k] != nullptr; ++k) {
+      views[k] = vals[k]->t;
+      if (views[k].device_type != 0) skip = host_view(*vals[k], hosts[k], &views[k]);
+    }
+    if (skip == nullptr) {
+      const DequantSpec spec{dq.layout, dq.block, dq.swizzled, dq.kdim};
+      d = dequant_stats(views[0], views[1], vals[2] != nullptr ? &views[2] : nullptr, spec);
+      if (d.status != kDequantDone) skip = dequant_skip(d.status);
+    }
   }
   if (skip != nullptr) {
     put_key(out, indent, "dequant=skipped (");
@@ -786,7 +807,7 @@ inline void dequant_lines(W& out, const TensorView& v, const DequantCall& dq, in
   put_i64(out, d.inf_count);
   out += '\n';
 #else
-  (void)v;
+  (void)val;
   put_key(out, indent, "dequant=skipped (statistics not compiled in)\n");
 #endif
 }
@@ -823,7 +844,7 @@ inline void tensor_block(Text& out, const Value& val, int level, int indent, con
     out += skip;
     put(out, ")\n");
   }
-  if (dq != nullptr && level >= 5) dequant_lines(out, val.t, *dq, in);
+  if (dq != nullptr && level >= 5) dequant_lines(out, val, *dq, in);
   if (scale != nullptr && level >= 5) scale_lines(out, val, scale, in);
   put_key(out, indent, ")\n");
 }
