@@ -387,7 +387,9 @@ def test_device_statistics_wait_for_the_device_once():
 
 # -- a scale on the device: counted as a CPU one, by both runtimes -------------------------
 
-SCALE_HARNESS = r"""
+# What both injected-device harnesses below share: a CUDA device whose copy to the host is
+# a memcpy (counted), whose statistics are the CPU core's, and whose stream may be captured.
+INJECTED_DEVICE = r"""
 #include <aoti_debug/aoti_debug.h>
 #include <aoti_debug/checks.h>
 
@@ -399,10 +401,6 @@ using aoti_debug::Role;
 using aoti_debug::TensorView;
 using aoti_debug::Value;
 
-static float x_data[4] = {1.0f, 2.0f, 3.0f, 4.0f};
-static float sc_data[6] = {0.5f, 9.0f, 0.0f, 9.0f, 1e-40f, 9.0f};   // the scale: every other one
-static float y_data[4];
-static int64_t s4[1] = {4}, st4[1] = {1}, s3[1] = {3}, st2[1] = {2};
 static int reads = 0;
 static bool capturing = false;
 
@@ -423,12 +421,19 @@ static const char* no_error(void*) { return nullptr; }
 static bool is_capturing(void*) { return capturing; }
 static const aoti_debug::DeviceHooks device{&no_error, &is_capturing};
 
-static Value on_cuda(float* data, int64_t* sizes, int64_t* strides) {
-  Value v(TensorView{data, 6, 1, sizes, strides, 1, 0});
+static Value on_cuda(void* data, int32_t dtype, int64_t ndim, int64_t* sizes, int64_t* strides) {
+  Value v(TensorView{data, dtype, ndim, sizes, strides, 1, 0});
   v.device_stats = &injected_stats;
   v.device_read = &injected_read;
   return v;
 }
+"""
+
+SCALE_HARNESS = INJECTED_DEVICE + r"""
+static float x_data[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+static float sc_data[6] = {0.5f, 9.0f, 0.0f, 9.0f, 1e-40f, 9.0f};   // the scale: every other one
+static float y_data[4];
+static int64_t s4[1] = {4}, st4[1] = {1}, s3[1] = {3}, st2[1] = {2};
 
 int main(int, char** argv) {
   capturing = std::string(argv[1]) == "capture";
@@ -439,7 +444,8 @@ int main(int, char** argv) {
   static const char* const ins[] = {"x", "s"};
   static const char* const outs[] = {"y"};
   static const char* const sources[] = {"", "", ""};
-  const Value x = on_cuda(x_data, s4, st4), sc = on_cuda(sc_data, s3, st2), y = on_cuda(y_data, s4, st4);
+  const Value x = on_cuda(x_data, 6, 1, s4, st4), sc = on_cuda(sc_data, 6, 1, s3, st2),
+              y = on_cuda(y_data, 6, 1, s4, st4);
   AOTI_DEBUG_BEGIN_RUN_ON(run, model, &device, nullptr, ins, x, sc);
   aoti_debug::NanChecks nan(model, run);
   nan.inputs({x, sc});
@@ -488,23 +494,30 @@ def scale_harness(tmp_path_factory):
     return build_harness(tmp_path_factory.mktemp("scale"), SCALE_HARNESS)
 
 
+def records_alike(harness, script, tmp_path, reads):
+    """The injected-device harness's log (its `reads` copies to the host counted) and the
+    Python runtime's from `script`, widened (CPU tensors take the device path) and not: the
+    three the same bytes, the harness's tensors saying cuda:0 where the Python ones are CPU
+    tensors.  Returns the Python runtime's log."""
+    from conftest import clean_env, run_python
+    cpp = run(harness, ["run"], tmp_path / "cpp.log")
+    assert cpp.stdout == f"{reads}\n"
+    logs = {}
+    for widened in (True, False):
+        log = tmp_path / f"py{widened}.log"
+        run_python(script.format(widened=widened), env=clean_env(AOTI_DEBUG_LOGDEST=str(log)))
+        logs[widened] = masked(log)
+    assert masked(tmp_path / "cpp.log").replace("device=cuda:0", "device=cpu") == logs[True] == logs[False]
+    return logs[True]
+
+
 def test_a_device_scale_is_counted_and_checked_as_a_cpu_one_by_both_runtimes(scale_harness, tmp_path):
     """A CUDA scale (injected: its copy to the host is a memcpy) gets zero_count and
     subnormal_count in its block and the NaN check's finding, as a CPU one does: the C++ shim
     copies it to the host (once for the record, once for the check), torch.compile's runtime
     counts it by torch ops on the device (widened here to CPU tensors).  Byte for byte the
     records of the Python runtime's CPU path."""
-    from conftest import clean_env, run_python
-    cpp = run(scale_harness, ["run"], tmp_path / "cpp.log")
-    assert cpp.stdout == "2\n"
-    logs = {}
-    for widened in (True, False):
-        log = tmp_path / f"py{widened}.log"
-        run_python(PY_SCALE.format(widened=widened), env=clean_env(AOTI_DEBUG_LOGDEST=str(log)))
-        logs[widened] = masked(log)
-    # the C++ harness's tensors say cuda:0, the Python ones are CPU tensors
-    assert masked(tmp_path / "cpp.log").replace("device=cuda:0", "device=cpu") == logs[True] == logs[False]
-    log = logs[True]
+    log = records_alike(scale_harness, PY_SCALE, tmp_path, reads=2)
     assert "      scale=scale_a\n      zero_count=1\n      subnormal_count=1\n    )\n" in log
     assert ("  launch toy:1.1 extern_kernels__scaled_mm (source model.py:9) read scale_a in_ptr1 holding 1 zero, "
             "0 NaN and 0 Inf (first at flat index 1); a bad scale is the origin of what this launch writes, not "
@@ -553,17 +566,7 @@ def test_a_device_scales_counts_come_back_in_one_transfer():
 
 # -- device operands of a scaled matmul: dequantized statistics from their host views ------
 
-DEQUANT_HARNESS = r"""
-#include <aoti_debug/aoti_debug.h>
-
-#include <cstdio>
-#include <cstring>
-#include <string>
-
-using aoti_debug::Role;
-using aoti_debug::TensorView;
-using aoti_debug::Value;
-
+DEQUANT_HARNESS = INJECTED_DEVICE + r"""
 // a: float8_e4m3fn (2, 4), each row scaled (sa); b: float4_e2m1fn_x2 (2, 2) bytes, four
 // elements along K a column (mat2), one scale for all (sb)
 static unsigned char a_data[8] = {0x38, 0x40, 0x44, 0x48, 0xb8, 0x7f, 0x00, 0x30};
@@ -573,32 +576,6 @@ static float sb_data[1] = {3.0f};
 static float y_data[4];
 static int64_t s24[2] = {2, 4}, st24[2] = {4, 1}, s21[2] = {2, 1}, st21[2] = {1, 1};
 static int64_t s22[2] = {2, 2}, st22[2] = {1, 2}, sz0[1] = {0}, st0[1] = {1};
-static int reads = 0;
-static bool capturing = false;
-
-static void injected_stats(const Value* const* vals, size_t n, aoti_debug::Stats* out, bool* ok) {
-  for (size_t i = 0; i < n; ++i) {
-    TensorView host = vals[i]->t;
-    host.device_type = 0, host.device_index = -1;
-    out[i] = aoti_debug::compute_stats(host, true);
-    ok[i] = true;
-  }
-}
-static bool injected_read(const Value& v, void* dst, uint64_t bytes) {   // the copy to the host
-  ++reads;
-  std::memcpy(dst, v.t.data, static_cast<size_t>(bytes));
-  return true;
-}
-static const char* no_error(void*) { return nullptr; }
-static bool is_capturing(void*) { return capturing; }
-static const aoti_debug::DeviceHooks device{&no_error, &is_capturing};
-
-static Value on_cuda(void* data, int32_t dtype, int64_t ndim, int64_t* sizes, int64_t* strides) {
-  Value v(TensorView{data, dtype, ndim, sizes, strides, 1, 0});
-  v.device_stats = &injected_stats;
-  v.device_read = &injected_read;
-  return v;
-}
 
 int main(int, char** argv) {
   capturing = std::string(argv[1]) == "capture";
@@ -658,21 +635,14 @@ def test_device_operands_get_their_dequantized_statistics_from_host_views(dequan
     shim copies each operand and scale to the host (four copies) and writes the dequantized
     statistics a CPU run writes; torch.compile's runtime the same from its host views (widened
     here to CPU tensors).  Byte for byte the Python runtime's CPU record."""
-    from conftest import clean_env, run_python
-    cpp = run(dequant_harness, ["run"], tmp_path / "cpp.log")
-    assert cpp.stdout == "6\n"   # four for the dequantized lines, one each for the scales' counts
-    logs = {}
-    for widened in (True, False):
-        log = tmp_path / f"py{widened}.log"
-        run_python(PY_DEQUANT.format(widened=widened), env=clean_env(AOTI_DEBUG_LOGDEST=str(log)))
-        logs[widened] = masked(log)
-    assert masked(tmp_path / "cpp.log").replace("device=cuda:0", "device=cpu") == logs[True] == logs[False]
+    # four copies for the dequantized lines, one for each scale's counts
+    log = records_alike(dequant_harness, PY_DEQUANT, tmp_path, reads=6)
     # a: (1, 2, 3, 4) * 0.5 and (-1, NaN, 0, 0.5) * -2: mean 6 / 7; b: its eight nibbles
     # (0.5, 1, -6, 6, -1, 0, 1.5, -0.5) times 3: mean 4.5 / 8
     assert ("      scaled_by=scale_a (rowwise)\n      dequant_min=-1.000000\n      dequant_max=2.000000\n"
-            "      dequant_mean=0.857143\n      dequant_nan_count=1\n      dequant_inf_count=0\n") in logs[True]
+            "      dequant_mean=0.857143\n      dequant_nan_count=1\n      dequant_inf_count=0\n") in log
     assert ("      scaled_by=scale_b (tensorwise)\n      dequant_min=-18.000000\n      dequant_max=18.000000\n"
-            "      dequant_mean=0.562500\n      dequant_nan_count=0\n      dequant_inf_count=0\n") in logs[True]
+            "      dequant_mean=0.562500\n      dequant_nan_count=0\n      dequant_inf_count=0\n") in log
 
 
 def test_during_graph_capture_no_device_operand_is_copied(dequant_harness, tmp_path):
