@@ -268,3 +268,28 @@ def test_gpu_log_agrees_with_the_cpu_log_of_the_same_model(built, built_cpu, tmp
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "DIFFERS" not in proc.stdout
     assert re.search(r"^the logs agree: \d+ aligned launch\(es\) compared", proc.stdout, re.M), proc.stdout
+
+
+def _dequant_cases(device: str):
+    """(operand, the launch's values, dequant spec) on `device`: fp8 scaled per row, and a
+    float4 view (its bytes moved as uint8: torch copies no float4) scaled per 16 values."""
+    g = torch.Generator().manual_seed(0)
+    a = (torch.randn(64, 32, generator=g) * 40).to(torch.float8_e4m3fn)
+    sa = torch.rand(64, 1, generator=g)
+    fp4 = torch.randint(0, 256, (16, 16), generator=g, dtype=torch.uint8)
+    sb = (torch.rand(16, 1, generator=g) * 4).to(torch.float8_e4m3fn)
+    fp4 = fp4.to(device).view(torch.float4_e2m1fn_x2)[:, 2:10]   # 16 values a row: one block
+    a, sa, sb = a.to(device), sa.to(device), sb.to(device)
+    return [(a, [a, sa], "1 -1 rowwise 0 0 1 scale_a (rowwise)"),
+            (fp4, [fp4, sb], "1 -1 block 16 0 1 scale_a (block 1x16)")]
+
+
+def test_gpu_dequantized_statistics_of_device_operands_are_the_cpus():
+    """The Python runtime's dequantized lines of CUDA operands and scales (read from their
+    host views, stats.host_view) are those of the same tensors on the CPU, line for line."""
+    from aoti_debug.runtime import format as fmt
+    for (t, values, spec), (ct, cvalues, _) in zip(_dequant_cases("cuda"), _dequant_cases("cpu")):
+        cpu = fmt.dequant_lines(ct, spec, cvalues, 3)
+        assert [line.split("=")[0].strip() for line in cpu] == [
+            "scaled_by", "dequant_min", "dequant_max", "dequant_mean", "dequant_nan_count", "dequant_inf_count"]
+        assert fmt.dequant_lines(t, spec, values, 3) == cpu
