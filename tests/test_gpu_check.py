@@ -66,17 +66,17 @@ def test_without_a_gpu_it_skips_every_gpu_test_and_exits_3(tmp_path):
     assert f"set-up: aoti-debug installed in {tmp_path / 'venv-gpu'}, over {sys.executable} " \
            f"(torch {torch.__version__})" in lines
     skipped = [line for line in lines if line.startswith("SKIPPED ")]
-    assert len(skipped) == 12 and all(line.endswith(
+    assert len(skipped) == 13 and all(line.endswith(
         f": no CUDA device (torch {torch.__version__}): these tests run only on an NVIDIA GPU "
         "(scripts/gpu-check.sh)") for line in skipped), skipped
     assert skipped[0].startswith("SKIPPED  test_gpu_nan_check_and_nan_origin")    # the most telling first
-    assert "summary: 0 passed, 0 failed, 0 errors, 12 skipped in 0 s" in lines
+    assert "summary: 0 passed, 0 failed, 0 errors, 13 skipped in 0 s" in lines
     assert lines[-2:] == ["not run: no CUDA device",
                           "gpu-check: no CUDA device here: nothing was checked on a GPU (exit 3)"]
     assert sorted(os.listdir(out)) == ["bench.txt", "build-logs.tar.gz", "gpu-check.log", "junit.xml",
                                        "pytest.log"]
     assert (out / "gpu-check.log").read_text() == text
-    assert 'skipped="12"' in (out / "junit.xml").read_text()
+    assert 'skipped="13"' in (out / "junit.xml").read_text()
 
 
 def test_without_an_interpreter_that_has_a_cuda_torch_set_up_fails_with_4(tmp_path):
