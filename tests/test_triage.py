@@ -283,9 +283,12 @@ def test_ctrl_c_ends_the_run_and_its_process_group_and_says_the_chain_stopped_sh
     import subprocess
     import time
     marker = f"triage-sleeps-{os.getpid()}"
+    # Ctrl-C as a terminal gives it: SIGINT at its default, which a suite started in the
+    # background (SIGINT ignored, inherited) would otherwise pass on to triage
     proc = subprocess.Popen([sys.executable, "-m", "aoti_debug", "triage", "--out", str(tmp_path / "t"), "--",
                              "sh", "-c", f"sleep 60; echo {marker}"], env=clean_env(), text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while not (tmp_path / "t" / "1-first.cmd.json").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
