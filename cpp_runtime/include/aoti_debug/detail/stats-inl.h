@@ -1340,10 +1340,7 @@ AOTI_DEBUG_ALWAYS_INLINE void dequant_segment(const DequantJob& j, const Dequant
       for (int64_t i = 0, kb = c0 / j.block; i < n; ++kb) {  // one scale per run of the same block
         const int64_t stop = (kb + 1) * j.block - c0 < n ? (kb + 1) * j.block - c0 : n;
         const double sc = rs[kb];
-        if (s1 == 1 && stop - i == 32) {  // MXFP8's whole block: a loop of known length
-          for (int k = 0; k < 32; ++k) out[i + k] = f8[p[i + k]] * sc;
-          i = stop;
-        } else if (s1 == 1) {
+        if (s1 == 1) {
           for (; i < stop; ++i) out[i] = f8[p[i]] * sc;
         } else {
           for (; i < stop; ++i) out[i] = f8[p[i * s1]] * sc;
@@ -1548,21 +1545,15 @@ AOTI_DEBUG_CORE_FN DequantStats dequant_stats(const TensorView& operand, const T
   if (want < 0 || numel_of(scale) != want || (global != nullptr && numel_of(*global) != 1))
     return s.status = kDequantMismatch, s;
   std::vector<double> gathered, globals;  // a scale not dense in logical order: its elements copied
-  bool dense = true;
-  for (int64_t d = scale.ndim - 1, step = 1; d >= 0; --d) {
-    dense = dense && (scale.sizes[d] == 1 || scale.strides[d] == step);
-    step *= scale.sizes[d];
-  }
+  const bool dense = is_contiguous(scale);
   if ((!dense && !logical_doubles(scale, gathered)) || (global != nullptr && !logical_doubles(*global, globals)))
     return s.status = kDequantDtype, s;
   j.scales = dense ? static_cast<const unsigned char*>(scale.data) : reinterpret_cast<const unsigned char*>(gathered.data());
   j.scale_code = dense ? scale.dtype : static_cast<int32_t>(kDouble);
   j.scale_itemsize = dense ? dtype_info(scale.dtype)->itemsize : 8;
-  const int32_t sc = j.scale_code;
-  j.scale_table = sc == kFloat8_e5m2 || sc == kFloat8_e4m3fn || sc == kFloat8_e5m2fnuz || sc == kFloat8_e4m3fnuz ||
-                          sc == kFloat8_e8m0fnu
-                      ? float8_table(sc)
-                      : nullptr;
+  // the float8 kinds (e8m0 too) decode through their table; float4 is no scale format
+  j.scale_table = counts_saturation(j.scale_code) && j.scale_code != kFloat4_e2m1fn_x2 ? float8_table(j.scale_code)
+                                                                                        : nullptr;
   j.global = global != nullptr ? globals[0] : 1.0;
   double* const dbuf = stats_scratch();
   if (dbuf == nullptr) return s.status = kDequantMemory, s;
