@@ -7,6 +7,7 @@ per cache."""
 import os
 import re
 import shutil
+import subprocess
 
 import pytest
 
@@ -209,3 +210,128 @@ def test_a_runs_texts_are_made_once_in_the_core_and_freed_with_the_run(tmp_path)
         proc = run_python(RUN_TEXTS, env=clean_env(AOTI_DEBUG_LOGLEVEL="3", AOTI_DEBUG_LOGDEST="/dev/null",
                                                    AOTI_DEBUG_LAUNCH_EXTENSION=path))
         assert proc.stdout.strip().splitlines()[-1] == expect, (path, proc.stdout, proc.stderr)
+
+
+# A thread launching N times at level 3 while its write must wait: on a FIFO
+# destination nobody reads ("pipe"), or (to a regular file) on the process lock
+# that another thread holds while its own write waits on that FIFO ("lock").
+# The main thread must run meanwhile (the GIL released while waiting); then it
+# drains the FIFO and everything is written.
+WAITING = r"""
+import os, threading, time, torch
+from aoti_debug.native import core
+from aoti_debug.native import launch_ext
+from aoti_debug.runtime.launches import Model, Site
+fifo, mode, n = os.environ["FIFO"], os.environ["MODE"], 400
+reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # there to open it, reading nothing yet
+site = Site("cpp_fused_add_0", "add", "m.py:12", "fc1", (("buf0", "inout"), ("arg0_1", "in")),
+            "  source-line: m.py:12 nodes=add\n")
+buf0, arg0_1 = torch.zeros(16), torch.ones(16)
+m = Model("gil", 3, "", "off", False, torch.__version__)
+run = m.begin_run(("x",), (arg0_1,))
+launch, launch_end = m.calls
+assert launch_ext._module is not None
+if mode == "lock":  # a write of 256 KiB to the FIFO holds the process lock until it is read
+    other = threading.Thread(target=core.sink_write, args=(fifo, "x" * (256 << 10) + "\n"))
+    other.start()
+    time.sleep(0.3)
+done = [0]
+def launches():
+    for _ in range(n):
+        launch(run, site, buf0, arg0_1)
+        launch_end(run, site, buf0, None)
+        done[0] += 1
+worker = threading.Thread(target=launches)
+worker.start()
+seen, still = -1, 0
+while still < 5:  # the launching thread has made no progress for 0.5 s: it waits
+    time.sleep(0.1)
+    still, seen = (still + 1 if done[0] == seen else 0), done[0]
+print("waiting after", seen, "of", n, "launches, main thread running")
+got = bytearray()
+def drain():
+    try:
+        while True:
+            got.extend(os.read(reader, 1 << 16))  # the writers keep it open: no end of file
+    except BlockingIOError:
+        pass
+while worker.is_alive() or (mode == "lock" and other.is_alive()):
+    drain()
+    worker.join(0.02)
+drain()
+print("written", got.count(b"] launch gil:1."), got.count(b"] launch-end gil:1."), b"x" * (256 << 10) in got)
+print(launch_ext._module.counts())
+"""
+
+
+@pytest.mark.parametrize("mode", ["pipe", "lock"])
+def test_a_launch_waiting_on_its_write_lets_other_python_threads_run(tmp_path, mode):
+    """The write of a record waits (a full FIFO, or the process lock another
+    thread holds while writing one): the GIL is released meanwhile, so the
+    main thread runs, drains the FIFO, and every record is written."""
+    fifo = tmp_path / "log.fifo"
+    os.mkfifo(fifo)
+    log = tmp_path / "gil.log"
+    dest = fifo if mode == "pipe" else log
+    proc = run_python(WAITING, timeout=120, env=clean_env(FIFO=fifo, MODE=mode, AOTI_DEBUG_LOGLEVEL="3",
+                                                        AOTI_DEBUG_LOGDEST=dest))
+    lines = proc.stdout.strip().splitlines()
+    waited = re.fullmatch(r"waiting after (\d+) of 400 launches, main thread running", lines[-3])
+    assert waited and int(waited.group(1)) < 400, proc.stdout
+    if mode == "pipe":
+        assert lines[-2] == "written 400 400 False"
+    else:
+        assert int(waited.group(1)) == 0  # the lock was taken before its first launch
+        assert lines[-2] == "written 0 0 True"
+        text = log.read_text()
+        assert text.count("] launch gil:1.") == 400 and text.count("] launch-end gil:1.") == 400
+    assert lines[-1] == "(800, 0)"  # every record the extension's own
+
+
+# Ten launches of one site at LEVEL to AOTI_DEBUG_LOGDEST, its tensor of NUMEL
+# elements; how often the core released the GIL for them.
+RELEASES = r"""
+import os, torch
+from aoti_debug.native import launch_ext
+from aoti_debug.runtime.launches import Model, Site
+site = Site("cpp_fused_add_0", "add", "m.py:12", "fc1", (("buf0", "inout"),), "")
+buf0 = torch.zeros(int(os.environ["NUMEL"]))
+m = Model("gil", int(os.environ["AOTI_DEBUG_LOGLEVEL"]), "", "off", False, torch.__version__)
+run = m.begin_run(("x",), (buf0,))
+launch, launch_end = m.calls
+for _ in range(10):
+    launch(run, site, buf0)
+    launch_end(run, site, buf0)
+print(launch_ext._module.counts(), launch_ext._module.releases())
+"""
+
+# the file systems local_file_system (sink-inl.h) knows, by `stat -f -c %t`
+LOCAL_FS = {"ef53", "58465342", "9123683e", "1021994", "858458f6", "794c7630", "f2f52010"}
+
+
+def test_the_gil_is_released_only_where_a_record_waits_or_reads_long(tmp_path):
+    """Held for a destination nothing can keep waiting (/dev/null, a file on a
+    local file system) and for a level-5 record of small tensors; released
+    around each record to a FIFO (its reader may not read), and around a level-5
+    record whose statistics read more than 16384 elements."""
+    fifo = tmp_path / "log.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # room for every record: 64 KiB
+    try:
+        def releases(dest, level, numel=16):
+            proc = run_python(RELEASES, env=clean_env(AOTI_DEBUG_LOGDEST=dest, AOTI_DEBUG_LOGLEVEL=level,
+                                                      NUMEL=numel))
+            return proc.stdout.strip()
+
+        assert releases(os.devnull, "3") == "(20, 0) 0"
+        assert releases(os.devnull, "1") == "(20, 0) 0"  # a launch-end counts, writing nothing
+        assert releases(os.devnull, "5") == "(20, 0) 0"
+        assert releases(os.devnull, "5", numel=16384) == "(20, 0) 0"
+        assert releases(os.devnull, "5", numel=16385) == "(20, 0) 20"
+        assert releases(fifo, "3") == "(20, 0) 20"
+        assert releases(fifo, "1") == "(20, 0) 10"
+        fs = subprocess.run(["stat", "-f", "-c", "%t", str(tmp_path)], capture_output=True, text=True).stdout
+        if fs.strip() in LOCAL_FS:
+            assert releases(tmp_path / "gil.log", "3") == "(20, 0) 0"
+    finally:
+        os.close(reader)

@@ -145,7 +145,7 @@ _SIGNATURES = {
     "aotid_e2m1_value": (_dbl, [_i32]),
     "aotid_dequant_stats": (_i32, [_i64p, _i32, ctypes.POINTER(_i32), ctypes.POINTER(_DequantStatsC)]),
     "aotid_sink_write": (_i32, [_str, _str, _i64, _str]),
-    "aotid_write_launch": (_i32, [_str, _str, _i64, _i64, _str, _str, _i64, _i32, _str]),
+    "aotid_write_launch": (_i32, [_str, _str, _i64, _i64, _str, _str, _i64, _i32, _str, _ptr]),
     "aotid_write_note": (_i32, [_str, _str, _str, _i32, _i32, _str]),
     "aotid_next_call_number": (_i64, []),
     "aotid_instance_name": (_i64, [_str, _buf, _i64]),
@@ -400,7 +400,7 @@ def write_launch(dest: str, model: str, run: int, launch: int, kernel: str, body
     in flight on this thread (as set_inflight)."""
     data = body.encode("utf-8", "backslashreplace")
     _need().aotid_write_launch(dest.encode("utf-8"), model.encode("utf-8"), run, launch, kernel.encode("utf-8"),
-                               data, len(data), 1 if mark else 0, _torch_version(torch_version))
+                               data, len(data), 1 if mark else 0, _torch_version(torch_version), None)
 
 
 def write_note(dest: str, topic: str, lines: str, once: bool = True, level: int = 1,

@@ -165,17 +165,19 @@ AOTID_EXPORT int32_t aotid_sink_write(const char* dest, const char* text, int64_
 // torch.compile's launch, in one call: the `launch model:R.K kernel` record
 // with `body` (its lines at level >= 3), then, when `mark` is set, the launch
 // marked in flight on this thread, in detail::before_launch's order. The
-// header is the C++ shim's own, so both runtimes write it alike.
+// header is the C++ shim's own, so both runtimes write it alike.  `hooks`:
+// the launch extension's GIL (write_record), null from ctypes.
 AOTID_EXPORT int32_t aotid_write_launch(const char* dest, const char* model, int64_t run, int64_t launch,
                                         const char* kernel, const char* body, int64_t len, int32_t mark,
-                                        const char* torch_version) noexcept {
+                                        const char* torch_version,
+                                        const aoti_debug::detail::WaitHooks* hooks) noexcept {
   namespace d = aoti_debug::detail;
   int32_t rc = 0;
   try {
     std::string rec = d::header_line("launch", d::launch_id(model, run, launch), kernel, std::string(),
                                      96 + std::strlen(model) + std::strlen(kernel) + static_cast<size_t>(len));
     rec.append(body, static_cast<size_t>(len));
-    d::write_record(dest, std::move(rec), torch_version);
+    d::write_record(dest, std::move(rec), torch_version, hooks);
   } catch (...) {
     rc = -1;
   }
@@ -602,6 +604,26 @@ AOTID_EXPORT void aotid_record_texts_free(void* texts) noexcept { delete static_
 // the launch extension calls aotid_write_values only when it built the same.
 AOTID_EXPORT uint64_t aotid_py_record_abi() noexcept { return aoti_debug::detail::py_record_abi(); }
 
+// Whether a level-5 record's statistics read enough elements that other
+// Python threads should run meanwhile (the GIL released around the record,
+// not only where its write would wait).  Below it the release costs more
+// than it lets others do.
+static bool long_statistics(const aoti_debug::Value* values, int32_t n) {
+  constexpr int64_t kLongStatistics = 1 << 14;  // elements: 64 KiB of float32, a few microseconds
+  int64_t total = 0;
+  for (int32_t k = 0; k < n; ++k) {
+    if (values[k].kind != aoti_debug::Value::kTensor) continue;
+    int64_t numel = 1;
+    for (int64_t d = 0; d < values[k].t.ndim; ++d) {
+      numel *= values[k].t.sizes[d];
+      if (numel > kLongStatistics) return true;
+    }
+    total += numel;
+    if (total > kLongStatistics) return true;
+  }
+  return false;
+}
+
 // torch.compile's launch extension's records (pylaunch.cpp): aotid_write_record's
 // kinds 0 and 1 without a statistics `out`, the values handed over as the
 // shim's own Value structs (py_record.h).  0, or -1 when nothing was written.
@@ -616,7 +638,10 @@ AOTID_EXPORT int32_t aotid_write_values(const aoti_debug::detail::PyRecord* rec)
     const aoti_debug::Run r{rec->level, rec->run, rec->launch, nullptr};
     const aoti_debug::Values args = aoti_debug::Values::of(rec->values, static_cast<size_t>(rec->n));
     const RunTexts& t = run_texts(rec->texts);
-    d::write_record(t.dest, d::launch_record(t.model, r, s, args, end, false), rec->texts[2]);
+    d::Released released(rec->hooks);
+    if (rec->level >= 5 && long_statistics(rec->values, rec->n)) released.now();
+    d::write_record(t.dest, d::launch_record(t.model, r, s, args, end, false), rec->texts[2],
+                    released.done() ? nullptr : rec->hooks);
   } catch (...) {
     rc = -1;
   }

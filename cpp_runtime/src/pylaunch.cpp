@@ -39,7 +39,7 @@ using aoti_debug::detail::PyRecord;
 using WriteValues = int32_t (*)(const PyRecord*);
 using RecordAbi = uint64_t (*)();
 using WriteLaunch = int32_t (*)(const char*, const char*, int64_t, int64_t, const char*, const char*, int64_t,
-                                int32_t, const char*);
+                                int32_t, const char*, const aoti_debug::detail::WaitHooks*);
 using ClearInflight = void (*)();
 
 constexpr int kMaxDtype = 45;  // the last c10::ScalarType native/core.py's DTYPE_CODES names
@@ -62,6 +62,7 @@ struct State {
   PyObject* texts_obj = nullptr;  // the last run's texts (a ctypes char*[4]) and their address
   const char* const* texts_at = nullptr;
   unsigned long long fast = 0, handed = 0;  // records written here, records handed to the Run
+  unsigned long long released = 0;          // times the core released the GIL (a write waited or read long)
 };
 State st;
 
@@ -203,6 +204,13 @@ PyObject* hand_over(PyObject* run, PyObject* name, PyObject* site, PyObject* con
 bool is_true(PyObject* o) { return o == Py_True; }
 bool is_none(PyObject* o) { return o == nullptr || o == Py_None; }
 
+void* release_gil() {
+  ++st.released;  // before the release: the GIL guards it
+  return PyEval_SaveThread();
+}
+void reacquire_gil(void* state) { PyEval_RestoreThread(static_cast<PyThreadState*>(state)); }
+const aoti_debug::detail::WaitHooks kGil{release_gil, reacquire_gil};
+
 // a record's values, kept between calls to save their allocation (not
 // thread_local: a dlopen'ed library's thread_local costs a __tls_get_addr call
 // each use); a call takes them with the GIL held and gives them back after its write
@@ -229,16 +237,14 @@ bool write_launch_record(int kind, PyObject* run, PyObject* site, int64_t r, int
   mine.dims.swap(staged.dims);
   bool written = false;
   if (stage(values, n, mine)) {
+    // The core releases the GIL where the record would wait (the process lock, a
+    // destination a write can wait on: a full pipe) or read long (level 5's
+    // statistics of large tensors): other Python threads run meanwhile, as they do
+    // around the ctypes path's call.  What it reads stays alive: the tensors and the
+    // run (its texts) are the caller's arguments, the site holds box.
     const PyRecord rec{kind, static_cast<int32_t>(level), r, k, 1, static_cast<int32_t>(n), mine.values.data(),
-                       reinterpret_cast<void*>(static_cast<intptr_t>(box)), texts};
-    // The write may wait on its destination (a full pipe): other Python threads run
-    // meanwhile, as they do around the ctypes path's call.  What it reads stays alive:
-    // the tensors and the run (its texts) are the caller's arguments, the site holds box.
-    int32_t status;
-    Py_BEGIN_ALLOW_THREADS
-    status = st.write_values(&rec);
-    Py_END_ALLOW_THREADS
-    written = status == 0;
+                       reinterpret_cast<void*>(static_cast<intptr_t>(box)), texts, &kGil};
+    written = st.write_values(&rec) == 0;
   }
   if (mine.values.capacity() > staged.values.capacity()) mine.values.swap(staged.values);
   if (mine.dims.capacity() > staged.dims.capacity()) mine.dims.swap(staged.dims);
@@ -277,9 +283,9 @@ bool fast_before(PyObject* run, PyObject* site, int64_t k, long level, PyObject*
     PyErr_Clear();
     return false;
   }
-  Py_BEGIN_ALLOW_THREADS  // as write_launch_record's write; the site (kernel) and run (texts) stay alive
-  st.write_launch(texts[0], texts[1], r, k, kernel, "", 0, 1, texts[2]);  // its status unread, as the Run's
-  Py_END_ALLOW_THREADS
+  // the GIL released where the write would wait, as write_launch_record's; the
+  // site (kernel) and run (texts) stay alive
+  st.write_launch(texts[0], texts[1], r, k, kernel, "", 0, 1, texts[2], &kGil);  // its status unread, as the Run's
   return true;
 }
 
@@ -412,6 +418,8 @@ PyObject* init(PyObject*, PyObject* args) {
 
 // (records written here, records handed to the Run's own methods)
 PyObject* counts(PyObject*, PyObject*) { return Py_BuildValue("(KK)", st.fast, st.handed); }
+// times the GIL was released for a record's write or statistics
+PyObject* releases(PyObject*, PyObject*) { return PyLong_FromUnsignedLongLong(st.released); }
 
 #define FAST(f) reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(f)), METH_FASTCALL
 PyMethodDef methods[] = {
@@ -419,6 +427,7 @@ PyMethodDef methods[] = {
     {"launch_end", FAST(launch_end), "launch_end(run, site, *values): the launch's `launch-end` record"},
     {"init", init, METH_VARARGS, nullptr},
     {"counts", counts, METH_NOARGS, nullptr},
+    {"releases", releases, METH_NOARGS, nullptr},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "aotid_pylaunch", nullptr, -1, methods};

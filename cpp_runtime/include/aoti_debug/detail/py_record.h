@@ -15,13 +15,15 @@
 
 #include "../config.h"
 #include "format.h"
+#include "sink.h"
 
 AOTI_DEBUG_NAMESPACE_BEGIN
 namespace detail {
 
 // Bump when PyRecord's fields or their meaning change (or Value's, which
-// the sizes and offsets below may not show).
-constexpr uint32_t kPyRecordVersion = 2;
+// the sizes and offsets below may not show), or the signature of another
+// entry point the extension calls (aotid_write_launch).
+constexpr uint32_t kPyRecordVersion = 3;
 
 // One `launch` (kind 0: then, with `mark`, the launch marked in flight) or
 // `launch-end` record (kind 1: with `mark`, the mark cleared first), as
@@ -36,6 +38,7 @@ struct PyRecord {
   void* site;                 // an aotid_blackbox_site handle
   const char* const* texts;   // {destination, model, torch version, run facts}: the core's
                               // aotid_record_texts, which keeps them as strings too
+  const WaitHooks* hooks;     // the GIL, released only where the core would wait or read long
 };
 
 // The version with the layouts both sides compile: a mismatch in any reads

@@ -96,26 +96,64 @@ inline int open_own_log(const std::string& path, int* err, const char** why) {
   return fd;
 }
 
-// Whether a write to entry i can raise SIGPIPE or SIGXFSZ (and so goes through
-// write_held): stdout and stderr always, as the process may point them at a
-// pipe at any time; any path under a file-size limit; an opened path when it
-// is a FIFO or a socket, looked at once per copy of the runtime (the entries
-// are shared, this cache is not; an entry's fd never changes).  Lock held.
-inline bool may_raise_signal(const DestEntry& e, int i) {
-  if (e.fd <= 2 || file_size_limited()) return true;
+// What a write to an opened path's descriptor can meet, looked at once (fstat,
+// fstatfs): kFdSignals, SIGPIPE (a FIFO or a socket); kFdWaits, a wait on
+// something other than this machine's memory and disks (anything but a
+// regular file on a local file system, or /dev/null: a pipe's reader, a
+// terminal, a network file system's server).
+constexpr int8_t kFdSignals = 1, kFdWaits = 2;
+
+inline bool local_file_system(int fd) {
+  struct statfs fs;
+  if (fstatfs(fd, &fs) != 0) return false;
+  switch (static_cast<uint64_t>(fs.f_type)) {
+    case 0xEF53:      // ext2, ext3, ext4
+    case 0x58465342:  // xfs
+    case 0x9123683E:  // btrfs
+    case 0x01021994:  // tmpfs
+    case 0x858458F6:  // ramfs
+    case 0x794C7630:  // overlayfs (containers)
+    case 0xF2F52010:  // f2fs
+      return true;
+    default:
+      return false;
+  }
+}
+
+inline int8_t fd_kind(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return kFdSignals | kFdWaits;
+  if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) return kFdSignals | kFdWaits;
+  if (S_ISREG(st.st_mode)) return local_file_system(fd) ? 0 : kFdWaits;
+  if (S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 && minor(st.st_rdev) == 3) return 0;  // /dev/null
+  return kFdWaits;
+}
+
+// fd_kind of entry i, cached per copy of the runtime (the entries are shared,
+// this cache is not; an entry's fd never changes).  Lock held.
+inline int8_t dest_kind(const DestEntry& e, int i) {
   static unsigned gen = ~0u;
-  static int8_t kind[kMaxDests];  // -1: not looked at, 0: no, 1: yes
+  static int8_t kind[kMaxDests];  // -1: not looked at
   const unsigned g = __atomic_load_n(&fork_generation(), __ATOMIC_RELAXED);
   if (gen != g) {  // a forked child numbers its entries again
     std::memset(kind, -1, sizeof kind);
     gen = g;
   }
-  if (kind[i] < 0) {
-    struct stat st;
-    kind[i] = fstat(e.fd, &st) != 0 || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode);
-  }
-  return kind[i] == 1;
+  if (kind[i] < 0) kind[i] = fd_kind(e.fd);
+  return kind[i];
 }
+
+// Whether a write to entry i can raise SIGPIPE or SIGXFSZ (and so goes through
+// write_held): stdout and stderr always, as the process may point them at a
+// pipe at any time; any path under a file-size limit; an opened FIFO or
+// socket.  Lock held.
+inline bool may_raise_signal(const DestEntry& e, int i) {
+  return e.fd <= 2 || file_size_limited() || (dest_kind(e, i) & kFdSignals) != 0;
+}
+
+// Whether a write to entry i can wait on someone else (kFdWaits); stdout and
+// stderr always.  Lock held.
+inline bool dest_waits(const DestEntry& e, int i) { return e.fd <= 2 || (dest_kind(e, i) & kFdWaits) != 0; }
 
 // Whether `key` is the NUL-terminated `s` (inline: a record looks its
 // destination up on every write).
@@ -142,6 +180,14 @@ inline int add_dest(Registry* r, const std::string& key, int fd, int target) {
 // Index of the entry to write for `dest` (the setting's text).  Opens files
 // on first use; a failed open maps the path to stderr and sets *note_text
 // (written to stderr before the record).  Lock held.
+// The entry written for `dest` if it has one already, else -1 (resolve_dest
+// makes it).  Lock held.
+inline int known_dest(Registry* r, const std::string& dest) {
+  const int i = std::memchr(dest.data(), '%', dest.size()) == nullptr ? find_dest(r, dest)
+                                                                      : find_dest(r, expand_dest(dest));
+  return i < 0 ? -1 : r->dest[i].target;
+}
+
 inline int resolve_dest(Registry* r, const std::string& dest, std::string* note_text) {
   const bool is_stdout = dest.size() == 6 && same_key(dest, "stdout");
   if (is_stdout || (dest.size() == 6 && same_key(dest, "stderr"))) {
@@ -241,17 +287,45 @@ inline SpareRecord& spare_record() {
   return spare;
 }
 
-AOTI_DEBUG_CORE_FN void write_record(const std::string& dest, std::string text, const char* torch_version) {
+// The caller's lock (WaitHooks), released at most once a write.
+class Released {
+ public:
+  explicit Released(const WaitHooks* hooks) : hooks_(hooks) {}
+  ~Released() {
+    if (held_) hooks_->reacquire(token_);
+  }
+  void now() {
+    if (hooks_ == nullptr || held_) return;
+    token_ = hooks_->release();
+    held_ = true;
+  }
+  bool done() const { return hooks_ == nullptr || held_; }
+
+ private:
+  const WaitHooks* hooks_;
+  void* token_ = nullptr;
+  bool held_ = false;
+};
+
+AOTI_DEBUG_CORE_FN void write_record(const std::string& dest, std::string text, const char* torch_version,
+                                     const WaitHooks* hooks) {
+  Released released(hooks);
   Registry* r = registry();
   if (r == nullptr) {  // no registry (mmap failed): still never lose the record
     char ts[32];
     restamp(text, ts, static_cast<size_t>(format_timestamp_fast(ts)));
+    released.now();
     write_all(2, text.data(), text.size());
     return;
   }
-  pthread_mutex_lock(&r->lock);
+  if (released.done() || pthread_mutex_trylock(&r->lock) != 0) {
+    released.now();
+    pthread_mutex_lock(&r->lock);
+  }
   std::string note;
-  const int i = resolve_dest(r, dest, &note);
+  int i = known_dest(r, dest);
+  if (i < 0 || dest_waits(r->dest[i], i)) released.now();  // opening it may wait too
+  if (i < 0) i = resolve_dest(r, dest, &note);
   DestEntry& e = r->dest[i];
   std::string buf;
   if (!e.banner_done) buf = banner(torch_version);
@@ -280,6 +354,7 @@ AOTI_DEBUG_CORE_FN void write_record(const std::string& dest, std::string text, 
     e.lost_errno = err;
     if (first_time_locked(r, fnv1a(std::string("log-write-failed\n") + e.key))) {
       const std::string line = lost_line(e.key, err);
+      released.now();  // stderr may be a pipe
       write_all(2, line.data(), line.size());
     }
   }

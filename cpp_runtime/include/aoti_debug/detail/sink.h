@@ -13,6 +13,8 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -117,12 +119,24 @@ inline void write_all(int fd, const char* p, size_t n) { (void)write_held(fd, p,
 
 // ---- records ----
 
+// How a caller holding a lock of its own (Python's GIL, in torch.compile's
+// launch extension) lets other threads run while a write waits: `release`
+// before waiting, `reacquire` after with what `release` returned.
+struct WaitHooks {
+  void* (*release)();
+  void (*reacquire)(void*);
+};
+
 // Writes one complete record (or several, already concatenated) to `dest`
 // with one write(2) under the process lock, after the destination's banner
 // the first time.  `torch_version` is only used for the banner.  A failed or
 // short write is said once on stderr and counted; the next write that
-// succeeds starts with a note saying how many records were lost.
-AOTI_DEBUG_CORE_DECL void write_record(const std::string& dest, std::string text, const char* torch_version);
+// succeeds starts with a note saying how many records were lost.  With
+// `hooks`, the caller's lock is released only where the write would wait:
+// for the process lock (another thread holds it), to open the destination,
+// or for a destination that can keep a write waiting (dest_waits).
+AOTI_DEBUG_CORE_DECL void write_record(const std::string& dest, std::string text, const char* torch_version,
+                                       const WaitHooks* hooks = nullptr);
 // Something the user must see (a NaN-check warning, a refused setting).  With
 // records on (level >= 1) it is a note in the log; at level 0 the log stays
 // empty (no banner either) and each line goes to stderr as
