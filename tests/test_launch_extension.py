@@ -313,7 +313,7 @@ def test_the_gil_is_released_only_where_a_record_waits_or_reads_long(tmp_path):
     """Held for a destination nothing can keep waiting (/dev/null, a file on a
     local file system) and for a level-5 record of small tensors; released
     around each record to a FIFO (its reader may not read), and around a level-5
-    record whose statistics read more than 16384 elements."""
+    record whose statistics read more than 2**24 elements."""
     fifo = tmp_path / "log.fifo"
     os.mkfifo(fifo)
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # room for every record: 64 KiB
@@ -326,8 +326,8 @@ def test_the_gil_is_released_only_where_a_record_waits_or_reads_long(tmp_path):
         assert releases(os.devnull, "3") == "(20, 0) 0"
         assert releases(os.devnull, "1") == "(20, 0) 0"  # a launch-end counts, writing nothing
         assert releases(os.devnull, "5") == "(20, 0) 0"
-        assert releases(os.devnull, "5", numel=16384) == "(20, 0) 0"
-        assert releases(os.devnull, "5", numel=16385) == "(20, 0) 20"
+        assert releases(os.devnull, "5", numel=1 << 24) == "(20, 0) 0"
+        assert releases(os.devnull, "5", numel=(1 << 24) + 1) == "(20, 0) 20"
         assert releases(fifo, "3") == "(20, 0) 20"
         assert releases(fifo, "1") == "(20, 0) 10"
         fs = subprocess.run(["stat", "-f", "-c", "%t", str(tmp_path)], capture_output=True, text=True).stdout

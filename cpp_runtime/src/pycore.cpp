@@ -606,10 +606,12 @@ AOTID_EXPORT uint64_t aotid_py_record_abi() noexcept { return aoti_debug::detail
 
 // Whether a level-5 record's statistics read enough elements that other
 // Python threads should run meanwhile (the GIL released around the record,
-// not only where its write would wait).  Below it the release costs more
-// than it lets others do.
+// not only where its write would wait).  Below it they take less than about
+// the interpreter's switch interval (5 ms), for which any thread may hold the
+// GIL; releasing it would cost the launch a wait of up to that interval to
+// take it back from a busy thread (bench/bench_gil.py).
 static bool long_statistics(const aoti_debug::Value* values, int32_t n) {
-  constexpr int64_t kLongStatistics = 1 << 14;  // elements: 64 KiB of float32, a few microseconds
+  constexpr int64_t kLongStatistics = int64_t{1} << 24;  // elements: 2 ms to 6 ms of statistics
   int64_t total = 0;
   for (int32_t k = 0; k < n; ++k) {
     if (values[k].kind != aoti_debug::Value::kTensor) continue;
