@@ -21,6 +21,9 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from bench_launch import SITE  # noqa: E402
 
 LOOP = r"""
 import sys, threading, time, torch
@@ -28,10 +31,7 @@ from aoti_debug.runtime import launches
 from aoti_debug.runtime.launches import Model, Site
 n, busy = int(sys.argv[1]), sys.argv[2] == "busy"
 model = Model("bench", 3, "", "off", False, torch.__version__)
-site = Site("cpp_fused_add_0", "add", "m.py:12", "fc1", (("buf0", "inout"), ("arg0_1", "in")),
-            "  source-line: m.py:12 nodes=add\n")
-buf0, arg0_1 = torch.zeros(16), torch.ones(16)
-run = model.begin_run(("x",), (arg0_1,))
+""" + SITE + r"""run = model.begin_run(("x",), (arg0_1,))
 launch, launch_end = model.calls
 def spin():
     while True:

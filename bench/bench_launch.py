@@ -51,6 +51,13 @@ LOOPS = 7     # loops timed in each process (both runtimes), its fastest kept
 REPS = 5      # processes a row, their median kept
 TENSOR_N = 20_000   # launches a loop at levels 3 and 5, both runtimes
 
+# The launch's site and tensors, as each launch bench makes them (Site, torch imported)
+SITE = r"""
+site = Site("cpp_fused_add_0", "add", "m.py:12", "fc1", (("buf0", "inout"), ("arg0_1", "in")),
+            "  source-line: m.py:12 nodes=add\n")
+buf0, arg0_1 = torch.zeros(16), torch.ones(16)
+"""
+
 # N launches as torch.compile's instrumented wrapper makes them (with
 # "plain", the kernel calls alone); prints ns per launch, the fastest of LOOPS loops.
 PY_LOOP = r"""
@@ -58,10 +65,7 @@ import sys, time, torch
 from aoti_debug.runtime.launches import Model, Site
 n, plain = int(sys.argv[1]), sys.argv[2] == "plain"
 model = Model("bench", 5, "", "off", False, torch.__version__)
-site = Site("cpp_fused_add_0", "add", "m.py:12", "fc1", (("buf0", "inout"), ("arg0_1", "in")),
-            "  source-line: m.py:12 nodes=add\n")
-buf0, arg0_1 = torch.zeros(16), torch.ones(16)
-def kernel(a, b):
+""" + SITE + r"""def kernel(a, b):
     pass
 def call():
     run = model.begin_run(("x",), (arg0_1,))

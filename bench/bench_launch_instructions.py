@@ -27,15 +27,14 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
 # PY_LOOP's launch, N times, once
+from bench_launch import SITE  # noqa: E402
+
 LOOP = r"""
 import sys, torch
 from aoti_debug.runtime.launches import Model, Site
 n = int(sys.argv[1])
 model = Model("bench", 5, "", "off", False, torch.__version__)
-site = Site("cpp_fused_add_0", "add", "m.py:12", "fc1", (("buf0", "inout"), ("arg0_1", "in")),
-            "  source-line: m.py:12 nodes=add\n")
-buf0, arg0_1 = torch.zeros(16), torch.ones(16)
-run = model.begin_run(("x",), (arg0_1,))
+""" + SITE + r"""run = model.begin_run(("x",), (arg0_1,))
 launch, launch_end = model.calls
 for _ in range(n):
     launch(run, site, buf0, arg0_1)

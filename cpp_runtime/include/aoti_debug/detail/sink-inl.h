@@ -324,7 +324,7 @@ AOTI_DEBUG_CORE_FN void write_record(const std::string& dest, std::string text, 
   }
   std::string note;
   int i = known_dest(r, dest);
-  if (i < 0 || dest_waits(r->dest[i], i)) released.now();  // opening it may wait too
+  if (!released.done() && (i < 0 || dest_waits(r->dest[i], i))) released.now();  // opening it may wait too
   if (i < 0) i = resolve_dest(r, dest, &note);
   DestEntry& e = r->dest[i];
   std::string buf;
