@@ -177,9 +177,6 @@ inline int add_dest(Registry* r, const std::string& key, int fd, int target) {
   return r->ndest++;
 }
 
-// Index of the entry to write for `dest` (the setting's text).  Opens files
-// on first use; a failed open maps the path to stderr and sets *note_text
-// (written to stderr before the record).  Lock held.
 // The entry written for `dest` if it has one already, else -1 (resolve_dest
 // makes it).  Lock held.
 inline int known_dest(Registry* r, const std::string& dest) {
@@ -188,6 +185,9 @@ inline int known_dest(Registry* r, const std::string& dest) {
   return i < 0 ? -1 : r->dest[i].target;
 }
 
+// Index of the entry to write for `dest` (the setting's text).  Opens files
+// on first use; a failed open maps the path to stderr and sets *note_text
+// (written to stderr before the record).  Lock held.
 inline int resolve_dest(Registry* r, const std::string& dest, std::string* note_text) {
   const bool is_stdout = dest.size() == 6 && same_key(dest, "stdout");
   if (is_stdout || (dest.size() == 6 && same_key(dest, "stderr"))) {
