@@ -615,12 +615,7 @@ static bool long_statistics(const aoti_debug::Value* values, int32_t n) {
   int64_t total = 0;
   for (int32_t k = 0; k < n; ++k) {
     if (values[k].kind != aoti_debug::Value::kTensor) continue;
-    int64_t numel = 1;
-    for (int64_t d = 0; d < values[k].t.ndim; ++d) {
-      numel *= values[k].t.sizes[d];
-      if (numel > kLongStatistics) return true;
-    }
-    total += numel;
+    total += aoti_debug::detail::numel_of(values[k].t);  // a tensor's numel fits int64 (torch's own bound)
     if (total > kLongStatistics) return true;
   }
   return false;
