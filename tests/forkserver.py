@@ -37,6 +37,10 @@ from typing import Dict, Optional
 # read while torch imports (or by the interpreter itself): a difference takes a real process
 _IMPORT_TIME = re.compile(r"^(TORCH(?!INDUCTOR_CACHE_DIR$)|PYTORCH|OMP_|GOMP|KMP_|MKL|OPENBLAS|ATEN_|CUDA|NVIDIA|"
                           r"TRITON|LD_|MALLOC|LC_|LANG|PYTHON(?!PATH$|UNBUFFERED$))")
+# what the start-up hook (.pth) acts on: the server starts without them, so that it
+# never activates there with settings no child asked for (a child's hook, run
+# against its own environment, activates once, for good)
+_HOOKED = re.compile(r"^(AOTI_|AOT_INDUCTOR_)")
 _PREAMBLE = re.compile(r"^(?:#.*|import sys(?:; sys\.path\.insert\(0, .*\))?|)$")
 _STARTS_WITH_TORCH = re.compile(r"^import torch\b")
 
@@ -128,10 +132,20 @@ class ForkServer:
         to_server, self._wfd = os.pipe()
         self._rfd, from_server = os.pipe()
         self.proc = subprocess.Popen([sys.executable, "-c", _SERVER, str(to_server), str(from_server)],
-                                     env=self.base_env, pass_fds=(to_server, from_server),
+                                     env={k: v for k, v in self.base_env.items() if not _HOOKED.match(k)},
+                                     pass_fds=(to_server, from_server),
                                      stdin=subprocess.DEVNULL, cwd="/")
         os.close(to_server)
         os.close(from_server)
+
+    def close(self) -> None:
+        """Ends the server (the suite's own ends with the test process)."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            os.close(self._wfd)
+            os.close(self._rfd)
+            self.proc = None
 
     def accepts(self, code: str, env: Dict[str, str]) -> bool:
         if os.environ.get("AOTID_TEST_FORK") == "0" or "sys.modules" in code:
