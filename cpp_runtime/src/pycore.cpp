@@ -658,9 +658,12 @@ AOTID_EXPORT int32_t aotid_write_values(const aoti_debug::detail::PyRecord* rec)
 // aotid_record_texts.  With
 // `out` (level >= 5), out[k] gets value k's statistics as the record computed
 // them, kind -1 where it computed none: the NaN/Inf check after a launch
-// reads nothing twice.  0, or -1 when nothing was written.
+// reads nothing twice.  `hooks`: the caller's lock (the GIL: native/core.py
+// calls this through ctypes.PyDLL, which holds it), released as
+// aotid_write_values does.  0, or -1 when nothing was written.
 AOTID_EXPORT int32_t aotid_write_record(const int64_t* head, void* site, const char* const* texts,
-                                        const char* const* names, aoti_debug::Stats* out) noexcept {
+                                        const char* const* names, aoti_debug::Stats* out,
+                                        const aoti_debug::detail::WaitHooks* hooks) noexcept {
   namespace d = aoti_debug::detail;
   const int64_t kind = head[0], run = head[1], launch = head[2];
   const int32_t level = static_cast<int32_t>(head[3]), n = static_cast<int32_t>(head[5]);
@@ -671,6 +674,8 @@ AOTID_EXPORT int32_t aotid_write_record(const int64_t* head, void* site, const c
     const PyValues py = py_values(n, head + 7, head + head[6]);
     const aoti_debug::Run r{level, run, launch, nullptr};
     const std::string& model = run_texts(texts).model;
+    d::Released released(hooks);
+    if (level >= 5 && long_statistics(py.values.data(), static_cast<int32_t>(py.values.size()))) released.now();
     std::string rec;
     if (s != nullptr) {
       rec = d::launch_record(model, r, *s, py.all(), kind == 1, false);
@@ -690,7 +695,7 @@ AOTID_EXPORT int32_t aotid_write_record(const int64_t* head, void* site, const c
         else out[k].kind = -1;
       }
     }
-    d::write_record(run_texts(texts).dest, std::move(rec), texts[2]);
+    d::write_record(run_texts(texts).dest, std::move(rec), texts[2], released.done() ? nullptr : hooks);
   } catch (...) {
     rc = -1;
   }
