@@ -563,11 +563,19 @@ _tensor_types: Tuple[type, type] = ()      # (torch.Tensor, torch.nn.Parameter),
 def tensor_types() -> Tuple[type, type]:
     """(torch.Tensor, torch.nn.Parameter): the plain tensor types, which the
     core reads by their memory and layout (a subclass may not hold its values)."""
-    global _tensor_types
+    global _tensor_types, _is_neg
     if not _tensor_types:
         import torch
+        keys, negative = torch._C._dispatch_keys, torch._C.DispatchKey.Negative
+        _is_neg = lambda t: keys(t).has(negative)  # noqa: E731
         _tensor_types = (torch.Tensor, torch.nn.Parameter)
     return _tensor_types
+
+
+# tensor.is_neg() without letting the GIL go: the method releases it (torch's
+# generated bindings do), and beside a busy Python thread each launch would then
+# wait up to a switch interval to take it back (bench/bench_gil.py); set by tensor_types()
+_is_neg = None
 _dtype_codes: Dict[object, int] = {}        # torch.dtype -> code
 _device_codes: Dict[object, Tuple[int, int]] = {}   # torch.device -> (type code, index)
 
@@ -599,7 +607,7 @@ def value_words(values, exact: bool) -> Optional[Tuple[list, list]]:
     for v in values:
         if isinstance(v, tensor):
             cpu = v.is_cpu
-            if exact and (not cpu or (type(v) is not tensor and type(v) is not parameter) or v.is_neg()):
+            if exact and (not cpu or (type(v) is not tensor and type(v) is not parameter) or _is_neg(v)):
                 return None
             shape = v.shape
             dims += shape

@@ -62,7 +62,6 @@ struct State {
   PyObject* texts_obj = nullptr;  // the last run's texts (a ctypes char*[4]) and their address
   const char* const* texts_at = nullptr;
   unsigned long long fast = 0, handed = 0;  // records written here, records handed to the Run
-  unsigned long long released = 0;          // times the core released the GIL (a write waited or read long)
 };
 State st;
 
@@ -204,10 +203,7 @@ PyObject* hand_over(PyObject* run, PyObject* name, PyObject* site, PyObject* con
 bool is_true(PyObject* o) { return o == Py_True; }
 bool is_none(PyObject* o) { return o == nullptr || o == Py_None; }
 
-void* release_gil() {
-  ++st.released;  // before the release: the GIL guards it
-  return PyEval_SaveThread();
-}
+void* release_gil() { return PyEval_SaveThread(); }
 void reacquire_gil(void* state) { PyEval_RestoreThread(static_cast<PyThreadState*>(state)); }
 const aoti_debug::detail::WaitHooks kGil{release_gil, reacquire_gil};
 
@@ -418,8 +414,6 @@ PyObject* init(PyObject*, PyObject* args) {
 
 // (records written here, records handed to the Run's own methods)
 PyObject* counts(PyObject*, PyObject*) { return Py_BuildValue("(KK)", st.fast, st.handed); }
-// times the GIL was released for a record's write or statistics
-PyObject* releases(PyObject*, PyObject*) { return PyLong_FromUnsignedLongLong(st.released); }
 
 #define FAST(f) reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(f)), METH_FASTCALL
 PyMethodDef methods[] = {
@@ -427,7 +421,6 @@ PyMethodDef methods[] = {
     {"launch_end", FAST(launch_end), "launch_end(run, site, *values): the launch's `launch-end` record"},
     {"init", init, METH_VARARGS, nullptr},
     {"counts", counts, METH_NOARGS, nullptr},
-    {"releases", releases, METH_NOARGS, nullptr},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "aotid_pylaunch", nullptr, -1, methods};
