@@ -27,7 +27,11 @@ static aoti_debug::Site tensor_site{"cpp_fused_add_0", "add", "m.py:12", "fc1", 
 static const char* const input_names[] = {"x"};
 volatile long kernel_sink;
 
+#ifdef AOTID_BENCH_SHARED  // built as a shared object, as AOTI artifacts are (bench_launch_loader.cpp runs it)
+extern "C" __attribute__((visibility("default"))) int aotid_bench_main(int argc, char** argv) {
+#else
 int main(int argc, char** argv) {
+#endif
   const long n = argc > 1 ? std::atol(argv[1]) : 1000000;
   const bool instrumented = argc > 2 && std::atoi(argv[2]) != 0;
   const bool tensors = argc > 3 && std::strcmp(argv[3], "tensors") == 0;

@@ -24,11 +24,13 @@ Last, one launch with arguments in both runtimes, at levels 3 and 5 to
 /dev/null: PY_LOOP's site (buf0 inout, arg0_1 in: two float32 CPU tensors of
 16 elements; a `launch` record with two Tensor blocks and a `launch-end` with
 one) and the same site in bench_launch.cpp ("tensors"), which writes the same
-records byte for byte but for timestamps, pid and thread.  That binary is
+records byte for byte but for timestamps, pid and thread.  That site is
 built as AOTI artifacts are: the wrapper at -O1 with
 -DAOTI_DEBUG_LINKED_CORE=1, linked with the core object (src/core.cpp at -O2,
 native/build.py core_flags, statistics compiled in) and torch's libraries the
-core calls; the rows above keep the header-only build.  Each runtime's cost
+core calls into a shared object, which bench_launch_loader.cpp loads with
+dlopen as torch loads an artifact; the rows above keep the header-only
+executable.  Each runtime's cost
 is over its own plain loop; the ratio Python/C++ has the issue's target
 <= 1.2 per launch.  The two runtimes are timed alike and interleaved, so a
 change of the machine's load hits both: each process times LOOPS loops of
@@ -171,21 +173,26 @@ def python_wrapper(env: dict, work: str, cxx: dict) -> None:
 def build_artifact_like(work: str):
     """bench_launch.cpp as an AOTI artifact links the runtime (ir_queries.py
     linked_core): the wrapper at -O1 with the declarations only, the core
-    object at -O2, torch's libraries for the calls the core makes into them.
-    Returns (path, what it is); falls back to the header-only build."""
+    object at -O2, torch's libraries for the calls the core makes into them,
+    in a shared object that bench_launch_loader.cpp loads with dlopen as torch
+    loads an artifact (an executable's thread-locals cost less: no
+    __tls_get_addr).  Returns (the loader's path, what it is); falls back to
+    the header-only build."""
     from aoti_debug.native import build
-    exe = os.path.join(work, "bench_launch_linked")
+    exe, so = os.path.join(work, "bench_launch_linked"), os.path.join(work, "bench_launch_linked.so")
     try:
         flags = build.core_flags(stats=True, dumps=True)
         core = str(build.core_object(flags))
         import torch
         lib = os.path.join(os.path.dirname(torch.__file__), "lib")
         abi = [f for f in build.torch_flags() if f.startswith("-D_GLIBCXX_USE_CXX11_ABI")]
-        subprocess.run(["c++", "-std=c++17", "-O1", "-DNDEBUG", "-DAOTI_DEBUG_LINKED_CORE=1", *abi,
-                        "-I", str(build.runtime_dir() / "include"), os.path.join(HERE, "bench_launch.cpp"), core,
-                        "-o", exe, f"-L{lib}", f"-Wl,-rpath,{lib}", "-ltorch_cpu", "-lc10", "-lpthread"],
-                       check=True)
-        return exe, "built as AOTI artifacts are: wrapper -O1, linked core object -O2"
+        subprocess.run(["c++", "-std=c++17", "-O1", "-DNDEBUG", "-DAOTI_DEBUG_LINKED_CORE=1", "-DAOTID_BENCH_SHARED",
+                        "-fPIC", "-shared", *abi, "-I", str(build.runtime_dir() / "include"),
+                        os.path.join(HERE, "bench_launch.cpp"), core, "-o", so, f"-L{lib}", f"-Wl,-rpath,{lib}",
+                        "-ltorch_cpu", "-lc10", "-lpthread"], check=True)
+        subprocess.run(["c++", "-O1", f'-DBENCH_SO="{so}"', os.path.join(HERE, "bench_launch_loader.cpp"),
+                        "-o", exe, "-ldl"], check=True)
+        return exe, "built as AOTI artifacts are: wrapper -O1, linked core object -O2, a shared object loaded by dlopen"
     except (build.BuildError, OSError, subprocess.CalledProcessError) as exc:
         print(f"(no linked core: {exc}; the C++ figures below are the header-only -O1 build's)")
         return os.path.join(work, "bench_launch"), "header-only at -O1"
