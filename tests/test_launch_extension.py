@@ -172,7 +172,8 @@ from aoti_debug.runtime import launches
 from aoti_debug.runtime.launches import Model, Site
 if os.environ["AOTI_DEBUG_LAUNCH_EXTENSION"] == "1":
     launch_ext.build()   # so that the run below uses it
-real = core.lib()
+core.lib()
+real = core._held  # the handle a run's calls go through (ctypes.PyDLL: they keep the GIL)
 made, freed = [], []
 class Counting:
     def __getattr__(self, name):
@@ -183,7 +184,7 @@ class Counting:
     def aotid_record_texts_free(self, at):
         freed.append(at)
         real.aotid_record_texts_free(at)
-core._lib = Counting()
+core._held = Counting()
 m = Model("texts", 3, "", "off", False, torch.__version__)
 site = Site("cpp_fused_t_0", "add", "m.py:1", "", (("buf0", "inout"),))
 for r in range(2):
@@ -294,9 +295,12 @@ def test_a_launch_waiting_on_its_write_lets_other_python_threads_run(tmp_path, m
 
 
 # Ten launches of one site at LEVEL to AOTI_DEBUG_LOGDEST, its tensor of NUMEL
-# elements, after one (the site's handle, the run's texts); what the extension
-# wrote ("ctypes" on launches.py's path) and how often the GIL was released
-# during the ten (tests/gil_releases.cpp, preloaded).
+# elements, after one (the site's handle, the run's texts), as the generated
+# wrapper makes them, with the black box on where BOX is set; what the
+# extension wrote ("-" where it is not loaded: launches.py's path, or level 0
+# from the start) and how often the GIL was
+# released during the ten, then during the run's end and the next run's
+# start (tests/gil_releases.cpp, preloaded).
 RELEASES = r"""
 import ctypes, os, torch
 from aoti_debug.native import launch_ext
@@ -304,16 +308,25 @@ from aoti_debug.runtime.launches import Model, Site
 releases = ctypes.PyDLL(None).gil_releases  # a PyDLL call keeps the GIL
 site = Site("cpp_fused_add_0", "add", "m.py:12", "fc1", (("buf0", "inout"),), "")
 buf0 = torch.zeros(int(os.environ["NUMEL"]))
-m = Model("gil", int(os.environ["AOTI_DEBUG_LOGLEVEL"]), "", "off", False, torch.__version__)
+m = Model("gil", int(os.environ["AOTI_DEBUG_LOGLEVEL"]), "", "off", False, torch.__version__,
+          blackbox=int(os.environ.get("BOX", "0")))
 run = m.begin_run(("x",), (buf0,))
 launch, launch_end = m.calls
-launch(run, site, buf0)
-launch_end(run, site, buf0)
+def one():
+    if run.level: launch(run, site, buf0)
+    else: run.launch += 1
+    if run.checks: run.checks_before(site, (buf0,))
+    if run.level: launch_end(run, site, buf0)
+    if run.checks: run.checks_after(site, (buf0,))
+one()
 before = releases()
 for _ in range(10):
-    launch(run, site, buf0)
-    launch_end(run, site, buf0)
-print(launch_ext._module.counts() if launch_ext._module is not None else "ctypes", releases() - before)
+    one()
+during = releases() - before
+before = releases()
+if run.level >= 3: run.end(("y",), (buf0,))
+run = m.begin_run(("x",), (buf0,))
+print(launch_ext._module.counts() if launch_ext._module is not None else "-", during, releases() - before)
 """
 
 
@@ -342,24 +355,31 @@ def test_the_gil_is_released_only_where_a_record_waits_or_reads_long(tmp_path, p
     fifo = tmp_path / "log.fifo"
     os.mkfifo(fifo)
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # room for every record: 64 KiB
-    wrote = "(22, 0)" if path == "extension" else "ctypes"
+    wrote = "(22, 0)" if path == "extension" else "-"  # the extension's: every record its own
 
-    def releases(dest, level, numel=16):
+    def releases(dest, level, numel=16, **box):
         proc = run_python(RELEASES, env=clean_env(AOTI_DEBUG_LOGDEST=dest, AOTI_DEBUG_LOGLEVEL=level, NUMEL=numel,
-                                                  LD_PRELOAD=gil_releases, **PATHS[path]))
+                                                  LD_PRELOAD=gil_releases, AOTI_DEBUG_DUMP_DIR=tmp_path / "dumps",
+                                                  **box, **PATHS[path]))
         return proc.stdout.strip()
 
     try:
-        assert releases(os.devnull, "3") == f"{wrote} 0"
-        assert releases(os.devnull, "1") == f"{wrote} 0"  # a launch-end counts, writing nothing
-        assert releases(os.devnull, "5") == f"{wrote} 0"
-        assert releases(os.devnull, "5", numel=1 << 24) == f"{wrote} 0"
-        assert releases(os.devnull, "5", numel=(1 << 24) + 1) == f"{wrote} 20"
-        assert releases(fifo, "3") == f"{wrote} 20"
-        assert releases(fifo, "1") == f"{wrote} 10"
+        assert releases(os.devnull, "3") == f"{wrote} 0 0"
+        assert releases(os.devnull, "1") == f"{wrote} 0 0"  # a launch-end counts, writing nothing
+        assert releases(os.devnull, "5") == f"{wrote} 0 0"
+        assert releases(os.devnull, "5", numel=1 << 24) == f"{wrote} 0 0"
+        # the launches' records, then the run-end record and the next run's, each of the large tensor
+        assert releases(os.devnull, "5", numel=(1 << 24) + 1) == f"{wrote} 20 2"
+        # the black box's copies too, at any level: a run's inputs, a launch's
+        assert releases(os.devnull, "0", BOX="64") == "- 0 0"
+        for level in ("1", "3"):
+            assert releases(os.devnull, level, BOX="64") == f"{wrote} 0 0", level
+        assert releases(os.devnull, "0", numel=(1 << 24) + 1, BOX="64") == "- 10 1"
+        assert releases(fifo, "3") == f"{wrote} 20 2"  # the run-end and run records
+        assert releases(fifo, "1") == f"{wrote} 10 1"  # the run record
         fs = subprocess.run(["stat", "-f", "-c", "%t", str(tmp_path)], capture_output=True, text=True).stdout
         if fs.strip() in LOCAL_FS:
-            assert releases(tmp_path / "gil.log", "3") == f"{wrote} 0"
+            assert releases(tmp_path / "gil.log", "3") == f"{wrote} 0 0"
     finally:
         os.close(reader)
 

@@ -144,7 +144,7 @@ _SIGNATURES = {
     "aotid_dequant_stats_size": (_i64, []),
     "aotid_e2m1_value": (_dbl, [_i32]),
     "aotid_dequant_stats": (_i32, [_i64p, _i32, ctypes.POINTER(_i32), ctypes.POINTER(_DequantStatsC)]),
-    "aotid_sink_write": (_i32, [_str, _str, _i64, _str]),
+    "aotid_sink_write": (_i32, [_str, _str, _i64, _str, _ptr]),
     "aotid_write_launch": (_i32, [_str, _str, _i64, _i64, _str, _str, _i64, _i32, _str, _ptr]),
     "aotid_write_note": (_i32, [_str, _str, _str, _i32, _i32, _str]),
     "aotid_next_call_number": (_i64, []),
@@ -164,8 +164,8 @@ _SIGNATURES = {
                                    ctypes.POINTER(_i32), ctypes.POINTER(_i32), ctypes.POINTER(ctypes.c_char_p),
                                    ctypes.POINTER(ctypes.c_char_p)]),
     "aotid_blackbox_site_free": (None, [_ptr]),
-    "aotid_blackbox_run": (None, [_str, _i64, _i32, ctypes.POINTER(ctypes.c_char_p), _ptr, _ptr]),
-    "aotid_blackbox_launch": (None, [_ptr, _str, _i64, _i64, _i32, _i32, _ptr, _ptr, _ptr]),
+    "aotid_blackbox_run": (None, [_str, _i64, _i32, ctypes.POINTER(ctypes.c_char_p), _ptr, _ptr, _ptr]),
+    "aotid_blackbox_launch": (None, [_ptr, _str, _i64, _i64, _i32, _i32, _ptr, _ptr, _ptr, _ptr]),
     "aotid_blackbox_done": (None, [_ptr]),
     "aotid_blackbox_fired": (None, [_str, _str, _i64, _i64, _i32, _ptr, _i32, _ptr, _ptr]),
     "aotid_record_texts": (_ptr, [_str, _str, _str, _str]),
@@ -184,7 +184,9 @@ _SIGNATURES = {
 # switch interval (5 ms) a call (bench/bench_gil.py).  The core releases it
 # itself where a record would wait or read long, through these hooks (sink.h's
 # WaitHooks), as torch.compile's launch extension has it do.
-_HELD = ("aotid_write_launch", "aotid_write_record", "aotid_set_inflight", "aotid_clear_inflight")
+_HELD = ("aotid_write_launch", "aotid_write_record", "aotid_set_inflight", "aotid_clear_inflight",
+         "aotid_blackbox_run", "aotid_blackbox_launch", "aotid_blackbox_done", "aotid_sink_write",
+         "aotid_next_call_number", "aotid_record_texts", "aotid_record_texts_free")
 _held: Optional[ctypes.PyDLL] = None
 
 
@@ -419,7 +421,7 @@ def sink_write(dest: str, text: str, torch_version: Optional[str] = None) -> Non
     with one write(2) under the process lock, after the destination's banner when
     this process first writes there (banner: ``torch_version``, default torch.__version__)."""
     data = text.encode("utf-8", "backslashreplace")     # a lone surrogate (os.fsdecode) never loses a record
-    _need().aotid_sink_write(dest.encode("utf-8"), data, len(data), _torch_version(torch_version))
+    _need_held().aotid_sink_write(dest.encode("utf-8"), data, len(data), _torch_version(torch_version), _GIL_AT)
 
 
 def write_launch(dest: str, model: str, run: int, launch: int, kernel: str, body: str, mark: bool,
@@ -443,7 +445,7 @@ def write_note(dest: str, topic: str, lines: str, once: bool = True, level: int 
 
 def next_call_number() -> int:
     """The next call number N, shared with every C++ runtime in the process."""
-    return _need().aotid_next_call_number()
+    return _need_held().aotid_next_call_number()
 
 
 def instance_name(name: str) -> str:
@@ -683,19 +685,20 @@ def blackbox_run(model: bytes, run: int, names, values) -> None:
     words, dims = box_words(values)
     labels = (ctypes.c_char_p * max(len(values), 1))(*[_utf8(names[k] if k < len(names) and names[k] else "-")
                                                        for k in range(len(values))])
-    _need().aotid_blackbox_run(model, run, len(values), labels, _addr(words), _addr(dims))
+    _need_held().aotid_blackbox_run(model, run, len(values), labels, _addr(words), _addr(dims), _GIL_AT)
 
 
 def blackbox_launch(site: int, model: bytes, run: int, launch: int, level: int, values, ref: int) -> None:
     """Before launch R.K: its entry {seq, pos, region} goes to the three words at
     address `ref`, for blackbox_done (seq 0: not kept)."""
     words, dims = box_words(values)
-    _lib.aotid_blackbox_launch(site, model, run, launch, level, len(values), _addr(words), _addr(dims), ref)
+    _held.aotid_blackbox_launch(site, model, run, launch, level, len(values), _addr(words), _addr(dims), ref,
+                                _GIL_AT)
 
 
 def blackbox_done(ref: int) -> None:
     """The launch whose entry is at address `ref` (blackbox_launch) has returned."""
-    _lib.aotid_blackbox_done(ref)
+    _held.aotid_blackbox_done(ref)
 
 
 def blackbox_fired(what: str, model: bytes, run: int, launch: int, level: int, site: int, values) -> None:
@@ -716,8 +719,8 @@ class _RunTexts(ctypes.c_char_p * 4):
 
     def __del__(self):
         try:        # at interpreter exit the module may be half torn down: the process frees it
-            if _lib is not None:
-                _lib.aotid_record_texts_free(ctypes.addressof(self))
+            if _held is not None:
+                _held.aotid_record_texts_free(ctypes.addressof(self))
         except Exception:
             pass
 
@@ -727,8 +730,8 @@ def record_texts(dest: str, model: str, torch_version: str, facts: str = ""):
     destination, model name, torch version and run-record facts, made once
     per run in the core, which keeps the destination and model name as the
     strings a record's functions take."""
-    made = _need().aotid_record_texts(*[t.encode("utf-8", "backslashreplace")
-                                        for t in (dest, model, torch_version, facts)])
+    made = _need_held().aotid_record_texts(*[t.encode("utf-8", "backslashreplace")
+                                             for t in (dest, model, torch_version, facts)])
     if not made:
         raise MemoryError("aotid_record_texts failed")
     return _RunTexts.from_address(made)

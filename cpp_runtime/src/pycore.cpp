@@ -152,10 +152,10 @@ AOTID_EXPORT int32_t aotid_format_number(double x, char* buf) noexcept {
 
 // Writes complete record text to a destination setting (stdout, stderr or a
 // path with %i), after that destination's banner when first used.
-AOTID_EXPORT int32_t aotid_sink_write(const char* dest, const char* text, int64_t len,
-                                      const char* torch_version) noexcept {
+AOTID_EXPORT int32_t aotid_sink_write(const char* dest, const char* text, int64_t len, const char* torch_version,
+                                      const aoti_debug::detail::WaitHooks* hooks) noexcept {
   try {
-    aoti_debug::detail::write_record(dest, std::string(text, static_cast<size_t>(len)), torch_version);
+    aoti_debug::detail::write_record(dest, std::string(text, static_cast<size_t>(len)), torch_version, hooks);
     return 0;
   } catch (...) {
     return -1;
@@ -516,11 +516,35 @@ AOTID_EXPORT void* aotid_blackbox_site(const char* kernel, const char* nodes, co
 
 AOTID_EXPORT void aotid_blackbox_site_free(void* site) noexcept { delete static_cast<PySite*>(site); }
 
-// A run's model inputs.
+// Whether reading the values takes long enough (more than 2^24 elements in all:
+// a level-5 record's statistics, 2 ms to 6 ms; the black box's copy of them
+// into its ring) that other Python threads should run meanwhile, the GIL
+// released around it and not only where a write would wait.  Below it, the
+// read takes less than about the interpreter's switch interval (5 ms), for
+// which any thread may hold the GIL; releasing it would cost the launch a
+// wait of up to that interval to take it back from a busy thread
+// (bench/bench_gil.py).
+static bool long_statistics(const aoti_debug::Value* values, int32_t n) {
+  constexpr int64_t kLongStatistics = int64_t{1} << 24;  // elements
+  int64_t total = 0;
+  for (int32_t k = 0; k < n; ++k) {
+    if (values[k].kind != aoti_debug::Value::kTensor) continue;
+    total += aoti_debug::detail::numel_of(values[k].t);  // a tensor's numel fits int64 (torch's own bound)
+    if (total > kLongStatistics) return true;
+  }
+  return false;
+}
+
+// A run's model inputs.  `hooks`: the caller's lock (the GIL: native/core.py
+// calls the black box's per-run and per-launch entry points through
+// ctypes.PyDLL), released around a long copy.
 AOTID_EXPORT void aotid_blackbox_run(const char* model, int64_t run, int32_t n, const char* const* names,
-                                     const int64_t* words, const int64_t* dims) noexcept {
+                                     const int64_t* words, const int64_t* dims,
+                                     const aoti_debug::detail::WaitHooks* hooks) noexcept {
   try {
     const PyValues py = py_values(n, words, dims);
+    aoti_debug::detail::Released released(hooks);
+    if (long_statistics(py.values.data(), static_cast<int32_t>(py.values.size()))) released.now();
     const aoti_debug::Run r{0, run, 0, nullptr};
     aoti_debug::detail::box_run(r, model, "", names, py.all(), py_box().settings, py.constant.data());
   } catch (...) {
@@ -529,13 +553,19 @@ AOTID_EXPORT void aotid_blackbox_run(const char* model, int64_t run, int32_t n, 
 
 // Before launch R.K at `site` (its arguments in site order): out[0..2] the
 // entry {seq, pos, region}, for aotid_blackbox_done (seq 0: not kept).
+// `hooks` as aotid_blackbox_run's, released too before a dump SIGUSR2 asked for.
 AOTID_EXPORT void aotid_blackbox_launch(void* site, const char* model, int64_t run, int64_t launch, int32_t level,
-                                        int32_t n, const int64_t* words, const int64_t* dims, int64_t* out) noexcept {
+                                        int32_t n, const int64_t* words, const int64_t* dims, int64_t* out,
+                                        const aoti_debug::detail::WaitHooks* hooks) noexcept {
   try {
     namespace d = aoti_debug::detail;
     PyBox& box = py_box();
+    d::Released released(hooks);
+    const d::BoxState* b = d::box_state();
+    if (b != nullptr && b->requested) released.now();  // box_serve_request writes a dump folder
     d::box_serve_request(box.settings, box.settings.logdest, box.tv.c_str(), level);
     const PyValues py = py_values(n, words, dims);
+    if (long_statistics(py.values.data(), static_cast<int32_t>(py.values.size()))) released.now();
     const aoti_debug::Run r{level, run, launch, nullptr};
     const d::BoxRef ref =
         d::box_launch(static_cast<PySite*>(site)->site, r, model, py.all(), box.settings, py.constant.data());
@@ -603,23 +633,6 @@ AOTID_EXPORT void aotid_record_texts_free(void* texts) noexcept { delete static_
 // The layout of PyRecord and Value this core was built with (py_record.h):
 // the launch extension calls aotid_write_values only when it built the same.
 AOTID_EXPORT uint64_t aotid_py_record_abi() noexcept { return aoti_debug::detail::py_record_abi(); }
-
-// Whether a level-5 record's statistics read enough elements that other
-// Python threads should run meanwhile (the GIL released around the record,
-// not only where its write would wait).  Below it they take less than about
-// the interpreter's switch interval (5 ms), for which any thread may hold the
-// GIL; releasing it would cost the launch a wait of up to that interval to
-// take it back from a busy thread (bench/bench_gil.py).
-static bool long_statistics(const aoti_debug::Value* values, int32_t n) {
-  constexpr int64_t kLongStatistics = int64_t{1} << 24;  // elements: 2 ms to 6 ms of statistics
-  int64_t total = 0;
-  for (int32_t k = 0; k < n; ++k) {
-    if (values[k].kind != aoti_debug::Value::kTensor) continue;
-    total += aoti_debug::detail::numel_of(values[k].t);  // a tensor's numel fits int64 (torch's own bound)
-    if (total > kLongStatistics) return true;
-  }
-  return false;
-}
 
 // torch.compile's launch extension's records (pylaunch.cpp): aotid_write_record's
 // kinds 0 and 1 without a statistics `out`, the values handed over as the
