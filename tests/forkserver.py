@@ -26,7 +26,6 @@ import json
 import os
 import re
 import select
-import signal
 import struct
 import subprocess
 import sys

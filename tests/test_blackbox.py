@@ -167,7 +167,7 @@ def test_replay_of_the_recovered_launches_passes(killed, hang, membugs_so, capsy
                         "\n".join(out.splitlines()[:2])), out
     assert out.splitlines()[-1] == "16 passed, 0 failed"
     # named as the log names it (model:R.K)
-    assert f"PASS launch hang:40.2 membugs.hang.default (inputs) max_abs=0 max_rel=0" in out.splitlines()
+    assert "PASS launch hang:40.2 membugs.hang.default (inputs) max_abs=0 max_rel=0" in out.splitlines()
 
 
 def test_replay_names_the_launches_that_kept_nothing(packages, tmp_path, capsys):
