@@ -166,7 +166,7 @@ _SIGNATURES = {
     "aotid_blackbox_site_free": (None, [_ptr]),
     "aotid_blackbox_run": (None, [_str, _i64, _i32, ctypes.POINTER(ctypes.c_char_p), _ptr, _ptr, _ptr]),
     "aotid_blackbox_launch": (None, [_ptr, _str, _i64, _i64, _i32, _i32, _ptr, _ptr, _ptr, _ptr]),
-    "aotid_blackbox_done": (None, [_ptr]),
+    "aotid_blackbox_done": (None, [_ptr, _ptr]),
     "aotid_blackbox_fired": (None, [_str, _str, _i64, _i64, _i32, _ptr, _i32, _ptr, _ptr]),
     "aotid_record_texts": (_ptr, [_str, _str, _str, _str]),
     "aotid_record_texts_free": (None, [_ptr]),
@@ -698,7 +698,7 @@ def blackbox_launch(site: int, model: bytes, run: int, launch: int, level: int, 
 
 def blackbox_done(ref: int) -> None:
     """The launch whose entry is at address `ref` (blackbox_launch) has returned."""
-    _held.aotid_blackbox_done(ref)
+    _held.aotid_blackbox_done(ref, _GIL_AT)
 
 
 def blackbox_fired(what: str, model: bytes, run: int, launch: int, level: int, site: int, values) -> None:

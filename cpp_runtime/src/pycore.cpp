@@ -535,6 +535,17 @@ static bool long_statistics(const aoti_debug::Value* values, int32_t n) {
   return false;
 }
 
+// Whether another thread holds the black box's ring: a dump holds its lock for
+// the whole write of a folder, so the GIL goes first, as for any wait (an append
+// holds it briefly; one that starts after this look is waited for with the GIL).
+static bool ring_busy() {
+  aoti_debug::detail::BoxState* b = aoti_debug::detail::box_state();
+  if (b == nullptr || __atomic_load_n(&b->status, __ATOMIC_ACQUIRE) != 1) return false;
+  if (pthread_mutex_trylock(&b->lock) != 0) return true;
+  pthread_mutex_unlock(&b->lock);
+  return false;
+}
+
 // A run's model inputs.  `hooks`: the caller's lock (the GIL: native/core.py
 // calls the black box's per-run and per-launch entry points through
 // ctypes.PyDLL), released around a long copy.
@@ -544,7 +555,7 @@ AOTID_EXPORT void aotid_blackbox_run(const char* model, int64_t run, int32_t n, 
   try {
     const PyValues py = py_values(n, words, dims);
     aoti_debug::detail::Released released(hooks);
-    if (long_statistics(py.values.data(), static_cast<int32_t>(py.values.size()))) released.now();
+    if (ring_busy() || long_statistics(py.values.data(), static_cast<int32_t>(py.values.size()))) released.now();
     const aoti_debug::Run r{0, run, 0, nullptr};
     aoti_debug::detail::box_run(r, model, "", names, py.all(), py_box().settings, py.constant.data());
   } catch (...) {
@@ -562,7 +573,7 @@ AOTID_EXPORT void aotid_blackbox_launch(void* site, const char* model, int64_t r
     PyBox& box = py_box();
     d::Released released(hooks);
     const d::BoxState* b = d::box_state();
-    if (b != nullptr && b->requested) released.now();  // box_serve_request writes a dump folder
+    if ((b != nullptr && b->requested) || ring_busy()) released.now();  // box_serve_request writes a dump folder
     d::box_serve_request(box.settings, box.settings.logdest, box.tv.c_str(), level);
     const PyValues py = py_values(n, words, dims);
     if (long_statistics(py.values.data(), static_cast<int32_t>(py.values.size()))) released.now();
@@ -576,9 +587,12 @@ AOTID_EXPORT void aotid_blackbox_launch(void* site, const char* model, int64_t r
 }
 
 // The launch whose entry aotid_blackbox_launch wrote to `ref` has returned.
-AOTID_EXPORT void aotid_blackbox_done(const int64_t* ref) noexcept {
+// `hooks` as aotid_blackbox_run's.
+AOTID_EXPORT void aotid_blackbox_done(const int64_t* ref, const aoti_debug::detail::WaitHooks* hooks) noexcept {
   aoti_debug::detail::BoxRef r;
   r.seq = static_cast<uint64_t>(ref[0]), r.pos = static_cast<uint64_t>(ref[1]), r.region = static_cast<int>(ref[2]);
+  aoti_debug::detail::Released released(hooks);
+  if (ring_busy()) released.now();
   aoti_debug::detail::box_done(r);
 }
 
