@@ -524,16 +524,17 @@ AOTID_EXPORT void aotid_blackbox_site_free(void* site) noexcept { delete static_
 // which any thread may hold the GIL; releasing it would cost the launch a
 // wait of up to that interval to take it back from a busy thread
 // (bench/bench_gil.py).
-static bool long_statistics(const aoti_debug::Value* values, int32_t n) {
-  constexpr int64_t kLongStatistics = int64_t{1} << 24;  // elements
+static bool reads_long(const aoti_debug::Value* values, int32_t n) {
+  constexpr int64_t kLongRead = int64_t{1} << 24;  // elements
   int64_t total = 0;
   for (int32_t k = 0; k < n; ++k) {
     if (values[k].kind != aoti_debug::Value::kTensor) continue;
     total += aoti_debug::detail::numel_of(values[k].t);  // a tensor's numel fits int64 (torch's own bound)
-    if (total > kLongStatistics) return true;
+    if (total > kLongRead) return true;
   }
   return false;
 }
+static bool reads_long(const PyValues& py) { return reads_long(py.values.data(), static_cast<int32_t>(py.values.size())); }
 
 // Whether another thread holds the black box's ring: a dump holds its lock for
 // the whole write of a folder, so the GIL goes first, as for any wait (an append
@@ -555,7 +556,7 @@ AOTID_EXPORT void aotid_blackbox_run(const char* model, int64_t run, int32_t n, 
   try {
     const PyValues py = py_values(n, words, dims);
     aoti_debug::detail::Released released(hooks);
-    if (ring_busy() || long_statistics(py.values.data(), static_cast<int32_t>(py.values.size()))) released.now();
+    if (ring_busy() || reads_long(py)) released.now();
     const aoti_debug::Run r{0, run, 0, nullptr};
     aoti_debug::detail::box_run(r, model, "", names, py.all(), py_box().settings, py.constant.data());
   } catch (...) {
@@ -576,7 +577,7 @@ AOTID_EXPORT void aotid_blackbox_launch(void* site, const char* model, int64_t r
     if ((b != nullptr && b->requested) || ring_busy()) released.now();  // box_serve_request writes a dump folder
     d::box_serve_request(box.settings, box.settings.logdest, box.tv.c_str(), level);
     const PyValues py = py_values(n, words, dims);
-    if (long_statistics(py.values.data(), static_cast<int32_t>(py.values.size()))) released.now();
+    if (reads_long(py)) released.now();
     const aoti_debug::Run r{level, run, launch, nullptr};
     const d::BoxRef ref =
         d::box_launch(static_cast<PySite*>(site)->site, r, model, py.all(), box.settings, py.constant.data());
@@ -663,7 +664,7 @@ AOTID_EXPORT int32_t aotid_write_values(const aoti_debug::detail::PyRecord* rec)
     const aoti_debug::Values args = aoti_debug::Values::of(rec->values, static_cast<size_t>(rec->n));
     const RunTexts& t = run_texts(rec->texts);
     d::Released released(rec->hooks);
-    if (rec->level >= 5 && long_statistics(rec->values, rec->n)) released.now();
+    if (rec->level >= 5 && reads_long(rec->values, rec->n)) released.now();
     d::write_record(t.dest, d::launch_record(t.model, r, s, args, end, false), rec->texts[2],
                     released.done() ? nullptr : rec->hooks);
   } catch (...) {
@@ -702,7 +703,7 @@ AOTID_EXPORT int32_t aotid_write_record(const int64_t* head, void* site, const c
     const aoti_debug::Run r{level, run, launch, nullptr};
     const std::string& model = run_texts(texts).model;
     d::Released released(hooks);
-    if (level >= 5 && long_statistics(py.values.data(), static_cast<int32_t>(py.values.size()))) released.now();
+    if (level >= 5 && reads_long(py)) released.now();
     std::string rec;
     if (s != nullptr) {
       rec = d::launch_record(model, r, *s, py.all(), kind == 1, false);
