@@ -23,8 +23,13 @@ launches of a call, counted in a level-1 log).
 Last, one launch with arguments in both runtimes, at levels 3 and 5 to
 /dev/null: PY_LOOP's site (buf0 inout, arg0_1 in: two float32 CPU tensors of
 16 elements; a `launch` record with two Tensor blocks and a `launch-end` with
-one) and the same site in bench_launch.cpp ("tensors"), which writes the same
-records byte for byte but for timestamps, pid and thread.  That site is
+one) and the same launch in bench_launch.cpp as an AOTI wrapper runs it
+("wrapper": the statements codegen_patches/cpp_emit.py generates around it,
+the tensors made by the shim and described from their handles), which
+writes the same records byte for byte but for timestamps, pid, thread and
+torch version (same_records checks it before anything is timed); beside it
+the site handed ready-made TensorViews ("tensors", what this bench compared
+with before: it leaves out the describing).  Both are
 built as AOTI artifacts are: the wrapper at -O1 with
 -DAOTI_DEBUG_LINKED_CORE=1, linked with the core object (src/core.cpp at -O2,
 native/build.py core_flags, statistics compiled in) and torch's libraries the
@@ -40,6 +45,7 @@ Python (extension), Python (ctypes); a row is the median over its processes.
 """
 
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -101,22 +107,26 @@ def py_loop(env, n, plain=False, path="extension", **extra):
     return float(ns)
 
 
-def tensor_launches(env: dict, linked: str, run) -> dict:
+def tensor_launches(env: dict, linked: str, run, wrapper: bool) -> dict:
     """Levels 3 and 5 of the launch with two tensors, C++ and Python timed
     alike and interleaved (the module docstring); us per launch over each
-    runtime's plain loop, from the medians."""
-    rows = {k: [] for k in ("cxx plain", "py plain", ("cxx", 3), ("cxx", 5), ("extension", 3), ("extension", 5),
-                            ("ctypes", 3), ("ctypes", 5))}
+    runtime's plain loop, from the medians.  `wrapper`: the C++ loop has the
+    "wrapper" site (the launch as an AOTI wrapper runs it), timed too."""
+    cxx = ("wrapper", "cxx") if wrapper else ("cxx",)
+    rows = {k: [] for k in ("cxx plain", "py plain", *((c, level) for c in cxx + ("extension", "ctypes")
+                                                        for level in (3, 5)))}
     for _ in range(REPS):
         rows["cxx plain"].append(run(TENSOR_N, False, binary=linked, loops=LOOPS))
         rows["py plain"].append(py_loop(env, TENSOR_N, plain=True))
         for level in (3, 5):
             dest = dict(AOTI_DEBUG_LOGLEVEL=str(level), AOTI_DEBUG_LOGDEST="/dev/null")
-            rows[("cxx", level)].append(run(TENSOR_N, True, "tensors", linked, loops=LOOPS, **dest))
+            for c in cxx:
+                rows[(c, level)].append(run(TENSOR_N, True, "tensors" if c == "cxx" else c, linked, loops=LOOPS,
+                                            **dest))
             for path in ("extension", "ctypes"):
                 rows[(path, level)].append(py_loop(env, TENSOR_N, path=path, **dest))
     med = {k: statistics.median(v) for k, v in rows.items()}
-    got = {k: (med[k] - med["cxx plain" if k[0] == "cxx" else "py plain"]) / 1000
+    got = {k: (med[k] - med["cxx plain" if k[0] in ("cxx", "wrapper") else "py plain"]) / 1000
            for k in rows if isinstance(k, tuple)}
     got["spread"] = {k: (min(v), max(v)) for k, v in rows.items()}
     return got
@@ -155,19 +165,70 @@ def python_wrapper(env: dict, work: str, cxx: dict) -> None:
     print(f"  level 1 to /dev/null {over[('extension', 1)]:+8.3f} us per launch "
           f"(through ctypes: {over[('ctypes', 1)]:+.3f} us)")
     what = {3: "two records, three tensors", 5: "the same with statistics"}
+    base = "wrapper" if ("wrapper", 3) in cxx else "cxx"
     for level in (3, 5):
-        py, cc, slow = over[("extension", level)], cxx[("cxx", level)], over[("ctypes", level)]
+        py, cc, slow = over[("extension", level)], cxx[(base, level)], over[("ctypes", level)]
         ratio = py / cc
+        views = (f"; against the C++ site handed TensorViews (+{cxx[('cxx', level)]:.3f} us) "
+                 f"{py / cxx[('cxx', level)]:.2f}x" if base == "wrapper" else "")
         print(f"  level {level} to /dev/null {py:+8.3f} us per launch, {what[level]}; "
               f"C++ {cc:+.3f} us, Python/C++ {ratio:.2f}x (target <= 1.2){'' if ratio <= 1.2 else ' MISSED'}; "
-              f"through ctypes {slow:+.3f} us, {slow / cc:.2f}x")
-    print(f"    (C++: bench_launch.cpp's site of the same launch, {cxx['build']}; both runtimes the median of "
+              f"through ctypes {slow:+.3f} us, {slow / cc:.2f}x{views}")
+    site = ("the launch as an AOTI wrapper runs it (cpp_emit's statements, the tensors' handles described "
+            "through the shim)" if base == "wrapper" else "the same launch's site handed TensorViews")
+    print(f"    (C++: bench_launch.cpp, {site}, {cxx['build']}; both runtimes the median of "
           f"{REPS} processes, each the fastest of {LOOPS} loops of {TENSOR_N} launches, interleaved)")
     for k, (lo, hi) in cxx["spread"].items():
         name = k if isinstance(k, str) else f"{k[0]} level {k[1]}"
         print(f"    {name:18} ns per launch over the {REPS} processes: {lo:.1f} to {hi:.1f}")
     print(f"  the plain wrapper on GPT-2: {per_call:.1f} us per call, {launches:g} launches, "
           f"{per_call / launches:.2f} us per launch")
+
+
+def same_records(env: dict, linked: str, work: str) -> None:
+    """Stops the bench unless the "wrapper" site and PY_LOOP write the same two
+    launches' records at level 5, but for each line's time and pid, the thread
+    and the torch version (the C++ model's is "bench")."""
+    def records(cmd, name):
+        log = os.path.join(work, name)
+        if os.path.exists(log):
+            os.unlink(log)  # a log is appended to
+        subprocess.run(cmd, env=dict(env, AOTI_DEBUG_LOGLEVEL="5", AOTI_DEBUG_LOGDEST=log), check=True,
+                       capture_output=True)
+        with open(log) as f:
+            text = f.read()
+        text = re.sub(r"^\[[^]]*\] \[pid \d+\] ", "", text, flags=re.M)
+        text = re.sub(r"thread=\d+", "thread=T", text)
+        return text.replace(f"PyTorch version: {torch_version()}", "PyTorch version: bench")
+    cxx = records([linked, "2", "1", "wrapper"], "wrapper.log")
+    py = records([sys.executable, "-c", PY_LOOP, "2", "on", "1"], "py.log")
+    py = py[:len(cxx)]  # PY_LOOP's timed loop follows its two launches
+    if cxx != py or "launch-end bench:1.2" not in cxx:
+        raise SystemExit(f"the C++ wrapper site and PY_LOOP write different records: compare {work}/wrapper.log "
+                         f"with {work}/py.log")
+
+
+def torch_version() -> str:
+    import torch
+    return torch.__version__
+
+
+def wrapper_site(work: str) -> str:
+    """The statements an AOTI wrapper runs around PY_LOOP's launch, as
+    codegen_patches/cpp_emit.py generates them (the site's arguments described
+    from their handles through an argument cache, the `launch` record, the
+    kernel, the `launch-end` record), in a file bench_launch.cpp includes in
+    its "wrapper" loop; returns its path."""
+    from aoti_debug.plan import IN, INOUT, Arg, Provenance, Site
+    from codegen_patches import cpp_emit
+    site = Site(0, "cpp_fused_add_0", Provenance(nodes=("add",), source="m.py:12", modules=("fc1",)),
+                [Arg("buf0", "buf0", INOUT), Arg("arg0_1", "arg0_1", IN)], "cpp")
+    lines = (cpp_emit.args_before(site) + [cpp_emit.launch_statement(site), "kernel_sink = i;  // the kernel"]
+             + cpp_emit.after_launch(site, nan_check=False))
+    path = os.path.join(work, "wrapper_site.inc")
+    with open(path, "w") as f:
+        f.write("".join(line + "\n" for line in lines))
+    return path
 
 
 def build_artifact_like(work: str):
@@ -186,8 +247,10 @@ def build_artifact_like(work: str):
         import torch
         lib = os.path.join(os.path.dirname(torch.__file__), "lib")
         abi = [f for f in build.torch_flags() if f.startswith("-D_GLIBCXX_USE_CXX11_ABI")]
+        site = wrapper_site(work)
         subprocess.run(["c++", "-std=c++17", "-O1", "-DNDEBUG", "-DAOTI_DEBUG_LINKED_CORE=1", "-DAOTID_BENCH_SHARED",
-                        "-fPIC", "-shared", *abi, "-I", str(build.runtime_dir() / "include"),
+                        f'-DAOTID_BENCH_WRAPPER_SITE="{site}"', "-fPIC", "-shared", *abi,
+                        "-I", str(build.runtime_dir() / "include"), "-I", os.path.join(os.path.dirname(lib), "include"),
                         os.path.join(HERE, "bench_launch.cpp"), core, "-o", so, f"-L{lib}", f"-Wl,-rpath,{lib}",
                         "-ltorch_cpu", "-lc10", "-lpthread"], check=True)
         subprocess.run(["c++", "-O1", f'-DBENCH_SO="{so}"', os.path.join(HERE, "bench_launch_loader.cpp"),
@@ -232,7 +295,10 @@ def main() -> int:
     print(f"level 1 to a file    {level1:8.1f} ns per launch, one flushed record each (target <= 2000 ns)")
     null = statistics.median(rows["level 1 (/dev/null)"])
     print(f"level 1 to /dev/null {null:8.1f} ns per launch: what is not the file system's share of the write")
-    cxx = tensor_launches(env, linked, run)   # levels 3 and 5, both runtimes interleaved
+    wrapper = linked != exe
+    if wrapper:
+        same_records(env, linked, work)
+    cxx = tensor_launches(env, linked, run, wrapper)   # levels 3 and 5, both runtimes interleaved
     cxx["build"] = build
     python_wrapper(env, work, cxx)
     return 0

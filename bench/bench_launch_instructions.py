@@ -6,8 +6,10 @@ machine's load as bench_launch.py's times do.
 
 The launch is bench_launch.py's: PY_LOOP's site (two float32 CPU tensors of
 16 elements; a `launch` record with two Tensor blocks and a `launch-end`
-with one) to /dev/null, and bench_launch.cpp's `tensors` site built as AOTI
-artifacts are (bench_launch.build_artifact_like).  Each runtime runs N1 and
+with one) to /dev/null, and bench_launch.cpp's `wrapper` site (the same
+launch as an AOTI wrapper runs it: cpp_emit's statements, the tensors
+described from their handles) built as AOTI artifacts are
+(bench_launch.build_artifact_like).  Each runtime runs N1 and
 N2 launches; a launch costs the difference over N2 - N1, so start-up (torch's
 import, the first launch's site handle) drops out.  The extension is counted
 inside its two calls only (callgrind --toggle-collect on launch and
@@ -76,7 +78,7 @@ def main() -> int:
             if used.strip() != "extension":
                 raise SystemExit(f"the loop ran on {used.strip()}, not the extension")
             ext.append(got)
-            cxx.append(collected([linked, str(n), "1", "tensors"], env, os.path.join(work, f"cxx.{level}.{n}"))[0])
+            cxx.append(collected([linked, str(n), "1", "wrapper"], env, os.path.join(work, f"cxx.{level}.{n}"))[0])
         e, c = (ext[1] - ext[0]) / (n2 - n1), (cxx[1] - cxx[0]) / (n2 - n1)
         print(f"  level {level}: torch.compile's extension {e:8.0f}, C++ shim {c:8.0f}, ratio {e / c:.2f}x")
     return 0

@@ -289,8 +289,12 @@ def site_definition(site: Site) -> List[str]:
 
 
 def before_launch(site: Site) -> List[str]:
-    return site_definition(site) + [
-        _call("AOTI_DEBUG_LAUNCH", "aotid_run", f"aotid_site_{site.index}", *_values(site, False))]
+    return site_definition(site) + [launch_statement(site)]
+
+
+def launch_statement(site: Site) -> str:
+    """The `launch` record's statement, after the site's definition and its inputs' describer."""
+    return _call("AOTI_DEBUG_LAUNCH", "aotid_run", f"aotid_site_{site.index}", *_values(site, False))
 
 
 def after_launch(site: Site, nan_check: bool, memcheck: bool = False, blackbox: bool = False) -> List[str]:

@@ -21,7 +21,9 @@ pytestmark = pytest.mark.skipif(WRITER == "python", reason="the extension writes
 # wrapper calls (Model.calls): CPU tensors (a parameter, a view, integers), every
 # scalar kind, a string, a list, a negative view, an int beyond int64, a tensor
 # subclass, a second site the kernel filter leaves out (AOTI_DEBUG_KERNELS), a
-# site launched again; then what each path wrote: (records the extension wrote,
+# site launched again, a launch of more values and dimensions than the
+# extension stages in place (41 values, 320 sizes and strides) with an int of
+# more than one digit; then what each path wrote: (records the extension wrote,
 # records it handed to the Run) or None.
 CASES = r"""
 import os, sys, torch
@@ -32,6 +34,9 @@ m = Model("cases", int(os.environ["LEVEL"]), "", "off", False, torch.__version__
 site = Site("cpp_fused_kinds_0", "mul", "m.py:3", "fc", (("weight", "in"), ("buf0", "inout"), ("idx", "in"),
             ("view", "in"), ("none", "in"), ("n", "in"), ("alpha", "in"), ("flag", "in"), ("buf1", "out")))
 other = Site("cpp_fused_other_1", "add", "m.py:5", "fc", (("buf2", "inout"),))
+wide = Site("cpp_fused_kinds_wide_2", "cat", "m.py:7", "fc", tuple((f"buf{3 + i}", "in") for i in range(40))
+            + (("big", "in"),))
+parts = [torch.full((1, 2, 1, 2), float(i)) for i in range(40)]
 weight = torch.nn.Parameter(torch.linspace(-1, 1, 6).reshape(2, 3))
 buf0, idx, buf1 = torch.arange(6.0), torch.tensor([3, -2, 7]), torch.zeros(2, 2)
 view = torch.arange(12.0).reshape(3, 4).t()[1:]
@@ -46,6 +51,8 @@ for r in range(2):
     launch_end(run, site, None, torch.ones(3).as_subclass(Sub), None, None, None, None, None, None, torch.ones(1))
     launch(run, site, weight, buf0, idx, view, None, -7, float("inf"), False, None)
     launch_end(run, site, None, buf0, None, None, None, None, None, None, buf1)
+    launch(run, wide, *parts, 2 ** 40)
+    launch_end(run, wide, *parts, -(2 ** 40))
     run.end(("y",), (buf1,))
 from aoti_debug.native import launch_ext
 print(launch_ext._module.counts() if launch_ext._module is not None else None)
@@ -70,14 +77,16 @@ def test_the_extension_writes_the_records_launches_py_writes(tmp_path, level):
     slow, none, _ = run_cases(tmp_path, "ctypes", level, AOTI_DEBUG_LAUNCH_EXTENSION="0")
     assert ext == slow and none == "None"
     heads = [r.splitlines()[0] for r in records(ext)]
-    ids = [f"{kind} cases:{r}.{k} cpp_fused_kinds_0" for r in (1, 2) for k in (1, 3, 4)
+    ids = [f"{kind} cases:{r}.{k} {kernel}" for r in (1, 2)
+           for k, kernel in ((1, "cpp_fused_kinds_0"), (3, "cpp_fused_kinds_0"), (4, "cpp_fused_kinds_0"),
+                             (5, "cpp_fused_kinds_wide_2"))
            for kind in (("launch", "launch-end") if level != "1" else ("launch",))]
     assert [h for h in heads if " launch" in h] == ["[TIMESTAMP] [pid PID] " + i for i in ids]
     # per run: the filtered-out site's launch handed over (the Run marks it in flight
     # without a record); at level 3 and 5 the string's launch and the subclass's
     # launch-end too
     handed = {"1": 1, "3": 3, "5": 3}[level]
-    assert counts == str((2 * (8 - handed), 2 * handed))
+    assert counts == str((2 * (10 - handed), 2 * handed))
 
 
 BROKEN = r"""

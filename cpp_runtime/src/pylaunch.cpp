@@ -26,6 +26,8 @@
 #include <cstdio>
 #include <cstdint>
 #include <cstring>
+#include <new>
+#include <type_traits>
 #include <vector>
 
 #include "aoti_debug/detail/py_record.h"
@@ -82,26 +84,64 @@ Py_ssize_t slot_offset(PyTypeObject* type, const char* name) {
   return m->offset;
 }
 
+// A Python int's value; false (no error set) where it is not an int that fits
+// int64.  A one-digit int is read in place: PyLong_AsLongLong costs a call
+// and its checks, and each launch reads several (its number, the run's, the level).
+__attribute__((always_inline)) inline bool read_i64(PyObject* o, int64_t* out) {
+  if (o == nullptr) return false;  // a slot never set
+#if PY_VERSION_HEX >= 0x030C0000
+  if (PyLong_CheckExact(o) && PyUnstable_Long_IsCompact(reinterpret_cast<PyLongObject*>(o))) {
+    *out = PyUnstable_Long_CompactValue(reinterpret_cast<PyLongObject*>(o));
+    return true;
+  }
+#elif PY_VERSION_HEX >= 0x030B0000  // 3.11: the digits are its public struct's (cpython/longintrepr.h)
+  if (PyLong_CheckExact(o) && Py_SIZE(o) >= -1 && Py_SIZE(o) <= 1) {
+    *out = static_cast<int64_t>(Py_SIZE(o)) * static_cast<int64_t>(reinterpret_cast<PyLongObject*>(o)->ob_digit[0]);
+    return true;
+  }
+#endif
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+  if (overflow != 0 || (v == -1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
 // A record's values as the shim's Values, and the sizes then strides of its
 // tensors, copied (the write runs with the GIL released: another thread may
-// resize a tensor meanwhile, as it could under the ctypes path's call).
+// resize a tensor meanwhile, as it could under the ctypes path's call).  On
+// the caller's stack, as far as a launch's usual arguments go; a larger
+// record's in vectors.
 struct Staged {
-  std::vector<Value> values;
-  std::vector<int64_t> dims;
+  static constexpr Py_ssize_t kValues = 32;
+  static constexpr int64_t kDims = 256;
+  Value* values = nullptr;
+  alignas(Value) unsigned char room[kValues * sizeof(Value)];  // Values made as staged, not all up front
+  int64_t dims_room[kDims];
+  std::vector<Value> more_values;
+  std::vector<int64_t> more_dims;
 };
+static_assert(std::is_trivially_destructible<Value>::value, "Staged's room holds Values never destroyed");
 
 // The values as the C++ shim describes them (what py_values() decodes from the
 // ctypes path's words); false where one is not a value the core renders as
 // format.py does (core.py value_words' `exact`): a tensor that is not a plain
 // strided CPU torch.Tensor or Parameter with storage, a negative view, an
 // unknown dtype, an int beyond int64, a string, a list...
-bool stage_values(PyObject* const* items, Py_ssize_t n, Staged& s) {
-  s.values.resize(static_cast<size_t>(n));
-  size_t used = 0;  // of s.dims, which only grows: a resize each tensor cost a call a launch
+// (Copied by a loop: at -O2 GCC would call memcpy for each few words.)
+__attribute__((optimize("no-tree-loop-distribute-patterns"))) bool stage_values(PyObject* const* items,
+                                                                               Py_ssize_t n, Staged& s) {
+  Value* vals = reinterpret_cast<Value*>(s.room);
+  if (n > Staged::kValues) {
+    s.more_values.resize(static_cast<size_t>(n));
+    vals = s.more_values.data();
+  }
+  int64_t dims = 0;  // sizes and strides, over all tensors
   for (Py_ssize_t k = 0; k < n; ++k) {
     PyObject* o = items[k];
-    Value& v = s.values[static_cast<size_t>(k)];
-    v = Value();
     PyTypeObject* tp = Py_TYPE(o);
     if (tp == reinterpret_cast<PyTypeObject*>(THPVariableClass) || tp == st.parameter) {
       const at::Tensor& t = THPVariable_Unpack(o);
@@ -110,37 +150,40 @@ bool stage_values(PyObject* const* items, Py_ssize_t n, Staged& s) {
       const int dtype = static_cast<int>(t.scalar_type());
       if (dtype < 0 || dtype > kMaxDtype) return false;
       const c10::IntArrayRef sizes = t.sizes(), strides = t.strides();
-      v.kind = Value::kTensor, v.b = t.requires_grad();
-      v.t = aoti_debug::TensorView{t.const_data_ptr(), dtype, static_cast<int64_t>(sizes.size()), nullptr, nullptr,
-                                   0, -1};
-      const size_t end = used, nd = sizes.size();
-      used += 2 * nd;
-      if (s.dims.size() < used) s.dims.resize(used);
-      std::memcpy(s.dims.data() + end, sizes.data(), nd * sizeof(int64_t));  // copied, not inserted
-      std::memcpy(s.dims.data() + end + nd, strides.data(), nd * sizeof(int64_t));
+      // the tensor's own arrays until they are copied below
+      Value& v = *new (vals + k) Value(aoti_debug::TensorView{t.const_data_ptr(), dtype,
+                                                              static_cast<int64_t>(sizes.size()), sizes.data(),
+                                                              strides.data(), 0, -1});
+      v.b = t.requires_grad();
+      dims += 2 * v.t.ndim;
     } else if (o == Py_None) {
+      new (vals + k) Value();
     } else if (tp == &PyBool_Type) {
-      v.kind = Value::kBool, v.b = o == Py_True;
+      new (vals + k) Value(o == Py_True);
     } else if (tp == &PyLong_Type) {
-      int overflow = 0;
-      const long long i = PyLong_AsLongLongAndOverflow(o, &overflow);
-      if (overflow != 0 || (i == -1 && PyErr_Occurred())) {
-        PyErr_Clear();
-        return false;
-      }
-      v.kind = Value::kInt, v.i = i;
+      int64_t i = 0;
+      if (!read_i64(o, &i)) return false;
+      new (vals + k) Value(static_cast<long long>(i));
     } else if (tp == &PyFloat_Type) {
-      v.kind = Value::kDouble, v.d = PyFloat_AS_DOUBLE(o);
+      new (vals + k) Value(PyFloat_AS_DOUBLE(o));
     } else {
       return false;
     }
   }
-  const int64_t* dims = s.dims.data();  // where it is now that it has stopped growing
-  for (Value& v : s.values)
-    if (v.kind == Value::kTensor) {
-      v.t.sizes = dims, v.t.strides = dims + v.t.ndim;
-      dims += 2 * v.t.ndim;
-    }
+  int64_t* to = s.dims_room;
+  if (dims > Staged::kDims) {
+    s.more_dims.resize(static_cast<size_t>(dims));
+    to = s.more_dims.data();
+  }
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    aoti_debug::TensorView& t = vals[k].t;
+    if (vals[k].kind != Value::kTensor) continue;
+    const int64_t nd = t.ndim;
+    for (int64_t j = 0; j < nd; ++j) to[j] = t.sizes[j], to[nd + j] = t.strides[j];
+    t.sizes = to, t.strides = to + nd;
+    to += 2 * nd;
+  }
+  s.values = vals;
   return true;
 }
 
@@ -156,7 +199,14 @@ bool stage(PyObject* const* items, Py_ssize_t n, Staged& s) {
 
 // The run's texts {destination, model, torch version, facts} as the Run makes
 // them (Run._core_texts); null where it has none (the core is not there).
-const char* const* run_texts(PyObject* run) {
+const char* const* run_texts_made(PyObject* run);
+inline const char* const* run_texts(PyObject* run) {
+  PyObject* texts = slot(run, st.texts);
+  return texts == st.texts_obj && texts != nullptr ? st.texts_at : run_texts_made(run);
+}
+
+// run_texts for a run not seen last: its texts made (Run._core_texts) or their address read
+__attribute__((noinline)) const char* const* run_texts_made(PyObject* run) {
   PyObject* texts = slot(run, st.texts);
   if (texts == nullptr || texts == Py_None) {
     PyObject* made = PyObject_CallMethodNoArgs(run, st.s_core_texts);
@@ -207,30 +257,21 @@ void* release_gil() { return PyEval_SaveThread(); }
 void reacquire_gil(void* state) { PyEval_RestoreThread(static_cast<PyThreadState*>(state)); }
 const aoti_debug::detail::WaitHooks kGil{release_gil, reacquire_gil};
 
-// a record's values, kept between calls to save their allocation (not
-// thread_local: a dlopen'ed library's thread_local costs a __tls_get_addr call
-// each use); a call takes them with the GIL held and gives them back after its write
-Staged staged;
-
 // kind 0 (`launch`, then the launch marked in flight) or 1 (`launch-end`, the
 // mark cleared first) at level >= 3; false where the Run must write it.
 bool write_launch_record(int kind, PyObject* run, PyObject* site, int64_t r, int64_t k, long level,
                          PyObject* const* values, Py_ssize_t n) {
-  long long box = PyLong_AsLongLong(slot(site, st.box));
+  int64_t box = 0;
+  if (!read_i64(slot(site, st.box), &box)) return false;
   if (box == 0) {  // the site's first launch
     PyObject* made = PyObject_CallOneArg(st.site_handle, site);
+    if (made == nullptr) PyErr_Clear();
     Py_XDECREF(made);
-    box = PyLong_AsLongLong(slot(site, st.box));
-  }
-  if (box == 0 || (box == -1 && PyErr_Occurred())) {
-    PyErr_Clear();
-    return false;
+    if (!read_i64(slot(site, st.box), &box) || box == 0) return false;
   }
   const char* const* texts = run_texts(run);
   if (texts == nullptr) return false;
   Staged mine;
-  mine.values.swap(staged.values);  // another thread's call meanwhile finds none and makes its own
-  mine.dims.swap(staged.dims);
   bool written = false;
   if (stage(values, n, mine)) {
     // The core releases the GIL where the record would wait (the process lock, a
@@ -238,12 +279,10 @@ bool write_launch_record(int kind, PyObject* run, PyObject* site, int64_t r, int
     // statistics of large tensors): other Python threads run meanwhile, as they do
     // around the ctypes path's call.  What it reads stays alive: the tensors and the
     // run (its texts) are the caller's arguments, the site holds box.
-    const PyRecord rec{kind, static_cast<int32_t>(level), r, k, 1, static_cast<int32_t>(n), mine.values.data(),
+    const PyRecord rec{kind, static_cast<int32_t>(level), r, k, 1, static_cast<int32_t>(n), mine.values,
                        reinterpret_cast<void*>(static_cast<intptr_t>(box)), texts, &kGil};
     written = st.write_values(&rec) == 0;
   }
-  if (mine.values.capacity() > staged.values.capacity()) mine.values.swap(staged.values);
-  if (mine.dims.capacity() > staged.dims.capacity()) mine.dims.swap(staged.dims);
   return written;
 }
 
@@ -263,11 +302,8 @@ PyObject* selected(PyObject* run, PyObject* site) {
 // Run.before's work, in place, for the cases it writes through the core.
 bool fast_before(PyObject* run, PyObject* site, int64_t k, long level, PyObject* const* values, Py_ssize_t n) {
   if (!is_true(selected(run, site)) || !is_none(slot(run, st.dumps))) return false;
-  const int64_t r = PyLong_AsLongLong(slot(run, st.run));
-  if (r == -1 && PyErr_Occurred()) {
-    PyErr_Clear();
-    return false;
-  }
+  int64_t r = 0;
+  if (!read_i64(slot(run, st.run), &r)) return false;
   if (level >= 3) {
     if (is_true(slot(run, st.devices))) return false;  // its statistics come from torch ops
     return write_launch_record(0, run, site, r, k, level, values, n);
@@ -299,12 +335,8 @@ bool fast_after(PyObject* run, PyObject* site, long level, PyObject* const* valu
   }
   if (!is_true(kept) || !is_none(slot(run, st.dumps)) || is_true(slot(run, st.devices))) return false;
   if (level >= 5 && !is_none(slot(run, st.nan))) return false;  // the check keeps the statistics (stats.Memo)
-  const int64_t r = PyLong_AsLongLong(slot(run, st.run));
-  const int64_t k = PyLong_AsLongLong(slot(run, st.launch));
-  if ((r == -1 || k == -1) && PyErr_Occurred()) {
-    PyErr_Clear();
-    return false;
-  }
+  int64_t r = 0, k = 0;
+  if (!read_i64(slot(run, st.run), &r) || !read_i64(slot(run, st.launch), &k)) return false;
   return write_launch_record(1, run, site, r, k, level, values, n);
 }
 
@@ -312,12 +344,10 @@ bool exact(PyObject* const* args, Py_ssize_t nargs) {
   return nargs >= 2 && Py_TYPE(args[0]) == st.run_type && Py_TYPE(args[1]) == st.site_type;
 }
 
+// -1 where it is not an int
 long run_level(PyObject* run) {
-  PyObject* level = slot(run, st.level);
-  if (level == nullptr) return -1;
-  const long v = PyLong_AsLong(level);
-  if (v == -1 && PyErr_Occurred()) PyErr_Clear();
-  return v;
+  int64_t v = -1;
+  return read_i64(slot(run, st.level), &v) && v >= 0 && v <= INT32_MAX ? static_cast<long>(v) : -1;
 }
 
 // launch(run, site, *values): counts the launch; at level >= 1 its `launch`
@@ -325,9 +355,8 @@ long run_level(PyObject* run) {
 PyObject* launch(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (!exact(args, nargs) || st.write_values == nullptr) return PyObject_Vectorcall(st.py_launch, args, nargs, nullptr);
   PyObject* run = args[0];
-  PyObject* count = slot(run, st.launch);
-  const long long k = count != nullptr ? PyLong_AsLongLong(count) + 1 : 0;
-  PyObject* next = k > 0 ? PyLong_FromLongLong(k) : nullptr;
+  int64_t k = 0;
+  PyObject* next = read_i64(slot(run, st.launch), &k) && k >= 0 && k < INT64_MAX ? PyLong_FromLongLong(++k) : nullptr;
   if (next == nullptr) {  // not a counter this can add to: the Run's own code
     PyErr_Clear();
     return PyObject_Vectorcall(st.py_launch, args, nargs, nullptr);
