@@ -5,6 +5,7 @@ mostly in fresh interpreters so that each process starts with no registry."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import platform
 import re
@@ -27,6 +28,19 @@ RULE = "=" * 80
 def native():
     assert _native.lib() is not None
     return _native
+
+
+def test_the_calls_that_keep_the_gil_are_refused_through_the_cdll_handle(native):
+    """A call of _HELD through the CDLL handle would run without the GIL, and the
+    core's hooks (PyEval_SaveThread) would then release it again: a fatal error
+    of the interpreter.  lib() refuses each by name; _need_held() has them."""
+    for name in native._HELD:
+        with pytest.raises(TypeError, match=rf"^{name} keeps the GIL through its call: call it through "
+                                            r"native\.core\._need_held\(\) \(a ctypes\.PyDLL handle\), not through lib\(\)$"):
+            getattr(native.lib(), name)()
+        assert list(getattr(native._need_held(), name).argtypes) == native._SIGNATURES[name][1]
+    assert isinstance(native._need_held(), ctypes.PyDLL) and not isinstance(native.lib(), ctypes.PyDLL)
+    assert native.lib().aotid_stats_size() == ctypes.sizeof(native._StatsC)  # the others stay
 
 
 def mask(text: str) -> str:

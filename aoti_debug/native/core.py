@@ -199,6 +199,15 @@ _GIL = _WaitHooks(ctypes.cast(ctypes.pythonapi.PyEval_SaveThread, ctypes.c_void_
 _GIL_AT = ctypes.addressof(_GIL)
 
 
+def _held_only(name: str):
+    """What the CDLL handle has in place of a _HELD function."""
+    def refuse(*args, **kwargs):
+        raise TypeError(f"{name} keeps the GIL through its call: call it through native.core._need_held() "
+                        "(a ctypes.PyDLL handle), not through lib()")
+    refuse.__name__ = name
+    return refuse
+
+
 def lib() -> Optional[ctypes.CDLL]:
     """The loaded library, built on first use; None (after one warning) if impossible."""
     global _lib, _held, _tried
@@ -210,11 +219,11 @@ def lib() -> Optional[ctypes.CDLL]:
                 path = str(build())
                 handle, held = ctypes.CDLL(path), ctypes.PyDLL(path)
                 for name, (res, args) in _SIGNATURES.items():
-                    fn = getattr(handle, name)
+                    fn = getattr(held if name in _HELD else handle, name)
                     fn.restype, fn.argtypes = res, args
-                for name in _HELD:
-                    fn = getattr(held, name)
-                    fn.restype, fn.argtypes = _SIGNATURES[name]
+                    if name in _HELD:
+                        # through the CDLL the GIL would be gone when the core's hooks release it
+                        setattr(handle, name, _held_only(name))
                 if handle.aotid_stats_size() != ctypes.sizeof(_StatsC):
                     raise NativeUnavailable("Stats layout differs between C++ and Python")
                 if handle.aotid_dequant_stats_size() != ctypes.sizeof(_DequantStatsC):

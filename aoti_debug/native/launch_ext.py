@@ -99,7 +99,7 @@ def _load(runtime: tuple):
     import importlib.util
     import torch
     from . import core
-    lib = core.lib()
+    lib, held = core.lib(), core._need_held()
     path = build()
     loader = importlib.machinery.ExtensionFileLoader(MODULE, str(path))
     module = importlib.util.module_from_spec(importlib.util.spec_from_file_location(MODULE, str(path),
@@ -112,8 +112,8 @@ def _load(runtime: tuple):
     run_type, site_type, launch, launch_end, site_handle = runtime
     # the extension checks the core's aotid_py_record_abi against its own before it keeps any
     module.init(run_type, site_type, torch.nn.Parameter, launch, launch_end, site_handle,
-                address(lib.aotid_py_record_abi), address(lib.aotid_write_values), address(lib.aotid_write_launch),
-                address(lib.aotid_clear_inflight))
+                address(lib.aotid_py_record_abi), address(lib.aotid_write_values), address(held.aotid_write_launch),
+                address(held.aotid_clear_inflight))
     return module
 
 
