@@ -11,10 +11,8 @@ import json
 import os
 import re
 import shutil
-import sys
 
 import pytest
-import torch
 
 from aoti_debug.analysis import ops
 from aoti_debug.analysis.untrusted import InputError

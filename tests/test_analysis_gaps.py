@@ -188,7 +188,7 @@ def test_a_dump_cut_between_launches_never_finished(tmp_path, capsys):
     d = str(tmp_path / "d")
     folder = run_folder(d, run_end=False)
     # nan-origin reads a dump's launches under its instance (model:1.1); check keeps the manifest's 1.1
-    cut = (f"  run 1 model (pid 4242) never finished (no run-end record, 4242-model-run1/manifest.jsonl:1); "
+    cut = ("  run 1 model (pid 4242) never finished (no run-end record, 4242-model-run1/manifest.jsonl:1); "
            "what came after launch model:1.1 cpp_fused_exp_0 is missing")
     assert cli(capsys, "nan-origin", d) == (3, f"{NEVER}\n{cut}\nno NaN/Inf in the 1 launch of the log\n", "")
     assert cli(capsys, "check", d)[:2] == (3, (

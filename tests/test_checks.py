@@ -118,7 +118,7 @@ X, Y = "torch.randn(4, 4)", "torch.randn(8, 4)"
 @pytest.mark.parametrize("inputs,problems", [
     (f"(torch.randn(4, 4, 1), {Y})", ["  x.dim() is 3, expected 2"]),
     (f"(torch.randn(4, 5), {Y})", ["  x.shape[1] is 5, expected 4"]),
-    (f"(torch.randn(65, 4), torch.randn(130, 4))",
+    ("(torch.randn(65, 4), torch.randn(130, 4))",
      ["  x.shape[0] is 65, but this artifact was compiled for 2 <= batch <= 64"]),
     (f"({X}, torch.randn(10, 4))",
      ["  y.shape[0] is 10, but this artifact was compiled for y.shape[0] == 2*batch (= 8 here)"]),
@@ -127,7 +127,7 @@ X, Y = "torch.randn(4, 4)", "torch.randn(8, 4)"
     (f"(torch.randn(4, 4).t(), {Y})",
      ["  x.stride(0) is 1, but the compiled kernels index it with stride 4 (strides are (1, 4))",
       "  x.stride(1) is 4, but the compiled kernels index it with stride 1 (strides are (1, 4))"]),
-    (f"(torch.randn(65, 5).double(), torch.randn(3, 4))",
+    ("(torch.randn(65, 5).double(), torch.randn(3, 4))",
      ["  x.dtype is torch.float64, expected torch.float32",
       "  x.shape[0] is 65, but this artifact was compiled for 2 <= batch <= 64",
       "  x.shape[1] is 5, expected 4",

@@ -364,7 +364,6 @@ def test_device_statistics_wait_for_the_device_once():
     """No op whose result size depends on the data (nonzero, boolean indexing) and no scalar read
     per value: the device is waited for once, by the single transfer at the end (torch ops recorded
     as dispatched, on the CPU)."""
-    import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from aoti_debug.runtime.stats import compute_with_torch
 

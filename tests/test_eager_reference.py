@@ -4,7 +4,6 @@ Crafted logs check the pairing: each output an AOTI launch holds is compared wit
 record of that FX node, in the eager run's order.  One real run checks the whole way: the
 `scaled` model's eager log against its AOTI artifact, clean and with its custom op swapped."""
 
-import os
 import re
 
 import pytest

@@ -60,7 +60,7 @@ def test_aoti_level_0_with_nothing_to_say_writes_nothing(planted_all):
 
 
 def test_torch_compile_level_0_warns_on_stderr_only(tmp_path):
-    code = f"""
+    code = """
         import torch, aoti_debug
         def f(x):
             return torch.log(x) * 2

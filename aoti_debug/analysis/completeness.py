@@ -237,7 +237,6 @@ def of_dump_folders(folders: Sequence[str]) -> Gaps:
     for folder in folders:
         entries = dumps.manifest_lines(folder)
         pid = dumps._pid(folder, entries)
-        kind = LOST if pid in stopped else UNFINISHED
         here = os.path.join(folder, MANIFEST)
         opened: Dict[object, Tuple[int, str]] = {}
         run, last = None, ""
