@@ -35,9 +35,8 @@ static aoti_debug::Site tensor_site{"cpp_fused_add_0", "add", "m.py:12", "fc1", 
                                     "  source-line: m.py:12 nodes=add\n"};
 static const char* const input_names[] = {"x"};
 #ifdef AOTID_BENCH_WRAPPER_SITE
-// the wrapper's name for the site the generated statements use
-static aoti_debug::Site aotid_site_0{"cpp_fused_add_0", "add", "m.py:12", "fc1", tensor_args, 2,
-                                    "  source-line: m.py:12 nodes=add\n"};
+// the wrapper's name for the site, which the generated statements use
+static aoti_debug::Site& aotid_site_0 = tensor_site;
 
 // torch.empty_strided((16,), (1,)) through the shim, filled with `fill`
 static AtenTensorHandle shim_tensor(float fill) {

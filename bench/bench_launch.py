@@ -112,21 +112,20 @@ def tensor_launches(env: dict, linked: str, run, wrapper: bool) -> dict:
     alike and interleaved (the module docstring); us per launch over each
     runtime's plain loop, from the medians.  `wrapper`: the C++ loop has the
     "wrapper" site (the launch as an AOTI wrapper runs it), timed too."""
-    cxx = ("wrapper", "cxx") if wrapper else ("cxx",)
-    rows = {k: [] for k in ("cxx plain", "py plain", *((c, level) for c in cxx + ("extension", "ctypes")
+    sites = ("wrapper", "tensors") if wrapper else ("tensors",)   # bench_launch.cpp's, rows keyed by them
+    rows = {k: [] for k in ("cxx plain", "py plain", *((c, level) for c in sites + ("extension", "ctypes")
                                                         for level in (3, 5)))}
     for _ in range(REPS):
         rows["cxx plain"].append(run(TENSOR_N, False, binary=linked, loops=LOOPS))
         rows["py plain"].append(py_loop(env, TENSOR_N, plain=True))
         for level in (3, 5):
             dest = dict(AOTI_DEBUG_LOGLEVEL=str(level), AOTI_DEBUG_LOGDEST="/dev/null")
-            for c in cxx:
-                rows[(c, level)].append(run(TENSOR_N, True, "tensors" if c == "cxx" else c, linked, loops=LOOPS,
-                                            **dest))
+            for c in sites:
+                rows[(c, level)].append(run(TENSOR_N, True, c, linked, loops=LOOPS, **dest))
             for path in ("extension", "ctypes"):
                 rows[(path, level)].append(py_loop(env, TENSOR_N, path=path, **dest))
     med = {k: statistics.median(v) for k, v in rows.items()}
-    got = {k: (med[k] - med["cxx plain" if k[0] in ("cxx", "wrapper") else "py plain"]) / 1000
+    got = {k: (med[k] - med["cxx plain" if k[0] in sites else "py plain"]) / 1000
            for k in rows if isinstance(k, tuple)}
     got["spread"] = {k: (min(v), max(v)) for k, v in rows.items()}
     return got
@@ -148,7 +147,7 @@ def python_wrapper(env: dict, work: str, cxx: dict) -> None:
         for path in ("extension", "ctypes"):
             rows[(path, 1)].append(loop(50_000, path=path, AOTI_DEBUG_LOGLEVEL="1", AOTI_DEBUG_LOGDEST="/dev/null"))
     over = {k: (statistics.median(v) - statistics.median(rows["plain"])) / 1000 for k, v in rows.items()}
-    over.update({k: v for k, v in cxx.items() if isinstance(k, tuple) and k[0] != "cxx"})
+    over.update({k: v for k, v in cxx.items() if isinstance(k, tuple) and k[0] in ("extension", "ctypes")})
 
     from bench_corpus import Worker, launches_per_call   # its worker runs GPT-2 under torch.compile
     model_log = os.path.join(work, "gpt2.log")
@@ -165,12 +164,12 @@ def python_wrapper(env: dict, work: str, cxx: dict) -> None:
     print(f"  level 1 to /dev/null {over[('extension', 1)]:+8.3f} us per launch "
           f"(through ctypes: {over[('ctypes', 1)]:+.3f} us)")
     what = {3: "two records, three tensors", 5: "the same with statistics"}
-    base = "wrapper" if ("wrapper", 3) in cxx else "cxx"
+    base = "wrapper" if ("wrapper", 3) in cxx else "tensors"
     for level in (3, 5):
         py, cc, slow = over[("extension", level)], cxx[(base, level)], over[("ctypes", level)]
         ratio = py / cc
-        views = (f"; against the C++ site handed TensorViews (+{cxx[('cxx', level)]:.3f} us) "
-                 f"{py / cxx[('cxx', level)]:.2f}x" if base == "wrapper" else "")
+        views = (f"; against the C++ site handed TensorViews (+{cxx[('tensors', level)]:.3f} us) "
+                 f"{py / cxx[('tensors', level)]:.2f}x" if base == "wrapper" else "")
         print(f"  level {level} to /dev/null {py:+8.3f} us per launch, {what[level]}; "
               f"C++ {cc:+.3f} us, Python/C++ {ratio:.2f}x (target <= 1.2){'' if ratio <= 1.2 else ' MISSED'}; "
               f"through ctypes {slow:+.3f} us, {slow / cc:.2f}x{views}")
@@ -189,6 +188,7 @@ def same_records(env: dict, linked: str, work: str) -> None:
     """Stops the bench unless the "wrapper" site and PY_LOOP write the same two
     launches' records at level 5, but for each line's time and pid, the thread
     and the torch version (the C++ model's is "bench")."""
+    import torch
     def records(cmd, name):
         log = os.path.join(work, name)
         if os.path.exists(log):
@@ -199,18 +199,13 @@ def same_records(env: dict, linked: str, work: str) -> None:
             text = f.read()
         text = re.sub(r"^\[[^]]*\] \[pid \d+\] ", "", text, flags=re.M)
         text = re.sub(r"thread=\d+", "thread=T", text)
-        return text.replace(f"PyTorch version: {torch_version()}", "PyTorch version: bench")
+        return text.replace(f"PyTorch version: {torch.__version__}", "PyTorch version: bench")
     cxx = records([linked, "2", "1", "wrapper"], "wrapper.log")
     py = records([sys.executable, "-c", PY_LOOP, "2", "on", "1"], "py.log")
     py = py[:len(cxx)]  # PY_LOOP's timed loop follows its two launches
     if cxx != py or "launch-end bench:1.2" not in cxx:
         raise SystemExit(f"the C++ wrapper site and PY_LOOP write different records: compare {work}/wrapper.log "
                          f"with {work}/py.log")
-
-
-def torch_version() -> str:
-    import torch
-    return torch.__version__
 
 
 def wrapper_site(work: str) -> str:
