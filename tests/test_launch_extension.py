@@ -303,6 +303,84 @@ def test_a_launch_waiting_on_its_write_lets_other_python_threads_run(tmp_path, m
     assert lines[-1] == "(800, 0)"  # every record the extension's own
 
 
+
+# A thread launching N times at level 0 with the black box on, while another
+# thread's dump holds the ring: a dump past AOTI_DEBUG_DUMP_MAX_SIZE_GB writes
+# its note with the ring held, and the note waits on the process lock that a
+# third thread holds while its write to a FIFO nobody reads waits.  The
+# launching thread must wait for the ring with the GIL released, so that the
+# main thread runs, sees it wait, drains the FIFO and everything finishes.
+RING_BUSY = r"""
+import os, threading, time, torch
+from aoti_debug.native import core
+from aoti_debug.runtime.launches import Model, Site
+fifo, n = os.environ["FIFO"], 200
+reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # there to open it, reading nothing yet
+site = Site("cpp_fused_add_0", "add", "m.py:12", "fc1", (("buf0", "inout"),), "")
+buf0 = torch.zeros(1 << 16)  # 256 KiB: its copy in the dump is past the limit
+m = Model("busy", 0, "", "off", False, torch.__version__, blackbox=64)
+run = m.begin_run(("x",), (buf0,))
+filler = threading.Thread(target=core.sink_write, args=(fifo, "x" * (256 << 10) + "\n"))
+filler.start()
+time.sleep(0.3)
+dumper = threading.Thread(target=core.blackbox_fired, args=("planted", b"busy", 1, 0, 1, 0, ()))
+dumper.start()
+folder = os.path.join(os.environ["AOTI_DEBUG_DUMP_DIR"], f"{os.getpid()}-blackbox")
+deadline = time.monotonic() + 60
+while not os.path.isdir(folder) and time.monotonic() < deadline:  # made with the ring held
+    time.sleep(0.01)
+print(os.getpid(), "dumping", os.path.isdir(folder), dumper.is_alive())
+done = [0]
+def launches():
+    for _ in range(n):
+        run.launch += 1
+        if run.checks: run.checks_before(site, (buf0,))
+        if run.checks: run.checks_after(site, (buf0,))
+        done[0] += 1
+worker = threading.Thread(target=launches)
+worker.start()
+seen, still = -1, 0
+while still < 5:  # the launching thread has made no progress for 0.5 s: it waits
+    time.sleep(0.1)
+    still, seen = (still + 1 if done[0] == seen else 0), done[0]
+print("waiting after", seen, "of", n, "launches, main thread running")
+got = bytearray()
+def drain():
+    try:
+        while True:
+            got.extend(os.read(reader, 1 << 16))  # the writers keep it open: no end of file
+    except BlockingIOError:
+        pass
+while worker.is_alive() or filler.is_alive() or dumper.is_alive():
+    drain()
+    worker.join(0.02)
+drain()
+print("launched", done[0], b"x" * (256 << 10) in got)
+print(got[got.rfind(b"\n[", 0, got.index(b"] note - flight-recorder")) + 1:].decode())  # after the banner
+"""
+
+
+def test_a_launch_waiting_for_the_black_box_ring_lets_other_python_threads_run(tmp_path):
+    """Another thread's dump holds the black box's ring for as long as its folder
+    takes to write (here: until a note it writes can go out): a launch that
+    would append to the ring meanwhile releases the GIL first, so the process's
+    other Python threads run.  With the GIL held, the main thread could not
+    drain the FIFO the note waits behind, and the process would hang."""
+    fifo = tmp_path / "log.fifo"
+    os.mkfifo(fifo)
+    dumps = tmp_path / "dumps"
+    proc = run_python(RING_BUSY, timeout=120, env=clean_env(
+        FIFO=fifo, AOTI_DEBUG_LOGDEST=fifo, AOTI_DEBUG_DUMP_DIR=dumps, AOTI_DEBUG_BLACKBOX_MAX_MB=1,
+        AOTI_DEBUG_DUMP_MAX_SIZE_GB=0.000977))  # room for the 1 MiB ring, not for the run's 256 KiB input too
+    lines = proc.stdout.splitlines()
+    pid = lines[0].split()[0]
+    assert lines[:3] == [f"{pid} dumping True True", "waiting after 0 of 200 launches, main thread running",
+                         "launched 200 True"], proc.stdout + proc.stderr
+    assert mask("\n".join(lines[3:])) == (
+        "[TIMESTAMP] [pid PID] note - flight-recorder\n"
+        "  AOTI_DEBUG_DUMP_MAX_SIZE_GB=0.000977 would be exceeded; no more dumps, logging goes on at level 5\n"
+        "[TIMESTAMP] [pid PID] note - blackbox\n"
+        f"  planted: the black box is in '{dumps / (pid + '-blackbox')}': the last 0 launches of 1 run\n")
 # Ten launches of one site at LEVEL to AOTI_DEBUG_LOGDEST, its tensor of NUMEL
 # elements, after one (the site's handle, the run's texts), as the generated
 # wrapper makes them, with the black box on where BOX is set; what the
