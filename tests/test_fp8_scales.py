@@ -322,6 +322,28 @@ def test_a_computed_zero_scale_names_the_launch_that_wrote_it(fp8_dynamic, tmp_p
     assert "OUTPUT" in run_package(fp8_dynamic, "fp8_dynamic").stdout
 
 
+def test_nan_origin_names_a_computed_scales_writer_from_the_records_alone(fp8_dynamic, tmp_path):
+    """The same zero scale with the NaN check off: no note names its writer, and nan-origin
+    names it from the level-5 records (the launch before whose launch-end holds the buffer),
+    in the check's own words.  Where the log lacks a launch between the two (renumbered here
+    as a kernel filter would leave a gap), that launch may have written it: no writer named."""
+    log = tmp_path / "log.txt"
+    run_package(fp8_dynamic, "fp8_dynamic", inputs=ZERO_INPUT, AOTI_DEBUG_LOGDEST=str(log),
+                AOTI_DEBUG_NAN_CHECK="off")
+    assert nan_notes(log) == []
+    checked = tmp_path / "checked.txt"
+    run_package(fp8_dynamic, "fp8_dynamic", inputs=ZERO_INPUT, AOTI_DEBUG_LOGDEST=str(checked),
+                AOTI_DEBUG_NAN_CHECK="warn:naninf")
+    message = computed_scale_message("fp8_dynamic", checked)
+    scale = message.split(" read scale_a ")[1].split()[0]
+    where = f"{line_of('fp8_dynamic.mm')}, module proj"
+    assert scale_origin("fp8_dynamic", log, "scale_a", scale, where, message.rpartition(" was last written by ")[2],
+                        []) == 1
+    gap = tmp_path / "gap.txt"
+    gap.write_text(log.read_text().replace("fp8_dynamic:1.1 ", "fp8_dynamic:1.0 "))
+    assert scale_origin("fp8_dynamic", gap, "scale_a", scale, where, None, []) == 1
+
+
 @pytest.mark.python_writer
 def test_torch_compile_names_the_launch_that_wrote_a_computed_scale(aoti_cache, tmp_path):
     """The Python runtime, the same model and all-zero input under torch.compile (warn:naninf):

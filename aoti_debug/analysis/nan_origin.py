@@ -201,7 +201,7 @@ def bad_scales(log: Log, events: List[Event]) -> List[BadScale]:
     """Every launch, in order, that read a scale holding a zero, NaN or Inf.  Only launches
     reading a narrow format (float8, float4) are read again: a scaled matmul reads one."""
     out: List[BadScale] = []
-    for event in events:
+    for at, event in enumerate(events):
         if _is_call(event) or event.start is None or not event.start.narrow:
             continue
         for item in event.start.values:
@@ -213,10 +213,31 @@ def bad_scales(log: Log, events: List[Event]) -> List[BadScale]:
                                      int(stats.get("inf_count", 0)))
                 if zeros or nans or infs:
                     notes = checker_notes(log, event)
-                    writer = next((m.group(1) for n in notes if f" read {t.scale} {label.split(' ', 1)[-1]} " in n
-                                   for m in [_WRITER.search(n)] if m), None)
+                    name = label.split(" ", 1)[-1]
+                    writer = next((m.group(1) for n in notes if f" read {t.scale} {name} " in n
+                                   for m in [_WRITER.search(n)] if m), None) or _writer(events, at, name)
                     out.append(BadScale(event, label, t.scale, zeros, nans, infs, t, writer, notes))
     return out
+
+
+def _writer(events: List[Event], at: int, name: str) -> Optional[str]:
+    """The launch that last wrote buffer `name` before events[at], from the records alone (the
+    NaN check's note names it from the compiler's plan; a log without the check has none), in
+    the note's words: the last earlier launch of the same run and model instance whose
+    `launch-end` record holds `name` as an output.  None when a launch between the two is not
+    in the log (a kernel filter left it out, or its records were lost): that launch may have
+    written it, and a debugger names no writer rather than a wrong one."""
+    reader = events[at]
+    expected = reader.index
+    for event in reversed(events[:at]):
+        if _is_call(event) or event.instance != reader.instance or event.run != reader.run:
+            continue
+        if expected is None or event.index != expected - 1:
+            return None
+        expected = event.index
+        if event.end is not None and any(i.name == name and i.role in ("out", "inout") for i in event.outputs):
+            return f"{_named(event)} (source {event.origin.where_of([name]) if event.origin else '-'})"
+    return None
 
 
 # the NaN check's words for a scale computed in the model (docs/checks.md "Bad scales")
