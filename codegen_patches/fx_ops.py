@@ -86,6 +86,43 @@ def _dtype(node) -> Optional[str]:
     return None if dtype is None else str(dtype).replace("torch.", "")
 
 
+def scale_value_source(reader: Sequence[str], scale: str):
+    """The line and module (a Provenance) of the FX node that computed the value one of
+    `reader`'s nodes (the FX node names of a launch) takes as its schema argument `scale`
+    (`scale_a`, or `scale_a[0]` of a list), passing over the views and layout copies between
+    (a per-tensor scale expanded to one per row and made contiguous for _scaled_mm): where
+    the scale was made (amax / 448), even where its kernel fused it after a norm whose line
+    would name the kernel.  None when the op, its argument or the line is not known."""
+    from aoti_debug.plan import op_name, provenance_of_fx_nodes
+    name, _, index = scale.partition("[")
+    try:
+        nodes = _nodes_by_name()
+        for node in (nodes.get(n) for n in reader):
+            schema = getattr(getattr(node, "target", None), "_schema", None)
+            if schema is None:
+                continue
+            given = dict(zip((a.name for a in schema.arguments), node.args))
+            given.update(node.kwargs)
+            value = given.get(name)
+            if index and isinstance(value, (list, tuple)):
+                value = value[int(index.rstrip("]"))]
+            for _ in range(_MAX_DEPTH):
+                if getattr(value, "op", None) != "call_function" or op_name(value) not in VALUE_KEEPING_OPS:
+                    break
+                value = value.args[0]
+            if getattr(value, "op", None) != "call_function":
+                return None         # a weight or an input: no launch made it
+            prov = provenance_of_fx_nodes([value])
+            return prov if prov.source != "-" else None
+    except Exception:                   # a graph shaped otherwise: the kernel's own line stands
+        return None
+    return None
+
+
+# a view, or a copy into another layout: the values are those of the op's first argument
+VALUE_KEEPING_OPS = VIEW_OPS | {"clone", "contiguous"}
+
+
 def value_of(buffer: str) -> str:
     """The FX node whose value `buffer` holds: Inductor's origin node, else, for a
     plain pointwise buffer, the one origin that none of its other origins reads

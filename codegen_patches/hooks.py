@@ -387,8 +387,9 @@ def written_by(st: WrapperState, a: Arg, reader=()) -> dict:
         return {}
     site, out = st.writers[a.name]
     # the line that made the scale's value (amax / 448), not the most telling op feeding it
-    # (a fused norm's rsqrt): that is the line a reader of the finding looks for
-    made = ir_queries.value_source(a.name, reader)
+    # (a fused norm's rsqrt): that is the line a reader of the finding looks for; where the
+    # buffer names no node of its own, the one the reading op takes as that scale says it
+    made = ir_queries.value_source(a.name, reader) or fx_ops.scale_value_source(reader, a.scale)
     text = where(made.source, module_path(made.module)) if made is not None else \
         cpp_emit.output_where(site, out).split("\n")[0]
     return dict(writer=site.index, writer_words=f"{site.kernel} (source {text})")

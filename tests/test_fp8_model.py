@@ -168,7 +168,10 @@ def test_torch_compile_names_a_zero_scale_and_the_launch_that_computed_the_next(
     zeroed (its module buffer), warn:naninf: v_proj's launch is named for its zero weight
     scale; v_proj then writes zeros, so o_proj's input scale, amax / 448 computed in the
     graph, is zero too, and o_proj's launch names the launch that computed it, its line and
-    module; the summary counts both kinds of finding."""
+    module; the summary counts both kinds of finding.  A second call with layer 0's
+    input_layernorm weight zeroed too: q_proj's input scale, computed in the kernel that
+    fuses the RMSNorm before it, is zero, and its writer is named at the scale's line and
+    q_proj's module, not at the RMSNorm's line that names the fused kernel."""
     log = tmp_path / "log.txt"
     proc = run_python(f"""
         import sys; sys.path.insert(0, {TESTS!r})
@@ -176,16 +179,33 @@ def test_torch_compile_names_a_zero_scale_and_the_launch_that_computed_the_next(
         model = fp8_transformers.build()
         model.get_buffer("model.model.layers.0.self_attn.v_proj.weight_scale").zero_()
         with torch.no_grad():
-            print("SUM", float(torch.compile(model)(*corpus.inputs("llama"))[0].abs().sum()))
+            compiled = torch.compile(model)
+            print("SUM", float(compiled(*corpus.inputs("llama"))[0].abs().sum()))
+            model.get_parameter("model.model.layers.0.input_layernorm.weight").zero_()
+            compiled(*corpus.inputs("llama"))
     """, env=clean_env(TORCHINDUCTOR_CACHE_DIR=aoti_cache, AOTI_DEBUG_LOGLEVEL="5",
                        AOTI_DEBUG_NAN_CHECK="warn:naninf", AOTI_DEBUG_LOGDEST=str(log)))
     assert "SUM" in proc.stdout
-    notes = [r.split("\n", 1)[1][2:-1] for r in records(mask(log.read_text())) if " note - nan-check" in r]
+    texts = records(mask(log.read_text()))
+    second = next(k for k, r in enumerate(texts) if re.match(r"\[TIMESTAMP\] \[pid PID\] run 2 ", r))
+    notes, notes2 = ([r.split("\n", 1)[1][2:-1] for r in part if " note - nan-check" in r]
+                     for part in (texts[:second], texts[second:]))
     by_id = launches(log)
 
     def scale_of(ident, which):
         [name] = [i.name for i in by_id[ident].inputs if i.value.scale == which]
         return name
+    q_proj = next(la.ident for la in by_id.values() if la.start.name == SCALED_MM and la.ident.startswith("model:2.")
+                  and la.start.origin.module == "model.model.layers.0.self_attn.q_proj")
+    assert q_proj == "model:2.2"
+    fused = by_id["model:2.1"]
+    assert fused.start.origin.module == "model.model.layers.0.input_layernorm"
+    assert (f"launch {q_proj} {SCALED_MM} (source {line_of('fp8_transformers.mm')}, module "
+            f"model.model.layers.0.self_attn.q_proj) read scale_a {scale_of(q_proj, 'scale_a')} holding 16 zero, "
+            "0 NaN and 0 Inf (first at flat index 0); a bad scale is the origin of what this launch writes, not its "
+            f"arithmetic; {scale_of(q_proj, 'scale_a')} was last written by launch model:2.1 {fused.start.name} "
+            f"(source {line_of('fp8_transformers.scale')}, module model.model.layers.0.self_attn.q_proj)") in notes2
+
     v_proj = next(la.ident for la in by_id.values() if la.start.name == SCALED_MM
                   and la.start.origin.module == "model.model.layers.0.self_attn.v_proj")
     weight_scale = scale_of(v_proj, "scale_b")
