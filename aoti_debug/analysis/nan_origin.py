@@ -229,10 +229,15 @@ def _writer(events: List[Event], at: int, name: str) -> Optional[str]:
     written it, and a debugger names no writer rather than a wrong one."""
     reader = events[at]
     expected = reader.index
-    for event in reversed(events[:at]):
+    # back over the run's own launches only: it stops at the run's first launch, so a scale
+    # no launch wrote (a constant) costs the run's length, never the log's
+    for k in range(at - 1, -1, -1):
+        if expected is None or expected <= 1:
+            return None
+        event = events[k]
         if _is_call(event) or event.instance != reader.instance or event.run != reader.run:
             continue
-        if expected is None or event.index != expected - 1:
+        if event.index != expected - 1:
             return None
         expected = event.index
         if event.end is not None and any(i.name == name and i.role in ("out", "inout") for i in event.outputs):
