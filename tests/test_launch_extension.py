@@ -222,6 +222,26 @@ def test_a_runs_texts_are_made_once_in_the_core_and_freed_with_the_run(tmp_path)
         assert proc.stdout.strip().splitlines()[-1] == expect, (path, proc.stdout, proc.stderr)
 
 
+# What WAITING and RING_BUSY do once their `launches` (counting into `done`) are
+# defined: run them on a thread, and print once it has made no progress for 0.5 s
+# (it waits) while the main thread runs; `drain` reads what the FIFO holds.
+STALLED = r"""
+worker = threading.Thread(target=launches)
+worker.start()
+seen, still = -1, 0
+while still < 5:  # the launching thread has made no progress for 0.5 s: it waits
+    time.sleep(0.1)
+    still, seen = (still + 1 if done[0] == seen else 0), done[0]
+print("waiting after", seen, "of", n, "launches, main thread running")
+got = bytearray()
+def drain():
+    try:
+        while True:
+            got.extend(os.read(reader, 1 << 16))  # the writers keep it open: no end of file
+    except BlockingIOError:
+        pass
+"""
+
 # A thread launching N times at level 3 while its write must wait: on a FIFO
 # destination nobody reads ("pipe"), or (to a regular file) on the process lock
 # that another thread holds while its own write waits on that FIFO ("lock").
@@ -251,21 +271,7 @@ def launches():
         launch(run, site, buf0, arg0_1)
         launch_end(run, site, buf0, None)
         done[0] += 1
-worker = threading.Thread(target=launches)
-worker.start()
-seen, still = -1, 0
-while still < 5:  # the launching thread has made no progress for 0.5 s: it waits
-    time.sleep(0.1)
-    still, seen = (still + 1 if done[0] == seen else 0), done[0]
-print("waiting after", seen, "of", n, "launches, main thread running")
-got = bytearray()
-def drain():
-    try:
-        while True:
-            got.extend(os.read(reader, 1 << 16))  # the writers keep it open: no end of file
-    except BlockingIOError:
-        pass
-while worker.is_alive() or (mode == "lock" and other.is_alive()):
+""" + STALLED + r"""while worker.is_alive() or (mode == "lock" and other.is_alive()):
     drain()
     worker.join(0.02)
 drain()
@@ -337,21 +343,7 @@ def launches():
         if run.checks: run.checks_before(site, (buf0,))
         if run.checks: run.checks_after(site, (buf0,))
         done[0] += 1
-worker = threading.Thread(target=launches)
-worker.start()
-seen, still = -1, 0
-while still < 5:  # the launching thread has made no progress for 0.5 s: it waits
-    time.sleep(0.1)
-    still, seen = (still + 1 if done[0] == seen else 0), done[0]
-print("waiting after", seen, "of", n, "launches, main thread running")
-got = bytearray()
-def drain():
-    try:
-        while True:
-            got.extend(os.read(reader, 1 << 16))  # the writers keep it open: no end of file
-    except BlockingIOError:
-        pass
-while worker.is_alive() or filler.is_alive() or dumper.is_alive():
+""" + STALLED + r"""while worker.is_alive() or filler.is_alive() or dumper.is_alive():
     drain()
     worker.join(0.02)
 drain()
