@@ -308,7 +308,11 @@ def test_a_computed_zero_scale_names_the_launch_that_wrote_it(fp8_dynamic, tmp_p
     """The package (raise:naninf) on an all-zero input: the per-tensor activation scale
     amax / 448 is zero; the check raises at the _scaled_mm launch that reads it, names the
     module, and names the launch, kernel, line and module that computed it.  Under warn the
-    same note, then a summary that says a zero scale was found, not NaN/Inf."""
+    same note, then a summary that says a zero scale was found, not NaN/Inf.  With the
+    check off no note names the writer, and nan-origin names it from the level-5 records
+    (the launch before whose launch-end holds the buffer), in the check's own words; where
+    the log lacks a launch between the two (renumbered here, as a kernel filter leaves a
+    gap), that launch may have written it: no writer named."""
     log = tmp_path / "log.txt"
     proc = run_package(fp8_dynamic, "fp8_dynamic", inputs=ZERO_INPUT, AOTI_DEBUG_LOGDEST=str(log))
     message = computed_scale_message("fp8_dynamic", log)
@@ -319,29 +323,18 @@ def test_a_computed_zero_scale_names_the_launch_that_wrote_it(fp8_dynamic, tmp_p
     assert "OUTPUT (4, 8) 0.0 " in proc.stdout
     assert nan_notes(warned) == [f"  {message}\n", f"  run 1: zero scales in 1 launch: {SCALED_MM} x1\n"]
     assert computed_scale_origin("fp8_dynamic", warned, message) == 1
-    assert "OUTPUT" in run_package(fp8_dynamic, "fp8_dynamic").stdout
-
-
-def test_nan_origin_names_a_computed_scales_writer_from_the_records_alone(fp8_dynamic, tmp_path):
-    """The same zero scale with the NaN check off: no note names its writer, and nan-origin
-    names it from the level-5 records (the launch before whose launch-end holds the buffer),
-    in the check's own words.  Where the log lacks a launch between the two (renumbered here
-    as a kernel filter would leave a gap), that launch may have written it: no writer named."""
-    log = tmp_path / "log.txt"
-    run_package(fp8_dynamic, "fp8_dynamic", inputs=ZERO_INPUT, AOTI_DEBUG_LOGDEST=str(log),
-                AOTI_DEBUG_NAN_CHECK="off")
-    assert nan_notes(log) == []
-    checked = tmp_path / "checked.txt"
-    run_package(fp8_dynamic, "fp8_dynamic", inputs=ZERO_INPUT, AOTI_DEBUG_LOGDEST=str(checked),
-                AOTI_DEBUG_NAN_CHECK="warn:naninf")
-    message = computed_scale_message("fp8_dynamic", checked)
+    unchecked = tmp_path / "off.txt"
+    proc = run_package(fp8_dynamic, "fp8_dynamic", inputs=ZERO_INPUT, AOTI_DEBUG_LOGDEST=str(unchecked),
+                       AOTI_DEBUG_NAN_CHECK="off")
+    assert "OUTPUT (4, 8) 0.0 " in proc.stdout and nan_notes(unchecked) == []
     scale = message.split(" read scale_a ")[1].split()[0]
     where = f"{line_of('fp8_dynamic.mm')}, module proj"
-    assert scale_origin("fp8_dynamic", log, "scale_a", scale, where, message.rpartition(" was last written by ")[2],
-                        []) == 1
+    writer = message.rpartition(" was last written by ")[2]
+    assert scale_origin("fp8_dynamic", unchecked, "scale_a", scale, where, writer, []) == 1
     gap = tmp_path / "gap.txt"
-    gap.write_text(log.read_text().replace("fp8_dynamic:1.1 ", "fp8_dynamic:1.0 "))
+    gap.write_text(unchecked.read_text().replace("fp8_dynamic:1.1 ", "fp8_dynamic:1.0 "))
     assert scale_origin("fp8_dynamic", gap, "scale_a", scale, where, None, []) == 1
+    assert "OUTPUT" in run_package(fp8_dynamic, "fp8_dynamic").stdout
 
 
 @pytest.mark.python_writer
