@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from aoti_debug.plan import IN, INOUT, OUT, Arg
 
-from . import ir_queries
+from . import ir_plan, ir_queries
 
 # ops that only look at their input's storage differently: never a launch of their own
 VIEW_OPS = frozenset({
@@ -101,9 +101,7 @@ def scale_value_source(reader: Sequence[str], scale: str):
             schema = getattr(getattr(node, "target", None), "_schema", None)
             if schema is None:
                 continue
-            given = dict(zip((a.name for a in schema.arguments), node.args))
-            given.update(node.kwargs)
-            value = given.get(name)
+            value = ir_plan.schema_arguments(node, schema).get(name)
             if index and isinstance(value, (list, tuple)):
                 value = value[int(index.rstrip("]"))]
             for _ in range(_MAX_DEPTH):

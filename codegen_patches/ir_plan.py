@@ -102,6 +102,13 @@ def _scale_buffers(ir_node) -> dict:
     return found
 
 
+def schema_arguments(fx_node, schema) -> dict:
+    """An FX node's arguments by its op's schema names, positional and keyword alike."""
+    given = dict(zip((a.name for a in schema.arguments), fx_node.args))
+    given.update(fx_node.kwargs)
+    return given
+
+
 def _tensor_inputs(ir_node):
     """(the FX node's arguments by schema name, [(schema argument, position in its
     list or None, buffer)] of the IR node's inputs) of an op taking scales; ({}, [])
@@ -112,8 +119,7 @@ def _tensor_inputs(ir_node):
     if schema is None or fx_node is None \
             or not any(a.name in SCALE_ARGUMENTS for a in schema.arguments):
         return {}, []
-    given = dict(zip((a.name for a in schema.arguments), fx_node.args))
-    given.update(fx_node.kwargs)
+    given = schema_arguments(fx_node, schema)
     names: List[Tuple[str, Optional[int]]] = []
     for a in schema.arguments:
         value = given.get(a.name)
